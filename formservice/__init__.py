@@ -1,0 +1,1 @@
+"""A faithful local implementation of the Form Collection Service (the sandbox)."""

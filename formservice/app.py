@@ -1,0 +1,41 @@
+"""aiohttp application factory: the routes of the service."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from aiohttp import web
+
+from . import openapi, rpc, sandbox
+from .service import Limits, Service
+
+
+def create_app(service: Service | None = None, *, data_dir: Path | str | None = None,
+               limits: Limits | None = None) -> web.Application:
+    """The service as an aiohttp app. ``service.base_url`` should be set to the address
+    the app is reachable at once it is bound (links and upload URLs use it)."""
+    service = service or Service(data_dir, limits=limits)
+    app = web.Application(client_max_size=32 * 1024 * 1024)
+    app[rpc.SERVICE_KEY] = service
+    app.router.add_post("/api/v1", rpc.handle)
+    app.router.add_get("/api/v1/openapi.json", openapi.handle)
+    app.router.add_post("/api/sandbox", sandbox.handle)
+    app.router.add_get("/api/storage/{file_id}", _storage)
+    app.router.add_get("/healthz", _healthz)
+    return app
+
+
+async def _storage(request: web.Request) -> web.Response:
+    """Stored bytes (retained PDFs, uploaded documents); the id is the credential."""
+    from .tables import StoredFile
+
+    service = request.app[rpc.SERVICE_KEY]
+    with service.session() as s:
+        row = s.get(StoredFile, request.match_info["file_id"])
+    if row is None:
+        raise web.HTTPNotFound(text="No such file")
+    return web.Response(body=row.data, content_type=row.content_type)
+
+
+async def _healthz(_request: web.Request) -> web.Response:
+    return web.json_response({"ok": True})

@@ -1,0 +1,1 @@
+"""Form settings and translations: formSettings.get/update, translations.listEntries."""

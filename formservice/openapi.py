@@ -1,0 +1,124 @@
+"""The OpenAPI 3.1 document of ``/api/v1``, generated from the same pydantic models that
+validate params and shape results, so it cannot drift from the code."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from aiohttp import web
+from pydantic.json_schema import models_json_schema
+
+from .domain.base import METHODS
+from .errors import CODES, HTTP_STATUS
+
+API_VERSION = "2026-09-24"
+
+
+def _envelope_name(method: str) -> str:
+    return "Call_" + method.replace(".", "_")
+
+
+def build() -> dict[str, Any]:
+    """The OpenAPI 3.1 document: one operation, ``POST /api/v1``, whose body is one of
+    the per-method envelopes (``method`` is the discriminator)."""
+    methods = [METHODS[n] for n in sorted(METHODS)]
+    models: list[tuple[type, str]] = []
+    for m in methods:
+        models.append((m.params, "validation"))
+        if m.result is not None:
+            models.append((m.result, "serialization"))
+    keyed, defs = models_json_schema(models, ref_template="#/components/schemas/{model}")
+    schemas: dict[str, Any] = dict(defs.get("$defs", {}))
+    calls, results = [], []
+    mapping = {}
+    for m in methods:
+        env = _envelope_name(m.name)
+        params_ref = keyed[(m.params, "validation")]
+        schemas[env] = {
+            "type": "object",
+            "title": m.name,
+            "description": m.summary,
+            "properties": {"method": {"type": "string", "const": m.name}, "params": params_ref},
+            "required": ["method"],
+            "additionalProperties": False,
+        }
+        mapping[m.name] = f"#/components/schemas/{env}"
+        calls.append({"$ref": f"#/components/schemas/{env}"})
+        if m.result is not None:
+            results.append(keyed[(m.result, "serialization")])
+    schemas["Error"] = {
+        "type": "object",
+        "properties": {
+            "ok": {"const": False},
+            "error": {
+                "type": "object",
+                "properties": {
+                    "code": {"type": "string", "enum": sorted(CODES)},
+                    "message": {"type": "string"},
+                    "details": {
+                        "type": "object",
+                        "properties": {
+                            "reason": {"type": "string"},
+                            "field": {"type": "string"},
+                            "validKeys": {"type": "array", "items": {"type": "string"}},
+                            "validValues": {"type": "array"},
+                            "expectedType": {"type": "string"},
+                            "feature": {"type": "string"},
+                            "retryAfterMs": {"type": "integer", "minimum": 0},
+                        },
+                    },
+                },
+                "required": ["code", "message"],
+            },
+        },
+        "required": ["ok", "error"],
+    }
+    schemas["Success"] = {
+        "type": "object",
+        "properties": {"ok": {"const": True}, "data": {"anyOf": results or [{}]}},
+        "required": ["ok", "data"],
+    }
+    responses: dict[str, Any] = {"200": {"description": "Success",
+                                         "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Success"}}}}}
+    for status in sorted({str(s) for s in HTTP_STATUS.values()}):
+        codes = [c for c, s in HTTP_STATUS.items() if str(s) == status]
+        responses[status] = {"description": " or ".join(codes),
+                             "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Error"}}}}
+    return {
+        "openapi": "3.1.0",
+        "info": {"title": "Form Collection Service", "version": "v1",
+                 "description": "JSON-RPC over POST /api/v1. Every call names a method and its params. "
+                                f"Events carry apiVersion {API_VERSION}."},
+        "servers": [{"url": "/"}],
+        "paths": {
+            "/api/v1": {
+                "post": {
+                    "operationId": "call",
+                    "summary": "Call a method",
+                    "security": [{"bearer": []}],
+                    "requestBody": {
+                        "required": True,
+                        "content": {"application/json": {"schema": {
+                            "oneOf": calls,
+                            "discriminator": {"propertyName": "method", "mapping": mapping},
+                        }}},
+                    },
+                    "responses": responses,
+                }
+            }
+        },
+        "components": {
+            "schemas": schemas,
+            "securitySchemes": {"bearer": {"type": "http", "scheme": "bearer",
+                                           "description": "fb_ API token or fbo_ OAuth access token"}},
+        },
+    }
+
+
+_CACHE: dict[str, Any] = {}
+
+
+async def handle(_request: web.Request) -> web.Response:
+    if "doc" not in _CACHE:
+        _CACHE["doc"] = build()
+    return web.json_response(_CACHE["doc"])

@@ -1,0 +1,97 @@
+"""The JSON-RPC binding of ``POST /api/v1``: read and check the envelope, authenticate,
+dispatch to the domain, and map every outcome to ``{ok, data}`` / ``{ok, error}``."""
+
+from __future__ import annotations
+
+import json
+import logging
+from typing import Any
+
+from aiohttp import web
+
+from .errors import ApiError
+from .service import Service
+
+log = logging.getLogger("formservice.rpc")
+SERVICE_KEY = web.AppKey("service", Service)
+MAX_BODY = 1024 * 1024
+
+
+async def read_limited(request: web.Request, limit: int = MAX_BODY) -> bytes:
+    """The request body, refused with VALIDATION_ERROR past ``limit`` bytes (checked
+    before and while reading, so an oversized body is never held whole)."""
+    too_big = ApiError("VALIDATION_ERROR", f"Request body is over the {limit // 1024 // 1024} MiB limit.",
+                       reason="BODY_TOO_LARGE")
+    if request.content_length is not None and request.content_length > limit:
+        raise too_big
+    chunks: list[bytes] = []
+    size = 0
+    async for chunk in request.content.iter_chunked(64 * 1024):
+        size += len(chunk)
+        if size > limit:
+            raise too_big
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
+def parse_envelope(body: bytes) -> tuple[str, Any]:
+    """The method name and params of a JSON-RPC body, or VALIDATION_ERROR saying what is
+    wrong with the envelope."""
+    if not body.strip():
+        raise ApiError("VALIDATION_ERROR", 'Request body is empty; send {"method": "...", "params": {...}}.',
+                       reason="EMPTY_BODY")
+    try:
+        envelope = json.loads(body)
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise ApiError("VALIDATION_ERROR", f"Request body is not valid JSON ({exc}).",
+                       reason="MALFORMED_JSON") from None
+    if not isinstance(envelope, dict):
+        raise ApiError("VALIDATION_ERROR",
+                       'Request body must be a JSON object {"method": "...", "params": {...}}.',
+                       reason="INVALID_ENVELOPE", expectedType="object")
+    extra = sorted(set(envelope) - {"method", "params"})
+    if extra:
+        raise ApiError("VALIDATION_ERROR", f"Unknown envelope key {extra[0]}; the body holds method and params.",
+                       reason="UNKNOWN_PARAM", field=extra[0], validKeys=["method", "params"])
+    if "method" not in envelope:
+        raise ApiError("VALIDATION_ERROR", 'The body has no "method"; name one such as "forms.list".',
+                       reason="REQUIRED", field="method")
+    name = envelope["method"]
+    if not isinstance(name, str) or not name:
+        raise ApiError("VALIDATION_ERROR", '"method" must be a non-empty string such as "forms.list".',
+                       reason="INVALID_TYPE", field="method", expectedType="string")
+    params = envelope.get("params")
+    if params is not None and not isinstance(params, dict):
+        raise ApiError("VALIDATION_ERROR", '"params" must be a JSON object, or omitted.',
+                       reason="INVALID_TYPE", field="params", expectedType="object")
+    return name, params
+
+
+def ok(data: Any) -> web.Response:
+    return web.json_response({"ok": True, "data": data})
+
+
+def fail(err: ApiError) -> web.Response:
+    return web.json_response({"ok": False, "error": err.to_wire()}, status=err.status)
+
+
+def internal(exc: BaseException) -> web.Response:
+    log.exception("unexpected failure", exc_info=exc)
+    return fail(ApiError("INTERNAL_ERROR", "Unexpected server error; the call changed nothing. Retry later."))
+
+
+def client_ip(request: web.Request) -> str:
+    return request.remote or "unknown"
+
+
+async def handle(request: web.Request) -> web.Response:
+    service = request.app[SERVICE_KEY]
+    try:
+        body = await read_limited(request)
+        caller = service.authenticate(request.headers.get("Authorization"), client_ip(request))
+        name, params = parse_envelope(body)
+        return ok(service.invoke(caller, name, params))
+    except ApiError as err:
+        return fail(err)
+    except Exception as exc:  # never a bare 500 page: the closed code set holds
+        return internal(exc)

@@ -1,0 +1,382 @@
+"""The sandbox: seeding from YAML, the credentials file, the test clock and the test
+helpers served at ``POST /api/sandbox`` (same envelope and bearer token as ``/api/v1``,
+no rate budget spent)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import signal
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+import yaml
+from aiohttp import web
+from pydantic import Field
+from sqlmodel import select
+
+from . import rpc
+from .domain import auth
+from .domain.base import Ctx, Method, Params, Result, method_registry
+from .errors import ApiError, not_found
+from .ids import new_id, new_signing_secret
+from .service import Service
+from .tables import ApiToken, Folder, Integration, Member, User, Workspace
+
+log = logging.getLogger("formservice.sandbox")
+DEFAULT_SEED = Path(__file__).parent / "data" / "sandbox-seed.yaml"
+CREDENTIALS = "sandbox-credentials.json"
+HELPERS: dict[str, Method] = {}
+helper = method_registry(HELPERS)
+
+
+# -- seeding -----------------------------------------------------------------------
+
+
+def load_seed(path: Path | str | None) -> dict[str, Any]:
+    text = Path(path or DEFAULT_SEED).read_text()
+    seed = yaml.safe_load(text)
+    if not isinstance(seed, dict) or not isinstance(seed.get("workspaces"), list):
+        raise ValueError(f"{path}: a seed holds a 'workspaces' list")
+    return seed
+
+
+def apply_seed(service: Service, seed: dict[str, Any]) -> dict[str, Any]:
+    """Create the seed's people, workspaces, tokens and forms. Returns the credentials
+    (token values exist only here and in the credentials file: the store keeps hashes)."""
+    from .domain import forms as forms_domain
+    from .domain import submissions as subs_domain
+
+    now = service.now()
+    out: list[dict[str, Any]] = []
+    with service.session() as s:
+        for ws_seed in seed["workspaces"]:
+            owner = ws_seed.get("owner") or {}
+            user = User(id=new_id("usr"), email=owner.get("email", "owner@example.test"),
+                        name=owner.get("name", "Owner"))
+            ws = Workspace(
+                id=new_id("ws"), name=ws_seed["name"], plan=ws_seed.get("plan", "free"), owner_id=user.id,
+                signing_secret=new_signing_secret(), monthly_allowance=int(ws_seed.get("monthlyAllowance", 100)),
+                partial_tracking=bool(ws_seed.get("partialTracking", True)),
+                payment_connected=bool(ws_seed.get("paymentConnected", False)),
+                email_domains=[{"id": new_id("edom"), **d} for d in ws_seed.get("emailDomains", [])],
+                custom_domains=[{"id": new_id("cdom"), **d} for d in ws_seed.get("customDomains", [])],
+                created_at=now,
+            )
+            s.add_all([user, ws, Member(workspace_id=ws.id, user_id=user.id)])
+            s.flush()
+            token, _ = auth.create_api_token(s, user.id, ws.id, "sandbox", now)
+            folder = Folder(id=new_id("fld"), workspace_id=ws.id, name="Archive", created_at=now)
+            s.add(folder)
+            form_ids: dict[str, str] = {}
+            for i, f_seed in enumerate(ws_seed.get("forms", [])):
+                # one ms apart, so "newest first" lists the seed's forms in reverse seed order
+                created = now - len(ws_seed["forms"]) + i
+                form = forms_domain.new_form(s, ws.id, f_seed["name"], None, created,
+                                             blocks=f_seed.get("blocks") or [], emoji=f_seed.get("emoji"))
+                if f_seed.get("published"):
+                    forms_domain.publish_form(s, form, created)
+                for j, sub in enumerate(f_seed.get("submissions", [])):
+                    subs_domain.record_submission(
+                        s, form, dict(sub.get("answers") or {}), created + j, completed=sub.get("completed", True),
+                        respondent_email=sub.get("respondentEmail"),
+                    )
+                form_ids[f_seed["name"]] = form.id
+            for integ in ws_seed.get("integrations", []):
+                s.add(Integration(id=new_id("int"), form_id=form_ids[integ["form"]],
+                                  include_pdf=bool(integ.get("includePdf")), created_at=now))
+            out.append({"id": ws.id, "name": ws.name, "plan": ws.plan, "token": token,
+                        "signingSecret": ws.signing_secret, "userId": user.id, "folderId": folder.id,
+                        "forms": form_ids})
+        service.set_meta(s, "seeded", "1")
+        s.commit()
+    return {"workspaces": out}
+
+
+def prepare(service: Service, data_dir: Path | None, seed_path: Path | str | None) -> dict[str, Any]:
+    """Seed a new data dir (or reuse what it holds) and return the credentials."""
+    stored = data_dir / CREDENTIALS if data_dir else None
+    if stored is not None and stored.exists() and service._meta("seeded"):
+        creds = json.loads(stored.read_text())
+    else:
+        creds = apply_seed(service, load_seed(seed_path))
+        if stored is not None:
+            stored.write_text(json.dumps(creds, indent=2))
+    return {"baseUrl": service.base_url, **creds}
+
+
+# -- test helpers ------------------------------------------------------------------
+
+
+class AdvanceParams(Params):
+    ms: Annotated[int, Field(ge=0, le=400 * 24 * 3600 * 1000)]
+
+
+class ClockResult(Result):
+    now: int
+    offsetMs: int
+
+
+@helper("clock.advance")
+def clock_advance(ctx: Ctx, p: AdvanceParams) -> ClockResult:
+    """Move the test clock forward and run the time-driven work that became due."""
+    svc: Service = ctx.service
+    now = svc.advance_clock(p.ms)
+    tick = getattr(svc, "tick", None)
+    if tick is not None:
+        ctx.after_commit.append(tick)
+    return ClockResult(now=now, offsetMs=svc.clock.offset_ms)
+
+
+class NoParams(Params):
+    pass
+
+
+@helper("clock.get")
+def clock_get(ctx: Ctx, p: NoParams) -> ClockResult:
+    """The test clock's current time."""
+    return ClockResult(now=ctx.service.now(), offsetMs=ctx.service.clock.offset_ms)
+
+
+class TokenCreateParams(Params):
+    name: str = "test"
+    kind: Literal["api", "oauth"] = "api"
+
+
+class TokenView(Result):
+    id: str
+    name: str
+    kind: str
+    prefix: str
+    createdAt: int
+    expiresAt: int
+    token: str | None = None
+
+
+def _token_view(row: ApiToken, value: str | None = None) -> TokenView:
+    v = TokenView(id=row.id, name=row.name, kind=row.kind, prefix=row.prefix, createdAt=row.created_at,
+                  expiresAt=row.expires_at)
+    if value is not None:
+        v.token = value
+    return v
+
+
+@helper("tokens.create")
+def tokens_create(ctx: Ctx, p: TokenCreateParams) -> TokenView:
+    """Mint a token for the caller's person and workspace (the dashboard's job in the
+    hosted service). The value is returned once."""
+    if p.kind == "oauth":
+        value, row = auth.create_oauth_token(ctx.session, ctx.user.id, ctx.workspace.id, ctx.now)
+    else:
+        value, row = auth.create_api_token(ctx.session, ctx.user.id, ctx.workspace.id, p.name, ctx.now)
+    return _token_view(row, value)
+
+
+class TokenList(Result):
+    items: list[TokenView]
+
+
+@helper("tokens.list")
+def tokens_list(ctx: Ctx, p: NoParams) -> TokenList:
+    """The caller's tokens in this workspace, without their values."""
+    rows = ctx.session.exec(select(ApiToken).where(ApiToken.user_id == ctx.user.id,
+                                                   ApiToken.workspace_id == ctx.workspace.id)).all()
+    return TokenList(items=[_token_view(r) for r in sorted(rows, key=lambda r: r.created_at)])
+
+
+class TokenIdParams(Params):
+    tokenId: str
+
+
+def _own_token(ctx: Ctx, token_id: str) -> ApiToken:
+    row = ctx.session.get(ApiToken, token_id)
+    if row is None or row.user_id != ctx.user.id or row.workspace_id != ctx.workspace.id:
+        raise not_found("Token", field="tokenId")
+    return row
+
+
+class TokenRenameParams(Params):
+    tokenId: str
+    name: str
+
+
+@helper("tokens.rename")
+def tokens_rename(ctx: Ctx, p: TokenRenameParams) -> TokenView:
+    """Rename a token; its value does not change."""
+    auth.check_token_name(p.name)
+    row = _own_token(ctx, p.tokenId)
+    row.name = p.name
+    return _token_view(row)
+
+
+class Deleted(Result):
+    id: str
+    deleted: bool
+
+
+@helper("tokens.delete")
+def tokens_delete(ctx: Ctx, p: TokenIdParams) -> Deleted:
+    """Delete a token; it stops authenticating on the next call."""
+    ctx.session.delete(_own_token(ctx, p.tokenId))
+    return Deleted(id=p.tokenId, deleted=True)
+
+
+class LimitsParams(Params):
+    callsPerMinute: Annotated[int, Field(ge=1)] | None = None
+    createsPerMinute: Annotated[int, Field(ge=1)] | None = None
+    failedAuth: Annotated[int, Field(ge=1)] | None = None
+
+
+class LimitsView(Result):
+    callsPerMinute: int
+    createsPerMinute: int
+    failedAuth: int
+
+
+@helper("limits.set")
+def limits_set(ctx: Ctx, p: LimitsParams) -> LimitsView:
+    """Change the rate limits of this sandbox (raise them for a benchmark, shrink them to
+    provoke throttling)."""
+    names = {"callsPerMinute": "calls_per_minute", "createsPerMinute": "creates_per_minute",
+             "failedAuth": "failed_auth"}
+    values = {names[k]: v for k, v in p.model_dump(exclude_none=True).items()}
+    lim = ctx.service.set_limits(**values)
+    return LimitsView(callsPerMinute=lim.calls_per_minute, createsPerMinute=lim.creates_per_minute,
+                      failedAuth=lim.failed_auth)
+
+
+class CallsParams(Params):
+    since: int | None = None
+    method: str | None = None
+
+
+class CallItem(Result):
+    at: int
+    method: str
+
+
+class CallList(Result):
+    count: int
+    items: list[CallItem]
+
+
+@helper("calls.list")
+def calls_list(ctx: Ctx, p: CallsParams) -> CallList:
+    """The API calls this token made (counted on the server), optionally since a time or
+    of one method: what poll and sync cost assertions count."""
+    items = [CallItem(at=at, method=m) for at, tok, m in ctx.service.call_log
+             if tok == ctx.token.id and (p.since is None or at >= p.since) and (p.method in (None, m))]
+    return CallList(count=len(items), items=items)
+
+
+class WorkspaceParams(Params):
+    plan: Literal["free", "pro", "business"] | None = None
+    monthlyAllowance: Annotated[int, Field(ge=0)] | None = None
+    partialTracking: bool | None = None
+    paymentConnected: bool | None = None
+
+
+class WorkspaceView(Result):
+    id: str
+    plan: str
+    monthlyAllowance: int
+    partialTracking: bool
+    paymentConnected: bool
+
+
+@helper("workspace.update")
+def workspace_update(ctx: Ctx, p: WorkspaceParams) -> WorkspaceView:
+    """Change the caller's workspace plan or allowances (billing is the dashboard's job)."""
+    ws = ctx.workspace
+    if p.plan is not None:
+        ws.plan = p.plan
+    if p.monthlyAllowance is not None:
+        ws.monthly_allowance = p.monthlyAllowance
+    if p.partialTracking is not None:
+        ws.partial_tracking = p.partialTracking
+    if p.paymentConnected is not None:
+        ws.payment_connected = p.paymentConnected
+    return WorkspaceView(id=ws.id, plan=ws.plan, monthlyAllowance=ws.monthly_allowance,
+                         partialTracking=ws.partial_tracking, paymentConnected=ws.payment_connected)
+
+
+class SubmitParams(Params):
+    formId: str
+    answers: dict[str, Any] = {}
+    completed: bool = True
+    respondentEmail: str | None = None
+
+
+class SubmissionRef(Result):
+    id: str
+    formId: str
+    isCompleted: bool
+
+
+@helper("submissions.create")
+def submissions_create(ctx: Ctx, p: SubmitParams) -> SubmissionRef:
+    """Store a public-link response to the form's published version, validated as the
+    form page validates a submit (drafts skip the required check)."""
+    from .domain import submissions as subs_domain
+
+    form = ctx.form(p.formId)
+    sub = subs_domain.submit_public(ctx, form, p.answers, completed=p.completed,
+                                    respondent_email=p.respondentEmail)
+    return SubmissionRef(id=sub.id, formId=form.id, isCompleted=sub.is_completed)
+
+
+# -- binding -----------------------------------------------------------------------
+
+
+async def handle(request: web.Request) -> web.Response:
+    service: Service = request.app[rpc.SERVICE_KEY]
+    try:
+        body = await rpc.read_limited(request)
+        caller = service.authenticate(request.headers.get("Authorization"), rpc.client_ip(request))
+        name, params = rpc.parse_envelope(body)
+        return rpc.ok(service.invoke(caller, name, params, registry=HELPERS, throttle=False))
+    except ApiError as err:
+        return rpc.fail(err)
+    except Exception as exc:
+        return rpc.internal(exc)
+
+
+# -- running -----------------------------------------------------------------------
+
+
+async def serve(host: str, port: int, data_dir: Path, seed: Path | None, credentials_file: Path | None,
+                ready: asyncio.Event | None = None, stop: asyncio.Event | None = None) -> None:
+    """Run the sandbox until ``stop`` is set (or SIGINT/SIGTERM): bind, seed on first
+    start, write the credentials file, serve."""
+    from .app import create_app
+
+    service = Service(data_dir)
+    app = create_app(service)
+    runner = web.AppRunner(app, handle_signals=False, access_log=None)
+    await runner.setup()
+    site = web.TCPSite(runner, host, port)
+    await site.start()
+    bound = runner.addresses[0][1]
+    shown_host = "127.0.0.1" if host in ("0.0.0.0", "") else host
+    service.base_url = f"http://{shown_host}:{bound}"
+    creds = prepare(service, data_dir, seed)
+    if credentials_file is not None:
+        credentials_file.parent.mkdir(parents=True, exist_ok=True)
+        credentials_file.write_text(json.dumps(creds, indent=2))
+    log.info("sandbox listening on %s", service.base_url)
+    stop = stop or asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        try:
+            loop.add_signal_handler(sig, stop.set)
+        except (NotImplementedError, RuntimeError):
+            pass
+    if ready is not None:
+        ready.set()
+    print(f"formsync sandbox listening on {service.base_url}", flush=True)
+    try:
+        await stop.wait()
+    finally:
+        await runner.cleanup()
+        service.engine.dispose()

@@ -1,0 +1,212 @@
+"""The running service: its store, clock, limits and rate windows. Both bindings
+(JSON-RPC and MCP) authenticate, throttle and invoke domain methods through it."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel
+from sqlalchemy import event
+from sqlalchemy.pool import StaticPool
+from sqlmodel import Session, SQLModel, create_engine
+
+from . import tables
+from .clock import MINUTE_MS, Clock
+from .domain import auth
+from .domain.base import METHODS, Ctx, Method
+from .errors import ApiError
+from .ratelimit import SlidingWindow
+from .validation import parse_params
+
+log = logging.getLogger("formservice")
+
+
+@dataclass
+class Limits:
+    """Rate limits; the hosted service's values by default. The sandbox can change them
+    (raise them for a benchmark, shrink them to test a 429 storm)."""
+
+    calls_per_minute: int = 120
+    creates_per_minute: int = 60
+    failed_auth: int = 30
+    failed_auth_window_ms: int = 15 * MINUTE_MS
+
+
+@dataclass
+class Caller:
+    token_id: str
+    user_id: str
+    workspace_id: str
+
+
+def _import_domain() -> None:
+    # Importing the resource modules registers their methods.
+    from .domain import forms, misc, settings, submissions  # noqa: F401
+
+
+class Service:
+    def __init__(self, data_dir: Path | str | None = None, limits: Limits | None = None,
+                 base_url: str = "http://127.0.0.1") -> None:
+        _import_domain()
+        if data_dir is None:  # in memory: one shared connection
+            self.engine = create_engine("sqlite://", connect_args={"check_same_thread": False},
+                                        poolclass=StaticPool)
+        else:
+            path = Path(data_dir)
+            path.mkdir(parents=True, exist_ok=True)
+            self.engine = create_engine(f"sqlite:///{path / 'formservice.db'}",
+                                        connect_args={"check_same_thread": False})
+        event.listen(self.engine, "connect", _sqlite_pragmas)
+        SQLModel.metadata.create_all(self.engine, tables=_service_tables())
+        self.limits = limits or Limits()
+        self.base_url = base_url.rstrip("/")
+        self.clock = Clock(offset_ms=int(self._meta("clock_offset_ms") or 0))
+        self.calls = SlidingWindow(self.limits.calls_per_minute, MINUTE_MS)
+        self.creates = SlidingWindow(self.limits.creates_per_minute, MINUTE_MS)
+        self.failed_auth = SlidingWindow(self.limits.failed_auth, self.limits.failed_auth_window_ms)
+        self.call_log: list[tuple[int, str, str]] = []  # (ms, token id, method): counted by tests
+
+    # -- store ------------------------------------------------------------------
+    @contextmanager
+    def session(self) -> Iterator[Session]:
+        with Session(self.engine, expire_on_commit=False) as s:
+            yield s
+
+    def _meta(self, key: str) -> str | None:
+        with self.session() as s:
+            row = s.get(tables.Meta, key)
+            return row.value if row else None
+
+    def set_meta(self, session: Session, key: str, value: str) -> None:
+        row = session.get(tables.Meta, key)
+        if row is None:
+            session.add(tables.Meta(key=key, value=value))
+        else:
+            row.value = value
+
+    def now(self) -> int:
+        return self.clock.now_ms()
+
+    def advance_clock(self, ms: int) -> int:
+        now = self.clock.advance(ms)
+        with self.session() as s:
+            self.set_meta(s, "clock_offset_ms", str(self.clock.offset_ms))
+            s.commit()
+        return now
+
+    def set_limits(self, **values: int) -> Limits:
+        for k, v in values.items():
+            setattr(self.limits, k, v)
+        self.calls.limit = self.limits.calls_per_minute
+        self.creates.limit = self.limits.creates_per_minute
+        self.failed_auth.limit = self.limits.failed_auth
+        return self.limits
+
+    # -- the call path ----------------------------------------------------------------
+    def authenticate(self, header: str | None, ip: str) -> Caller:
+        """The caller behind a bearer header. Failed attempts count per IP; past the
+        limit a bad token sees RATE_LIMITED instead of UNAUTHORIZED."""
+        now = self.now()
+        with self.session() as s:
+            try:
+                token, user, workspace = auth.authenticate(s, header, now)
+            except ApiError as err:
+                wait = self.failed_auth.check(ip, now)
+                if wait:
+                    raise ApiError(
+                        "RATE_LIMITED",
+                        f"Too many failed authentications from this address; retry in {wait // 1000 + 1} s.",
+                        reason="AUTH_RATE_LIMITED",
+                        retryAfterMs=wait,
+                    ) from err
+                self.failed_auth.record(ip, now)
+                raise
+            s.commit()
+            return Caller(token.id, user.id, workspace.id)
+
+    def throttle(self, caller: Caller, bucket: str | None) -> None:
+        """Admit one call against the per-token window (and the method's own bucket), or
+        raise RATE_LIMITED with the wait that the window demands."""
+        now = self.now()
+        wait = self.calls.check(caller.token_id, now)
+        which = f"{self.limits.calls_per_minute} calls per minute"
+        if not wait and bucket == "create":
+            wait = self.creates.check(caller.token_id, now)
+            which = f"{self.limits.creates_per_minute} request creations per minute"
+        if wait:
+            raise ApiError("RATE_LIMITED", f"Rate limit of {which} reached; retry in {wait} ms.",
+                           reason="RATE_LIMITED", retryAfterMs=wait)
+        self.calls.record(caller.token_id, now)
+        if bucket == "create":
+            self.creates.record(caller.token_id, now)
+
+    def invoke(self, caller: Caller, name: str, params: Any, *, throttle: bool = True,
+               registry: dict[str, Method] = METHODS) -> Any:
+        """Run one method for ``caller``: throttle, validate params, call the domain
+        function in one transaction, and return its JSON-ready result. Any failure rolls
+        the transaction back, so a refused call stores nothing."""
+        m = lookup(name, registry)
+        if throttle:
+            self.throttle(caller, m.bucket)
+        if throttle:
+            self.call_log.append((self.now(), caller.token_id, name))
+        if params is None:
+            params = {}
+        if not isinstance(params, dict):
+            raise ApiError("VALIDATION_ERROR", "params must be a JSON object (or omitted).",
+                           field="params", reason="INVALID_TYPE", expectedType="object")
+        p = parse_params(m.params, params)
+        with self.session() as s:
+            ctx = self.context(s, caller)
+            try:
+                result = m.fn(ctx, p)
+                s.commit()
+            except Exception:
+                s.rollback()
+                raise
+        for hook in ctx.after_commit:
+            hook()
+        return dump(result)
+
+    def context(self, session: Session, caller: Caller) -> Ctx:
+        return Ctx(
+            session=session,
+            now=self.now(),
+            workspace=session.get(tables.Workspace, caller.workspace_id),
+            user=session.get(tables.User, caller.user_id),
+            token=session.get(tables.ApiToken, caller.token_id),
+            base_url=self.base_url,
+            service=self,
+        )
+
+
+def lookup(name: str, registry: dict[str, Method] = METHODS) -> Method:
+    m = registry.get(name)
+    if m is None:
+        raise ApiError("METHOD_NOT_FOUND", f"Unknown method: {name}. Call methods.list for the available names.",
+                       reason="UNKNOWN_METHOD")
+    return m
+
+
+def dump(result: Any) -> Any:
+    if isinstance(result, BaseModel):
+        return result.model_dump(mode="json", exclude_unset=True)
+    return result
+
+
+def _service_tables() -> list[Any]:
+    return [t.__table__ for t in vars(tables).values()
+            if isinstance(t, type) and issubclass(t, SQLModel) and hasattr(t, "__table__")]
+
+
+def _sqlite_pragmas(dbapi_conn: Any, _record: Any) -> None:
+    cur = dbapi_conn.cursor()
+    cur.execute("PRAGMA journal_mode=WAL")
+    cur.execute("PRAGMA synchronous=NORMAL")
+    cur.execute("PRAGMA foreign_keys=ON")
+    cur.close()

@@ -1,0 +1,144 @@
+"""Shared fixtures: a real sandbox on a loopback port, seeded with the default seed, and
+a small JSON-RPC caller that keeps HTTP status, code and details for assertions."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+import pytest
+from aiohttp.test_utils import TestServer
+
+from formservice.app import create_app
+from formservice.sandbox import prepare
+from formservice.service import Service
+
+
+@dataclass
+class Workspace:
+    id: str
+    name: str
+    plan: str
+    token: str
+    signing_secret: str
+    user_id: str
+    folder_id: str
+    forms: dict[str, str]
+
+
+@dataclass
+class Reply:
+    status: int
+    body: Any
+    headers: Any = None
+
+    @property
+    def ok(self) -> bool:
+        return isinstance(self.body, dict) and self.body.get("ok") is True
+
+    @property
+    def data(self) -> Any:
+        assert self.ok, f"expected success, got {self.status} {self.body}"
+        return self.body["data"]
+
+    @property
+    def error(self) -> dict[str, Any]:
+        assert isinstance(self.body, dict) and self.body.get("ok") is False, f"expected failure, got {self.body}"
+        return self.body["error"]
+
+    @property
+    def code(self) -> str:
+        return self.error["code"]
+
+    @property
+    def details(self) -> dict[str, Any]:
+        return self.error.get("details", {})
+
+    def expect(self, code: str, status: int, **details: Any) -> dict[str, Any]:
+        """Assert the failure's code, HTTP status and the given details members."""
+        assert self.status == status, f"status {self.status} != {status}: {self.body}"
+        assert self.code == code, f"code {self.code} != {code}: {self.body}"
+        for k, v in details.items():
+            assert self.details.get(k) == v, f"details.{k} = {self.details.get(k)!r}, want {v!r}: {self.body}"
+        assert self.error["message"], "an error always says what was wrong"
+        return self.error
+
+
+@dataclass
+class Sandbox:
+    base_url: str
+    service: Service
+    http: aiohttp.ClientSession
+    workspaces: dict[str, Workspace] = field(default_factory=dict)
+
+    @property
+    def free(self) -> Workspace:
+        return self.workspaces["free"]
+
+    @property
+    def pro(self) -> Workspace:
+        return self.workspaces["pro"]
+
+    @property
+    def business(self) -> Workspace:
+        return self.workspaces["business"]
+
+    async def post(self, path: str, body: Any = None, *, token: str | None = None, raw: bytes | None = None,
+                   headers: dict[str, str] | None = None) -> Reply:
+        h = {"Content-Type": "application/json", **(headers or {})}
+        if token is not None:
+            h["Authorization"] = f"Bearer {token}"
+        data = raw if raw is not None else json.dumps(body).encode()
+        async with self.http.post(self.base_url + path, data=data, headers=h) as resp:
+            text = await resp.text()
+            try:
+                parsed = json.loads(text)
+            except ValueError:
+                parsed = text
+            return Reply(resp.status, parsed, resp.headers)
+
+    async def rpc(self, method: str, params: dict[str, Any] | None = None, *, ws: str | Workspace = "pro",
+                  token: str | None = None) -> Reply:
+        """Call ``method`` as the owner of workspace ``ws`` (a plan name) unless ``token``."""
+        wsp = self.workspaces[ws] if isinstance(ws, str) else ws
+        body: dict[str, Any] = {"method": method}
+        if params is not None:
+            body["params"] = params
+        return await self.post("/api/v1", body, token=token or wsp.token)
+
+    async def helper(self, method: str, params: dict[str, Any] | None = None, *, ws: str = "pro",
+                     token: str | None = None) -> Reply:
+        body: dict[str, Any] = {"method": method, "params": params or {}}
+        return await self.post("/api/sandbox", body, token=token or self.workspaces[ws].token)
+
+
+async def start_sandbox(data_dir: Path, seed: Path | None = None) -> tuple[TestServer, Sandbox]:
+    service = Service(data_dir)
+    server = TestServer(create_app(service), host="127.0.0.1")
+    await server.start_server()
+    service.base_url = str(server.make_url("")).rstrip("/")
+    creds = prepare(service, data_dir, seed)
+    http = aiohttp.ClientSession()
+    sb = Sandbox(service.base_url, service, http)
+    for w in creds["workspaces"]:
+        sb.workspaces[w["plan"]] = Workspace(
+            id=w["id"], name=w["name"], plan=w["plan"], token=w["token"], signing_secret=w["signingSecret"],
+            user_id=w["userId"], folder_id=w["folderId"], forms=w["forms"],
+        )
+    return server, sb
+
+
+@pytest.fixture
+async def sandbox(tmp_path: Path) -> AsyncIterator[Sandbox]:
+    """A freshly seeded sandbox on a loopback port, on a SQLite file in ``tmp_path``."""
+    server, sb = await start_sandbox(tmp_path / "sandbox")
+    try:
+        yield sb
+    finally:
+        await sb.http.close()
+        await server.close()
+        sb.service.engine.dispose()
