@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 from pathlib import Path
 
 from aiohttp import web
 
 from . import openapi, rpc, sandbox
+from .delivery import DeliveryWorker
 from .service import Limits, Service
 
 
@@ -17,12 +20,25 @@ def create_app(service: Service | None = None, *, data_dir: Path | str | None = 
     service = service or Service(data_dir, limits=limits)
     app = web.Application(client_max_size=32 * 1024 * 1024)
     app[rpc.SERVICE_KEY] = service
+    service.worker = DeliveryWorker(service)
+    app.cleanup_ctx.append(_background_worker)
     app.router.add_post("/api/v1", rpc.handle)
     app.router.add_get("/api/v1/openapi.json", openapi.handle)
     app.router.add_post("/api/sandbox", sandbox.handle)
     app.router.add_get("/api/storage/{file_id}", _storage)
     app.router.add_get("/healthz", _healthz)
     return app
+
+
+async def _background_worker(app: web.Application):  # type: ignore[no-untyped-def]
+    """Run time-driven work and deliveries while the app serves."""
+    worker = app[rpc.SERVICE_KEY].worker
+    task = asyncio.create_task(worker.run())
+    yield
+    task.cancel()
+    with contextlib.suppress(asyncio.CancelledError):
+        await task
+    await worker.close()
 
 
 async def _storage(request: web.Request) -> web.Response:

@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from aiohttp import web
+from pydantic import BaseModel
 from pydantic.json_schema import models_json_schema
 
 from .domain.base import METHODS
@@ -14,8 +15,33 @@ from .errors import CODES, HTTP_STATUS
 API_VERSION = "2026-09-24"
 
 
+# pydantic leaves a bound on a union (``Annotated[int | float, Field(ge=0)]``) under its
+# Python name; JSON Schema spells it differently.
+BOUND_KEYWORDS = {"ge": "minimum", "le": "maximum", "gt": "exclusiveMinimum", "lt": "exclusiveMaximum"}
+
+
 def _envelope_name(method: str) -> str:
     return "Call_" + method.replace(".", "_")
+
+
+def _json_schema_bounds(node: Any, names: bool = False) -> Any:
+    """``node`` with pydantic's leftover bound names turned into JSON Schema keywords.
+    ``names`` marks a ``properties`` map, whose keys are param names, never keywords."""
+    if isinstance(node, list):
+        return [_json_schema_bounds(v) for v in node]
+    if not isinstance(node, dict):
+        return node
+    out: dict[str, Any] = {}
+    for key, value in node.items():
+        if not names and key in BOUND_KEYWORDS and isinstance(value, int | float):
+            out[BOUND_KEYWORDS[key]] = value
+        else:
+            out[key] = _json_schema_bounds(value, names=not names and key == "properties")
+    return out
+
+
+def _needs_params(model: type[BaseModel]) -> bool:
+    return any(f.is_required() for f in model.model_fields.values())
 
 
 def build() -> dict[str, Any]:
@@ -28,7 +54,7 @@ def build() -> dict[str, Any]:
         if m.result is not None:
             models.append((m.result, "serialization"))
     keyed, defs = models_json_schema(models, ref_template="#/components/schemas/{model}")
-    schemas: dict[str, Any] = dict(defs.get("$defs", {}))
+    schemas: dict[str, Any] = _json_schema_bounds(dict(defs.get("$defs", {})))
     calls, results = [], []
     mapping = {}
     for m in methods:
@@ -39,7 +65,8 @@ def build() -> dict[str, Any]:
             "title": m.name,
             "description": m.summary,
             "properties": {"method": {"type": "string", "const": m.name}, "params": params_ref},
-            "required": ["method"],
+            # params may be omitted only when the method needs none of them
+            "required": ["method", "params"] if _needs_params(m.params) else ["method"],
             "additionalProperties": False,
         }
         mapping[m.name] = f"#/components/schemas/{env}"

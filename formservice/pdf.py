@@ -3,16 +3,31 @@ submission PDFs. No layout engine is needed for that."""
 
 from __future__ import annotations
 
+import textwrap
+
+WIDTH = 90  # characters of 11 pt Helvetica that fit the 495 pt text column, roughly
+PER_PAGE = 45
+
 
 def _escape(text: str) -> str:
     text = text.encode("latin-1", "replace").decode("latin-1")
     return text.replace("\\", "\\\\").replace("(", "\\(").replace(")", "\\)")
 
 
+def _layout(text: str) -> list[str]:
+    # a line break in an answer starts a new line; a long line wraps instead of running off the page
+    out: list[str] = []
+    for line in text.replace("\r\n", "\n").replace("\r", "\n").split("\n"):
+        out.extend(textwrap.wrap(line.expandtabs(4), WIDTH, replace_whitespace=False, drop_whitespace=True) or [""])
+    return out
+
+
 def render_text_pdf(title: str, lines: list[str]) -> bytes:
-    """A valid PDF showing ``title`` and ``lines`` in Helvetica, 45 lines a page."""
-    all_lines = [title, ""] + lines
-    pages = [all_lines[i:i + 45] for i in range(0, len(all_lines), 45)] or [[title]]
+    """A valid PDF showing ``title`` and ``lines`` in Helvetica, 45 lines a page; line
+    breaks inside a line are kept and long lines wrap. Characters outside Latin-1 show
+    as ``?``."""
+    all_lines = _layout(title) + [""] + [part for line in lines for part in _layout(line)]
+    pages = [all_lines[i:i + PER_PAGE] for i in range(0, len(all_lines), PER_PAGE)]
     objects: list[bytes] = []
     font_id = 3 + 2 * len(pages)
     page_ids = []

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import logging
+import math
 from typing import Any
 
 from aiohttp import web
@@ -15,6 +16,7 @@ from .service import Service
 log = logging.getLogger("formservice.rpc")
 SERVICE_KEY = web.AppKey("service", Service)
 MAX_BODY = 1024 * 1024
+MAX_DEPTH = 64  # levels of objects and arrays in one body
 
 
 async def read_limited(request: web.Request, limit: int = MAX_BODY) -> bytes:
@@ -34,6 +36,58 @@ async def read_limited(request: web.Request, limit: int = MAX_BODY) -> bytes:
     return b"".join(chunks)
 
 
+def _reject_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not a JSON number")
+
+
+def _finite(text: str) -> float:
+    value = float(text)
+    if not math.isfinite(value):
+        raise ValueError(f"the number {text[:24]} is out of range")
+    return value
+
+
+def _check_tree(value: Any) -> None:
+    """Refuse what JSON parsing lets through but nothing downstream can hold: nesting past
+    MAX_DEPTH and strings with lone UTF-16 surrogates (not Unicode text, so not storable)."""
+    stack: list[tuple[Any, int]] = [(value, 1)]
+    while stack:
+        item, depth = stack.pop()
+        if isinstance(item, dict | list):
+            if depth > MAX_DEPTH:
+                raise ApiError("VALIDATION_ERROR", f"Request body nests deeper than {MAX_DEPTH} levels.",
+                               reason="TOO_DEEP")
+            children = list(item.items()) if isinstance(item, dict) else [(None, v) for v in item]
+            for key, child in children:
+                if key is not None:
+                    _check_text(key)
+                stack.append((child, depth + 1))
+        elif isinstance(item, str):
+            _check_text(item)
+
+
+def _check_text(text: str) -> None:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        raise ApiError("VALIDATION_ERROR",
+                       "Request body holds a string with a lone UTF-16 surrogate escape (such as \\ud800); "
+                       "send valid Unicode text.", reason="INVALID_UNICODE") from None
+
+
+def json_type(value: Any) -> str:
+    """``value``'s JSON type with its article, for messages: "an array", "null"."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "a boolean"
+    if isinstance(value, int | float):
+        return "a number"
+    if isinstance(value, str):
+        return "a string"
+    return "an array" if isinstance(value, list) else "an object"
+
+
 def parse_envelope(body: bytes) -> tuple[str, Any]:
     """The method name and params of a JSON-RPC body, or VALIDATION_ERROR saying what is
     wrong with the envelope."""
@@ -41,14 +95,18 @@ def parse_envelope(body: bytes) -> tuple[str, Any]:
         raise ApiError("VALIDATION_ERROR", 'Request body is empty; send {"method": "...", "params": {...}}.',
                        reason="EMPTY_BODY")
     try:
-        envelope = json.loads(body)
+        envelope = json.loads(body, parse_constant=_reject_constant, parse_float=_finite)
     except (ValueError, UnicodeDecodeError) as exc:
         raise ApiError("VALIDATION_ERROR", f"Request body is not valid JSON ({exc}).",
                        reason="MALFORMED_JSON") from None
+    except RecursionError:
+        raise ApiError("VALIDATION_ERROR", f"Request body nests deeper than {MAX_DEPTH} levels.",
+                       reason="TOO_DEEP") from None
+    _check_tree(envelope)
     if not isinstance(envelope, dict):
         raise ApiError("VALIDATION_ERROR",
-                       'Request body must be a JSON object {"method": "...", "params": {...}}.',
-                       reason="INVALID_ENVELOPE", expectedType="object")
+                       f'Request body must be a JSON object {{"method": "...", "params": {{...}}}}, '
+                       f"not {json_type(envelope)}.", reason="INVALID_ENVELOPE", expectedType="object")
     extra = sorted(set(envelope) - {"method", "params"})
     if extra:
         raise ApiError("VALIDATION_ERROR", f"Unknown envelope key {extra[0]}; the body holds method and params.",
@@ -58,11 +116,12 @@ def parse_envelope(body: bytes) -> tuple[str, Any]:
                        reason="REQUIRED", field="method")
     name = envelope["method"]
     if not isinstance(name, str) or not name:
-        raise ApiError("VALIDATION_ERROR", '"method" must be a non-empty string such as "forms.list".',
+        got = "an empty string" if name == "" else json_type(name)
+        raise ApiError("VALIDATION_ERROR", f'"method" must be a non-empty string such as "forms.list", not {got}.',
                        reason="INVALID_TYPE", field="method", expectedType="string")
     params = envelope.get("params")
     if params is not None and not isinstance(params, dict):
-        raise ApiError("VALIDATION_ERROR", '"params" must be a JSON object, or omitted.',
+        raise ApiError("VALIDATION_ERROR", f'"params" must be a JSON object, or omitted; got {json_type(params)}.',
                        reason="INVALID_TYPE", field="params", expectedType="object")
     return name, params
 

@@ -22,7 +22,18 @@ from .domain.base import Ctx, Method, Params, Result, method_registry
 from .errors import ApiError, not_found
 from .ids import new_id, new_signing_secret
 from .service import Service
-from .tables import ApiToken, Folder, Integration, Member, User, Workspace
+from .tables import (
+    ApiToken,
+    Delivery,
+    DeliveryAttempt,
+    Event,
+    Folder,
+    Integration,
+    Mail,
+    Member,
+    User,
+    Workspace,
+)
 
 log = logging.getLogger("formservice.sandbox")
 DEFAULT_SEED = Path(__file__).parent / "data" / "sandbox-seed.yaml"
@@ -123,9 +134,8 @@ def clock_advance(ctx: Ctx, p: AdvanceParams) -> ClockResult:
     """Move the test clock forward and run the time-driven work that became due."""
     svc: Service = ctx.service
     now = svc.advance_clock(p.ms)
-    tick = getattr(svc, "tick", None)
-    if tick is not None:
-        ctx.after_commit.append(tick)
+    if svc.worker is not None:
+        ctx.after_commit.append(svc.worker.tick)
     return ClockResult(now=now, offsetMs=svc.clock.offset_ms)
 
 
@@ -326,6 +336,84 @@ def submissions_create(ctx: Ctx, p: SubmitParams) -> SubmissionRef:
     return SubmissionRef(id=sub.id, formId=form.id, isCompleted=sub.is_completed)
 
 
+class CompleteParams(Params):
+    requestId: str
+    answers: dict[str, Any] = {}
+
+
+@helper("requests.complete")
+def requests_complete(ctx: Ctx, p: CompleteParams) -> dict[str, Any]:
+    """What a recipient's submit does: validate the answers, complete the request, and
+    queue its callback and events."""
+    from .domain import requests as req_domain
+
+    req = req_domain.own_request(ctx, p.requestId)
+    req_domain.complete_request(ctx.session, ctx.service, req, p.answers, ctx.now, ctx.base_url)
+    return req_domain.record(req, ctx.base_url, full=True)
+
+
+class MailParams(Params):
+    to: str | None = None
+    requestId: str | None = None
+
+
+@helper("mail.list")
+def mail_list(ctx: Ctx, p: MailParams) -> dict[str, Any]:
+    """Every invitation and reminder the sandbox "sent" for this workspace, oldest first."""
+    stmt = select(Mail).where(Mail.workspace_id == ctx.workspace.id)
+    if p.to is not None:
+        stmt = stmt.where(Mail.to == p.to)
+    if p.requestId is not None:
+        stmt = stmt.where(Mail.request_id == p.requestId)
+    rows = ctx.session.exec(stmt.order_by(Mail.created_at)).all()
+    return {"items": [{"id": m.id, "kind": m.kind, "to": m.to, "from": m.sender, "subject": m.subject,
+                       "body": m.body, "status": m.status, "requestId": m.request_id, "createdAt": m.created_at}
+                      for m in rows]}
+
+
+class EventsParams(Params):
+    requestId: str | None = None
+    type: str | None = None
+    formId: str | None = None
+
+
+@helper("events.list")
+def events_list(ctx: Ctx, p: EventsParams) -> dict[str, Any]:
+    """The workspace's events, oldest first, each with its deliveries and their attempts."""
+    stmt = select(Event).where(Event.workspace_id == ctx.workspace.id)
+    if p.requestId is not None:
+        stmt = stmt.where(Event.request_id == p.requestId)
+    if p.type is not None:
+        stmt = stmt.where(Event.type == p.type)
+    if p.formId is not None:
+        stmt = stmt.where(Event.form_id == p.formId)
+    items = []
+    for ev in ctx.session.exec(stmt.order_by(Event.created_at)).all():
+        deliveries = []
+        for d in ctx.session.exec(select(Delivery).where(Delivery.event_id == ev.id).order_by(Delivery.created_at)):
+            attempts = ctx.session.exec(select(DeliveryAttempt).where(DeliveryAttempt.delivery_id == d.id)
+                                        .order_by(DeliveryAttempt.id)).all()
+            deliveries.append({"id": d.id, "kind": d.kind, "targetUrl": d.target_url, "state": d.state,
+                               "attemptCount": d.attempt_count, "nextAttemptAt": d.next_attempt_at,
+                               "subscriptionId": d.subscription_id,
+                               "attempts": [{"at": a.at, "status": a.status, "error": a.error,
+                                             "signature": a.signature, "durationMs": a.duration_ms}
+                                            for a in attempts]})
+        items.append({"id": ev.id, "type": ev.type, "createdAt": ev.created_at, "test": ev.test,
+                      "requestId": ev.request_id, "submissionId": ev.submission_id, "payload": ev.payload,
+                      "deliveries": deliveries})
+    return {"items": items}
+
+
+async def _deliveries_flush(service: Service) -> dict[str, Any]:
+    """Attempt every due delivery now (after doing the time-driven work that is due)."""
+    service.worker.tick()
+    return {"attempts": await service.worker.flush()}
+
+
+ASYNC_HELPERS = {"deliveries.flush": _deliveries_flush}
+
+
 # -- binding -----------------------------------------------------------------------
 
 
@@ -335,6 +423,8 @@ async def handle(request: web.Request) -> web.Response:
         body = await rpc.read_limited(request)
         caller = service.authenticate(request.headers.get("Authorization"), rpc.client_ip(request))
         name, params = rpc.parse_envelope(body)
+        if name in ASYNC_HELPERS:
+            return rpc.ok(await ASYNC_HELPERS[name](service))
         return rpc.ok(service.invoke(caller, name, params, registry=HELPERS, throttle=False))
     except ApiError as err:
         return rpc.fail(err)

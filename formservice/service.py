@@ -46,7 +46,7 @@ class Caller:
 
 def _import_domain() -> None:
     # Importing the resource modules registers their methods.
-    from .domain import forms, misc, settings, submissions  # noqa: F401
+    from .domain import forms, misc, requests, settings, submissions  # noqa: F401
 
 
 class Service:
@@ -70,6 +70,7 @@ class Service:
         self.creates = SlidingWindow(self.limits.creates_per_minute, MINUTE_MS)
         self.failed_auth = SlidingWindow(self.limits.failed_auth, self.limits.failed_auth_window_ms)
         self.call_log: list[tuple[int, str, str]] = []  # (ms, token id, method): counted by tests
+        self.worker: Any = None  # the DeliveryWorker, attached by the app
 
     # -- store ------------------------------------------------------------------
     @contextmanager

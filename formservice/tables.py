@@ -173,3 +173,156 @@ class TranslationEntry(SQLModel, table=True):
     source: str
     translations: dict[str, Any] | None = json_col()
     updated_at: int
+
+
+class Request(SQLModel, table=True):
+    """One published form assigned to one recipient, with its own link."""
+
+    __table_args__ = (Index("ix_request_ws_order", "workspace_id", "created_at", "id"),)
+
+    id: str = Field(primary_key=True)
+    workspace_id: str = Field(index=True)
+    form_id: str = Field(index=True)
+    snapshot_id: str
+    token: str = Field(unique=True, index=True)  # the link token, rq_…
+    status: str = Field(default="pending", index=True)  # pending | completed | expired | canceled
+    outcome: str | None = None
+    is_test: bool = False
+    recipient_email: str | None = None
+    recipient_name: str | None = None
+    language: str | None = None
+    external_id: str | None = Field(default=None, index=True)
+    metadata_: dict[str, Any] | None = Field(default=None, sa_column=Column("metadata", JSON))
+    context: dict[str, Any] | None = json_col()
+    prefill: dict[str, Any] | None = json_col()
+    readonly_keys: list[str] | None = json_col()
+    documents: list[dict[str, Any]] | None = json_col()
+    reminders: list[str] | None = json_col()  # None: the form's schedule; []: none
+    delivery: str = "none"
+    delivery_status: str = "not_requested"
+    callback_url: str | None = None
+    callback_failed_at: int | None = None
+    domain_id: str | None = None
+    base_url: str | None = None  # the link's origin (a custom domain or the service)
+    created_at: int
+    updated_at: int
+    expires_at: int
+    opened_at: int | None = None
+    started_at: int | None = None
+    last_activity_at: int | None = None
+    completed_at: int | None = None
+    expired_at: int | None = None
+    canceled_at: int | None = None
+    data_purged_at: int | None = None
+    reminder_due_at: int | None = Field(default=None, index=True)
+    canceled_by: str | None = None
+    cancel_reason: str | None = None
+    reminder_step: int = 0
+    reminders_sent: int = 0
+    last_manual_reminder_at: int | None = None
+    submission_id: str | None = None
+    draft: dict[str, Any] | None = json_col()  # answers saved on the page before submit
+    answers: dict[str, Any] | None = json_col()
+    display: dict[str, Any] | None = json_col()
+    timeline: list[dict[str, Any]] | None = json_col()
+
+
+class IdempotencyKey(SQLModel, table=True):
+    workspace_id: str = Field(primary_key=True)
+    key: str = Field(primary_key=True)
+    body_hash: str
+    request_id: str
+    created_at: int
+    expires_at: int
+
+
+class Event(SQLModel, table=True):
+    """The outbox: every state change writes its event here in the same transaction."""
+
+    id: str = Field(primary_key=True)
+    type: str
+    workspace_id: str = Field(index=True)
+    form_id: str | None = Field(default=None, index=True)
+    request_id: str | None = Field(default=None, index=True)
+    submission_id: str | None = None
+    test: bool = False
+    created_at: int
+    payload: dict[str, Any] | None = json_col()
+
+
+class Delivery(SQLModel, table=True):
+    """One event on its way to one URL (a request's callback or a subscription)."""
+
+    id: str = Field(primary_key=True)  # disp_…
+    event_id: str = Field(index=True)
+    workspace_id: str = Field(index=True)
+    kind: str  # callback | webhook
+    request_id: str | None = None
+    subscription_id: str | None = None
+    target_url: str
+    state: str = Field(default="pending", index=True)  # pending | delivered | failed
+    attempt_count: int = 0
+    next_attempt_at: int | None = Field(default=None, index=True)
+    last_status: int | None = None
+    last_error: str | None = None
+    created_at: int
+    delivered_at: int | None = None
+    failed_at: int | None = None
+
+
+class DeliveryAttempt(SQLModel, table=True):
+    id: int | None = Field(default=None, primary_key=True)
+    delivery_id: str = Field(index=True)
+    at: int
+    status: int | None = None
+    error: str | None = None
+    signature: str
+    duration_ms: int
+
+
+class Mail(SQLModel, table=True):
+    """The sandbox sends no mail: every invitation and reminder lands here."""
+
+    id: str = Field(primary_key=True)
+    workspace_id: str = Field(index=True)
+    request_id: str | None = Field(default=None, index=True)
+    submission_id: str | None = None
+    kind: str  # invitation | reminder | respondent-reminder | notification
+    to: str
+    sender: str
+    subject: str
+    body: str
+    status: str  # sent | bounced | failed
+    created_at: int
+
+
+class Subscription(SQLModel, table=True):
+    """A webhook subscription of a form (webhooks.create)."""
+
+    id: str = Field(primary_key=True)  # int_…
+    workspace_id: str = Field(index=True)
+    form_id: str = Field(index=True)
+    target_url: str
+    provider: str
+    event_type: str
+    idle_window: str | None = None
+    signing_secret: str | None = None
+    status: str = "active"
+    created_at: int
+
+
+class Document(SQLModel, table=True):
+    """A file offered to recipients on a request's Documents block."""
+
+    id: str = Field(primary_key=True)  # doc_…
+    workspace_id: str = Field(index=True)
+    form_id: str = Field(index=True)
+    name: str
+    content_type: str
+    size: int
+    sha256: str | None = None
+    upload_token: str = Field(unique=True, index=True)
+    upload_expires_at: int
+    uploaded_at: int | None = None
+    file_id: str | None = None
+    created_at: int

@@ -49,44 +49,45 @@ def _literal_values(tp: Any) -> list[Any] | None:
     return None
 
 
+def _label_matches(alt: Any, label: Any) -> bool:
+    """Whether ``label`` (the member name pydantic puts in an error location when it
+    tried one alternative of a union) names the alternative ``alt``."""
+    if isinstance(alt, type) and issubclass(alt, BaseModel):
+        return label in (_tag_of(alt), alt.__name__)
+    name = getattr(alt, "__name__", None)
+    return label == name or label == str(alt) or label == repr(alt)
+
+
 def _walk(model: type[BaseModel], loc: tuple[Any, ...]) -> tuple[str, list[str], Any]:
     """Follow a pydantic error location through the params model. Returns the dotted
-    field name (discriminator tags and union-member names dropped), the valid keys of the
-    object the error sits in, and the annotation of the field."""
+    field name (discriminator tags and union-member labels dropped), the valid keys of
+    the object the error sits in, and the annotation found at the end of the location."""
     path: list[str] = []
     current: Any = model
     valid_keys: list[str] = sorted(model.model_fields)
-    annotation: Any = None
     for part in loc:
-        models = _models(current)
-        if isinstance(part, int):
-            path.append(str(part))
-            args = [a for alt in _unwrap(current) for a in get_args(alt)]
-            current = args[0] if args else Any
+        alts = [a for a in _unwrap(current) if a is not type(None)]
+        if len(alts) > 1:
+            # Past a union pydantic names the member it tried (a tag, a class or type
+            # name): that label is no param, so narrow to the member and go on.
+            current = next((a for a in alts if _label_matches(a, part)), Any)
             continue
+        models = _models(current)
         if models:
-            owner = next((m for m in models if part in m.model_fields), None)
-            if owner is not None:
-                valid_keys = sorted(owner.model_fields)
-                annotation = owner.model_fields[part].annotation
-                current = annotation
-                path.append(part)
-                continue
-            # a union member's tag or class name: narrow to it, add nothing to the path
-            tagged = [m for m in models if _tag_of(m) == part or m.__name__ == part]
-            if tagged:
-                current = tagged[0]
-                continue
-            if len(models) == 1 and part not in models[0].model_fields:
-                # an extra key: keep it in the path, the valid keys are the model's
-                valid_keys = sorted(models[0].model_fields)
-                path.append(part)
-                current = Any
-                continue
-        args = [a for alt in _unwrap(current) for a in get_args(alt)]
+            owner = models[0]
+            valid_keys = sorted(owner.model_fields)
+            path.append(str(part))
+            # an unknown key has no annotation; its valid keys are the model's
+            current = owner.model_fields[part].annotation if part in owner.model_fields else Any
+            continue
+        # inside a container: a list item (int index) or a dict value (string key)
+        args = [a for alt in alts for a in get_args(alt)]
         path.append(str(part))
-        current = args[-1] if args else Any
-    return ".".join(path), valid_keys, annotation
+        if not args:
+            current = Any
+        else:
+            current = args[0] if isinstance(part, int) else args[-1]
+    return ".".join(path), valid_keys, current
 
 
 def _tag_of(model: type[BaseModel]) -> Any:
@@ -98,7 +99,28 @@ def _tag_of(model: type[BaseModel]) -> Any:
     return None
 
 
-def _describe(err: dict[str, Any], field: str, annotation: Any) -> tuple[str, dict[str, Any]]:
+JSON_NAMES = {"str": "string", "int": "integer", "float": "number", "bool": "boolean", "dict": "object",
+              "list": "array", "NoneType": "null"}
+
+
+def _expected(errors: list[dict[str, Any]]) -> str:
+    """The accepted type(s) named by type errors at one field; a number covers an integer."""
+    names = list(dict.fromkeys(EXPECTED_TYPE[e["type"]] for e in errors))
+    if "number" in names and "integer" in names:
+        names.remove("integer")
+    return " or ".join(names)
+
+
+def _union_tags(annotation: Any, ctx: dict[str, Any]) -> list[Any]:
+    tags = [t for t in (_tag_of(m) for m in _models(annotation)) if t is not None]
+    if tags:
+        return tags
+    return [t.strip().strip("'") for t in str(ctx.get("expected_tags", "")).split(",") if t.strip()]
+
+
+def _describe(errors: list[dict[str, Any]], field: str, annotation: Any) -> tuple[str, dict[str, Any]]:
+    """Message and details for the errors pydantic reported at one ``field``."""
+    err = errors[0]
     kind = err["type"]
     ctx = err.get("ctx") or {}
     where = field or "params"
@@ -106,24 +128,27 @@ def _describe(err: dict[str, Any], field: str, annotation: Any) -> tuple[str, di
     if kind == "missing":
         details["reason"] = "REQUIRED"
         return f"{where} is required.", details
-    if kind in EXPECTED_TYPE:
-        expected = EXPECTED_TYPE[kind]
-        if kind == "model_type" or kind == "dict_type":
-            expected = "object"
+    if all(e["type"] in EXPECTED_TYPE for e in errors):
+        expected = _expected(errors)
         details.update(reason="INVALID_TYPE", expectedType=expected)
         got = type(err.get("input")).__name__
-        got = {"str": "string", "int": "integer", "float": "number", "bool": "boolean", "dict": "object",
-               "list": "array", "NoneType": "null"}.get(got, got)
+        got = JSON_NAMES.get(got, got)
         return f"{where} must be {_article(expected)} {expected}, not {_article(got)} {got}.", details
     if kind in ("literal_error", "enum"):
-        values = _literal_values(annotation) or []
+        values = _literal_values(annotation) or [v.strip().strip("'") for v in
+                                                 str(ctx.get("expected", "")).replace(" or ", ",").split(",")]
         details.update(reason="INVALID_VALUE", validValues=values)
         shown = ", ".join(repr(v) if not isinstance(v, str) else v for v in values)
         return f"{where} must be one of: {shown}.", details
     if kind in ("union_tag_invalid", "union_tag_not_found"):
-        tags = [t.strip().strip("'") for t in str(ctx.get("expected_tags", "")).split(",") if t.strip()]
-        details.update(field=f"{field}.type" if field else "type", reason="INVALID_VALUE", validValues=tags)
-        return f"{where}.type must be one of: {', '.join(tags)}.", details
+        tags = _union_tags(annotation, ctx)
+        tag_field = f"{field}.type" if field else "type"
+        details.update(field=tag_field, validValues=tags)
+        if kind == "union_tag_not_found":
+            details["reason"] = "REQUIRED"
+            return f"{tag_field} is required; one of: {', '.join(map(str, tags))}.", details
+        details["reason"] = "INVALID_VALUE"
+        return f"{tag_field} must be one of: {', '.join(map(str, tags))}.", details
     if kind in ("greater_than_equal", "greater_than", "less_than_equal", "less_than"):
         details["reason"] = "OUT_OF_RANGE"
         op = {"greater_than_equal": "at least", "greater_than": "more than",
@@ -132,10 +157,9 @@ def _describe(err: dict[str, Any], field: str, annotation: Any) -> tuple[str, di
         return f"{where} must be {op} {bound}.", details
     if kind in ("string_too_short", "string_too_long", "too_short", "too_long"):
         details["reason"] = "OUT_OF_RANGE"
-        if "min_length" in ctx and kind.endswith("short"):
-            unit = "characters" if kind.startswith("string") else "items"
-            return f"{where} must have at least {ctx['min_length']} {unit}.", details
         unit = "characters" if kind.startswith("string") else "items"
+        if "min_length" in ctx and kind.endswith("short"):
+            return f"{where} must have at least {ctx['min_length']} {unit}.", details
         return f"{where} must have at most {ctx.get('max_length')} {unit}.", details
     if kind == "value_error":
         details.setdefault("reason", "INVALID_VALUE")
@@ -162,20 +186,22 @@ def parse_params(model: type[P], params: dict[str, Any]) -> P:
         return model.model_validate(params)
     except ValidationError as exc:
         errors = exc.errors(include_url=False)
-        errors.sort(key=lambda e: (e["type"] != "extra_forbidden", e["type"] == "missing"))
-        err = errors[0]
-        field, valid_keys, annotation = _walk(model, tuple(err["loc"]))
-        if err["type"] == "extra_forbidden":
-            key = field.rsplit(".", 1)[-1]
-            hint = _closest(key, valid_keys)
-            msg = f"Unknown param {field}." + (f" Did you mean {hint}?" if hint else "")
-            msg += f" Valid keys here: {', '.join(valid_keys)}."
-            raise ApiError("VALIDATION_ERROR", msg, reason="UNKNOWN_PARAM", field=field,
-                           validKeys=valid_keys) from None
-        message, details = _describe(err, field, annotation)
-        if len(errors) > 1:
-            message += f" ({len(errors) - 1} more problem{'s' if len(errors) > 2 else ''} in params.)"
-        raise ApiError("VALIDATION_ERROR", message, **details) from None
+    errors.sort(key=lambda e: (e["type"] != "extra_forbidden", e["type"] == "missing"))
+    walked = [(_walk(model, tuple(e["loc"])), e) for e in errors]
+    (field, valid_keys, annotation), err = walked[0]
+    if err["type"] == "extra_forbidden":
+        key = field.rsplit(".", 1)[-1]
+        hint = _closest(key, valid_keys)
+        msg = f"Unknown param {field}." + (f" Did you mean {hint}?" if hint else "")
+        msg += f" Valid keys here: {', '.join(valid_keys)}."
+        raise ApiError("VALIDATION_ERROR", msg, reason="UNKNOWN_PARAM", field=field, validKeys=valid_keys)
+    # the alternatives of a union each report at the same field: describe them together
+    here = [e for (f, _, _), e in walked if f == field and e["type"] != "extra_forbidden"]
+    message, details = _describe(here, field, annotation)
+    others = len({f for (f, _, _), _ in walked} - {field})
+    if others:
+        message += f" ({others} more problem{'s' if others > 1 else ''} in params.)"
+    raise ApiError("VALIDATION_ERROR", message, **details)
 
 
 def _closest(word: str, candidates: list[str]) -> str | None:

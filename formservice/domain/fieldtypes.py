@@ -14,6 +14,7 @@ Content blocks (heading, paragraph, divider, image) have no key and no answer.
 from __future__ import annotations
 
 import ast
+import math
 import operator
 import re
 from collections.abc import Callable
@@ -27,13 +28,15 @@ CONTENT_BLOCKS = {"heading", "paragraph", "divider", "image", "embed"}
 
 
 class FieldValueError(ValueError):
-    """A value a field does not accept: what is wrong, and what the field takes."""
+    """A value a field does not accept: what is wrong, what the field takes, and (when a
+    caller needs to tell failures apart) a ``details.reason`` such as ``REQUIRED``."""
 
     def __init__(self, message: str, *, expected: str | None = None,
-                 valid_values: list[Any] | None = None) -> None:
+                 valid_values: list[Any] | None = None, reason: str | None = None) -> None:
         super().__init__(message)
         self.expected = expected
         self.valid_values = valid_values
+        self.reason = reason
 
 
 @dataclass(frozen=True)
@@ -101,26 +104,50 @@ def slug(title: str) -> str:
     return (s or "field")[:48]
 
 
+def _clean_key(key: Any) -> str:
+    """An authored key made addressable: characters outside ``[A-Za-z0-9_.-]`` become ``_``."""
+    return re.sub(r"[^A-Za-z0-9_.-]+", "_", str(key))[:64] or "field"
+
+
 def assign_keys(blocks: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """Give every question without a key one derived from its title, unique in the form
     (members of a group are unique within the group). Existing keys never change: keys
-    are frozen the first time a form is published."""
+    are frozen the first time a form is published. Only a key that cannot be an address
+    is replaced: one with characters outside ``[A-Za-z0-9_.-]`` is cleaned, and a later
+    block repeating an earlier block's key (a copied block) gets a key of its own."""
+    # keys blocks already carry: a derived key never takes one that a later block owns
+    authored = {str(b["key"]) for b in blocks if is_question(b) and b.get("key")}
+    taken: set[str] = set()
     out: list[dict[str, Any]] = []
-    taken = {b["key"] for b in blocks if is_question(b) and b.get("key")}
     for block in blocks:
         block = dict(block)
         if is_question(block):
-            if not block.get("key"):
-                base = "decision" if block["type"] == "decision" else slug(block.get("title") or block["type"])
-                key, n = base, 2
-                while key in taken:
-                    key, n = f"{base}_{n}", n + 1
-                block["key"] = key
-                taken.add(key)
+            key = str(block.get("key") or "")
+            if key and not KEY_RE.match(key):
+                key = _clean_key(key)
+            if not key:
+                key = "decision" if block["type"] == "decision" else slug(block.get("title") or block["type"])
+                key = _unique(key, taken | authored)
+            elif key in taken:
+                key = _unique(key, taken | authored)
+            block["key"] = key
+            taken.add(key)
             if block["type"] == "group":
                 block["members"] = assign_keys(block.get("members") or [])
         out.append(block)
     return out
+
+
+def _clean_key(key: str) -> str:
+    """An authored key made addressable: characters outside ``[A-Za-z0-9_.-]`` become ``_``."""
+    return re.sub(r"[^A-Za-z0-9_.-]+", "_", key)[:64].strip("_") or "field"
+
+
+def _unique(base: str, taken: set[str]) -> str:
+    key, n = base, 2
+    while key in taken:
+        key, n = f"{base}_{n}", n + 1
+    return key
 
 
 def descriptor(block: dict[str, Any]) -> dict[str, Any]:
@@ -183,7 +210,14 @@ def _need(cond: bool, message: str, expected: str, valid: list[Any] | None = Non
 
 
 def _is_number(v: Any) -> bool:
-    return isinstance(v, int | float) and not isinstance(v, bool)
+    """A JSON number a form can hold: not a boolean, and finite as a double (JSON parsers
+    accept NaN and Infinity, which no JSON answer can carry back out)."""
+    if isinstance(v, bool) or not isinstance(v, int | float):
+        return False
+    try:
+        return math.isfinite(v)
+    except OverflowError:  # an int beyond the range of a double
+        return False
 
 
 def _option_key(block: dict[str, Any], v: Any) -> str:
@@ -196,14 +230,68 @@ def _option_key(block: dict[str, Any], v: Any) -> str:
     return v
 
 
+FILE_SHAPE = "each file is {name, type, size, url}: name a non-empty string, size a number of bytes >= 0"
+
+
 def _file_list(block: dict[str, Any], v: Any) -> list[dict[str, Any]]:
     _need(isinstance(v, list), "expects a list of files {name, type, size, url}", "array")
     out = []
     for f in v:
-        _need(isinstance(f, dict) and isinstance(f.get("name"), str) and _is_number(f.get("size", 0)),
-              "each file is {name, type, size, url}", "object")
+        _need(isinstance(f, dict) and isinstance(f.get("name"), str) and bool(f["name"]), FILE_SHAPE, "object")
+        size = f.get("size", 0)
+        _need(_is_number(size) and size >= 0, FILE_SHAPE, "object")
+        _need(isinstance(f.get("type"), str | None), "a file's type is a MIME type string", "string")
+        _need(isinstance(f.get("url"), str | None), "a file's url is a string", "string")
         out.append({"name": f["name"], "type": f.get("type") or "application/octet-stream",
-                    "size": f.get("size", 0), "url": f.get("url")})
+                    "size": size, "url": f.get("url")})
+    return out
+
+
+# Status values of payment and booking answers (the hosted service's 2026-09-24 shapes)
+PAYMENT_STATUSES = ["paid", "partially_refunded", "refunded", "disputed"]
+BOOKING_STATUSES = ["confirmed", "rescheduled", "cancelled", "rejected", "no_show"]
+
+
+def _payment(v: Any) -> dict[str, Any]:
+    _need(isinstance(v, dict), "expects a payment object {status, amount, currency, ...}", "object")
+    _need(v.get("status") in PAYMENT_STATUSES, "expects a payment status", "string", PAYMENT_STATUSES)
+    for money in ("amount", "amountRefunded"):
+        _need(v.get(money) is None or _is_number(v[money]), f"a payment's {money} is a number (major unit)",
+              "number")
+    _need(v.get("currency") is None or (isinstance(v["currency"], str) and len(v["currency"]) == 3),
+          "a payment's currency is an ISO 4217 code such as USD", "string")
+    return dict(v)
+
+
+def _booking(v: Any) -> dict[str, Any]:
+    _need(isinstance(v, dict), "expects a booking object {status, start, end, timeZone, attendee, ...}", "object")
+    _need(v.get("status") in BOOKING_STATUSES, "expects a booking status", "string", BOOKING_STATUSES)
+    for text in ("start", "end", "timeZone", "eventTitle", "meetingUrl"):
+        _need(v.get(text) is None or isinstance(v[text], str), f"a booking's {text} is a string", "string")
+    return dict(v)
+
+
+def _group(block: dict[str, Any], value: Any) -> list[dict[str, Any]]:
+    members = {m["key"]: m for m in block.get("members") or [] if is_question(m)}
+    _need(isinstance(value, list), "expects a list of instances (objects keyed by member key)", "array")
+    out = []
+    for i, inst in enumerate(value):
+        _need(isinstance(inst, dict), f"instance {i} must be an object keyed by member key", "object",
+              list(members))
+        norm = {}
+        for mk, mv in inst.items():
+            if mk not in members:
+                raise FieldValueError(f"instance {i} has no member {mk!r}", expected="object",
+                                      valid_values=list(members))
+            if is_empty(mv):  # a member left blank, as a blank question at the top level
+                continue
+            try:
+                norm[mk] = check_value(members[mk], mv)
+            except FieldValueError as e:
+                raise FieldValueError(f"instance {i}, member {mk}: {e}", expected=e.expected,
+                                      valid_values=e.valid_values) from None
+        if norm:  # an instance left wholly blank is no instance
+            out.append(norm)
     return out
 
 
@@ -226,15 +314,17 @@ def check_value(block: dict[str, Any], value: Any) -> Any:
         _need(_is_number(value), "expects a number", "number")
         return value
     if t == "date":
-        _need(isinstance(value, str), "expects a date YYYY-MM-DD", "string")
+        # fromisoformat alone also takes week dates (2026-W03-1) and basic ones (20260115)
+        _need(isinstance(value, str) and bool(re.fullmatch(r"\d{4}-\d{2}-\d{2}", value)),
+              "expects a date YYYY-MM-DD", "string")
         try:
             date.fromisoformat(value)
         except ValueError:
             raise FieldValueError("expects a date YYYY-MM-DD", expected="string") from None
-        _need(len(value) == 10, "expects a date YYYY-MM-DD", "string")
         return value
     if t == "time":
-        _need(isinstance(value, str) and bool(re.match(r"^\d{2}:\d{2}$", value)), "expects a time HH:MM", "string")
+        _need(isinstance(value, str) and bool(re.fullmatch(r"\d{2}:\d{2}", value)), "expects a time HH:MM",
+              "string")
         try:
             time.fromisoformat(value)
         except ValueError:
@@ -267,33 +357,16 @@ def check_value(block: dict[str, Any], value: Any) -> Any:
         _need(isinstance(value, dict), "expects an object mapping row keys to column keys", "object")
         for rk, ck in value.items():
             _need(rk in rows, f"has no row {rk!r}", "object", list(rows))
-            _need(ck in cols, f"row {rk!r} expects a column key", "string", cols)
+            _need(isinstance(ck, str) and ck in cols, f"row {rk!r} expects a column key", "string", cols)
         return dict(value)
     if ft.kind == "group":
-        members = {m["key"]: m for m in block.get("members") or [] if is_question(m)}
-        _need(isinstance(value, list), "expects a list of instances (objects keyed by member key)", "array")
-        out = []
-        for i, inst in enumerate(value):
-            _need(isinstance(inst, dict), f"instance {i} must be an object keyed by member key", "object",
-                  list(members))
-            norm = {}
-            for mk, mv in inst.items():
-                if mk not in members:
-                    raise FieldValueError(f"instance {i} has no member {mk!r}", expected="object",
-                                          valid_values=list(members))
-                try:
-                    norm[mk] = check_value(members[mk], mv)
-                except FieldValueError as e:
-                    raise FieldValueError(f"instance {i}, member {mk}: {e}", expected=e.expected,
-                                          valid_values=e.valid_values) from None
-            out.append(norm)
-        return out
+        return _group(block, value)
     if ft.kind == "file":
         return _file_list(block, value)
-    if ft.kind in ("payment", "booking"):
-        _need(isinstance(value, dict) and isinstance(value.get("status"), str), "expects an object with a status",
-              "object")
-        return dict(value)
+    if ft.kind == "payment":
+        return _payment(value)
+    if ft.kind == "booking":
+        return _booking(value)
     raise FieldValueError("takes no value", expected="none")
 
 
@@ -312,7 +385,8 @@ def _label(block: dict[str, Any], key: Any) -> str:
 
 
 def _money(v: dict[str, Any]) -> str:
-    amount = float(v.get("amount") or 0)
+    amount = v.get("amount")
+    amount = float(amount) if _is_number(amount) else 0.0
     currency = str(v.get("currency") or "").upper()
     symbol = {"USD": "$", "EUR": "€", "GBP": "£"}.get(currency, "")
     status = str(v.get("status", "")).replace("_", " ").capitalize()
@@ -320,7 +394,8 @@ def _money(v: dict[str, Any]) -> str:
 
 
 def display(block: dict[str, Any], value: Any) -> str:
-    """Human-readable text of an answer: labels for keys, file names, joined instances."""
+    """Human-readable text of an answer: labels for keys, file names, joined instances.
+    Never raises for a value :func:`check_value` accepted."""
     if value is None:
         return ""
     ft = field_type(block)
@@ -346,7 +421,7 @@ def display(block: dict[str, Any], value: Any) -> str:
         return _money(value)
     if ft.kind == "booking":
         title = value.get("eventTitle") or "Appointment"
-        return f"{title} · {value.get('start', '')} ({value.get('status', '')})"
+        return f"{title} · {value.get('start') or ''} ({value.get('status', '')})"
     if isinstance(value, float) and value.is_integer():
         return str(int(value))
     return str(value)
@@ -357,11 +432,15 @@ def display(block: dict[str, Any], value: Any) -> str:
 _OPS: dict[type, Callable[[Any, Any], Any]] = {
     ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul, ast.Div: operator.truediv,
 }
+MAX_FORMULA = 500  # characters: a form's arithmetic, not a program
 
 
 def calculate(formula: str, answers: dict[str, Any]) -> float | int | None:
-    """Evaluate a calculated field's arithmetic over other answers (``price * quantity``).
-    Missing or non-numeric inputs count as 0; a division by zero yields None."""
+    """Evaluate a calculated field's arithmetic (``+ - * /``, parentheses, numbers and
+    field keys, such as ``quantity * unit_price``) over other answers. Missing or
+    non-numeric inputs count as 0. The result is rounded to 10 decimals (so 0.1 * 3 reads
+    0.3) and whole numbers come back as int. A division by zero, or a result too large
+    for a double, yields None. A formula that is not such arithmetic raises ValueError."""
 
     def ev(node: ast.AST) -> Any:
         if isinstance(node, ast.Expression):
@@ -371,22 +450,33 @@ def calculate(formula: str, answers: dict[str, Any]) -> float | int | None:
         if isinstance(node, ast.Name):
             v = answers.get(node.id)
             return v if _is_number(v) else 0
-        if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub):
-            return -ev(node.operand)
+        if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub | ast.UAdd):
+            v = ev(node.operand)
+            return -v if isinstance(node.op, ast.USub) else v
         if isinstance(node, ast.BinOp) and type(node.op) in _OPS:
             return _OPS[type(node.op)](ev(node.left), ev(node.right))
-        raise ValueError(f"unsupported expression in formula {formula!r}")
+        raise ValueError(f"unsupported expression in formula {formula!r}: use numbers, field keys, "
+                         "+ - * / and parentheses")
 
+    if not isinstance(formula, str) or len(formula) > MAX_FORMULA:
+        raise ValueError(f"a formula is a string of at most {MAX_FORMULA} characters")
     try:
-        result = ev(ast.parse(formula, mode="eval"))
+        result = ev(ast.parse(formula.strip(), mode="eval"))
     except ZeroDivisionError:
         return None
+    except (SyntaxError, RecursionError, MemoryError):
+        raise ValueError(f"formula {formula!r} is not arithmetic over field keys") from None
+    if not _is_number(result):
+        return None
+    if isinstance(result, float):
+        result = round(result, 10)
     if isinstance(result, float) and result.is_integer():
         return int(result)
     return result
 
 
 def validate_formula(formula: str) -> None:
+    """Raise ValueError unless ``formula`` is arithmetic :func:`calculate` evaluates."""
     calculate(formula, {})
 
 

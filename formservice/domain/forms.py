@@ -13,11 +13,11 @@ from typing import Annotated, Any, Literal
 from pydantic import Field, field_validator
 from sqlmodel import Session, select
 
-from ..errors import forbidden, not_found, validation
+from ..errors import ApiError, forbidden, not_found, validation
 from ..ids import new_id
 from ..tables import Folder, Form, ShareLink, Snapshot
 from . import fieldtypes
-from .base import Ctx, Page, Params, Result, keyset_page, method
+from .base import Ctx, Page, Params, Result, decode_cursor, keyset_page, method
 
 ICON_NAMES = (
     "QuestionMarkIcon", "ListBulletsIcon", "ChartBarIcon", "ClockCountdownIcon", "HeartIcon", "LightbulbIcon",
@@ -180,7 +180,7 @@ def publish_form(session: Session, form: Form, now: int) -> dict[str, Any]:
         flags["alreadyPublished"] = True
         return flags
     if not unchanged:
-        keyed = fieldtypes.assign_keys(blocks)
+        keyed = fieldtypes.assign_keys(_with_frozen_keys(blocks, snapshot_of(session, form)))
         form.blocks = keyed  # keys are frozen into the draft too, so they never change again
         snap = Snapshot(id=new_id("snap"), form_id=form.id, created_at=now, blocks=keyed,
                         fields=[fieldtypes.descriptor(b) for b in keyed if fieldtypes.is_question(b)])
@@ -192,6 +192,35 @@ def publish_form(session: Session, form: Form, now: int) -> dict[str, Any]:
     form.is_published = True
     form.published_at = now
     return flags
+
+
+def _published_keys(blocks: list[dict[str, Any]], out: dict[str, str]) -> dict[str, str]:
+    for b in blocks:
+        if fieldtypes.is_question(b) and b.get("id") and b.get("key"):
+            out[b["id"]] = b["key"]
+        _published_keys(b.get("members") or [], out)
+    return out
+
+
+def _with_frozen_keys(blocks: list[dict[str, Any]], snap: Snapshot | None) -> list[dict[str, Any]]:
+    """The draft with every question that an earlier snapshot published carrying that
+    snapshot's key: an edit that dropped or changed a key cannot move a published field."""
+    frozen = _published_keys(snap.blocks or [], {}) if snap else {}
+    if not frozen:
+        return blocks
+
+    def keep(items: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        out = []
+        for b in items:
+            b = dict(b)
+            if b.get("id") in frozen and fieldtypes.is_question(b):
+                b["key"] = frozen[b["id"]]
+            if b.get("members"):
+                b["members"] = keep(b["members"])
+            out.append(b)
+        return out
+
+    return keep(blocks)
 
 
 def snapshot_of(session: Session, form: Form) -> Snapshot | None:
@@ -208,6 +237,16 @@ def folder_in(ctx: Ctx, folder_id: str, param: str = "folderId") -> Folder:
     return folder
 
 
+def live_form(ctx: Ctx, form_id: str) -> Form:
+    """The caller's form ``form_id`` when it is not in the trash (404 with reason
+    FORM_TRASHED when it is, so the caller knows to restore it rather than look for it)."""
+    form = ctx.form(form_id, trashed_ok=True)
+    if form.trashed_at is not None:
+        raise ApiError("NOT_FOUND", f"Form {form_id} is in the trash; restore it with forms.restore first.",
+                       field="formId", reason="FORM_TRASHED")
+    return form
+
+
 # -- methods -------------------------------------------------------------------------
 
 
@@ -217,6 +256,13 @@ class ListParams(Params):
     query: Annotated[str, Field(min_length=1, max_length=255)] | None = None
     limit: Limit = 20
     cursor: str | None = None
+
+    @field_validator("query")
+    @classmethod
+    def _query_not_blank(cls, v: str | None) -> str | None:
+        if v is not None and not v.strip():
+            raise ValueError("query must not be blank; omit it to list every form")
+        return v
 
 
 class FormPage(Page):
@@ -252,6 +298,12 @@ def forms_list(ctx: Ctx, p: ListParams) -> FormPage:
         matches = sorted((sf for sf in scored if sf[0] >= 0.6), key=lambda sf: (-sf[0], -sf[1].created_at))
         page = [item(f) for _, f in matches[: p.limit]]
         return FormPage(items=page, nextCursor=None, hasMore=len(matches) > p.limit, canPaginate=False)
+    if p.cursor is not None:
+        # a well-formed cursor of the wrong shape would silently restart the listing
+        created, form_id = decode_cursor(p.cursor, 2)
+        if type(created) is not int or not isinstance(form_id, str):
+            raise validation("cursor is not a cursor forms.list issued; pass back the nextCursor of the "
+                             "previous page.", field="cursor", reason="INVALID_CURSOR")
     rows, nxt = keyset_page(ctx.session, stmt, [Form.created_at, Form.id], lambda f: (f.created_at, f.id),
                             p.limit, p.cursor)
     return FormPage(items=[item(f) for f in rows], nextCursor=nxt, hasMore=nxt is not None, canPaginate=True)
@@ -340,7 +392,7 @@ def forms_update(ctx: Ctx, p: UpdateParams) -> Updated:
     if not sent:
         raise validation("Send at least one of name, folderId, emoji, cover, logo.", reason="NOTHING_TO_UPDATE",
                          validKeys=["name", "folderId", "emoji", "cover", "logo"])
-    form = ctx.form(p.formId)
+    form = live_form(ctx, p.formId)
     if "name" in sent and p.name is None:
         raise validation("name cannot be null; send a name of 1 to 255 characters.", field="name",
                          reason="INVALID_TYPE", expectedType="string")
@@ -387,7 +439,7 @@ class Published(Result):
 def forms_publish(ctx: Ctx, p: FormIdParams) -> Published:
     """Publish the form: freeze its field keys into a new snapshot when the draft changed,
     republish the last snapshot otherwise."""
-    form = ctx.form(p.formId)
+    form = live_form(ctx, p.formId)
     flags = publish_form(ctx.session, form, ctx.now)
     return Published(id=form.id, isPublished=True, publishedAt=form.published_at,
                      snapshotId=form.snapshot_id, **flags)
@@ -403,7 +455,7 @@ class Unpublished(Result):
 @method("forms.unpublish")
 def forms_unpublish(ctx: Ctx, p: FormIdParams) -> Unpublished:
     """Unpublish the form: respondents can no longer open it."""
-    form = ctx.form(p.formId)
+    form = live_form(ctx, p.formId)
     if not form.is_published:
         return Unpublished(id=form.id, isPublished=False, unpublishedAt=form.unpublished_at,
                            alreadyUnpublished=True)

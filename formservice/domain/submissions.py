@@ -7,6 +7,7 @@ import uuid
 from typing import Annotated, Any
 
 from pydantic import Field
+from sqlalchemy import func
 from sqlmodel import Session, select
 
 from ..clock import iso, sql_ts
@@ -29,22 +30,35 @@ def questions(blocks: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
     return {b["key"]: b for b in blocks if fieldtypes.is_question(b) and b.get("key")}
 
 
+def takes_answer(block: dict[str, Any], *, allow_hidden: bool = True) -> bool:
+    """Whether a respondent (or a caller) may send a value for this field: documents
+    blocks carry files to read, calculated fields are computed by the form."""
+    ft = fieldtypes.field_type(block)
+    return ft.answerable and ft.kind != "calculated" and (allow_hidden or ft.type != "hidden")
+
+
 def check_answers(blocks: list[dict[str, Any]], answers: dict[str, Any], *, require: bool,
                   allow_hidden: bool = True) -> tuple[dict[str, Any], dict[str, fieldtypes.FieldValueError]]:
     """Validate answers against a snapshot's blocks. Returns the normalised answers
-    (calculated fields computed) and the problems by field key; ``require`` also flags
-    empty required questions (a final submit, not a draft)."""
+    (calculated fields computed) and the problems by field key (dotted into a repeating
+    group's instances); ``require`` also flags empty required questions, and required
+    members of each group instance (a final submit, not a draft)."""
     qs = questions(blocks)
     errors: dict[str, fieldtypes.FieldValueError] = {}
     clean: dict[str, Any] = {}
     for key, value in answers.items():
         block = qs.get(key)
-        if block is None:
-            errors[key] = fieldtypes.FieldValueError("is not a field of this form", valid_values=sorted(qs))
-            continue
-        ft = fieldtypes.field_type(block)
-        if not ft.answerable or ft.kind == "calculated" or (ft.type == "hidden" and not allow_hidden):
-            errors[key] = fieldtypes.FieldValueError(f"is a {ft.type} field and takes no answer")
+        if block is None or not takes_answer(block, allow_hidden=allow_hidden):
+            valid = sorted(k for k, b in qs.items() if takes_answer(b, allow_hidden=allow_hidden))
+            if block is None:
+                errors[key] = fieldtypes.FieldValueError("is not a field of this form", valid_values=valid,
+                                                         reason="UNKNOWN_FIELD_KEY")
+            else:
+                what = fieldtypes.field_type(block).type
+                errors[key] = fieldtypes.FieldValueError(
+                    f"is a {what} field and takes no answer" + (" (the form computes it)" if what == "calculated"
+                                                                else ""),
+                    valid_values=valid, reason="FIELD_NOT_ANSWERABLE")
             continue
         if fieldtypes.is_empty(value):
             continue
@@ -54,26 +68,45 @@ def check_answers(blocks: list[dict[str, Any]], answers: dict[str, Any], *, requ
             errors[key] = e
     if require:
         for key, block in qs.items():
-            if block.get("required") and fieldtypes.field_type(block).answerable and key not in clean \
-                    and key not in errors:
-                errors[key] = fieldtypes.FieldValueError("is required")
+            if key in errors or not takes_answer(block):
+                continue
+            if block.get("required") and key not in clean:
+                errors[key] = fieldtypes.FieldValueError("is required", reason="REQUIRED")
+            elif block["type"] == "group" and key in clean:
+                _require_members(block, key, clean[key], errors)
     for key, block in qs.items():
         if block["type"] == "calculated" and block.get("formula"):
-            value = fieldtypes.calculate(block["formula"], clean)
+            try:
+                value = fieldtypes.calculate(block["formula"], clean)
+            except ValueError:  # the author's formula is broken: the respondent is not to blame
+                value = None
             if value is not None:
                 clean[key] = value
     return clean, errors
 
 
+def _require_members(block: dict[str, Any], key: str, instances: list[dict[str, Any]],
+                     errors: dict[str, fieldtypes.FieldValueError]) -> None:
+    required = [m["key"] for m in block.get("members") or [] if fieldtypes.is_question(m) and m.get("required")]
+    for i, inst in enumerate(instances):
+        for mk in required:
+            if mk not in inst:
+                errors[f"{key}.{i}.{mk}"] = fieldtypes.FieldValueError("is required", reason="REQUIRED")
+                return
+
+
 def raise_answer_errors(errors: dict[str, fieldtypes.FieldValueError], prefix: str = "answers") -> None:
+    """Raise VALIDATION_ERROR for the first problem (naming how many more there are):
+    ``field`` is ``<prefix>.<key>``, ``reason`` UNKNOWN_FIELD_KEY (with ``validKeys``),
+    FIELD_NOT_ANSWERABLE (with ``validKeys``), REQUIRED or INVALID_ANSWER (with
+    ``validValues`` and ``expectedType`` where the field names them)."""
     if not errors:
         return
     key, err = next(iter(errors.items()))
-    details: dict[str, Any] = {"field": f"{prefix}.{key}"}
-    if str(err) == "is not a field of this form":
-        details.update(reason="UNKNOWN_FIELD_KEY", validKeys=err.valid_values)
+    details: dict[str, Any] = {"field": f"{prefix}.{key}", "reason": err.reason or "INVALID_ANSWER"}
+    if err.reason in ("UNKNOWN_FIELD_KEY", "FIELD_NOT_ANSWERABLE"):
+        details["validKeys"] = err.valid_values
     else:
-        details["reason"] = "REQUIRED" if str(err) == "is required" else "INVALID_ANSWER"
         if err.valid_values is not None:
             details["validValues"] = err.valid_values
         if err.expected:
@@ -100,6 +133,7 @@ def record_submission(session: Session, form: Form, answers: dict[str, Any], now
     if respondent_email is None:
         emails = [v for k, v in clean.items() if questions(blocks)[k]["type"] == "email"]
         respondent_email = emails[0] if emails else None
+    now = _after_latest(session, form.id, now)
     sub = Submission(
         id=new_id("sub"), form_id=form.id, workspace_id=form.workspace_id, snapshot_id=snap.id if snap else None,
         share_link_id=share_link_id, request_id=request_id, respondent_email=respondent_email,
@@ -113,12 +147,24 @@ def record_submission(session: Session, form: Form, answers: dict[str, Any], now
     return sub
 
 
+def _after_latest(session: Session, form_id: str, now: int) -> int:
+    """``now``, or one ms after the form's latest submission when that is not earlier:
+    two responses in the same millisecond still list in the order they arrived (ids are
+    random, so they cannot break the tie)."""
+    latest = session.exec(select(func.max(Submission.created_at)).where(Submission.form_id == form_id)).one()
+    return now if latest is None or latest < now else latest + 1
+
+
+def _pdf_integration(session: Session, form: Form) -> Integration | None:
+    """The form's active automation integration that includes the PDF, if any."""
+    return session.exec(select(Integration).where(Integration.form_id == form.id, Integration.active.is_(True),
+                                                  Integration.include_pdf.is_(True))).first()
+
+
 def retain_pdf(session: Session, form: Form, sub: Submission, now: int) -> None:
     """Keep a PDF of a completed submission when an active automation integration of the
     form asks for it (the only case ``submissions.pdf`` answers)."""
-    wanted = session.exec(select(Integration).where(Integration.form_id == form.id, Integration.active.is_(True),
-                                                    Integration.include_pdf.is_(True))).first()
-    if wanted is None or sub.is_test:
+    if sub.is_test or _pdf_integration(session, form) is None:
         return
     lines = [f"{k}: {v}" for k, v in (sub.display or {}).items()]
     data = render_text_pdf(f"{form.name} - submission {sub.id}", lines)
@@ -181,21 +227,39 @@ class SubmissionPage(Page):
     items: list[SubmissionItem]
 
 
-def translated_display(session: Session, form: Form, blocks: list[dict[str, Any]], answers: dict[str, Any],
-                       language: str) -> dict[str, Any]:
-    """Display text with option labels replaced by their translation where one exists
-    (entries keyed ``field.<key>.option.<optionKey>``)."""
-    entries = {e.key: (e.translations or {}).get(language)
-               for e in session.exec(select(TranslationEntry).where(TranslationEntry.form_id == form.id))}
-    translated: list[dict[str, Any]] = []
-    for b in blocks:
-        if not fieldtypes.is_question(b) or not b.get("options"):
-            translated.append(b)
-            continue
-        opts = [{**o, "label": entries.get(f"field.{b['key']}.option.{o['key']}") or o["label"]}
-                for o in b["options"]]
-        translated.append({**b, "options": opts})
-    return display_of(translated, answers)
+def translated_labels(session: Session, form: Form, language: str) -> dict[str, str]:
+    """The form's translated labels in ``language`` by entry key; an entry without that
+    exact tag falls back to its primary language (``de`` for ``de-AT``)."""
+    primary = language.split("-")[0]
+    out: dict[str, str] = {}
+    for e in session.exec(select(TranslationEntry).where(TranslationEntry.form_id == form.id)):
+        tr = e.translations or {}
+        text = tr.get(language) or tr.get(primary)
+        if isinstance(text, str) and text:
+            out[e.key] = text
+    return out
+
+
+def _translate_block(block: dict[str, Any], labels: dict[str, str], prefix: str) -> dict[str, Any]:
+    # entry keys: field.<key>.option.<optionKey>, field.<key>.row.<rowKey>, field.<key>.column.<colKey>;
+    # a group's members are addressed as field.<groupKey>.<memberKey>...
+    if not fieldtypes.is_question(block) or not block.get("key"):
+        return block
+    base = f"{prefix}{block['key']}"
+    out = dict(block)
+    for part, kind in (("options", "option"), ("rows", "row"), ("columns", "column")):
+        items = fieldtypes.options_of(block) if part == "options" else block.get(part)
+        if items:
+            out[part] = [{**o, "label": labels.get(f"{base}.{kind}.{o['key']}", o["label"])} for o in items]
+    if block.get("members"):
+        out["members"] = [_translate_block(m, labels, f"{base}.") for m in block["members"]]
+    return out
+
+
+def translated_display(blocks: list[dict[str, Any]], answers: dict[str, Any], labels: dict[str, str]) -> dict[str, Any]:
+    """Display text with option, row and column labels replaced by their translation
+    where one exists (see :func:`translated_labels`); other text reads as in ``display``."""
+    return display_of([_translate_block(b, labels, "field.") for b in blocks], answers)
 
 
 @method("submissions.list")
@@ -214,6 +278,7 @@ def submissions_list(ctx: Ctx, p: ListParams) -> SubmissionPage:
     rows, nxt = keyset_page(ctx.session, stmt, [Submission.created_at, Submission.id],
                             lambda s: (s.created_at, s.id), p.limit, p.cursor)
     snaps: dict[str | None, list[dict[str, Any]]] = {}
+    labels = translated_labels(ctx.session, form, p.translationLanguage) if p.translationLanguage else {}
     items = []
     for s in rows:
         item = SubmissionItem(
@@ -225,8 +290,8 @@ def submissions_list(ctx: Ctx, p: ListParams) -> SubmissionPage:
             if s.snapshot_id not in snaps:
                 snap = ctx.session.get(Snapshot, s.snapshot_id) if s.snapshot_id else None
                 snaps[s.snapshot_id] = (snap.blocks if snap else form.blocks) or []
-            item.translation = Translation(language=p.translationLanguage, display=translated_display(
-                ctx.session, form, snaps[s.snapshot_id], s.answers or {}, p.translationLanguage))
+            item.translation = Translation(language=p.translationLanguage,
+                                           display=translated_display(snaps[s.snapshot_id], s.answers or {}, labels))
         items.append(item)
     return SubmissionPage(formId=form.id, formName=form.name, items=items, nextCursor=nxt, hasMore=nxt is not None,
                           canPaginate=True)
@@ -272,9 +337,12 @@ class SubmissionEvent(Result):
 
 
 def sample_answers(blocks: list[dict[str, Any]]) -> dict[str, Any]:
+    """Plausible answers for every answerable field; calculated fields are computed from
+    the other sample answers, as the form would compute them."""
     qs = questions(blocks)
-    raw = {k: fieldtypes.sample_value(b) for k, b in qs.items() if fieldtypes.field_type(b).answerable}
-    return {k: v for k, v in raw.items() if v is not None}
+    raw = {k: fieldtypes.sample_value(b) for k, b in qs.items() if takes_answer(b)}
+    clean, _ = check_answers(blocks, {k: v for k, v in raw.items() if v is not None}, require=False)
+    return clean
 
 
 @method("submissions.sample")
@@ -320,13 +388,15 @@ def submissions_pdf(ctx: Ctx, p: PdfParams) -> PdfResult:
     form = ctx.form(p.formId)
     sub = ctx.session.get(Submission, p.submissionId)
     if sub is None or sub.form_id != form.id or sub.is_test:
-        raise not_found("Submission", field="submissionId")
+        raise not_found("Submission", field="submissionId", reason="SUBMISSION_NOT_FOUND")
     if not sub.is_completed:
-        raise not_found("Submission PDF", field="submissionId", reason="SUBMISSION_NOT_COMPLETED")
-    if sub.pdf_file_id is None:
-        raise ApiError("NOT_FOUND", "No PDF is retained for this submission: only forms with an automation "
-                       "integration that includes the PDF keep one.", field="submissionId", reason="PDF_NOT_RETAINED")
-    stored = ctx.session.get(StoredFile, sub.pdf_file_id)
+        raise ApiError("NOT_FOUND", "This submission is a draft: only completed submissions have a PDF.",
+                       field="submissionId", reason="SUBMISSION_NOT_COMPLETED")
+    stored = ctx.session.get(StoredFile, sub.pdf_file_id) if sub.pdf_file_id else None
+    if stored is None or _pdf_integration(ctx.session, form) is None:
+        raise ApiError("NOT_FOUND", "No PDF is retained for this submission: only forms with an active automation "
+                       "integration that includes the PDF keep one, from the time it is set up.",
+                       field="submissionId", reason="PDF_NOT_RETAINED")
     return PdfResult(url=storage_url(ctx, stored.id), filename=f"formbase-submission-{sub.id}.pdf",
                      contentType="application/pdf", byteLength=len(stored.data))
 

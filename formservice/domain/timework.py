@@ -1,0 +1,79 @@
+"""Time-driven work, run on the service clock: invitations handed to the mail outbox,
+request expiry, scheduled reminders and retention purges. ``run_due`` is called by the
+background worker and right after ``clock.advance``."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from sqlmodel import Session, select
+
+from ..clock import DAY_MS
+from ..tables import Form, Request, Submission, Workspace
+from .requests import expire_request, schedule_next_reminder, send_mail, timeline_add
+
+DEFAULT_DRAFT_RETENTION_DAYS = 30
+
+
+def run_due(session: Session, now: int, base_url: str) -> dict[str, int]:
+    """Do every piece of time-driven work that is due at ``now``; returns counts."""
+    counts = {"invitations": 0, "expired": 0, "reminders": 0, "purged": 0}
+    cache: dict[str, Any] = {}
+
+    def form_of(req: Request) -> Form:
+        return cache.setdefault(req.form_id, session.get(Form, req.form_id))
+
+    def ws_of(req: Request) -> Workspace:
+        return cache.setdefault(req.workspace_id, session.get(Workspace, req.workspace_id))
+
+    for req in session.exec(select(Request).where(Request.delivery_status == "queued")):
+        mail = send_mail(session, req, ws_of(req), form_of(req), "invitation", now, base_url)
+        req.delivery_status = "sent"
+        timeline_add(req, "invitation", now, deliveryStatus="sent")
+        if mail.status == "bounced":  # the provider reports the hard bounce after hand-off
+            req.delivery_status = "bounced"
+            timeline_add(req, "invitation", now, deliveryStatus="bounced", detail="hard bounce")
+        counts["invitations"] += 1
+    for req in session.exec(select(Request).where(Request.status == "pending", Request.expires_at <= now)):
+        expire_request(session, req, now)
+        counts["expired"] += 1
+    for req in session.exec(select(Request).where(Request.status == "pending", Request.reminder_due_at <= now)):
+        mail = send_mail(session, req, ws_of(req), form_of(req), "reminder", now, base_url)
+        req.reminders_sent += 1
+        req.reminder_step += 1
+        timeline_add(req, "reminder", now, deliveryStatus=mail.status, detail=f"step {req.reminder_step}")
+        schedule_next_reminder(form_of(req), req, ws_of(req))
+        counts["reminders"] += 1
+    counts["purged"] = purge(session, now)
+    return counts
+
+
+def purge(session: Session, now: int) -> int:
+    """Delete drafts and submissions past their form's retention, and clear the answers
+    of requests whose submission went with them."""
+    purged = 0
+    for form in session.exec(select(Form)):
+        settings = form.settings or {}
+        draft_days = settings.get("draftRetentionDays")
+        draft_days = DEFAULT_DRAFT_RETENTION_DAYS if draft_days is None else draft_days
+        sub_days = settings.get("submissionRetentionDays")
+        stale = select(Submission).where(Submission.form_id == form.id, Submission.is_completed.is_(False),
+                                         Submission.last_activity_at <= now - draft_days * DAY_MS)
+        doomed = list(session.exec(stale))
+        if sub_days is not None:
+            doomed += list(session.exec(select(Submission).where(
+                Submission.form_id == form.id, Submission.is_completed.is_(True),
+                Submission.submitted_at <= now - sub_days * DAY_MS)))
+        elif form.fixed_deletion_at is not None and form.fixed_deletion_at <= now:
+            doomed += list(session.exec(select(Submission).where(Submission.form_id == form.id,
+                                                                 Submission.is_completed.is_(True))))
+        for sub in doomed:
+            if sub.request_id:
+                req = session.get(Request, sub.request_id)
+                if req is not None and req.data_purged_at is None:
+                    req.answers = None
+                    req.display = None
+                    req.data_purged_at = now
+            session.delete(sub)
+            purged += 1
+    return purged
