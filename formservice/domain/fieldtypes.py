@@ -17,7 +17,7 @@ import ast
 import math
 import operator
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from dataclasses import dataclass
 from datetime import date, time
 from typing import Any
@@ -104,20 +104,17 @@ def slug(title: str) -> str:
     return (s or "field")[:48]
 
 
-def _clean_key(key: Any) -> str:
-    """An authored key made addressable: characters outside ``[A-Za-z0-9_.-]`` become ``_``."""
-    return re.sub(r"[^A-Za-z0-9_.-]+", "_", str(key))[:64] or "field"
-
-
-def assign_keys(blocks: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def assign_keys(blocks: list[dict[str, Any]], frozen_ids: Collection[str] = ()) -> list[dict[str, Any]]:
     """Give every question without a key one derived from its title, unique in the form
     (members of a group are unique within the group). Existing keys never change: keys
     are frozen the first time a form is published. Only a key that cannot be an address
-    is replaced: one with characters outside ``[A-Za-z0-9_.-]`` is cleaned, and a later
-    block repeating an earlier block's key (a copied block) gets a key of its own."""
+    is replaced: one with characters outside ``[A-Za-z0-9_.-]`` is cleaned, and a block
+    repeating another block's key (a copied block) gets a key of its own. The earlier
+    block keeps a repeated key, unless the other one's id is in ``frozen_ids`` (blocks
+    whose keys a snapshot already published)."""
     # keys blocks already carry: a derived key never takes one that a later block owns
     authored = {str(b["key"]) for b in blocks if is_question(b) and b.get("key")}
-    taken: set[str] = set()
+    taken = {str(b["key"]) for b in blocks if is_question(b) and b.get("key") and b.get("id") in frozen_ids}
     out: list[dict[str, Any]] = []
     for block in blocks:
         block = dict(block)
@@ -128,12 +125,12 @@ def assign_keys(blocks: list[dict[str, Any]]) -> list[dict[str, Any]]:
             if not key:
                 key = "decision" if block["type"] == "decision" else slug(block.get("title") or block["type"])
                 key = _unique(key, taken | authored)
-            elif key in taken:
+            elif key in taken and not (block.get("id") in frozen_ids and block.get("key") == key):
                 key = _unique(key, taken | authored)
             block["key"] = key
             taken.add(key)
             if block["type"] == "group":
-                block["members"] = assign_keys(block.get("members") or [])
+                block["members"] = assign_keys(block.get("members") or [], frozen_ids)
         out.append(block)
     return out
 
@@ -507,6 +504,9 @@ def sample_value(block: dict[str, Any]) -> Any:
     if ft.kind == "group":
         members = [m for m in block.get("members") or [] if is_question(m)]
         return [{m["key"]: sample_value(m) for m in members}]
+    if t == "signature":
+        return [{"name": "signature.png", "type": "image/png", "size": 2048,
+                 "url": "https://example.com/files/signature.png"}]
     if ft.kind == "file":
         return [{"name": "sample.pdf", "type": "application/pdf", "size": 1024,
                  "url": "https://example.com/files/sample.pdf"}]

@@ -180,7 +180,9 @@ def publish_form(session: Session, form: Form, now: int) -> dict[str, Any]:
         flags["alreadyPublished"] = True
         return flags
     if not unchanged:
-        keyed = fieldtypes.assign_keys(_with_frozen_keys(blocks, snapshot_of(session, form)))
+        last = snapshot_of(session, form)
+        frozen = _published_keys(last.blocks or []) if last else {}
+        keyed = fieldtypes.assign_keys(_with_frozen_keys(blocks, frozen), frozen_ids=frozen)
         form.blocks = keyed  # keys are frozen into the draft too, so they never change again
         snap = Snapshot(id=new_id("snap"), form_id=form.id, created_at=now, blocks=keyed,
                         fields=[fieldtypes.descriptor(b) for b in keyed if fieldtypes.is_question(b)])
@@ -194,7 +196,9 @@ def publish_form(session: Session, form: Form, now: int) -> dict[str, Any]:
     return flags
 
 
-def _published_keys(blocks: list[dict[str, Any]], out: dict[str, str]) -> dict[str, str]:
+def _published_keys(blocks: list[dict[str, Any]], out: dict[str, str] | None = None) -> dict[str, str]:
+    """Block id -> key of every question (group members included) in ``blocks``."""
+    out = {} if out is None else out
     for b in blocks:
         if fieldtypes.is_question(b) and b.get("id") and b.get("key"):
             out[b["id"]] = b["key"]
@@ -202,25 +206,18 @@ def _published_keys(blocks: list[dict[str, Any]], out: dict[str, str]) -> dict[s
     return out
 
 
-def _with_frozen_keys(blocks: list[dict[str, Any]], snap: Snapshot | None) -> list[dict[str, Any]]:
-    """The draft with every question that an earlier snapshot published carrying that
+def _with_frozen_keys(blocks: list[dict[str, Any]], frozen: dict[str, str]) -> list[dict[str, Any]]:
+    """The draft with every question an earlier snapshot published carrying that
     snapshot's key: an edit that dropped or changed a key cannot move a published field."""
-    frozen = _published_keys(snap.blocks or [], {}) if snap else {}
-    if not frozen:
-        return blocks
-
-    def keep(items: list[dict[str, Any]]) -> list[dict[str, Any]]:
-        out = []
-        for b in items:
-            b = dict(b)
-            if b.get("id") in frozen and fieldtypes.is_question(b):
-                b["key"] = frozen[b["id"]]
-            if b.get("members"):
-                b["members"] = keep(b["members"])
-            out.append(b)
-        return out
-
-    return keep(blocks)
+    out = []
+    for b in blocks:
+        b = dict(b)
+        if b.get("id") in frozen and fieldtypes.is_question(b):
+            b["key"] = frozen[b["id"]]
+        if b.get("members"):
+            b["members"] = _with_frozen_keys(b["members"], frozen)
+        out.append(b)
+    return out
 
 
 def snapshot_of(session: Session, form: Form) -> Snapshot | None:

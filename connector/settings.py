@@ -1,0 +1,124 @@
+"""Configuration: a TOML file (see ``config/formsync.example.toml``) plus ``FORMSYNC_*``
+environment variables, which win over the file. Nested names use ``__``:
+``FORMSYNC_SERVICE__TOKEN``, ``FORMSYNC_RECEIVER__PORT``. Secrets are SecretStr: they
+never print, never log and never reach an export."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator, model_validator
+from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict, TomlConfigSettingsSource
+
+
+class Section(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class ServiceSettings(Section):
+    """Where the Form Collection Service is and how hard to use it."""
+
+    base_url: str = "http://127.0.0.1:8787"
+    token: SecretStr | None = None
+    workspace_id: str | None = None
+    calls_per_minute: int = Field(120, ge=1)
+    creates_per_minute: int = Field(60, ge=1)
+    timeout_seconds: float = Field(30.0, gt=0)
+    max_retries: int = Field(5, ge=0)
+
+
+class ReceiverSettings(Section):
+    """The receiver of signed callbacks and webhook deliveries."""
+
+    enabled: bool = False
+    host: str = "127.0.0.1"
+    port: int = Field(8788, ge=0, le=65535)
+    path: str = "/formsync/events"
+    scheme: Literal["formstep", "standard", "custom"] = "formstep"
+    # Request callbacks are signed with the workspace request signing secret; webhook
+    # subscriptions with their own. Several secrets per list allow rotation.
+    callback_secrets: list[SecretStr] = []
+    webhook_secrets: list[SecretStr] = []
+    tolerance_seconds: int = Field(300, ge=0)
+    max_body_bytes: int = Field(1024 * 1024, ge=1024)
+
+
+class StoreSettings(Section):
+    """The SQL database the connector writes to: SQLite by default, PostgreSQL by URL."""
+
+    url: str = "sqlite:///formsync.db"
+
+
+class OutreachSettings(Section):
+    delivery: Literal["none", "email"] = "none"
+    callback_url: str | None = None
+    # sheet column -> request param: "email", "name", "externalId", "prefill.<key>",
+    # "context.<key>", "metadata.<key>", "readonly", "expiresAt", "document"
+    mapping: dict[str, str] = {}
+    report_dir: Path = Path("formsync-reports")
+
+
+class ExportSettings(Section):
+    out_dir: Path = Path("exports")
+    formats: list[Literal["csv", "xlsx", "parquet"]] = ["csv"]
+
+
+class JobSettings(Section):
+    """A scheduled job: an outreach, poll, sync or export run on a cron or an interval."""
+
+    id: str = Field(min_length=1, max_length=100)
+    kind: Literal["outreach", "poll", "sync", "export"]
+    cron: str | None = None
+    interval_seconds: int | None = Field(None, ge=1)
+    params: dict[str, Any] = {}
+    misfire_grace_seconds: int = Field(300, ge=1)
+
+    @model_validator(mode="after")
+    def _one_trigger(self) -> JobSettings:
+        if (self.cron is None) == (self.interval_seconds is None):
+            raise ValueError(f"job {self.id!r}: give exactly one of cron or interval_seconds")
+        return self
+
+
+class Settings(BaseSettings):
+    model_config = SettingsConfigDict(env_prefix="FORMSYNC_", env_nested_delimiter="__", extra="forbid")
+
+    service: ServiceSettings = ServiceSettings()
+    receiver: ReceiverSettings = ReceiverSettings()
+    store: StoreSettings = StoreSettings()
+    outreach: OutreachSettings = OutreachSettings()
+    export: ExportSettings = ExportSettings()
+    jobs: list[JobSettings] = []
+
+    @field_validator("jobs")
+    @classmethod
+    def _unique_ids(cls, jobs: list[JobSettings]) -> list[JobSettings]:
+        ids = [j.id for j in jobs]
+        dup = {i for i in ids if ids.count(i) > 1}
+        if dup:
+            raise ValueError(f"job ids must be unique; repeated: {', '.join(sorted(dup))}")
+        return jobs
+
+    @classmethod
+    def settings_customise_sources(cls, settings_cls: type[BaseSettings], init_settings: PydanticBaseSettingsSource,
+                                   env_settings: PydanticBaseSettingsSource, dotenv_settings: PydanticBaseSettingsSource,
+                                   file_secret_settings: PydanticBaseSettingsSource
+                                   ) -> tuple[PydanticBaseSettingsSource, ...]:
+        toml = settings_cls.model_config.get("toml_file")
+        sources: list[PydanticBaseSettingsSource] = [init_settings, env_settings]
+        if toml:
+            sources.append(TomlConfigSettingsSource(settings_cls, toml_file=toml))
+        return tuple(sources)
+
+
+def load_settings(path: Path | str | None = None, **overrides: Any) -> Settings:
+    """Settings from ``path`` (TOML) if given, then ``FORMSYNC_*`` variables over it,
+    then ``overrides`` over both. A missing file is an error, not silently ignored."""
+    if path is None:
+        return Settings(**overrides)
+    file = Path(path)
+    if not file.is_file():
+        raise FileNotFoundError(f"config file {file} does not exist")
+    bound = type("FileSettings", (Settings,), {"model_config": {**Settings.model_config, "toml_file": file}})
+    return bound(**overrides)
