@@ -18,25 +18,42 @@ API_VERSION = "2026-09-24"
 # pydantic leaves a bound on a union (``Annotated[int | float, Field(ge=0)]``) under its
 # Python name; JSON Schema spells it differently.
 BOUND_KEYWORDS = {"ge": "minimum", "le": "maximum", "gt": "exclusiveMinimum", "lt": "exclusiveMaximum"}
+DATA_KEYWORDS = frozenset({"const", "enum", "examples"})  # their values are data, never schemas
 
 
 def _envelope_name(method: str) -> str:
     return "Call_" + method.replace(".", "_")
 
 
-def _json_schema_bounds(node: Any, names: bool = False) -> Any:
-    """``node`` with pydantic's leftover bound names turned into JSON Schema keywords.
+def _allows_null(schema: dict[str, Any]) -> bool:
+    kind = schema.get("type")
+    if kind == "null" or (isinstance(kind, list) and "null" in kind):
+        return True
+    return any(isinstance(alt, dict) and _allows_null(alt) for alt in schema.get("anyOf", []) + schema.get("oneOf", []))
+
+
+def _to_json_schema(node: Any, names: bool = False) -> Any:
+    """``node`` with what pydantic emits but JSON Schema does not mean fixed: leftover
+    bound names become JSON Schema keywords, and ``default: null`` on a param that does
+    not take null is dropped (there it only means "omitted: left unchanged").
     ``names`` marks a ``properties`` map, whose keys are param names, never keywords."""
     if isinstance(node, list):
-        return [_json_schema_bounds(v) for v in node]
+        return [_to_json_schema(v) for v in node]
     if not isinstance(node, dict):
         return node
     out: dict[str, Any] = {}
     for key, value in node.items():
-        if not names and key in BOUND_KEYWORDS and isinstance(value, int | float):
+        if names:
+            out[key] = _to_json_schema(value)
+        elif key in DATA_KEYWORDS:
+            out[key] = value
+        elif key in BOUND_KEYWORDS and isinstance(value, int | float):
             out[BOUND_KEYWORDS[key]] = value
+        elif key == "default":
+            if value is not None or _allows_null(node):
+                out[key] = value
         else:
-            out[key] = _json_schema_bounds(value, names=not names and key == "properties")
+            out[key] = _to_json_schema(value, names=key == "properties")
     return out
 
 
@@ -54,7 +71,7 @@ def build() -> dict[str, Any]:
         if m.result is not None:
             models.append((m.result, "serialization"))
     keyed, defs = models_json_schema(models, ref_template="#/components/schemas/{model}")
-    schemas: dict[str, Any] = _json_schema_bounds(dict(defs.get("$defs", {})))
+    schemas: dict[str, Any] = _to_json_schema(dict(defs.get("$defs", {})))
     calls, results = [], []
     mapping = {}
     for m in methods:

@@ -189,8 +189,13 @@ class Service:
 def lookup(name: str, registry: dict[str, Method] = METHODS) -> Method:
     m = registry.get(name)
     if m is None:
-        raise ApiError("METHOD_NOT_FOUND", f"Unknown method: {name}. Call methods.list for the available names.",
-                       reason="UNKNOWN_METHOD")
+        import difflib
+
+        shown = name if len(name) <= 100 else name[:100] + "…"
+        close = difflib.get_close_matches(name[:100], list(registry), n=1)
+        hint = f" Did you mean {close[0]}?" if close else ""
+        raise ApiError("METHOD_NOT_FOUND", f"Unknown method: {shown}.{hint} Call methods.list for the available "
+                       "names.", reason="UNKNOWN_METHOD")
     return m
 
 

@@ -181,12 +181,15 @@ P = typing.TypeVar("P", bound=BaseModel)
 
 def parse_params(model: type[P], params: dict[str, Any]) -> P:
     """Validate ``params`` against ``model``; raise one VALIDATION_ERROR naming the first
-    problem (an unknown key first, since a typo explains the rest)."""
+    problem (its field, dotted for nesting; a reason; validKeys, validValues or
+    expectedType where they apply) and counting the others."""
     try:
         return model.model_validate(params)
     except ValidationError as exc:
         errors = exc.errors(include_url=False)
-    errors.sort(key=lambda e: (e["type"] != "extra_forbidden", e["type"] == "missing"))
+    # An unknown key first (a typo explains the rest), a missing one last; among the
+    # others the deepest, since past a union it is the member whose shape the input has.
+    errors.sort(key=lambda e: (e["type"] != "extra_forbidden", e["type"] == "missing", -len(e["loc"])))
     walked = [(_walk(model, tuple(e["loc"])), e) for e in errors]
     (field, valid_keys, annotation), err = walked[0]
     if err["type"] == "extra_forbidden":
@@ -198,7 +201,7 @@ def parse_params(model: type[P], params: dict[str, Any]) -> P:
     # the alternatives of a union each report at the same field: describe them together
     here = [e for (f, _, _), e in walked if f == field and e["type"] != "extra_forbidden"]
     message, details = _describe(here, field, annotation)
-    others = len({f for (f, _, _), _ in walked} - {field})
+    others = len({f for (f, _, _), _ in walked if f != field and not field.startswith(f + ".")})
     if others:
         message += f" ({others} more problem{'s' if others > 1 else ''} in params.)"
     raise ApiError("VALIDATION_ERROR", message, **details)

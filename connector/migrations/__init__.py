@@ -1,0 +1,1 @@
+"""Alembic migrations of the connector's store, run by ``connector.store.Store.migrate``."""

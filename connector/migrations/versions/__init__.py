@@ -1,0 +1,1 @@
+"""Migration scripts, written by hand to match ``connector.store``'s tables exactly."""

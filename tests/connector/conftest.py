@@ -1,0 +1,62 @@
+"""Database fixtures of the connector tests.
+
+``db_url`` runs a test twice: on a SQLite file in ``tmp_path`` and on the PostgreSQL
+server at 127.0.0.1:5432 (user ``postgres``). For PostgreSQL each test module gets a
+fresh database, ``formsync_t_<random>``, dropped at the end; each test starts on an
+empty ``public`` schema. Without a reachable server the PostgreSQL runs are skipped, or
+fail when ``CI`` or ``FORMSYNC_CI`` is set (CI must never pass by skipping)."""
+
+from __future__ import annotations
+
+import os
+import secrets
+from collections.abc import Iterator
+from pathlib import Path
+
+import psycopg
+import pytest
+
+PG_HOST = os.environ.get("FORMSYNC_PG_HOST", "127.0.0.1")
+PG_PORT = int(os.environ.get("FORMSYNC_PG_PORT", "5432"))
+PG_USER = os.environ.get("FORMSYNC_PG_USER", "postgres")
+
+
+def _pg_connect(dbname: str) -> psycopg.Connection:
+    return psycopg.connect(host=PG_HOST, port=PG_PORT, user=PG_USER, dbname=dbname, autocommit=True,
+                           connect_timeout=5)
+
+
+def _unavailable(reason: str) -> None:
+    if os.environ.get("CI") or os.environ.get("FORMSYNC_CI"):
+        pytest.fail(f"PostgreSQL is required in CI: {reason}")
+    pytest.skip(f"no PostgreSQL server: {reason}")
+
+
+@pytest.fixture(scope="module")
+def pg_database() -> Iterator[str]:
+    """A fresh PostgreSQL database for one test module; its SQLAlchemy URL."""
+    try:
+        admin = _pg_connect("postgres")
+    except psycopg.OperationalError as e:
+        _unavailable(f"cannot connect to {PG_USER}@{PG_HOST}:{PG_PORT}: {str(e).strip()}")
+    name = f"formsync_t_{secrets.token_hex(6)}"
+    with admin:
+        admin.execute(f'CREATE DATABASE "{name}"')
+    try:
+        yield f"postgresql+psycopg://{PG_USER}@{PG_HOST}:{PG_PORT}/{name}"
+    finally:
+        with _pg_connect("postgres") as admin:
+            admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def db_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    """An empty database: a SQLite file, or the module's PostgreSQL database with its
+    ``public`` schema emptied."""
+    if request.param == "sqlite":
+        return f"sqlite:///{tmp_path / 'store.db'}"
+    url: str = request.getfixturevalue("pg_database")
+    with _pg_connect(url.rsplit("/", 1)[1]) as conn:
+        conn.execute("DROP SCHEMA public CASCADE")
+        conn.execute("CREATE SCHEMA public")
+    return url

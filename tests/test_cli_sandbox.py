@@ -1,0 +1,127 @@
+"""`formsync sandbox` as a user runs it: a subprocess on a free port that writes its
+credentials file, answers with the tokens in it, stops cleanly on Ctrl-C and keeps its
+data across a restart."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import signal
+import sys
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+import pytest
+
+FORMSYNC = Path(sys.executable).parent / "formsync"
+START_TIMEOUT_S = 60
+
+
+@dataclass
+class Running:
+    proc: asyncio.subprocess.Process
+    creds: dict[str, Any]
+    banner: str
+
+
+@asynccontextmanager
+async def sandbox_process(data_dir: Path, creds_file: Path) -> AsyncIterator[Running]:
+    """Start the sandbox, wait for its "listening" line, and make sure it is gone after."""
+    proc = await asyncio.create_subprocess_exec(
+        str(FORMSYNC), "sandbox", "--port", "0", "--data-dir", str(data_dir), "--credentials-file", str(creds_file),
+        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+        env={**os.environ, "PYTHONUNBUFFERED": "1"},
+    )
+    try:
+        banner = ""
+        while "listening" not in banner:
+            line = await asyncio.wait_for(proc.stdout.readline(), START_TIMEOUT_S)
+            if not line:
+                err = await proc.stderr.read()
+                raise AssertionError(f"sandbox exited before listening: {err.decode(errors='replace')}")
+            banner = line.decode()
+        yield Running(proc, json.loads(creds_file.read_text()), banner)
+    finally:
+        if proc.returncode is None:
+            proc.kill()
+            await proc.wait()
+
+
+async def stop(run: Running) -> tuple[int, str]:
+    """Ctrl-C: SIGINT, then the exit code and everything written to stderr."""
+    run.proc.send_signal(signal.SIGINT)
+    _, err = await asyncio.wait_for(run.proc.communicate(), 30)
+    return run.proc.returncode, err.decode(errors="replace")
+
+
+async def rpc(base_url: str, token: str, method: str, params: dict[str, Any]) -> tuple[int, dict[str, Any]]:
+    async with aiohttp.ClientSession() as http, http.post(
+        base_url + "/api/v1", json={"method": method, "params": params},
+        headers={"Authorization": f"Bearer {token}"},
+    ) as resp:
+        return resp.status, await resp.json()
+
+
+async def test_sandbox_command_serves_stops_and_restarts(tmp_path):
+    assert FORMSYNC.exists(), f"the console script is installed next to {sys.executable}"
+    data_dir, creds_file = tmp_path / "data", tmp_path / "out" / "creds.json"
+
+    async with sandbox_process(data_dir, creds_file) as run:
+        creds = run.creds
+        assert creds["baseUrl"].startswith("http://127.0.0.1:") and creds["baseUrl"] in run.banner
+        assert not creds["baseUrl"].endswith(":0")
+        assert sorted(w["plan"] for w in creds["workspaces"]) == ["business", "free", "pro"]
+        for w in creds["workspaces"]:
+            assert {"id", "name", "plan", "token", "signingSecret", "forms"} <= set(w)
+            assert w["token"].startswith("fb_") and len(w["token"]) == 35
+            assert w["signingSecret"] and "Contact" in w["forms"]
+        pro = next(w for w in creds["workspaces"] if w["plan"] == "pro")
+        status, body = await rpc(creds["baseUrl"], pro["token"], "forms.list",
+                                 {"workspaceId": pro["id"], "limit": 100})
+        assert status == 200 and body["ok"] is True
+        assert {f["id"] for f in body["data"]["items"]} == set(pro["forms"].values())
+        status, body = await rpc(creds["baseUrl"], pro["token"], "forms.create",
+                                 {"workspaceId": pro["id"], "name": "Made before restart"})
+        assert status == 200, body
+        made = body["data"]["id"]
+        code, err = await stop(run)
+        assert code == 0, err
+        assert "Traceback" not in err, err
+
+    # stopped means stopped: nothing answers on the old address any more
+    with pytest.raises(aiohttp.ClientConnectionError):
+        await rpc(creds["baseUrl"], pro["token"], "me.get", {})
+    creds_file.unlink()  # the restart must write it again
+    async with sandbox_process(data_dir, creds_file) as again:
+        creds2 = again.creds
+        assert creds2["baseUrl"] in again.banner
+        pro2 = next(w for w in creds2["workspaces"] if w["plan"] == "pro")
+        assert pro2["token"] == pro["token"] and pro2["id"] == pro["id"] and pro2["forms"] == pro["forms"]
+        status, body = await rpc(creds2["baseUrl"], pro["token"], "forms.get", {"formId": made})
+        assert status == 200 and body["data"]["name"] == "Made before restart"
+        code, err = await stop(again)
+        assert code == 0 and "Traceback" not in err, err
+
+
+async def test_sandbox_command_stops_on_sigterm(tmp_path):
+    async with sandbox_process(tmp_path / "d", tmp_path / "c.json") as run:
+        run.proc.send_signal(signal.SIGTERM)
+        _, err = await asyncio.wait_for(run.proc.communicate(), 30)
+        assert run.proc.returncode == 0 and "Traceback" not in err.decode(), err
+
+
+async def test_sandbox_command_refuses_missing_seed(tmp_path):
+    proc = await asyncio.create_subprocess_exec(
+        str(FORMSYNC), "sandbox", "--port", "0", "--data-dir", str(tmp_path / "d"),
+        "--seed", str(tmp_path / "nope.yaml"),
+        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+    )
+    out, err = await asyncio.wait_for(proc.communicate(), 60)
+    assert proc.returncode != 0
+    text = (out + err).decode()
+    assert "nope.yaml" in text and "Traceback" not in text
