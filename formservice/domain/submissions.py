@@ -16,10 +16,10 @@ from ..ids import new_id
 from ..pdf import render_text_pdf
 from ..tables import Form, Integration, Snapshot, StoredFile, Submission, TranslationEntry
 from . import fieldtypes
-from .base import Ctx, Page, Params, Result, keyset_page, method
+from .base import Ctx, Page, Params, Result, decode_cursor, keyset_page, method
+from .events import API_VERSION
 from .forms import snapshot_of
 
-API_VERSION = "2026-09-24"
 Limit = Annotated[int, Field(ge=1, le=100)]
 
 
@@ -63,9 +63,12 @@ def check_answers(blocks: list[dict[str, Any]], answers: dict[str, Any], *, requ
         if fieldtypes.is_empty(value):
             continue
         try:
-            clean[key] = fieldtypes.check_value(block, value)
+            value = fieldtypes.check_value(block, value)
         except fieldtypes.FieldValueError as e:
             errors[key] = e
+            continue
+        if not fieldtypes.is_empty(value):  # a group of blank instances is still blank
+            clean[key] = value
     if require:
         for key, block in qs.items():
             if key in errors or not takes_answer(block):
@@ -125,13 +128,16 @@ def record_submission(session: Session, form: Form, answers: dict[str, Any], now
                       share_link_id: str | None = None, language: str | None = None, is_test: bool = False,
                       snapshot: Snapshot | None = None) -> Submission:
     """Store a response to the form's published snapshot. Answers must already be valid
-    (see :func:`check_answers`); display text is derived here."""
+    (see :func:`check_answers`); calculated fields are computed here (any value given for
+    one, such as check_answers' own output, is recomputed) and display text is derived."""
     snap = snapshot or snapshot_of(session, form)
     blocks = (snap.blocks if snap else form.blocks) or []
-    clean, errors = check_answers(blocks, answers, require=False)
+    qs = questions(blocks)
+    given = {k: v for k, v in answers.items() if k not in qs or qs[k]["type"] != "calculated"}
+    clean, errors = check_answers(blocks, given, require=False)
     raise_answer_errors(errors)
     if respondent_email is None:
-        emails = [v for k, v in clean.items() if questions(blocks)[k]["type"] == "email"]
+        emails = [v for k, v in clean.items() if qs[k]["type"] == "email"]
         respondent_email = emails[0] if emails else None
     now = _after_latest(session, form.id, now)
     sub = Submission(
@@ -256,7 +262,8 @@ def _translate_block(block: dict[str, Any], labels: dict[str, str], prefix: str)
     return out
 
 
-def translated_display(blocks: list[dict[str, Any]], answers: dict[str, Any], labels: dict[str, str]) -> dict[str, Any]:
+def translated_display(blocks: list[dict[str, Any]], answers: dict[str, Any],
+                       labels: dict[str, str]) -> dict[str, Any]:
     """Display text with option, row and column labels replaced by their translation
     where one exists (see :func:`translated_labels`); other text reads as in ``display``."""
     return display_of([_translate_block(b, labels, "field.") for b in blocks], answers)
@@ -272,6 +279,12 @@ def submissions_list(ctx: Ctx, p: ListParams) -> SubmissionPage:
         if "includeDrafts" in p.model_fields_set and p.includeDrafts:
             ctx.require_plan("pro", "drafts", "Listing draft (partial) submissions")
         drafts = False
+    if p.cursor is not None:
+        # a well-formed cursor of another shape would compare ids with times and skip rows
+        created, sub_id = decode_cursor(p.cursor, 2)
+        if type(created) is not int or not isinstance(sub_id, str):
+            raise validation("cursor is not a cursor submissions.list issued; pass back the nextCursor of the "
+                             "previous page.", field="cursor", reason="INVALID_CURSOR")
     stmt = select(Submission).where(Submission.form_id == form.id, Submission.is_test.is_(False))
     if not drafts:
         stmt = stmt.where(Submission.is_completed.is_(True))
