@@ -1,5 +1,5 @@
 """One exception per error code of the service. Branch on the class (or ``code``) for
-the HTTP outcome, and on ``reason`` for the fix."""
+the HTTP outcome, and on ``reason`` for the fix. No exception ever holds the token."""
 
 from __future__ import annotations
 
@@ -7,12 +7,57 @@ from typing import Any
 
 
 class FormsyncError(Exception):
-    """Base of every error the connector raises."""
+    """Base of every error the connector raises.
+
+    ``outcome_unknown`` is true when a call that is not safe to repeat failed in a way that
+    leaves open whether the service acted on it; ``attempts`` counts the sends made."""
+
+    retryable: bool = False
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.message = message
+        self.outcome_unknown = False
+        self.attempts = 1
+
+    def __str__(self) -> str:
+        return self.message
+
+    def mark_outcome_unknown(self, method: str) -> FormsyncError:
+        """Say in the message that ``method`` may or may not have taken effect, so it was
+        not repeated, and how to make it safe to repeat."""
+        self.outcome_unknown = True
+        if method == "requests.create":
+            how = ("Call it again with an idempotencyKey: the same key and body return the original request "
+                   "(deduplicated: true) instead of creating a second one.")
+        else:
+            how = "Check whether it took effect before calling it again."
+        self.message += (f" The outcome is unknown: {method} may have taken effect before this failure, and "
+                         f"repeating it could act twice, so it was not retried. {how}")
+        return self
+
+    def gave_up(self, attempts: int) -> FormsyncError:
+        """Record that the call was sent ``attempts`` times before this error was kept."""
+        self.attempts = attempts
+        if attempts > 1:
+            self.message += f" (gave up after {attempts} attempts)"
+        return self
 
 
 class TransportError(FormsyncError):
     """The service could not be reached, or answered something that is not the API's
-    envelope, after the retries the call was allowed."""
+    envelope. ``retryable``: a connection failure, a timeout or a 5xx, which a call that
+    is safe to repeat may retry; ``status`` is the HTTP status when there was one."""
+
+    def __init__(self, message: str, *, status: int | None = None, retryable: bool = False) -> None:
+        super().__init__(message)
+        self.status = status
+        self.retryable = retryable
+
+
+class UnexpectedResult(FormsyncError):
+    """The call succeeded but its ``data`` does not have the shape this client reads
+    (a missing required member or a wrong type; unknown members are ignored)."""
 
 
 class ApiError(FormsyncError):
@@ -23,7 +68,6 @@ class ApiError(FormsyncError):
     def __init__(self, message: str, *, code: str | None = None, status: int | None = None,
                  details: dict[str, Any] | None = None, method: str | None = None) -> None:
         super().__init__(message)
-        self.message = message
         if code is not None:
             self.code = code
         self.status = status
@@ -32,10 +76,12 @@ class ApiError(FormsyncError):
 
     @property
     def reason(self) -> str | None:
+        """``details.reason``: what to fix (the code says the HTTP outcome)."""
         return self.details.get("reason")
 
     @property
     def field(self) -> str | None:
+        """``details.field``: the offending param, dotted for nesting (``prefill.<key>``)."""
         return self.details.get("field")
 
     def __str__(self) -> str:
@@ -45,7 +91,8 @@ class ApiError(FormsyncError):
         return f"{call}{self.code}{why}{where}: {self.message}"
 
     def __repr__(self) -> str:
-        return f"{type(self).__name__}(code={self.code!r}, reason={self.reason!r}, message={self.message!r})"
+        return (f"{type(self).__name__}(code={self.code!r}, reason={self.reason!r}, field={self.field!r}, "
+                f"message={self.message!r})")
 
 
 class ValidationError(ApiError):
@@ -85,11 +132,14 @@ class RateLimited(ApiError):
 
     @property
     def retry_after_ms(self) -> int:
-        return int(self.details.get("retryAfterMs") or 0)
+        """``details.retryAfterMs``: how long the service asks to wait (0 when not given)."""
+        value = self.details.get("retryAfterMs")
+        return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else 0
 
 
 class InternalError(ApiError):
     code = "INTERNAL_ERROR"
+    retryable = True
 
 
 BY_CODE: dict[str, type[ApiError]] = {
@@ -105,4 +155,7 @@ def from_envelope(error: dict[str, Any], status: int | None, method: str | None 
     code = str(error.get("code") or "API_ERROR")
     cls = BY_CODE.get(code, ApiError)
     details = error.get("details") if isinstance(error.get("details"), dict) else {}
-    return cls(str(error.get("message") or code), code=code, status=status, details=details, method=method)
+    err = cls(str(error.get("message") or code), code=code, status=status, details=details, method=method)
+    if cls is ApiError and status is not None and status >= 500:
+        err.retryable = True  # a server-side failure under a code this version does not know
+    return err

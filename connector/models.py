@@ -7,7 +7,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any, Generic, TypeVar
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 
 class WireModel(BaseModel):
@@ -94,34 +94,55 @@ class Event(WireModel):
     data: EventData = Field(default_factory=EventData)
 
 
-# == Client: results of the JSON-RPC methods ===========================================
-# Every model ignores unknown fields: the service adds response fields without a new
-# API version.
+# == Client: params and results of the JSON-RPC methods ===============================
+# Every result model ignores unknown fields (WireModel): the service adds response fields
+# without a new API version. Fields the spec leaves "not shown" default to None.
 
-
-Wire = WireModel
 T = TypeVar("T")
 
 
-class Page(Wire, Generic[T]):
+class Page(WireModel, Generic[T]):
+    """One page of a list method. ``hasMore`` comes with a ``nextCursor`` to pass back as
+    ``cursor``; ``canPaginate`` is false when no cursor can resume (a fuzzy ``query``)."""
+
     items: list[T]
     nextCursor: str | None = None
     hasMore: bool = False
     canPaginate: bool = True
 
 
-class Me(Wire):
+# -- me, workspaces, methods -------------------------------------------------------------
+
+
+class Me(WireModel):
     id: str
     email: str
     name: str
 
 
-class WorkspaceRef(Wire):
+class WorkspaceRef(WireModel):
     id: str
     name: str
 
 
-class Form(Wire):
+class MethodInfo(WireModel):
+    name: str
+    summary: str = ""
+
+
+class MethodList(WireModel):
+    """``methods.list``: the names of every method the service offers."""
+
+    methods: list[str]
+    items: list[MethodInfo] = []
+
+
+# -- forms ---------------------------------------------------------------------------------
+
+
+class Form(WireModel):
+    """An item of ``forms.list`` (timestamps in epoch ms)."""
+
     id: str
     name: str
     folderId: str | None = None
@@ -134,7 +155,7 @@ class Form(Wire):
     emoji: str | None = None
 
 
-class Question(Wire):
+class Question(WireModel):
     id: str
     type: str
     inputType: str | None = None
@@ -143,6 +164,8 @@ class Question(Wire):
 
 
 class FormDetail(Form):
+    """``forms.get``: the form plus its questions, decoration and trash state."""
+
     questions: list[Question] = []
     hasContent: bool = False
     cover: dict[str, Any] | None = None
@@ -152,7 +175,7 @@ class FormDetail(Form):
     previewUrl: str | None = None
 
 
-class FormCreated(Wire):
+class FormCreated(WireModel):
     id: str
     name: str
     workspaceId: str
@@ -162,7 +185,9 @@ class FormCreated(Wire):
     previewUrl: str | None = None
 
 
-class FormUpdated(Wire):
+class FormUpdated(WireModel):
+    """``forms.update``: ``cover``/``logo`` only when sent; ``noChange`` when nothing did."""
+
     id: str
     name: str
     folderId: str | None = None
@@ -172,36 +197,190 @@ class FormUpdated(Wire):
     noChange: bool = False
 
 
-class FormState(Wire):
-    """The result of publish, unpublish, delete and restore: the form's id, its state and
-    whichever flag applies (alreadyPublished, alreadyUnpublished, alreadyTrashed,
-    alreadyRestored)."""
-
-    model_config = ConfigDict(extra="allow")
+class FormPublished(WireModel):
     id: str
-    isPublished: bool | None = None
-    alreadyPublished: bool = False
-    alreadyUnpublished: bool = False
-    alreadyTrashed: bool = False
-    alreadyRestored: bool = False
-    warning: str | None = None
+    isPublished: bool
+    publishedAt: int | None = None
     snapshotId: str | None = None
+    alreadyPublished: bool = False
+    warning: str | None = None  # published with content blocks but no questions
 
 
-class FormSettings(Wire):
-    settings: dict[str, Any]
+class FormUnpublished(WireModel):
+    id: str
+    isPublished: bool
+    unpublishedAt: int | None = None
+    alreadyUnpublished: bool = False
+
+
+class FormTrashed(WireModel):
+    """``forms.delete``: the form is in the trash; ``alreadyTrashed`` keeps the first date."""
+
+    id: str
+    isDeleted: bool = True
+    trashedAt: int | None = None
+    revokedShareLinks: int = 0
+    alreadyTrashed: bool = False
+
+
+class FormRestored(Form):
+    alreadyRestored: bool = False
+
+
+class Folder(WireModel):
+    id: str
+    name: str
+    workspaceId: str | None = None
+    createdAt: int | None = None
+    formCount: int = 0
+
+
+class FolderUpdated(Folder):
+    noChange: bool = False
+
+
+class FolderDeleted(WireModel):
+    id: str
+    deleted: bool
+    movedForms: int = 0
+
+
+# -- settings and translations -------------------------------------------------------------------
+
+
+class RedirectQueryParam(WireModel):
+    paramName: str
+    fieldId: str
+
+
+class FormSettingsValues(WireModel):
+    """The ``settings`` object: the spec's writable names (its exact shape is "not shown",
+    so every member is optional). ``hasPassword`` stands in for the password, which is
+    never returned."""
+
+    language: str | None = None
+    requireAuthentication: bool | None = None
+    showBranding: bool | None = None
+    captchaEnabled: bool | None = None
+    passwordEnabled: bool | None = None
+    hasPassword: bool | None = None
+    notifyOnSubmission: bool | None = None
+    notificationEmails: list[str] | None = None
+    selfNotificationSubject: str | None = None
+    selfNotificationEmailBody: str | None = None
+    pdfGenerationEnabled: bool | None = None
+    showViewSubmissionButton: bool | None = None
+    respondentNotificationEnabled: bool | None = None
+    respondentNotificationTo: str | None = None
+    respondentNotificationSubject: str | None = None
+    respondentNotificationBody: str | None = None
+    respondentNotificationPdfEnabled: bool | None = None
+    respondentReminderEnabled: bool | None = None
+    respondentReminderTo: str | None = None
+    respondentReminderSubject: str | None = None
+    respondentReminderBody: str | None = None
+    respondentReminderRequiredFieldIds: list[str] | None = None
+    reminderSteps: list[str] | None = None
+    redirectUrl: str | None = None
+    redirectQueryParams: list[RedirectQueryParam] | None = None
+    allowAnotherResponse: bool | None = None
+    maxSubmissionsPerRespondent: int | None = None
+    editAfterSubmit: bool | None = None
+    maxEdits: int | None = None
+    effectiveMaxEdits: int | None = None
+    draftRetentionDays: int | None = None
+    submissionRetentionDays: int | None = None
+    emailDomainId: str | None = None
+
+
+class EmailDomain(WireModel):
+    """A verified sender domain usable as ``emailDomainId`` (a bare id string is accepted)."""
+
+    id: str
+    domain: str | None = None
+    verified: bool = True
+
+    @model_validator(mode="before")
+    @classmethod
+    def _bare_id(cls, value: Any) -> Any:
+        return {"id": value} if isinstance(value, str) else value
+
+
+class PaymentStatus(WireModel):
+    connected: bool = False
+
+
+class FormSettings(WireModel):
+    """``formSettings.get``. ``isDefault``: nothing saved yet, the defaults are shown."""
+
+    settings: FormSettingsValues
     isDefault: bool
-    availableEmailDomains: list[Any] = []
+    availableEmailDomains: list[EmailDomain] = []
     defaultFromAddress: str | None = None
-    payment: Any = None
+    fromAddress: str | None = None
+    payment: PaymentStatus | None = None
+    fixedDeletionAt: int | None = None
 
 
-class Option(Wire):
+class TranslationEntry(WireModel):
+    """A translatable text of a form and its translation (null when not translated)."""
+
+    key: str
+    source: str
+    translation: str | None = None
+
+
+# -- submissions and fields ----------------------------------------------------------------------
+
+
+class SubmissionTranslation(WireModel):
+    language: str | None = None
+    display: dict[str, Any] = {}
+
+
+class Submission(WireModel):
+    """An item of ``submissions.list``; timestamps are ``YYYY-MM-DD HH:MM:SS`` strings."""
+
+    id: str
+    submittedAt: str | None = None
+    isCompleted: bool
+    createdAt: str
+    updatedAt: str | None = None
+    editCount: int = 0
+    respondentEmail: str | None = None
+    requestId: str | None = None
+    answers: dict[str, Any] = {}
+    display: dict[str, Any] = {}
+    translation: SubmissionTranslation | None = None
+
+
+class SubmissionPage(Page[Submission]):
+    formId: str
+    formName: str
+
+
+class SubmissionPdf(WireModel):
+    url: str
+    filename: str
+    contentType: str
+    byteLength: int
+
+
+class Option(WireModel):
     key: str
     label: str
 
 
-class FieldDescriptor(Wire):
+class AuthoredDocument(WireModel):
+    """A file of a Documents block that every respondent sees."""
+
+    name: str
+
+
+class FieldDescriptor(WireModel):
+    """A field of the published form: ``key`` addresses it in prefill, readonly, context
+    and answers. ``maxStars`` (rating) and ``min``/``max`` (scale) bound a number answer."""
+
     key: str
     type: str
     title: str = ""
@@ -214,48 +393,47 @@ class FieldDescriptor(Wire):
     calculated: bool = False
     repeating: bool = False
     members: list[FieldDescriptor] | None = None
-    documents: list[dict[str, Any]] | None = None
+    documents: list[AuthoredDocument] | None = None
     multiple: bool = False
+    maxStars: int | None = None
+    min: float | None = None
+    max: float | None = None
 
 
-class FieldList(Wire):
+class FieldList(WireModel):
     published: bool
     items: list[FieldDescriptor]
     hasMore: bool = False
 
 
-class Submission(Wire):
-    id: str
-    submittedAt: str | None = None
-    isCompleted: bool
-    createdAt: str
-    updatedAt: str | None = None
-    editCount: int = 0
-    respondentEmail: str | None = None
-    requestId: str | None = None
-    answers: dict[str, Any] = {}
-    display: dict[str, Any] = {}
-    translation: dict[str, Any] | None = None
+# -- requests and documents -------------------------------------------------------------------------
 
 
-class SubmissionPage(Page[Submission]):
-    formId: str
-    formName: str
+class Recipient(WireModel):
+    """A request's recipient (also the ``recipient`` param of ``requests.create``)."""
 
-
-class SubmissionPdf(Wire):
-    url: str
-    filename: str
-    contentType: str
-    byteLength: int
-
-
-class Recipient(Wire):
     email: str | None = None
     name: str | None = None
 
 
-class RequestCreated(Wire):
+class DocumentRef(WireModel):
+    """An item of the ``documents`` param of ``requests.create``: an uploaded document,
+    the Documents block ``field`` it goes to (needed when the form has several) and an
+    optional display ``name``."""
+
+    documentId: str
+    field: str | None = None
+    name: str | None = None
+
+
+class RequestDocument(WireModel):
+    field: str | None = None
+    name: str | None = None
+    size: int | None = None
+    contentType: str | None = None
+
+
+class RequestCreated(WireModel):
     id: str
     status: str
     url: str
@@ -266,7 +444,7 @@ class RequestCreated(Wire):
     expiresAt: int
 
 
-class TimelineEntry(Wire):
+class TimelineEntry(WireModel):
     id: str
     at: int
     type: str
@@ -277,9 +455,9 @@ class TimelineEntry(Wire):
     detail: str | None = None
 
 
-class RequestRecord(Wire):
-    """A request as ``requests.get`` returns it (``requests.list`` items lack answers,
-    display and timeline)."""
+class RequestRecord(WireModel):
+    """A request as ``requests.get`` returns it (``requests.list``, ``cancel`` and
+    ``remind`` return it without answers, display and timeline)."""
 
     id: str
     workspaceId: str | None = None
@@ -288,6 +466,7 @@ class RequestRecord(Wire):
     submissionId: str | None = None
     status: str
     outcome: str | None = None
+    createdVia: str | None = None
     isTest: bool = False
     recipient: Recipient | None = None
     language: str | None = None
@@ -296,7 +475,7 @@ class RequestRecord(Wire):
     context: dict[str, Any] | None = None
     prefill: dict[str, Any] | None = None
     readonlyKeys: list[str] = []
-    documents: list[dict[str, Any]] = []
+    documents: list[RequestDocument] = []
     delivery: str | None = None
     deliveryStatus: str | None = None
     hasCallback: bool = False
@@ -312,6 +491,7 @@ class RequestRecord(Wire):
     expiredAt: int | None = None
     canceledAt: int | None = None
     dataPurgedAt: int | None = None
+    reminderDueAt: int | None = None
     canceledBy: str | None = None
     cancelReason: str | None = None
     reminderStep: int = 0
@@ -321,30 +501,50 @@ class RequestRecord(Wire):
     timeline: list[TimelineEntry] | None = None
 
 
-class Replay(Wire):
+class Replay(WireModel):
     dispatchId: str
     eventId: str
 
 
-class DocumentUpload(Wire):
+class DocumentUpload(WireModel):
+    """``documents.create``: PUT the bytes to ``uploadUrl`` (before ``expiresAt``) with
+    ``Content-Type`` equal to ``contentType``."""
+
     id: str
     name: str
     contentType: str
     size: int
     uploadUrl: str
-    expiresAt: int | str | None = None
+    expiresAt: int | None = None
 
 
-class ShareLink(Wire):
+class DocumentUploaded(WireModel):
+    """The answer of the upload PUT."""
+
+    id: str
+    name: str | None = None
+    contentType: str | None = None
+    size: int | None = None
+    sha256: str | None = None
+    uploadedAt: int | None = None
+
+
+# -- share links and webhooks ----------------------------------------------------------------------
+
+
+class ShareLink(WireModel):
     id: str
     formId: str | None = None
     url: str | None = None
     name: str | None = None
     revoked: bool = False
+    revokedAt: int | None = None
     createdAt: int | None = None
 
 
-class WebhookSubscription(Wire):
+class WebhookSubscription(WireModel):
+    """A subscription as create and list return it; the signing secret is never echoed."""
+
     subscriptionId: str
     formId: str
     provider: str
@@ -353,3 +553,8 @@ class WebhookSubscription(Wire):
     idleWindow: str | None = None
     status: str = "active"
     createdAt: int | None = None
+
+
+class WebhookDeleted(WireModel):
+    subscriptionId: str
+    deleted: bool

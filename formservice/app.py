@@ -8,7 +8,7 @@ from pathlib import Path
 
 from aiohttp import web
 
-from . import openapi, rpc, sandbox
+from . import mcp, oauth, openapi, pages, rpc, sandbox, uploads
 from .delivery import DeliveryWorker
 from .service import Limits, Service
 
@@ -23,10 +23,14 @@ def create_app(service: Service | None = None, *, data_dir: Path | str | None = 
     service.worker = DeliveryWorker(service)
     app.cleanup_ctx.append(_background_worker)
     app.router.add_post("/api/v1", rpc.handle)
+    app.router.add_route("*", mcp.PATH, mcp.handle)  # POST only; other methods answer 405
     app.router.add_get("/api/v1/openapi.json", openapi.handle)
     app.router.add_post("/api/sandbox", sandbox.handle)
     app.router.add_get("/api/storage/{file_id}", _storage)
     app.router.add_get("/healthz", _healthz)
+    pages.register(app)
+    uploads.register(app)
+    oauth.register(app)
     return app
 
 

@@ -44,7 +44,7 @@ class DeliveryWorker:
     def __init__(self, service: Any, interval_s: float = 0.2) -> None:
         self.service = service
         self.interval_s = interval_s
-        self._in_flight: set[str] = set()
+        self._in_flight: dict[str, asyncio.Task[dict[str, Any] | None]] = {}
         self._http: aiohttp.ClientSession | None = None
 
     async def _session(self) -> aiohttp.ClientSession:
@@ -53,6 +53,11 @@ class DeliveryWorker:
         return self._http
 
     async def close(self) -> None:
+        """Stop the attempts under way (their deliveries stay pending) and the HTTP client."""
+        tasks = list(self._in_flight.values())
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
         if self._http is not None:
             await self._http.close()
 
@@ -61,22 +66,42 @@ class DeliveryWorker:
         with self.service.session() as s:
             ids = s.exec(select(Delivery.id).where(Delivery.state == "pending", Delivery.next_attempt_at <= now)
                          .order_by(Delivery.next_attempt_at)).all()
-        return [i for i in ids if i not in self._in_flight]
+        return list(ids)
+
+    def start(self, delivery_id: str) -> asyncio.Task[dict[str, Any] | None]:
+        """The attempt of ``delivery_id`` under way, or a new one: one delivery never has
+        two attempts in flight."""
+        task = self._in_flight.get(delivery_id)
+        if task is None:
+            task = asyncio.create_task(self._guarded(delivery_id))
+            self._in_flight[delivery_id] = task
+            task.add_done_callback(lambda t, i=delivery_id: self._forget(i, t))
+        return task
+
+    def _forget(self, delivery_id: str, task: asyncio.Task[dict[str, Any] | None]) -> None:
+        if self._in_flight.get(delivery_id) is task:
+            del self._in_flight[delivery_id]
 
     async def flush(self) -> list[dict[str, Any]]:
-        """Attempt every delivery that is due now (on the service clock), concurrently."""
-        ids = self.due()
-        results = await asyncio.gather(*(self.attempt(i) for i in ids))
+        """Attempt every delivery that is due now (on the service clock), concurrently,
+        and wait for those and any attempt already under way: when this returns, every
+        due delivery has had its attempt recorded."""
+        tasks = {self.start(i) for i in self.due()} | set(self._in_flight.values())
+        results = await asyncio.gather(*tasks)
         return [r for r in results if r is not None]
 
     async def attempt(self, delivery_id: str) -> dict[str, Any] | None:
-        if delivery_id in self._in_flight:
-            return None
-        self._in_flight.add(delivery_id)
+        """Attempt one delivery now (or join the attempt under way)."""
+        return await self.start(delivery_id)
+
+    async def _guarded(self, delivery_id: str) -> dict[str, Any] | None:
+        # a broken row must not take the worker (or a flush waiting on it) down with it;
+        # the delivery stays pending and is tried again on the next pass
         try:
             return await self._attempt(delivery_id)
-        finally:
-            self._in_flight.discard(delivery_id)
+        except Exception:
+            log.exception("delivery %s: attempt failed", delivery_id)
+            return None
 
     async def _attempt(self, delivery_id: str) -> dict[str, Any] | None:
         svc = self.service
@@ -150,7 +175,7 @@ class DeliveryWorker:
             try:
                 self.tick()
                 for delivery_id in self.due():
-                    asyncio.create_task(self.attempt(delivery_id))
+                    self.start(delivery_id)
             except Exception:  # the worker must outlive any single bad row
                 log.exception("delivery worker iteration failed")
             await asyncio.sleep(self.interval_s)

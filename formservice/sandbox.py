@@ -28,6 +28,7 @@ from .tables import (
     DeliveryAttempt,
     Event,
     Folder,
+    Form,
     Integration,
     Mail,
     Member,
@@ -54,9 +55,11 @@ def load_seed(path: Path | str | None) -> dict[str, Any]:
 
 
 def apply_seed(service: Service, seed: dict[str, Any]) -> dict[str, Any]:
-    """Create the seed's people, workspaces, tokens and forms. Returns the credentials
+    """Create the seed's people, workspaces, tokens and forms, and the system OAuth clients
+    (``fboc_zapier``, ``fboc_make``). Returns the credentials
     (token values exist only here and in the credentials file: the store keeps hashes)."""
     from .domain import forms as forms_domain
+    from .domain import oauth as oauth_domain
     from .domain import submissions as subs_domain
 
     now = service.now()
@@ -100,9 +103,10 @@ def apply_seed(service: Service, seed: dict[str, Any]) -> dict[str, Any]:
             out.append({"id": ws.id, "name": ws.name, "plan": ws.plan, "token": token,
                         "signingSecret": ws.signing_secret, "userId": user.id, "folderId": folder.id,
                         "forms": form_ids})
+        clients = oauth_domain.seed_system_clients(s, now)
         service.set_meta(s, "seeded", "1")
         s.commit()
-    return {"workspaces": out}
+    return {"workspaces": out, "oauthClients": clients}
 
 
 def prepare(service: Service, data_dir: Path | None, seed_path: Path | str | None) -> dict[str, Any]:
@@ -352,6 +356,51 @@ def requests_complete(ctx: Ctx, p: CompleteParams) -> dict[str, Any]:
     return req_domain.record(req, ctx.base_url, full=True)
 
 
+class ShareSubmitParams(Params):
+    url: str
+    answers: dict[str, Any] = {}
+    completed: bool = True
+    password: str | None = None
+    editToken: str | None = None
+    submissionId: str | None = None
+
+
+class ShareSubmitted(Result):
+    submissionId: str
+    isCompleted: bool
+    editCount: int
+    editUrl: str | None = None
+    redirectUrl: str | None = None
+
+
+@helper("shareLinks.submit")
+def share_links_submit(ctx: Ctx, p: ShareSubmitParams) -> ShareSubmitted:
+    """What a respondent does on a share link's page (the link's url): save a draft
+    (``completed: false``; continue it with ``submissionId``), submit, or edit a sent
+    submission (``editToken``, from its ``editUrl``). The form's password gate applies."""
+    from .domain import sharelinks
+
+    token = sharelinks.token_from_url(p.url)
+    link = sharelinks.find_link(ctx.session, token) if token else None
+    if link is None:
+        raise not_found("Share link", field="url", reason="UNKNOWN_SHARE_LINK")
+    form = ctx.session.get(Form, link.form_id)
+    state = sharelinks.link_state(ctx.session, link, form, ctx.now)
+    if state is not None:
+        raise sharelinks.link_closed(state)
+    sharelinks.check_password(form, p.password)
+    sub = sharelinks.save_public(ctx.session, link, form, p.answers, ctx.now, completed=p.completed,
+                                 submission_id=p.submissionId, edit_token=p.editToken, base_url=ctx.base_url)
+    out = ShareSubmitted(submissionId=sub.id, isCompleted=sub.is_completed, editCount=sub.edit_count)
+    edit_url = sharelinks.edit_url(link, sub, ctx.base_url)
+    if edit_url is not None:
+        out.editUrl = edit_url
+    redirect = sharelinks.redirect_for(form, sub)
+    if redirect is not None:
+        out.redirectUrl = redirect
+    return out
+
+
 class MailParams(Params):
     to: str | None = None
     requestId: str | None = None
@@ -367,7 +416,8 @@ def mail_list(ctx: Ctx, p: MailParams) -> dict[str, Any]:
         stmt = stmt.where(Mail.request_id == p.requestId)
     rows = ctx.session.exec(stmt.order_by(Mail.created_at)).all()
     return {"items": [{"id": m.id, "kind": m.kind, "to": m.to, "from": m.sender, "subject": m.subject,
-                       "body": m.body, "status": m.status, "requestId": m.request_id, "createdAt": m.created_at}
+                       "body": m.body, "status": m.status, "requestId": m.request_id,
+                       "submissionId": m.submission_id, "createdAt": m.created_at}
                       for m in rows]}
 
 

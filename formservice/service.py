@@ -46,7 +46,13 @@ class Caller:
 
 def _import_domain() -> None:
     # Importing the resource modules registers their methods.
-    from .domain import forms, misc, requests, settings, submissions  # noqa: F401
+    from .domain import documents, forms, misc, requests, settings, sharelinks, submissions, webhooks  # noqa: F401
+    _import_agent_domain()
+
+
+def _import_agent_domain() -> None:
+    # The folders methods, and the agent endpoint's own operations (editor, themes, ...).
+    from .domain import analytics, editor, folders, themes, translation_drafts  # noqa: F401
 
 
 class Service:

@@ -326,3 +326,64 @@ class Document(SQLModel, table=True):
     uploaded_at: int | None = None
     file_id: str | None = None
     created_at: int
+
+
+class DraftNotice(SQLModel, table=True):
+    """A follow-up the draft sweeps already sent for a public-link draft, so each goes out
+    once: ``kind`` ``abandoned`` with ``target`` the subscription id, or ``reminder`` with
+    ``target`` the index of the form's reminder step."""
+
+    submission_id: str = Field(primary_key=True)
+    kind: str = Field(primary_key=True)
+    target: str = Field(primary_key=True)
+    at: int
+
+
+class OAuthClient(SQLModel, table=True):
+    """An OAuth client: a seeded system client (``fboc_zapier``) or one made by dynamic
+    client registration. Only the SHA-256 of its secret is kept; public clients
+    (``token_endpoint_auth_method`` ``none``) have none."""
+
+    id: str = Field(primary_key=True)  # the client_id
+    name: str
+    secret_hash: str | None = None
+    token_endpoint_auth_method: str = "client_secret_post"  # client_secret_post | none
+    redirect_uris: list[str] | None = json_col()
+    grant_types: list[str] | None = json_col()
+    scope: str | None = None  # the scopes it may ask for; None: any supported scope
+    is_system: bool = False  # seeded clients are never garbage-collected
+    created_at: int
+    last_used_at: int | None = None  # the last token issued to it
+
+
+class OAuthCode(SQLModel, table=True):
+    """An authorization code: hashed, good for one exchange within ten minutes, bound to
+    its client, redirect URI, PKCE challenge, scope, and the person and workspace chosen
+    at consent."""
+
+    code_hash: str = Field(primary_key=True)
+    client_id: str = Field(index=True)
+    user_id: str
+    workspace_id: str
+    redirect_uri: str
+    scope: str
+    code_challenge: str
+    resource: str | None = None
+    created_at: int
+    expires_at: int
+    used_at: int | None = None
+
+
+class RefreshToken(SQLModel, table=True):
+    """An OAuth refresh token (hashed). Each use rotates it: the used token stops working
+    and a new one, valid 30 days, takes its place."""
+
+    id: str = Field(primary_key=True)
+    token_hash: str = Field(unique=True, index=True)
+    client_id: str = Field(index=True)
+    user_id: str
+    workspace_id: str = Field(index=True)
+    scope: str
+    created_at: int
+    expires_at: int
+    used_at: int | None = None  # set when rotated: a used token is refused

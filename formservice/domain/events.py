@@ -41,7 +41,8 @@ def submission_data(sub: Submission, pdf_url: str | None = None) -> dict[str, An
 def request_data(req: Request) -> dict[str, Any]:
     data: dict[str, Any] = {
         "id": req.id, "externalId": req.external_id, "status": req.status, "outcome": req.outcome,
-        "language": req.language, "recipient": {"email": req.recipient_email, "name": req.recipient_name},
+        # the same default the request record shows, so a poll and a callback agree
+        "language": req.language or "en", "recipient": {"email": req.recipient_email, "name": req.recipient_name},
         "metadata": req.metadata_, "context": req.context or {}, "createdAt": iso(req.created_at),
     }
     if req.status == "completed":

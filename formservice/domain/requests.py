@@ -55,7 +55,8 @@ class CreateParams(Params):
     recipient: Recipient | None = None
     prefill: dict[str, Any] | None = None
     readonly: list[str] | None = None
-    context: dict[str, str | int | float | bool] | None = None
+    # hidden fields hold text: a value of another type would only fail at completion
+    context: dict[str, Annotated[str, Field(max_length=10_000)]] | None = None
     metadata: dict[str, Any] | None = None
     externalId: Str255 | None = None
     delivery: Literal["none", "email"] = "none"
@@ -156,16 +157,20 @@ def check_https(url: str, param: str) -> str:
     raise validation(f"{param} must be an https URL", field=param, reason="HTTPS_REQUIRED")
 
 
-def body_hash(session: Session, p: CreateParams) -> str:
+def body_hash(session: Session, p: CreateParams, form: Form) -> str:
     """The idempotency fingerprint: the whole body except the key, with each document
-    counted by its bytes, block and name (a retry that re-uploads its files still matches)."""
+    counted by its bytes, block and name (a retry that re-uploads its files, or names the
+    form's only Documents block that it left out before, still matches)."""
     body = p.model_dump(exclude={"idempotencyKey"}, exclude_unset=True)
     if p.documents:
+        snap = session.get(Snapshot, form.snapshot_id) if form.snapshot_id else None
+        blocks = [b["key"] for b in (snap.blocks if snap else None) or [] if b.get("type") == "documents"]
         docs = []
         for ref in p.documents:
             doc = session.get(Document, ref.documentId)
+            field = ref.field if ref.field is not None or len(blocks) != 1 else blocks[0]
             docs.append({"content": doc.sha256 if doc and doc.sha256 else ref.documentId,
-                         "size": doc.size if doc else None, "field": ref.field,
+                         "size": doc.size if doc else None, "field": field,
                          "name": ref.name or (doc.name if doc else None)})
         body["documents"] = docs
     return hashlib.sha256(json.dumps(body, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
@@ -195,6 +200,22 @@ def _field_error(prefix: str, key: str, err: fieldtypes.FieldValueError, reason:
     return validation(f"{reason}: {prefix}.{key} {err}.", **details)
 
 
+def check_reminders(steps: list[str]) -> list[str]:
+    """The request's own schedule: idle offsets no longer than a request lives, sorted
+    and deduplicated as a form's reminderSteps are."""
+    for i, step in enumerate(steps):
+        try:
+            too_late = schedule.offset_ms(step) > MAX_EXPIRY_MS
+        except ValueError:
+            raise validation(f"reminders.{i}: {step!r} is not an idle offset; write a positive whole number "
+                             "followed by h, d or w, such as 12h, 2d, 1w.", field=f"reminders.{i}",
+                             reason="INVALID_FORMAT") from None
+        if too_late:
+            raise validation(f"reminders.{i}: {step!r} is past 365 days, the longest a request lives.",
+                             field=f"reminders.{i}", reason="OUT_OF_RANGE")
+    return schedule.normalize_steps(steps)
+
+
 def check_prefill(fields: dict[str, dict[str, Any]], prefill: dict[str, Any]) -> dict[str, Any]:
     prefillable = sorted(k for k, b in fields.items() if fieldtypes.field_type(b).prefillable)
     out: dict[str, Any] = {}
@@ -217,7 +238,11 @@ def check_prefill(fields: dict[str, dict[str, Any]], prefill: dict[str, Any]) ->
     return out
 
 
-def check_documents(ctx: Ctx, form_blocks: list[dict[str, Any]], refs: list[DocumentRef]) -> list[dict[str, Any]]:
+def check_documents(ctx: Ctx, form: Form, form_blocks: list[dict[str, Any]],
+                    refs: list[DocumentRef]) -> list[dict[str, Any]]:
+    """Each referenced document: reserved for this form, uploaded, aimed at one of the
+    form's Documents blocks (``field`` may be left out only when there is exactly one);
+    together at most 100 MB. Returns what the request stores."""
     blocks = [b for b in form_blocks if b.get("type") == "documents"]
     keys = [b["key"] for b in blocks]
     out, total = [], 0
@@ -227,11 +252,19 @@ def check_documents(ctx: Ctx, form_blocks: list[dict[str, Any]], refs: list[Docu
             raise validation(f"documents.{i}.documentId: no document {ref.documentId}; create it with "
                              "documents.create first.", field=f"documents.{i}.documentId",
                              reason="DOCUMENT_NOT_FOUND", documentId=ref.documentId)
+        if doc.form_id != form.id:
+            raise validation(f"documents.{i}.documentId: document {doc.id} was created for another form; "
+                             "create one for this form with documents.create.", field=f"documents.{i}.documentId",
+                             reason="DOCUMENT_NOT_FOUND", documentId=doc.id)
         if doc.uploaded_at is None:
             raise validation(f"Document {doc.id} was reserved but never uploaded: PUT its bytes to the "
                              "uploadUrl first.", field=f"documents.{i}.documentId",
                              reason="DOCUMENT_NOT_UPLOADED", documentId=doc.id)
         if ref.field is None:
+            if not blocks:
+                raise validation("This form has no Documents block to carry documents; add one in the editor "
+                                 "and publish again.", field="documents", reason="INVALID_DOCUMENT_TARGET",
+                                 validKeys=keys)
             if len(blocks) != 1:
                 raise validation(f'This form has {len(blocks)} Documents blocks; name the target with "field".',
                                  field="documents", reason="INVALID_DOCUMENT_TARGET", validKeys=keys)
@@ -245,8 +278,8 @@ def check_documents(ctx: Ctx, form_blocks: list[dict[str, Any]], refs: list[Docu
         out.append({"documentId": doc.id, "field": target, "name": ref.name or doc.name, "size": doc.size,
                     "contentType": doc.content_type, "fileId": doc.file_id})
     if total > MAX_DOCUMENTS_BYTES:
-        raise validation("A request may carry at most 100 MB of documents.", field="documents",
-                         reason="DOCUMENTS_TOO_LARGE")
+        raise validation(f"A request may carry at most 100 MB of documents; these add up to {total} bytes.",
+                         field="documents", reason="DOCUMENTS_TOO_LARGE")
     return out
 
 
@@ -277,8 +310,10 @@ def schedule_next_reminder(form: Form, req: Request, ws: Workspace) -> None:
 
 def send_mail(session: Session, req: Request, ws: Workspace, form: Form, kind: str, now: int,
               base_url: str) -> Mail:
-    """Hand a mail to the (recorded) outbox: recipients on bounce.test bounce."""
-    bounced = (req.recipient_email or "").lower().endswith("@bounce.test")
+    """Hand a mail to the (recorded) outbox: recipients on bounce.test bounce after the
+    hand-off; for recipients on fail.test the hand-off itself fails."""
+    domain_of_recipient = (req.recipient_email or "").lower().rpartition("@")[2]
+    status = {"bounce.test": "bounced", "fail.test": "failed"}.get(domain_of_recipient, "sent")
     settings = form.settings or {}
     domain = next((d["domain"] for d in ws.email_domains or [] if d.get("id") == settings.get("emailDomainId")),
                   "form.formstep.test")
@@ -286,7 +321,7 @@ def send_mail(session: Session, req: Request, ws: Workspace, form: Form, kind: s
     mail = Mail(id=new_id("mail"), workspace_id=ws.id, request_id=req.id, kind=kind, to=req.recipient_email or "",
                 sender=f"noreply@{domain}", subject=f"{verb}{form.name}",
                 body=f"Hello {req.recipient_name or ''},\n\nPlease fill in {form.name}: {url_of(req, base_url)}\n",
-                status="bounced" if bounced else "sent", created_at=now)
+                status=status, created_at=now)
     session.add(mail)
     return mail
 
@@ -303,7 +338,7 @@ def requests_create(ctx: Ctx, p: CreateParams) -> Created:
     if p.idempotencyKey is not None:
         prior = s.get(IdempotencyKey, (ctx.workspace.id, p.idempotencyKey))
         if prior is not None and prior.expires_at > ctx.now:
-            if prior.body_hash != body_hash(s, p):
+            if prior.body_hash != body_hash(s, p, form):
                 raise conflict(f'Idempotency key "{p.idempotencyKey}" was already used for a different request. '
                                "Use a new key, or resend the original body.", field="idempotencyKey",
                                reason="IDEMPOTENCY_CONFLICT")
@@ -353,14 +388,9 @@ def requests_create(ctx: Ctx, p: CreateParams) -> Created:
         expires = min(expires, ctx.now + TEST_LINK_MS)
     if p.callbackUrl is not None:
         check_https(p.callbackUrl, "callbackUrl")
-    reminders = None
-    if p.reminders is not None:
-        try:
-            reminders = schedule.normalize_steps(p.reminders)
-        except ValueError as exc:
-            raise validation(f"reminders: {exc}.", field="reminders", reason="INVALID_VALUE") from None
-        if reminders and not p.test:
-            ctx.require_plan("pro", "reminders", "Request reminders")
+    reminders = None if p.reminders is None else check_reminders(p.reminders)
+    if reminders and not p.test:
+        ctx.require_plan("pro", "reminders", "Request reminders")
     base_url = None
     if p.domainId is not None:
         dom = next((d for d in ctx.workspace.custom_domains or [] if d["id"] == p.domainId), None)
@@ -369,7 +399,7 @@ def requests_create(ctx: Ctx, p: CreateParams) -> Created:
                              field="domainId", reason="UNKNOWN_DOMAIN",
                              validValues=[d["id"] for d in ctx.workspace.custom_domains or []])
         base_url = f"https://{dom['domain']}"
-    documents = check_documents(ctx, snap.blocks or [], p.documents) if p.documents else []
+    documents = check_documents(ctx, form, snap.blocks or [], p.documents) if p.documents else []
     ws = ctx.workspace
     emailed = p.delivery == "email" and not p.test
     if emailed and ws.plan == "free":
@@ -405,7 +435,7 @@ def requests_create(ctx: Ctx, p: CreateParams) -> Created:
     schedule_next_reminder(form, req, ws)
     s.add(req)
     if p.idempotencyKey is not None:
-        s.add(IdempotencyKey(workspace_id=ws.id, key=p.idempotencyKey, body_hash=body_hash(s, p),
+        s.add(IdempotencyKey(workspace_id=ws.id, key=p.idempotencyKey, body_hash=body_hash(s, p, form),
                              request_id=req.id, created_at=ctx.now, expires_at=ctx.now + IDEMPOTENCY_MS))
     s.flush()
     return _created(ctx, req, deduplicated=False)
@@ -612,6 +642,23 @@ def link_state(req: Request, form: Form, now: int) -> str | None:
     return None
 
 
+CLOSED_LINK = {
+    "completed": "was already completed",
+    "canceled": "was canceled",
+    "expired": "has expired",
+    "test-expired": "is a test request and its link closed 24 hours after creation",
+    "unpublished": "belongs to a form that is unpublished or trashed; publish the form again to reopen the link",
+}
+
+
+def link_closed(req: Request, state: str) -> ApiError:
+    """Why the link of ``req`` takes no answers: REQUEST_NOT_PENDING, or FORM_NOT_PUBLISHED
+    while the request itself is still pending."""
+    reason = "FORM_NOT_PUBLISHED" if state == "unpublished" else "REQUEST_NOT_PENDING"
+    return conflict(f"Request {req.id} {CLOSED_LINK[state]}; its link accepts no answers.", field="requestId",
+                    reason=reason)
+
+
 def complete_request(session: Session, service: Any, req: Request, answers: dict[str, Any], now: int,
                      base_url: str) -> Submission:
     """The recipient's submit: validate against the request's snapshot (required
@@ -620,8 +667,7 @@ def complete_request(session: Session, service: Any, req: Request, answers: dict
     form = session.get(Form, req.form_id)
     state = link_state(req, form, now)
     if state is not None:
-        raise conflict(f"This request link is {state} and accepts no answers.", field="requestId",
-                       reason="REQUEST_NOT_PENDING")
+        raise link_closed(req, state)
     snap = session.get(Snapshot, req.snapshot_id)
     blocks = snap.blocks or []
     merged = {**(req.prefill or {}), **answers}

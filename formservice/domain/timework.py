@@ -1,5 +1,6 @@
 """Time-driven work, run on the service clock: invitations handed to the mail outbox,
-request expiry, scheduled reminders and retention purges. ``run_due`` is called by the
+request expiry, scheduled reminders, abandoned public-link drafts (event and respondent
+reminders, see sharelinks.py) and retention purges. ``run_due`` is called by the
 background worker and right after ``clock.advance``."""
 
 from __future__ import annotations
@@ -10,9 +11,16 @@ from sqlmodel import Session, select
 
 from ..clock import DAY_MS
 from ..tables import Form, Request, Submission, Workspace
+from . import sharelinks
 from .requests import expire_request, schedule_next_reminder, send_mail, timeline_add
+from .settings import DEFAULT_DRAFT_RETENTION_DAYS
 
-DEFAULT_DRAFT_RETENTION_DAYS = 30
+# the delivery statuses (and timeline details) an invitation passes through, by mail outcome
+INVITATION_STEPS = {
+    "sent": [("sent", None)],
+    "bounced": [("sent", None), ("bounced", "hard bounce")],
+    "failed": [("failed", "mail hand-off failed")],
+}
 
 
 def run_due(session: Session, now: int, base_url: str) -> dict[str, int]:
@@ -26,24 +34,29 @@ def run_due(session: Session, now: int, base_url: str) -> dict[str, int]:
     def ws_of(req: Request) -> Workspace:
         return cache.setdefault(req.workspace_id, session.get(Workspace, req.workspace_id))
 
-    for req in session.exec(select(Request).where(Request.delivery_status == "queued")):
+    # each query is read whole before its rows change: the loop writes to the same tables
+    for req in list(session.exec(select(Request).where(Request.delivery_status == "queued"))):
         mail = send_mail(session, req, ws_of(req), form_of(req), "invitation", now, base_url)
-        req.delivery_status = "sent"
-        timeline_add(req, "invitation", now, deliveryStatus="sent")
-        if mail.status == "bounced":  # the provider reports the hard bounce after hand-off
-            req.delivery_status = "bounced"
-            timeline_add(req, "invitation", now, deliveryStatus="bounced", detail="hard bounce")
+        # queued -> sent, then bounced when the provider reports a hard bounce after the
+        # hand-off; queued -> failed when the hand-off itself fails
+        for status, detail in INVITATION_STEPS[mail.status]:
+            req.delivery_status = status
+            timeline_add(req, "invitation", now, deliveryStatus=status, detail=detail)
         counts["invitations"] += 1
-    for req in session.exec(select(Request).where(Request.status == "pending", Request.expires_at <= now)):
+    for req in list(session.exec(select(Request).where(Request.status == "pending", Request.expires_at <= now))):
         expire_request(session, req, now)
         counts["expired"] += 1
-    for req in session.exec(select(Request).where(Request.status == "pending", Request.reminder_due_at <= now)):
+    for req in list(session.exec(select(Request).where(Request.status == "pending",
+                                                       Request.reminder_due_at <= now))):
         mail = send_mail(session, req, ws_of(req), form_of(req), "reminder", now, base_url)
         req.reminders_sent += 1
         req.reminder_step += 1
         timeline_add(req, "reminder", now, deliveryStatus=mail.status, detail=f"step {req.reminder_step}")
         schedule_next_reminder(form_of(req), req, ws_of(req))
         counts["reminders"] += 1
+    # before the purge, so a draft about to go is still reported
+    counts["abandoned"] = sharelinks.sweep_abandoned(session, now, base_url)
+    counts["respondentReminders"] = sharelinks.remind_abandoned(session, now, base_url)
     counts["purged"] = purge(session, now)
     return counts
 

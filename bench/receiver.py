@@ -1,0 +1,334 @@
+"""Benchmark of the receiver: what persisting costs against a handler that does not persist.
+
+Run: ``/work/venv/bin/python bench/receiver.py [--duration 10] [--concurrency 64] [--no-postgres]``
+
+Three servers, each its own process, each driven by the same load generator (an aiohttp
+client in another process, so it never shares a server's event loop):
+
+* ``bare``: an aiohttp handler doing the receiver's own read, signature check and JSON
+  parse (``connector.signing.verify`` and ``connector.receiver.parse_event``), answering
+  200 without storing;
+* ``sqlite``: ``formsync receive`` on a SQLite file (WAL, ``synchronous=FULL``; a 2xx
+  only after the commit);
+* ``postgresql``: ``formsync receive`` on a fresh database at 127.0.0.1:5432.
+
+Load: ``--concurrency`` connections (64) posting signed ``request.completed`` events of
+about 7 KB with 20 answers, each with a fresh id, for ``--duration`` seconds (after a
+1 s warm-up that is stored but not measured). For each server it prints events/s and
+the p50/p99 latency, and checks that every answer was 2xx. Right after the load each
+receiver is killed with SIGKILL; the database is reopened and every acknowledged event
+id must be in it.
+
+The last line is ``ratio <x>``: the LOWER of the two receiver/bare rate ratios (SQLite
+and PostgreSQL), so the figure never flatters; both are printed on the lines above.
+The exit status is 1 when any answer was not 2xx or an acknowledged event is missing.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import secrets
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+SECRET = "whsec_" + "be" * 32
+EVENT_ID = "__EVENT_ID__"
+ANSWERS = 20
+WARMUP_S = 1.0
+PG = "postgresql+psycopg://postgres@127.0.0.1:5432"
+
+
+# ======================================================================================
+# The event
+# ======================================================================================
+
+
+def event_template() -> bytes:
+    """A request.completed envelope of about 7 KB with 20 answers; ``EVENT_ID`` marks the
+    places that make each event (and its request and submission) distinct."""
+    filler = "Lorem ipsum dolor sit amet, consectetur adipiscing elit, sed do eiusmod tempor incididunt ut " \
+             "labore et dolore magna aliqua. Ut enim"
+    answers = {f"q{i:02d}": f"{filler} #{i}" for i in range(ANSWERS)}
+    envelope = {
+        "id": f"evt_{EVENT_ID}", "type": "request.completed", "createdAt": "2026-05-01T10:00:00.000Z",
+        "apiVersion": "2026-09-24", "test": False,
+        "data": {
+            "request": {"id": f"req_{EVENT_ID}", "externalId": f"ext-{EVENT_ID}", "status": "completed",
+                        "outcome": None, "language": "en", "recipient": {"email": "ada@example.test", "name": "Ada"},
+                        "metadata": {"runId": "bench"}, "context": None, "createdAt": "2026-05-01T09:00:00.000Z",
+                        "completedAt": "2026-05-01T10:00:00.000Z"},
+            "form": {"id": "form_bench0000000000000000", "name": "Bench", "snapshotId": "snap_bench000000000000000"},
+            "submission": {"id": f"sub_{EVENT_ID}", "respondentEmail": "ada@example.test",
+                           "submittedAt": "2026-05-01T10:00:00.000Z", "updatedAt": None, "editCount": 0,
+                           "pdfUrl": None, "language": "en"},
+            "answers": answers,
+            "display": {k: v.upper() for k, v in answers.items()},
+        },
+    }
+    return json.dumps(envelope, separators=(",", ":")).encode()
+
+
+# ======================================================================================
+# Load generator (its own process)
+# ======================================================================================
+
+
+def percentile(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(q * len(ordered)))] if ordered else float("nan")
+
+
+async def load(url: str, duration: float, concurrency: int, ids_out: Path, run: str) -> dict[str, Any]:
+    import aiohttp
+
+    from connector.signing import sign_formstep
+
+    template = event_template()
+    latencies: list[float] = []
+    completed: list[float] = []
+    statuses: dict[int, int] = {}
+    errors: list[str] = []
+    acked: list[str] = []
+    counter = 0
+    loop = asyncio.get_running_loop()
+    start = loop.time()
+    measure_from = start + WARMUP_S
+    stop_at = measure_from + duration
+
+    async def worker(http: aiohttp.ClientSession) -> None:
+        nonlocal counter
+        while loop.time() < stop_at:
+            counter += 1
+            eid = f"{run}{counter:09d}"
+            body = template.replace(EVENT_ID.encode(), eid.encode())
+            headers = {"Content-Type": "application/json", "X-Formstep-Event-Id": f"evt_{eid}",
+                       "X-Formstep-Event-Type": "request.completed",
+                       "X-Formstep-Signature": sign_formstep(SECRET, body, int(time.time()))}
+            sent = loop.time()
+            try:
+                async with http.post(url, data=body, headers=headers) as resp:
+                    await resp.read()
+                    status = resp.status
+            except (aiohttp.ClientError, OSError) as e:
+                errors.append(f"{type(e).__name__}: {e}")
+                continue
+            done = loop.time()
+            if 200 <= status < 300:
+                acked.append(f"evt_{eid}")
+            statuses[status] = statuses.get(status, 0) + 1
+            if measure_from <= done <= stop_at:
+                completed.append(done)
+                if sent >= measure_from:
+                    latencies.append(done - sent)
+
+    connector = aiohttp.TCPConnector(limit=concurrency)
+    async with aiohttp.ClientSession(connector=connector) as http:
+        await asyncio.gather(*(worker(http) for _ in range(concurrency)))
+    ids_out.write_text("\n".join(acked))
+    return {
+        "events": len(completed), "seconds": duration, "rate": len(completed) / duration,
+        "p50_ms": percentile(latencies, 0.50) * 1000, "p99_ms": percentile(latencies, 0.99) * 1000,
+        "statuses": statuses, "errors": errors[:5], "error_count": len(errors), "acked": len(acked),
+    }
+
+
+def run_load(url: str, duration: float, concurrency: int, ids_out: Path) -> dict[str, Any]:
+    """The load generator in a separate process; its result."""
+    cmd = [sys.executable, __file__, "--load", url, "--duration", str(duration), "--concurrency", str(concurrency),
+           "--ids-out", str(ids_out), "--run", secrets.token_hex(4)]
+    out = subprocess.run(cmd, check=True, capture_output=True, text=True)
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+# ======================================================================================
+# The bare handler (its own process)
+# ======================================================================================
+
+
+async def serve_bare(max_body: int) -> None:
+    from aiohttp import web
+
+    from connector.receiver import parse_event
+    from connector.signing import verify
+
+    async def handle(request: web.Request) -> web.Response:
+        if request.content_length is not None and request.content_length > max_body:
+            return web.json_response({"ok": False}, status=413)
+        body = bytearray()
+        async for chunk in request.content.iter_any():
+            body += chunk
+            if len(body) > max_body:
+                return web.json_response({"ok": False}, status=413)
+        if not verify(request.headers, bytes(body), [SECRET], "formstep", tolerance=300):
+            return web.json_response({"ok": False}, status=401)
+        try:
+            event = parse_event(bytes(body))
+        except ValueError:
+            return web.json_response({"ok": False}, status=400)
+        return web.Response(text=json.dumps({"ok": True, "status": "stored", "eventId": event.id, "type": event.type}),
+                            content_type="application/json")
+
+    app = web.Application()
+    app.router.add_post("/formsync/events", handle)
+    runner = web.AppRunner(app)
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", 0)
+    await site.start()
+    print(f"bare listening on http://127.0.0.1:{runner.addresses[0][1]}/formsync/events", flush=True)
+    await asyncio.Event().wait()
+
+
+# ======================================================================================
+# Orchestration
+# ======================================================================================
+
+
+def start(cmd: list[str]) -> tuple[subprocess.Popen[str], str]:
+    """Start a server process and wait for its "listening on <url>" line."""
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            env={**os.environ, "PYTHONUNBUFFERED": "1"})
+    assert proc.stdout is not None
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:
+        line = proc.stdout.readline()
+        if not line:
+            err = proc.stderr.read() if proc.stderr else ""
+            raise SystemExit(f"server exited before listening: {' '.join(cmd)}\n{err}")
+        if "listening on " in line:
+            return proc, line.split("listening on ", 1)[1].split()[0]
+    proc.kill()
+    raise SystemExit(f"server did not start: {' '.join(cmd)}")
+
+
+def receiver_cmd(config: Path, db_url: str) -> list[str]:
+    return [sys.executable, "-m", "pipelines.cli", "receive", "--config", str(config), "--port", "0", "--db", db_url]
+
+
+def missing_after_kill(db_url: str, ids_file: Path) -> tuple[int, int]:
+    """(acknowledged, missing) event ids, read back from the reopened database."""
+    from sqlalchemy import select
+
+    from connector.store import RawEvent, Store
+
+    acked = {line for line in ids_file.read_text().splitlines() if line}
+    store = Store(db_url)
+    try:
+        with store.reader() as s:
+            present = set(s.exec(select(RawEvent.__table__.c.id)).scalars())
+    finally:
+        store.close()
+    return len(acked), len(acked - present)
+
+
+def sqlite_settings(db_url: str) -> str:
+    from sqlalchemy import text
+
+    from connector.store import Store
+
+    store = Store(db_url)
+    try:
+        with store.engine.connect() as conn:
+            mode = conn.execute(text("PRAGMA journal_mode")).scalar()
+            sync = conn.execute(text("PRAGMA synchronous")).scalar()
+    finally:
+        store.close()
+    return f"journal_mode={mode} synchronous={ {0: 'OFF', 1: 'NORMAL', 2: 'FULL', 3: 'EXTRA'}.get(sync, sync)}"
+
+
+def report(name: str, r: dict[str, Any]) -> bool:
+    non2xx = sum(n for s, n in r["statuses"].items() if not 200 <= int(s) < 300) + r["error_count"]
+    print(f"{name:<11} {r['rate']:8.0f} events/s  p50 {r['p50_ms']:7.1f} ms  p99 {r['p99_ms']:7.1f} ms  "
+          f"({r['events']} events in {r['seconds']:.0f} s, non-2xx {non2xx})", flush=True)
+    if r["errors"]:
+        print(f"            errors: {r['errors']}")
+    return non2xx == 0
+
+
+def bench_receiver(name: str, db_url: str, config: Path, work: Path, args: argparse.Namespace
+                   ) -> tuple[dict[str, Any], bool]:
+    proc, url = start(receiver_cmd(config, db_url))
+    ids = work / f"{name}.ids"
+    try:
+        result = run_load(url, args.duration, args.concurrency, ids)
+    finally:
+        proc.kill()  # SIGKILL, right after the load: no graceful shutdown
+        proc.wait()
+    ok = report(name, result)
+    acked, missing = missing_after_kill(db_url, ids)
+    print(f"{'':<11} kill -9 check: {acked} acknowledged, {acked - missing} present after reopening, "
+          f"{missing} missing", flush=True)
+    return result, ok and missing == 0
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--duration", type=float, default=10.0, help="measured seconds per server (default 10)")
+    parser.add_argument("--concurrency", type=int, default=64, help="concurrent connections (default 64)")
+    parser.add_argument("--no-postgres", action="store_true", help="skip the PostgreSQL run")
+    parser.add_argument("--load", metavar="URL", help=argparse.SUPPRESS)
+    parser.add_argument("--ids-out", type=Path, help=argparse.SUPPRESS)
+    parser.add_argument("--run", default="r", help=argparse.SUPPRESS)
+    parser.add_argument("--bare", action="store_true", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+
+    if args.load:
+        print(json.dumps(asyncio.run(load(args.load, args.duration, args.concurrency, args.ids_out, args.run))))
+        return 0
+    if args.bare:
+        asyncio.run(serve_bare(1024 * 1024))
+        return 0
+
+    print(f"event body {len(event_template())} bytes, {ANSWERS} answers; {args.concurrency} connections; "
+          f"{args.duration:.0f} s per server after {WARMUP_S:.0f} s warm-up; {os.cpu_count()} CPUs", flush=True)
+    all_ok = True
+    with tempfile.TemporaryDirectory(prefix="formsync-bench-") as tmp:
+        work = Path(tmp)
+        config = work / "formsync.toml"
+        config.write_text(f'[receiver]\ncallback_secrets = ["{SECRET}"]\n')
+
+        proc, url = start([sys.executable, __file__, "--bare"])
+        try:
+            bare = run_load(url, args.duration, args.concurrency, work / "bare.ids")
+        finally:
+            proc.kill()
+            proc.wait()
+        all_ok &= report("bare", bare)
+
+        sqlite_url = f"sqlite:///{work / 'bench.db'}"
+        sqlite, ok = bench_receiver("sqlite", sqlite_url, config, work, args)
+        all_ok &= ok
+        print(f"{'':<11} sqlite {sqlite_settings(sqlite_url)}")
+        ratios = {"sqlite": sqlite["rate"] / bare["rate"]}
+
+        if not args.no_postgres:
+            import psycopg
+
+            name = f"formsync_bench_{secrets.token_hex(4)}"
+            with psycopg.connect(host="127.0.0.1", port=5432, user="postgres", dbname="postgres",
+                                 autocommit=True) as admin:
+                admin.execute(f'CREATE DATABASE "{name}"')
+            try:
+                pg, ok = bench_receiver("postgresql", f"{PG}/{name}", config, work, args)
+                all_ok &= ok
+                ratios["postgresql"] = pg["rate"] / bare["rate"]
+            finally:
+                with psycopg.connect(host="127.0.0.1", port=5432, user="postgres", dbname="postgres",
+                                     autocommit=True) as admin:
+                    admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+    for name, ratio in ratios.items():
+        print(f"{name} ratio {ratio:.2f}")
+    print("all answers 2xx and every acknowledged event present" if all_ok else "CHECK FAILED")
+    print(f"ratio {min(ratios.values()):.2f}")
+    return 0 if all_ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,549 @@
+"""The receiver: an aiohttp application that takes signed callbacks and webhook
+deliveries, verifies them, persists them with the store and only then acknowledges.
+
+Routes (``path`` is ``ReceiverSettings.path``, ``/formsync/events`` by default):
+
+* ``POST {path}/callbacks``: request callbacks (``callbackUrl``), verified with
+  ``callback_secrets`` only; stored with source ``callback``.
+* ``POST {path}/webhooks``: subscription deliveries (``webhooks.create``), verified with
+  ``webhook_secrets`` only; stored with source ``webhook``.
+* ``POST {path}``: either kind, verified with both lists; the source is that of the list
+  whose secret matched (the callback list is tried first, so a secret present in both
+  lists counts as a callback). Use it when one URL must serve both.
+* ``GET /healthz``: 200 when the database answers, 503 otherwise.
+* ``GET /metrics``: Prometheus text format, from a registry of this application only.
+
+What each delivery gets, in this order:
+
+=====  =======================================================================
+413    the body is larger than ``max_body_bytes`` (Content-Length, then while reading)
+401    a missing, malformed, stale, future or forged signature (nothing is parsed)
+400    the signed body is not UTF-8 JSON, or is JSON but not an event envelope
+       (``id``, ``type``, ``createdAt``), or holds what no database can store
+       (U+0000, lone surrogates, non-finite numbers, nesting deeper than 64)
+200    stored (``"status": "stored"``; an unknown type is stored raw) or already
+       stored (``"status": "duplicate"``; nothing is written the second time)
+503    the database is unavailable: the sender should retry later
+=====  =======================================================================
+
+A 2xx is only ever sent after the event's transaction has committed. Concurrent
+deliveries are group-committed: a single writer task takes up to ``max_batch`` queued
+events and stores them with one ``Store.store_events`` call in a worker thread, then
+answers each waiter with its own outcome. Log lines carry the event id, type, source and
+outcome, never a header value, secret or body.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import json
+import logging
+import math
+import signal
+import time
+from collections.abc import AsyncIterator, Callable, Iterable
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from aiohttp import web
+from prometheus_client import (
+    CONTENT_TYPE_LATEST,
+    CollectorRegistry,
+    Counter,
+    Gauge,
+    Histogram,
+    generate_latest,
+)
+from pydantic import SecretStr, ValidationError
+from sqlalchemy import exc as sa_exc
+from sqlalchemy import text
+
+from .models import Event
+from .settings import ReceiverSettings
+from .signing import CustomScheme, Scheme, SigningConfigError, verify
+from .store import Incoming, Source, Store, StoreOutcome
+
+__all__ = [
+    "DEFAULT_MAX_BATCH",
+    "MAX_JSON_DEPTH",
+    "Receiver",
+    "ReceiverMetrics",
+    "create_receiver_app",
+    "event_paths",
+    "parse_event",
+    "run_receiver",
+]
+
+log = logging.getLogger("connector.receiver")
+
+DEFAULT_MAX_BATCH = 256
+"""The most events one group commit stores."""
+
+MAX_JSON_DEPTH = 64
+"""Deeper JSON is refused: real envelopes nest a handful of levels."""
+
+HEALTH_TIMEOUT_S = 5.0
+_ID_CHARS = range(0x21, 0x7F)  # visible ASCII, as signing accepts for message ids
+_MAX_ID_LENGTH = 256
+# Types the store maps to rows; their data blocks must have the documented shapes. Any
+# other type is stored raw whatever its data holds.
+_MAPPED_TYPES = frozenset({"submission.completed", "submission.updated", "request.completed", "request.expired",
+                           "request.canceled"})
+
+Channel = Literal["callbacks", "webhooks", "any"]
+
+
+# ======================================================================================
+# Metrics
+# ======================================================================================
+
+
+@dataclass
+class ReceiverMetrics:
+    """The receiver's Prometheus metrics, in a registry of their own (several receivers
+    in one process do not clash)."""
+
+    registry: CollectorRegistry = field(default_factory=CollectorRegistry)
+
+    def __post_init__(self) -> None:
+        r = self.registry
+        self.received = Counter("formsync_receiver_received", "Deliveries that reached an event path.",
+                                ["channel"], registry=r)
+        self.stored = Counter("formsync_receiver_stored", "Events stored for the first time.", ["source"],
+                              registry=r)
+        self.duplicates = Counter("formsync_receiver_duplicates", "Deliveries of an event id already stored.",
+                                  registry=r)
+        self.rejected = Counter("formsync_receiver_rejected", "Deliveries refused, by reason.", ["reason"],
+                                registry=r)
+        self.responses = Counter("formsync_receiver_responses", "Answers to deliveries, by HTTP status.",
+                                 ["status"], registry=r)
+        self.commit_seconds = Histogram(
+            "formsync_receiver_commit_seconds", "Time of one group commit (store_events call).", registry=r,
+            buckets=(0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0))
+        self.batch_size = Histogram(
+            "formsync_receiver_batch_size", "Events per group commit.", registry=r,
+            buckets=(1, 2, 4, 8, 16, 32, 64, 128, 256, 512))
+        self.queued = Gauge("formsync_receiver_queued", "Events waiting for the writer.", registry=r)
+
+    def render(self) -> bytes:
+        return generate_latest(self.registry)
+
+
+# ======================================================================================
+# Validation of the signed body
+# ======================================================================================
+
+
+class _Refusal(ValueError):
+    """A delivery refused with ``status``; ``label`` is its metrics label."""
+
+    def __init__(self, status: int, code: str, label: str, message: str, **details: Any) -> None:
+        super().__init__(message)
+        self.status, self.code, self.label, self.message, self.details = status, code, label, message, details
+
+
+def _reject_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not a JSON number")
+
+
+def _parse_json(raw: bytes) -> Any:
+    try:
+        body = raw.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise _Refusal(400, "INVALID_JSON", "malformed_json",
+                       f"the body is not UTF-8 (invalid byte at offset {e.start}); send UTF-8 JSON") from None
+    try:
+        return json.loads(body, parse_constant=_reject_constant)
+    except RecursionError:
+        raise _Refusal(400, "INVALID_JSON", "malformed_json",
+                       f"the body nests too deeply; at most {MAX_JSON_DEPTH} levels are accepted") from None
+    except ValueError as e:
+        raise _Refusal(400, "INVALID_JSON", "malformed_json", f"the body is not valid JSON: {e}") from None
+
+
+def _unstorable(value: Any) -> str | None:
+    """Why ``value`` cannot be stored as is (by SQLite and PostgreSQL alike), or None:
+    a string with U+0000 or a lone surrogate, a non-finite number, or more than
+    :data:`MAX_JSON_DEPTH` levels. Iterative, so no input can exhaust the stack."""
+    stack: list[tuple[Any, str, int]] = [(value, "$", 1)]
+    while stack:
+        item, where, depth = stack.pop()
+        if depth > MAX_JSON_DEPTH:
+            return f"{where} nests deeper than {MAX_JSON_DEPTH} levels"
+        if isinstance(item, str):
+            if "\x00" in item:
+                return f"{where} contains U+0000, which the database cannot store"
+            try:
+                item.encode("utf-8")
+            except UnicodeEncodeError:
+                return f"{where} contains a lone UTF-16 surrogate (an unpaired \\ud800-\\udfff escape)"
+        elif isinstance(item, float) and not math.isfinite(item):
+            return f"{where} is a number out of the double range"
+        elif isinstance(item, dict):
+            for key, member in item.items():
+                stack.append((key, f"{where} (a key)", depth))
+                stack.append((member, f"{where}.{key}"[:200], depth + 1))
+        elif isinstance(item, list):
+            stack.extend((member, f"{where}[{i}]"[:200], depth + 1) for i, member in enumerate(item))
+    return None
+
+
+def _check_token(payload: dict[str, Any], name: str) -> None:
+    value = payload.get(name)
+    if not isinstance(value, str) or not 1 <= len(value) <= _MAX_ID_LENGTH or any(
+            ord(c) not in _ID_CHARS for c in value):
+        raise _Refusal(400, "NOT_AN_EVENT", "not_an_event",
+                       f"the body is JSON but not an event envelope: {name} must be a string of 1 to "
+                       f"{_MAX_ID_LENGTH} visible ASCII characters", field=name)
+
+
+def parse_event(raw: bytes) -> Event:
+    """The event in a verified body. Raises ``ValueError`` (a refusal with status 400
+    and a message saying what is wrong) for a body that is not UTF-8 JSON, not an event
+    envelope, or not storable."""
+    payload = _parse_json(raw)
+    if not isinstance(payload, dict):
+        raise _Refusal(400, "NOT_AN_EVENT", "not_an_event",
+                       f"the body is JSON but not an event envelope: expected an object, got {type(payload).__name__}")
+    _check_token(payload, "id")
+    _check_token(payload, "type")
+    problem = _unstorable(payload)
+    if problem:
+        raise _Refusal(400, "UNSTORABLE_EVENT", "unstorable", f"the event cannot be stored: {problem}")
+    # An unknown type is kept whatever its data holds: only the envelope is read.
+    shape = payload if payload["type"] in _MAPPED_TYPES else {k: v for k, v in payload.items() if k != "data"}
+    try:
+        return Event.model_validate(shape)
+    except ValidationError as e:
+        first = e.errors()[0]
+        where = ".".join(str(p) for p in first["loc"]) or "(envelope)"
+        raise _Refusal(400, "NOT_AN_EVENT", "not_an_event",
+                       f"the body is JSON but not an event envelope: {where}: {first['msg']}", field=where) from None
+
+
+# ======================================================================================
+# Group commit
+# ======================================================================================
+
+
+def _unavailable(error: BaseException) -> bool:
+    """Whether ``error`` means the database cannot be used right now (as opposed to a
+    problem with one event's data)."""
+    if isinstance(error, sa_exc.IntegrityError | sa_exc.DataError):
+        return False
+    return isinstance(error, sa_exc.DBAPIError | sa_exc.TimeoutError | sa_exc.DisconnectionError | OSError)
+
+
+@dataclass(frozen=True)
+class _Result:
+    outcome: StoreOutcome | None = None
+    failure: Literal["unavailable", "failed"] | None = None
+
+
+@dataclass
+class _Job:
+    incoming: Incoming
+    done: asyncio.Future[_Result]
+
+
+class _Writer:
+    """One task that drains the queue: up to ``max_batch`` events per ``store_events``
+    call, run in a worker thread; each waiter gets its own result."""
+
+    def __init__(self, store: Store, metrics: ReceiverMetrics, max_batch: int) -> None:
+        self.store, self.metrics, self.max_batch = store, metrics, max_batch
+        self.queue: asyncio.Queue[_Job | None] = asyncio.Queue()
+        self.task: asyncio.Task[None] | None = None
+        self.closed = False
+
+    def start(self) -> None:
+        self.task = asyncio.create_task(self._run(), name="formsync-receiver-writer")
+
+    async def close(self) -> None:
+        """Store everything queued so far, then stop."""
+        if self.task is None or self.closed:
+            return
+        self.closed = True
+        self.queue.put_nowait(None)
+        await self.task
+
+    async def submit(self, incoming: Incoming) -> _Result:
+        if self.closed or self.task is None or self.task.done():
+            return _Result(failure="unavailable")
+        job = _Job(incoming, asyncio.get_running_loop().create_future())
+        self.queue.put_nowait(job)
+        self.metrics.queued.inc()
+        # Shielded: a handler cancelled mid-wait leaves its event in the batch.
+        return await asyncio.shield(job.done)
+
+    async def _run(self) -> None:
+        batch: list[_Job] = []
+        try:
+            while True:
+                first = await self.queue.get()
+                if first is None:
+                    return
+                batch = [first]
+                stopping = False
+                while len(batch) < self.max_batch and not self.queue.empty():
+                    job = self.queue.get_nowait()
+                    if job is None:
+                        stopping = True
+                        break
+                    batch.append(job)
+                self.metrics.queued.dec(len(batch))
+                try:
+                    results = await self._commit([j.incoming for j in batch])
+                except Exception:  # the writer must outlive anything a batch does
+                    log.exception("group commit failed unexpectedly")
+                    results = [_Result(failure="failed")] * len(batch)
+                for job, result in zip(batch, results, strict=True):
+                    if not job.done.done():
+                        job.done.set_result(result)
+                batch = []
+                if stopping:
+                    return
+        finally:
+            # Cancelled mid-way: nobody may wait forever. "Unavailable" is always a safe
+            # answer, since the sender's retry of a committed event is a duplicate.
+            while not self.queue.empty():
+                job = self.queue.get_nowait()
+                if job is not None:
+                    batch.append(job)
+            for job in batch:
+                if not job.done.done():
+                    job.done.set_result(_Result(failure="unavailable"))
+
+    async def _commit(self, items: list[Incoming]) -> list[_Result]:
+        self.metrics.batch_size.observe(len(items))
+        started = time.perf_counter()
+        try:
+            outcomes = await asyncio.to_thread(self.store.store_events, items)
+        except Exception as error:
+            if _unavailable(error):
+                log.warning("database unavailable (%s); %d event(s) not stored", type(error).__name__, len(items))
+                return [_Result(failure="unavailable")] * len(items)
+            if len(items) == 1:
+                log.error("event %s type %s could not be stored (%s)", items[0].event.id, items[0].event.type,
+                          type(error).__name__)
+                return [_Result(failure="failed")]
+            # One event's data broke the batch: store each alone so the others still land.
+            return await asyncio.to_thread(self._one_by_one, items)
+        finally:
+            self.metrics.commit_seconds.observe(time.perf_counter() - started)
+        return [_Result(outcome=o) for o in outcomes]
+
+    def _one_by_one(self, items: list[Incoming]) -> list[_Result]:
+        results = []
+        for item in items:
+            try:
+                [outcome] = self.store.store_events([item])
+                results.append(_Result(outcome=outcome))
+            except Exception as error:
+                failure: Literal["unavailable", "failed"] = "unavailable" if _unavailable(error) else "failed"
+                log.error("event %s type %s could not be stored (%s)", item.event.id, item.event.type,
+                          type(error).__name__)
+                results.append(_Result(failure=failure))
+        return results
+
+
+# ======================================================================================
+# The application
+# ======================================================================================
+
+
+def _secrets(values: Iterable[SecretStr]) -> list[SecretStr]:
+    # Empty entries would shift the index that tells a callback secret from a webhook one.
+    return [s for s in values if s.get_secret_value()]
+
+
+def _json(status: int, payload: dict[str, Any], headers: dict[str, str] | None = None) -> web.Response:
+    return web.Response(status=status, text=json.dumps(payload), content_type="application/json", headers=headers)
+
+
+class Receiver:
+    """The state behind one receiver application: store, secrets, writer, metrics."""
+
+    def __init__(self, store: Store, settings: ReceiverSettings, *, custom_scheme: CustomScheme | None = None,
+                 max_batch: int = DEFAULT_MAX_BATCH, now: Callable[[], float] | None = None) -> None:
+        if not 1 <= max_batch <= 100_000:
+            raise ValueError(f"max_batch must be between 1 and 100000, got {max_batch}")
+        self.store, self.settings, self.now = store, settings, now
+        if settings.scheme == "custom":
+            if custom_scheme is None:
+                raise ValueError('receiver scheme "custom" needs a CustomScheme (custom_scheme=...)')
+            self.scheme: Scheme = custom_scheme
+        else:
+            self.scheme = settings.scheme
+        self.callback_secrets = _secrets(settings.callback_secrets)
+        self.webhook_secrets = _secrets(settings.webhook_secrets)
+        # A malformed secret is a configuration error: refuse to start, not 500 per request.
+        try:
+            verify({}, b"", self.callback_secrets + self.webhook_secrets, self.scheme)
+        except SigningConfigError as e:
+            raise ValueError(f"receiver secrets are unusable with scheme {settings.scheme!r}: {e}") from None
+        self.metrics = ReceiverMetrics()
+        self.writer = _Writer(store, self.metrics, max_batch)
+
+    # -- lifecycle ------------------------------------------------------------------
+
+    async def _lifecycle(self, _app: web.Application) -> AsyncIterator[None]:
+        self.writer.start()
+        yield
+        # Runs after the server stopped taking requests and those in flight ended.
+        await self.writer.close()
+
+    # -- deliveries -----------------------------------------------------------------
+
+    def _refuse(self, refusal: _Refusal, channel: Channel) -> web.Response:
+        self.metrics.rejected.labels(refusal.label).inc()
+        self.metrics.responses.labels(str(refusal.status)).inc()
+        log.warning("delivery to %s refused: %s %s", channel, refusal.status, refusal.label)
+        error: dict[str, Any] = {"code": refusal.code, "message": refusal.message}
+        if refusal.details:
+            error["details"] = refusal.details
+        headers = {"Retry-After": "30"} if refusal.status == 503 else None
+        return _json(refusal.status, {"ok": False, "error": error}, headers)
+
+    async def _read(self, request: web.Request) -> bytes:
+        limit = self.settings.max_body_bytes
+        too_large = _Refusal(413, "PAYLOAD_TOO_LARGE", "too_large",
+                             f"the body is larger than {limit} bytes, the most this receiver accepts",
+                             maxBytes=limit)
+        if request.content_length is not None and request.content_length > limit:
+            raise too_large
+        body = bytearray()
+        async for chunk in request.content.iter_any():
+            body += chunk
+            if len(body) > limit:
+                raise too_large
+        return bytes(body)
+
+    def _verify(self, request: web.Request, body: bytes, channel: Channel) -> Source:
+        secrets = {"callbacks": self.callback_secrets, "webhooks": self.webhook_secrets,
+                   "any": self.callback_secrets + self.webhook_secrets}[channel]
+        now = self.now() if self.now is not None else None
+        result = verify(request.headers, body, secrets, self.scheme, tolerance=self.settings.tolerance_seconds,
+                        now=now)
+        if not result.ok:
+            reason = result.reason.value if result.reason else "signature"
+            raise _Refusal(401, "UNAUTHORIZED", f"signature_{reason}", f"signature rejected: {result.detail}",
+                           reason=reason)
+        if channel == "callbacks":
+            return "callback"
+        if channel == "webhooks":
+            return "webhook"
+        return "callback" if (result.secret_index or 0) < len(self.callback_secrets) else "webhook"
+
+    async def handle(self, request: web.Request, channel: Channel) -> web.Response:
+        received_at = time.time_ns() // 1_000_000
+        self.metrics.received.labels(channel).inc()
+        try:
+            body = await self._read(request)
+            source = self._verify(request, body, channel)
+            event = parse_event(body)
+        except _Refusal as refusal:
+            return self._refuse(refusal, channel)
+        result = await self.writer.submit(Incoming(event, source, body, received_at))
+        if result.outcome is None:
+            if result.failure == "unavailable":
+                return self._refuse(_Refusal(503, "UNAVAILABLE", "unavailable",
+                                             "the database is unavailable; nothing was stored, retry later"), channel)
+            return self._refuse(_Refusal(500, "STORE_FAILED", "store_failed",
+                                         f"event {event.id} could not be stored; nothing was stored"), channel)
+        outcome = result.outcome
+        if outcome.status == "stored":
+            self.metrics.stored.labels(source).inc()
+        else:
+            self.metrics.duplicates.inc()
+        self.metrics.responses.labels("200").inc()
+        log.info("event %s type %s from %s: %s", outcome.event_id, outcome.type, source, outcome.status)
+        return _json(200, {"ok": True, "status": outcome.status, "eventId": outcome.event_id, "type": outcome.type})
+
+    # -- health and metrics -----------------------------------------------------------
+
+    def _ping(self) -> None:
+        with self.store.engine.connect() as conn:
+            conn.execute(text("SELECT 1"))
+
+    async def healthz(self, _request: web.Request) -> web.Response:
+        try:
+            await asyncio.wait_for(asyncio.to_thread(self._ping), HEALTH_TIMEOUT_S)
+        except Exception as error:
+            log.warning("health check: database unavailable (%s)", type(error).__name__)
+            return _json(503, {"ok": False, "database": "unavailable"})
+        return _json(200, {"ok": True, "database": "up", "queued": self.writer.queue.qsize()})
+
+    async def metrics_view(self, _request: web.Request) -> web.Response:
+        return web.Response(body=self.metrics.render(), headers={"Content-Type": CONTENT_TYPE_LATEST})
+
+
+RECEIVER_KEY = web.AppKey("formsync_receiver", Receiver)
+
+
+def event_paths(settings: ReceiverSettings) -> dict[Channel, str]:
+    """The URL path of each channel: ``any`` is the plain path."""
+    base = "/" + settings.path.strip("/")
+    prefix = base.rstrip("/")
+    return {"any": base, "callbacks": f"{prefix}/callbacks", "webhooks": f"{prefix}/webhooks"}
+
+
+def create_receiver_app(store: Store, settings: ReceiverSettings, *, custom_scheme: CustomScheme | None = None,
+                        max_batch: int = DEFAULT_MAX_BATCH, now: Callable[[], float] | None = None
+                        ) -> web.Application:
+    """An aiohttp application that verifies, stores and acknowledges deliveries (see the
+    module docstring for routes and answers). ``store`` must be migrated; the application
+    does not close it. ``custom_scheme`` is required when ``settings.scheme`` is
+    ``"custom"``; ``now`` (unix seconds) replaces the clock used for the signature
+    tolerance. Raises ``ValueError`` for a configuration that cannot work (a malformed
+    secret, a custom scheme without its definition)."""
+    receiver = Receiver(store, settings, custom_scheme=custom_scheme, max_batch=max_batch, now=now)
+    # aiohttp's own body limit is not used: _read enforces max_body_bytes while streaming.
+    app = web.Application()
+    app[RECEIVER_KEY] = receiver
+    app.cleanup_ctx.append(receiver._lifecycle)
+    for channel, path in event_paths(settings).items():
+        app.router.add_post(path, functools.partial(receiver.handle, channel=channel))
+    app.router.add_get("/healthz", receiver.healthz)
+    app.router.add_get("/metrics", receiver.metrics_view)
+    if not receiver.callback_secrets and not receiver.webhook_secrets:
+        log.warning("no callback or webhook secret is configured: every delivery will be refused with 401")
+    return app
+
+
+async def run_receiver(store: Store, settings: ReceiverSettings, *, host: str | None = None, port: int | None = None,
+                       on_ready: Callable[[str], None] | None = None, stop: asyncio.Event | None = None,
+                       custom_scheme: CustomScheme | None = None, max_batch: int = DEFAULT_MAX_BATCH,
+                       shutdown_timeout: float = 30.0) -> None:
+    """Serve the receiver on ``host``:``port`` (default: the settings') until SIGINT or
+    SIGTERM (or until ``stop`` is set). ``on_ready`` gets the base URL once listening
+    (``port`` 0 picks a free port). On shutdown the server stops taking connections, the
+    requests in flight finish within ``shutdown_timeout`` seconds, and every queued
+    event is committed before this returns. The store is not migrated or closed here."""
+    app = create_receiver_app(store, settings, custom_scheme=custom_scheme, max_batch=max_batch)
+    stop = stop or asyncio.Event()
+    loop = asyncio.get_running_loop()
+    handled: list[int] = []
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        try:
+            loop.add_signal_handler(sig, stop.set)
+            handled.append(sig)
+        except (NotImplementedError, RuntimeError, ValueError):  # not the main thread, or no signals here
+            pass
+    runner = web.AppRunner(app, handle_signals=False, shutdown_timeout=shutdown_timeout)
+    await runner.setup()
+    try:
+        site = web.TCPSite(runner, host or settings.host, settings.port if port is None else port)
+        await site.start()
+        bound_host, bound_port = runner.addresses[0][:2]
+        url = f"http://{bound_host}:{bound_port}"
+        log.info("receiver listening on %s%s", url, event_paths(settings)["any"])
+        if on_ready is not None:
+            on_ready(url)
+        await stop.wait()
+        log.info("receiver stopping: finishing requests in flight and pending commits")
+    finally:
+        await runner.cleanup()
+        for sig in handled:
+            loop.remove_signal_handler(sig)
