@@ -1,6 +1,7 @@
 """Benchmark of the receiver: what persisting costs against a handler that does not persist.
 
-Run: ``/work/venv/bin/python bench/receiver.py [--duration 10] [--concurrency 64] [--no-postgres]``
+Run: ``/work/venv/bin/python bench/receiver.py [--duration 10] [--concurrency 64] [--no-postgres]
+[--with-nostore]``
 
 Three servers, each its own process, each driven by the same load generator (an aiohttp
 client in another process, so it never shares a server's event loop):
@@ -10,7 +11,9 @@ client in another process, so it never shares a server's event loop):
   200 without storing;
 * ``sqlite``: ``formsync receive`` on a SQLite file (WAL, ``synchronous=FULL``; a 2xx
   only after the commit);
-* ``postgresql``: ``formsync receive`` on a fresh database at 127.0.0.1:5432.
+* ``postgresql``: ``formsync receive`` on a fresh database at 127.0.0.1:5432;
+* with ``--with-nostore``, also ``no store``: the receiver with a store that writes
+  nothing, which shows what the receiver costs apart from its database.
 
 Load: ``--concurrency`` connections (64) posting signed ``request.completed`` events of
 about 7 KB with 20 answers, each with a fresh id, for ``--duration`` seconds (after a
@@ -54,7 +57,7 @@ def event_template() -> bytes:
     """A request.completed envelope of about 7 KB with 20 answers; ``EVENT_ID`` marks the
     places that make each event (and its request and submission) distinct."""
     filler = "Lorem ipsum dolor sit amet, consectetur adipiscing elit, sed do eiusmod tempor incididunt ut " \
-             "labore et dolore magna aliqua. Ut enim"
+             "labore et dolore magna aliqua. Ut enim ad minim veniam, quis"
     answers = {f"q{i:02d}": f"{filler} #{i}" for i in range(ANSWERS)}
     envelope = {
         "id": f"evt_{EVENT_ID}", "type": "request.completed", "createdAt": "2026-05-01T10:00:00.000Z",
@@ -185,6 +188,24 @@ async def serve_bare(max_body: int) -> None:
     await asyncio.Event().wait()
 
 
+async def serve_nostore() -> None:
+    """The real receiver application with a store that writes nothing: what the
+    receiver costs without its database (a diagnostic, ``--with-nostore``)."""
+    from connector.receiver import run_receiver
+    from connector.settings import ReceiverSettings
+    from connector.store import Store, StoreOutcome
+
+    class NoStore(Store):
+        def store_events(self, events: Any, *, source: Any = "webhook") -> list[StoreOutcome]:
+            return [StoreOutcome(e.event.id, e.event.type, "stored") for e in events]
+
+    with tempfile.TemporaryDirectory() as tmp:
+        store = NoStore(f"sqlite:///{tmp}/unused.db")
+        settings = ReceiverSettings(callback_secrets=[SECRET])
+        await run_receiver(store, settings, host="127.0.0.1", port=0,
+                           on_ready=lambda url: print(f"nostore listening on {url}/formsync/events", flush=True))
+
+
 # ======================================================================================
 # Orchestration
 # ======================================================================================
@@ -272,10 +293,13 @@ def main() -> int:
     parser.add_argument("--duration", type=float, default=10.0, help="measured seconds per server (default 10)")
     parser.add_argument("--concurrency", type=int, default=64, help="concurrent connections (default 64)")
     parser.add_argument("--no-postgres", action="store_true", help="skip the PostgreSQL run")
+    parser.add_argument("--with-nostore", action="store_true",
+                        help="also run the receiver with a store that writes nothing (what storing costs)")
     parser.add_argument("--load", metavar="URL", help=argparse.SUPPRESS)
     parser.add_argument("--ids-out", type=Path, help=argparse.SUPPRESS)
     parser.add_argument("--run", default="r", help=argparse.SUPPRESS)
     parser.add_argument("--bare", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--nostore", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
 
     if args.load:
@@ -283,6 +307,9 @@ def main() -> int:
         return 0
     if args.bare:
         asyncio.run(serve_bare(1024 * 1024))
+        return 0
+    if args.nostore:
+        asyncio.run(serve_nostore())
         return 0
 
     print(f"event body {len(event_template())} bytes, {ANSWERS} answers; {args.concurrency} connections; "
@@ -300,6 +327,16 @@ def main() -> int:
             proc.kill()
             proc.wait()
         all_ok &= report("bare", bare)
+
+        if args.with_nostore:
+            proc, url = start([sys.executable, __file__, "--nostore"])
+            try:
+                nostore = run_load(url, args.duration, args.concurrency, work / "nostore.ids")
+            finally:
+                proc.terminate()
+                proc.wait()
+            all_ok &= report("no store", nostore)
+            print(f"{'':<11} receiver without storing keeps {nostore['rate'] / bare['rate']:.2f} of bare")
 
         sqlite_url = f"sqlite:///{work / 'bench.db'}"
         sqlite, ok = bench_receiver("sqlite", sqlite_url, config, work, args)

@@ -19,14 +19,20 @@ What each delivery gets, in this order:
 413    the body is larger than ``max_body_bytes`` (Content-Length, then while reading)
 401    a missing, malformed, stale, future or forged signature (nothing is parsed)
 400    the signed body is not UTF-8 JSON, or is JSON but not an event envelope
-       (``id``, ``type``, ``createdAt``), or holds what no database can store
+       (``id`` and ``type`` of 1 to 256 visible ASCII characters, ``createdAt``;
+       a known type's ``data`` blocks in their documented shapes), or holds what
+       no database can store
        (U+0000, lone surrogates, non-finite numbers, nesting deeper than 64)
 200    stored (``"status": "stored"``; an unknown type is stored raw) or already
        stored (``"status": "duplicate"``; nothing is written the second time)
 503    the database is unavailable: the sender should retry later
+500    the database refused this one event (a constraint, a bug): it is logged,
+       and the other events of its batch are stored one by one
 =====  =======================================================================
 
-A 2xx is only ever sent after the event's transaction has committed. Concurrent
+Answers are JSON: ``{"ok": true, "status", "eventId", "type"}``, or ``{"ok": false,
+"error": {"code", "message", "details"?}}`` (503 adds ``Retry-After``). A 2xx is only
+ever sent after the event's transaction has committed. Concurrent
 deliveries are group-committed: a single writer task takes up to ``max_batch`` queued
 events and stores them with one ``Store.store_events`` call in a worker thread, then
 answers each waiter with its own outcome. Log lines carry the event id, type, source and
@@ -428,7 +434,7 @@ class Receiver:
                         now=now)
         if not result.ok:
             reason = result.reason.value if result.reason else "signature"
-            raise _Refusal(401, "UNAUTHORIZED", f"signature_{reason}", f"signature rejected: {result.detail}",
+            raise _Refusal(401, "UNAUTHORIZED", reason, f"signature rejected: {result.detail}",
                            reason=reason)
         if channel == "callbacks":
             return "callback"

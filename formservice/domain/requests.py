@@ -17,7 +17,18 @@ from sqlmodel import Session, select
 from ..clock import DAY_MS, HOUR_MS, MINUTE_MS
 from ..errors import ApiError, conflict, not_found, validation
 from ..ids import BASE62, new_id
-from ..tables import Document, Event, Form, IdempotencyKey, Mail, Request, Snapshot, Submission, Workspace
+from ..tables import (
+    Document,
+    Event,
+    Form,
+    IdempotencyKey,
+    Mail,
+    Request,
+    Snapshot,
+    StoredFile,
+    Submission,
+    Workspace,
+)
 from . import events, fieldtypes, schedule
 from .base import Ctx, Page, Params, Result, keyset_page, method
 from .submissions import check_answers, display_of, questions, raise_answer_errors, record_submission
@@ -280,6 +291,14 @@ def check_documents(ctx: Ctx, form: Form, form_blocks: list[dict[str, Any]],
     if total > MAX_DOCUMENTS_BYTES:
         raise validation(f"A request may carry at most 100 MB of documents; these add up to {total} bytes.",
                          field="documents", reason="DOCUMENTS_TOO_LARGE")
+    for i, entry in enumerate(out):  # the bytes, read only once the cheap checks passed
+        doc = ctx.session.get(Document, entry["documentId"])
+        stored = ctx.session.get(StoredFile, doc.file_id) if doc.file_id else None
+        if stored is None or len(stored.data) != doc.size or (
+                doc.sha256 and hashlib.sha256(stored.data).hexdigest() != doc.sha256):
+            raise validation(f"Document {doc.id} does not match its declared size or sha256; upload it again "
+                             "with documents.create.", field=f"documents.{i}.documentId",
+                             reason="DOCUMENT_INVALID", documentId=doc.id)
     return out
 
 

@@ -12,6 +12,7 @@ import json
 import logging
 import os
 import signal
+import sqlite3
 import sys
 import threading
 import time
@@ -477,6 +478,46 @@ async def test_an_event_the_database_refuses_does_not_fail_its_batch(store):
     assert counts(store) == {"events": 20, "submissions": 20, "answers": 40, "requests": 20}
 
 
+async def test_shutdown_finishes_the_pending_batch(tmp_path):
+    """Shutdown starts while 30 deliveries wait for a commit (another connection holds
+    the SQLite write lock): each still gets its 200 after its commit, and all are stored."""
+    path = tmp_path / "slow.db"
+    store = Store(f"sqlite:///{path}")
+    store.migrate()
+    runner = web.AppRunner(create_receiver_app(store, receiver_settings()), shutdown_timeout=30)
+    await runner.setup()
+    await web.TCPSite(runner, "127.0.0.1", 0).start()
+    url = f"http://127.0.0.1:{runner.addresses[0][1]}/formsync/events"
+    blocker = sqlite3.connect(path, isolation_level=None)
+    blocker.execute("BEGIN IMMEDIATE")
+    try:
+        async with aiohttp.ClientSession() as http:
+
+            async def send(body: bytes) -> tuple[int, str]:
+                async with http.post(url, data=body, headers=signed(body)) as resp:
+                    return resp.status, (await resp.json())["status"]
+
+            posts = [asyncio.create_task(send(encode(envelope(f"evt_sd{i:02d}")))) for i in range(30)]
+            for _ in range(200):  # until the first batch is waiting on the lock
+                async with http.get(url.rsplit("/formsync", 1)[0] + "/metrics") as resp:
+                    text = await resp.text()
+                if metric(text, "formsync_receiver_received_total", channel="any") == 30:
+                    break
+                await asyncio.sleep(0.02)
+            assert not any(p.done() for p in posts)
+            shutdown = asyncio.create_task(runner.cleanup())
+            await asyncio.sleep(0.3)
+            assert not shutdown.done(), "shutdown waits for the deliveries in flight"
+            blocker.execute("COMMIT")
+            got = await asyncio.gather(*posts)
+            await shutdown
+        assert got == [(200, "stored")] * 30
+        assert counts(store)["events"] == 30
+    finally:
+        blocker.close()
+        store.close()
+
+
 # -- the database going away ---------------------------------------------------------------------
 
 
@@ -564,7 +605,7 @@ async def test_healthz_and_metrics_move(sqlite_store):
     assert metric(after, "formsync_receiver_received_total", channel="any") == 5
     assert metric(after, "formsync_receiver_stored_total", source="callback") == 1
     assert metric(after, "formsync_receiver_duplicates_total") == 1
-    assert metric(after, "formsync_receiver_rejected_total", reason="signature_signature_mismatch") == 1
+    assert metric(after, "formsync_receiver_rejected_total", reason="signature_mismatch") == 1
     assert metric(after, "formsync_receiver_rejected_total", reason="not_an_event") == 1
     assert metric(after, "formsync_receiver_rejected_total", reason="too_large") == 1
     for status, n in (("200", 2), ("401", 1), ("400", 1), ("413", 1), ("503", 0)):

@@ -494,3 +494,24 @@ async def test_a_document_of_another_workspace_is_not_found(sandbox):
     r = await sandbox.rpc("requests.create", {"formId": sandbox.pro.forms["Approval"],
                                               "documents": [{"documentId": doc["id"]}]})
     r.expect("VALIDATION_ERROR", 400, reason="DOCUMENT_NOT_FOUND", documentId=doc["id"])
+
+
+async def test_a_stored_file_that_no_longer_matches_is_document_invalid(sandbox):
+    """requests.create re-checks an uploaded document's bytes: a stored file whose size
+    no longer matches its declaration is refused with DOCUMENT_INVALID, nothing created."""
+    from formservice.tables import Document, StoredFile
+
+    form = sandbox.pro.forms["Approval"]
+    pdf = b"%PDF-1.4\n1 0 obj << >> endobj\ntrailer << >>\n%%EOF\n"
+    doc = (await sandbox.rpc("documents.create", {"formId": form, "name": "a.pdf", "contentType": "application/pdf",
+                                                  "size": len(pdf)})).data
+    async with sandbox.http.put(doc["uploadUrl"], data=pdf, headers={"Content-Type": "application/pdf"}) as resp:
+        assert resp.status == 200
+    with sandbox.service.session() as s:
+        row = s.get(StoredFile, s.get(Document, doc["id"]).file_id)
+        row.data = pdf + b"tampered"
+        s.commit()
+    before = (await sandbox.rpc("requests.list", {"formId": form})).data["items"]
+    r = await sandbox.rpc("requests.create", {"formId": form, "documents": [{"documentId": doc["id"]}]})
+    r.expect("VALIDATION_ERROR", 400, reason="DOCUMENT_INVALID", documentId=doc["id"])
+    assert (await sandbox.rpc("requests.list", {"formId": form})).data["items"] == before

@@ -13,7 +13,7 @@ import pytest
 
 from formservice.domain.base import METHODS
 from formservice.ids import new_id
-from formservice.tables import Document
+from formservice.tables import Document, StoredFile
 from formservice.tables import Workspace as WorkspaceRow
 
 from .requests_support import (
@@ -521,6 +521,10 @@ async def make_document(sandbox: Any, form: str, *, ws: str = "pro", name: str =
                    content_type="application/pdf", size=size, sha256=digest, upload_token=new_id("upl"),
                    upload_expires_at=t + HOUR_MS, uploaded_at=t if uploaded else None, created_at=t)
     with sandbox.service.session() as s:
+        if uploaded:  # an upload keeps the bytes, which requests.create checks again
+            stored = StoredFile(id=new_id("file"), content_type="application/pdf", data=data, created_at=t)
+            s.add(stored)
+            doc.file_id = stored.id
         s.add(doc)
         s.commit()
     return doc.id
