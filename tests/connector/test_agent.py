@@ -1,0 +1,49 @@
+"""connector.agent against the sandbox's agent endpoint over loopback."""
+
+from __future__ import annotations
+
+import zlib
+
+import pytest
+
+from connector.agent import AgentClient, AgentToolError
+
+
+def tiny_pdf() -> bytes:
+    return b"%PDF-1.4\n1 0 obj << /Type /Catalog >> endobj\ntrailer << /Root 1 0 R >>\n%%EOF\n"
+
+
+async def test_upload_then_attach_to_a_request_and_see_it_on_the_page(sandbox, tmp_path):
+    form = sandbox.pro.forms["Approval"]
+    pdf = tmp_path / "terms.pdf"
+    pdf.write_bytes(tiny_pdf())
+    async with AgentClient(sandbox.base_url, sandbox.pro.token) as agent:
+        assert "request_create" in await agent.list_tools()
+        doc_id = await agent.upload_document(form, pdf)
+        assert doc_id.startswith("doc_")
+        created = await agent.call("request_create", {"formId": form, "documents": [{"documentId": doc_id}]})
+    req = created.get("request", created)
+    record = (await sandbox.rpc("requests.get", {"requestId": req["id"]})).data
+    assert record["documents"][0]["name"] == "terms.pdf"
+    async with sandbox.http.get(record["url"]) as page:
+        html = await page.text()
+    assert page.status == 200 and "terms.pdf" in html
+
+
+async def test_failure_result_raises_with_code_reason_and_suggestion(sandbox):
+    async with AgentClient(sandbox.base_url, sandbox.pro.token) as agent:
+        with pytest.raises(AgentToolError) as err:
+            await agent.call("request_create", {"formId": sandbox.pro.forms["Contact"], "prefill": {"nope": "x"}})
+    assert err.value.code == "VALIDATION_ERROR"
+    assert err.value.reason == "UNKNOWN_FIELD_KEY"
+    assert err.value.suggestion
+    assert sandbox.pro.token not in str(err.value) and sandbox.pro.token not in repr(err.value)
+
+
+async def test_a_file_that_is_not_what_it_claims_is_refused_and_not_uploaded(sandbox, tmp_path):
+    fake = tmp_path / "fake.pdf"
+    fake.write_bytes(b"\x89PNG\r\n\x1a\n" + zlib.compress(b"x" * 40))
+    async with AgentClient(sandbox.base_url, sandbox.pro.token) as agent:
+        with pytest.raises(Exception, match="HTTP 400"):
+            await agent.upload_document(sandbox.pro.forms["Approval"], fake)
+    assert sandbox.pro.token not in repr(AgentClient(sandbox.base_url, sandbox.pro.token))
