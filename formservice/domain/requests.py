@@ -211,22 +211,6 @@ def _field_error(prefix: str, key: str, err: fieldtypes.FieldValueError, reason:
     return validation(f"{reason}: {prefix}.{key} {err}.", **details)
 
 
-def check_reminders(steps: list[str]) -> list[str]:
-    """The request's own schedule: idle offsets no longer than a request lives, sorted
-    and deduplicated as a form's reminderSteps are."""
-    for i, step in enumerate(steps):
-        try:
-            too_late = schedule.offset_ms(step) > MAX_EXPIRY_MS
-        except ValueError:
-            raise validation(f"reminders.{i}: {step!r} is not an idle offset; write a positive whole number "
-                             "followed by h, d or w, such as 12h, 2d, 1w.", field=f"reminders.{i}",
-                             reason="INVALID_FORMAT") from None
-        if too_late:
-            raise validation(f"reminders.{i}: {step!r} is past 365 days, the longest a request lives.",
-                             field=f"reminders.{i}", reason="OUT_OF_RANGE")
-    return schedule.normalize_steps(steps)
-
-
 def check_prefill(fields: dict[str, dict[str, Any]], prefill: dict[str, Any]) -> dict[str, Any]:
     prefillable = sorted(k for k, b in fields.items() if fieldtypes.field_type(b).prefillable)
     out: dict[str, Any] = {}
@@ -407,7 +391,7 @@ def requests_create(ctx: Ctx, p: CreateParams) -> Created:
         expires = min(expires, ctx.now + TEST_LINK_MS)
     if p.callbackUrl is not None:
         check_https(p.callbackUrl, "callbackUrl")
-    reminders = None if p.reminders is None else check_reminders(p.reminders)
+    reminders = None if p.reminders is None else schedule.check_steps(p.reminders, "reminders")
     if reminders and not p.test:
         ctx.require_plan("pro", "reminders", "Request reminders")
     base_url = None

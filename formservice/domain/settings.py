@@ -24,7 +24,6 @@ from urllib.parse import urlsplit
 from pydantic import Field, create_model
 from sqlmodel import select
 
-from ..clock import DAY_MS
 from ..errors import upgrade_required, validation
 from ..tables import Form, Snapshot, TranslationEntry
 from . import fieldtypes, schedule
@@ -34,7 +33,6 @@ DEFAULT_DRAFT_RETENTION_DAYS = 30
 
 DEFAULT_FROM_ADDRESS = "noreply@form.formstep.test"
 SUBJECT_MAX, BODY_MAX = 255, 20_000
-STEP_MAX_MS = 365 * DAY_MS  # a request lives at most 365 days; a later reminder could never fire
 # BCP-47 shape: language, optional script, optional region, variants.
 BCP47_RE = re.compile(
     r"^[A-Za-z]{2,3}(-[A-Za-z]{4})?(-(?:[A-Za-z]{2}|[0-9]{3}))?(-(?:[A-Za-z0-9]{5,8}|[0-9][A-Za-z0-9]{3}))*$"
@@ -286,25 +284,6 @@ def _check_template(field: str, text: str) -> str:
     return text
 
 
-def _check_steps(steps: list[str]) -> list[str]:
-    """Validate each step; the schedule is stored sorted by duration, duplicates dropped."""
-    for i, step in enumerate(steps):
-        try:
-            too_late = schedule.offset_ms(step) > STEP_MAX_MS
-        except ValueError:
-            raise validation(f"reminderSteps.{i}: {step!r} is not an idle offset; write a positive whole number "
-                             "followed by h, d or w, such as 12h, 1d, 3d, 1w.", field=f"reminderSteps.{i}",
-                             reason="INVALID_FORMAT") from None
-        if too_late:
-            raise validation(f"reminderSteps.{i}: {step!r} is past 365 days, the longest a request lives.",
-                             field=f"reminderSteps.{i}", reason="OUT_OF_RANGE")
-    out = schedule.normalize_steps(steps)
-    if len(out) > schedule.MAX_STEPS:
-        raise validation(f"reminderSteps holds {len(out)} distinct steps; at most {schedule.MAX_STEPS} are allowed.",
-                         field="reminderSteps", reason="OUT_OF_RANGE")
-    return out
-
-
 def canonical_language(tag: str) -> str | None:
     """``tag`` in canonical BCP-47 casing (``en-us`` -> ``en-US``), or None when it does not
     have the shape of a language tag."""
@@ -420,7 +399,7 @@ def _normalise(ctx: Ctx, form: Form, name: str, value: Any) -> Any:
         "respondentNotificationTo": lambda v: _check_email_field(form, name, v),
         "respondentReminderTo": lambda v: _check_email_field(form, name, v),
         "respondentReminderRequiredFieldIds": lambda v: _check_field_ids(form, name, v),
-        "reminderSteps": _check_steps,
+        "reminderSteps": lambda steps: schedule.check_steps(steps, "reminderSteps"),
         "redirectUrl": _check_redirect,
         "redirectQueryParams": lambda v: _check_query_params(form, v),
         "emailDomainId": lambda v: _check_email_domain(ctx, v),
