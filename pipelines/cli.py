@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
@@ -108,6 +108,209 @@ def receive(
         raise typer.Exit(1) from None
     except KeyboardInterrupt:
         pass
+    finally:
+        store.close()
+
+
+ConfigOption = Annotated[Path | None, typer.Option(
+    help="TOML settings file (see config/formsync.example.toml); FORMSYNC_* variables win over it.")]
+
+
+def _open(config: Path | None) -> tuple[Any, Any]:
+    """Settings and a migrated store for the poll and sync commands; a bad config file
+    or database is a clear error and exit code 1 or 2."""
+    from pydantic import ValidationError
+
+    from connector.settings import load_settings
+    from connector.store import Store
+
+    try:
+        settings = load_settings(config)
+    except FileNotFoundError as e:
+        raise typer.BadParameter(str(e), param_hint="--config") from None
+    except ValidationError as e:
+        raise typer.BadParameter(f"invalid settings: {e}", param_hint="--config") from None
+    if settings.service.token is None:
+        raise typer.BadParameter("service.token is not set: put it in the [service] section or in "
+                                 "FORMSYNC_SERVICE__TOKEN", param_hint="--config")
+    try:
+        store = Store(settings.store.url)
+        store.migrate()
+    except Exception as e:  # SQLAlchemy and Alembic refuse a bad database with many exception types
+        typer.echo(f"error: cannot prepare the database {settings.store.url!r}: {type(e).__name__}: "
+                   f"{str(e).splitlines()[0] if str(e) else ''}", err=True)
+        raise typer.Exit(1) from None
+    return settings, store
+
+
+@app.command()
+def poll(
+    config: ConfigOption = None,
+    form: Annotated[str | None, typer.Option(help="Only the pending requests of this form id.")] = None,
+) -> None:
+    """Bring the stored pending requests up to date from the service (for setups without
+    a receiver): completions with their answers, expiries and cancellations. Prints the
+    report as JSON.
+
+    Example: [bold]formsync poll --config formsync.toml --form form_123[/bold]
+    """
+    from connector.client import FormClient
+    from connector.errors import FormsyncError
+    from pipelines.poll import poll_once
+
+    settings, store = _open(config)
+
+    async def run() -> str:
+        async with FormClient.from_settings(settings.service) as fc:
+            return (await poll_once(fc, store, form_id=form)).model_dump_json()
+
+    try:
+        typer.echo(asyncio.run(run()))
+    except FormsyncError as e:
+        typer.echo(f"error: {e}", err=True)
+        raise typer.Exit(1) from None
+    finally:
+        store.close()
+
+
+@app.command()
+def sync(
+    config: ConfigOption = None,
+    form: Annotated[str | None, typer.Option(help="Only this form id (default: every form of "
+                                                  "service.workspace_id, or of the token's workspace).")] = None,
+    full: Annotated[bool, typer.Option("--full", help="Read every submission again, not only the new ones.")]
+    = False,
+    drafts: Annotated[bool, typer.Option("--drafts", help="Include drafts (Pro and Business).")] = False,
+) -> None:
+    """Copy new submissions into the store: newest first down to the last sync's
+    high-water mark (one call per form when nothing is new). Prints the report as JSON.
+
+    Example: [bold]formsync sync --config formsync.toml --form form_123 --full[/bold]
+    """
+    from connector.client import FormClient
+    from connector.errors import FormsyncError
+    from pipelines.sync import sync_all, sync_form
+
+    settings, store = _open(config)
+
+    async def run() -> str:
+        async with FormClient.from_settings(settings.service) as fc:
+            if form is not None:
+                return (await sync_form(fc, store, form, full=full, include_drafts=drafts)).model_dump_json()
+            ws = settings.service.workspace_id or (await fc.list_workspaces())[0].id
+            return (await sync_all(fc, store, ws, full=full, include_drafts=drafts)).model_dump_json()
+
+    try:
+        typer.echo(asyncio.run(run()))
+    except FormsyncError as e:
+        typer.echo(f"error: {e}", err=True)
+        raise typer.Exit(1) from None
+    finally:
+        store.close()
+
+
+@app.command("export")
+def export_cmd(
+    format: Annotated[str, typer.Option("--format", help="csv, xlsx or parquet.")],
+    out: Annotated[Path, typer.Option("--out", help="The file to write.")],
+    table: Annotated[str, typer.Option(help="wide (one row per submission), long (one row per answer), "
+                                            "requests, or all (xlsx only: one sheet each).")] = "wide",
+    form: Annotated[str | None, typer.Option(help="Only this form id.")] = None,
+    since: Annotated[str | None, typer.Option(help="Only submissions submitted (requests created) at or after "
+                                                   "this ISO date or time; UTC unless it has an offset.")] = None,
+    status: Annotated[str | None, typer.Option(help="Only requests in this status (pending, completed, "
+                                                    "expired, canceled).")] = None,
+    display: Annotated[bool, typer.Option("--display", help="Display text instead of raw answers.")] = False,
+    config: ConfigOption = None,
+) -> None:
+    """Export the stored submissions, answers or requests to CSV, XLSX or Parquet. Prints
+    the report as JSON.
+
+    Example: [bold]formsync export --format xlsx --out results.xlsx --table all --form form_123[/bold]
+    """
+    from datetime import datetime
+
+    from pydantic import ValidationError
+
+    from connector.settings import load_settings
+    from connector.store import Store
+    from pipelines.export import export
+
+    since_at = None
+    if since is not None:
+        try:
+            since_at = datetime.fromisoformat(since)
+        except ValueError:
+            raise typer.BadParameter(f"expected an ISO date or time such as 2026-01-31 or "
+                                     f"2026-01-31T08:00:00Z, got {since!r}", param_hint="--since") from None
+    try:
+        settings = load_settings(config)
+    except FileNotFoundError as e:
+        raise typer.BadParameter(str(e), param_hint="--config") from None
+    except ValidationError as e:
+        raise typer.BadParameter(f"invalid settings: {e}", param_hint="--config") from None
+    try:
+        store = Store(settings.store.url)
+        store.migrate()
+    except Exception as e:  # SQLAlchemy and Alembic refuse a bad database with many exception types
+        typer.echo(f"error: cannot open the database {settings.store.url!r}: {type(e).__name__}: "
+                   f"{str(e).splitlines()[0] if str(e) else ''}", err=True)
+        raise typer.Exit(1) from None
+    try:
+        report = export(store, format, out, table=table, form_id=form,  # type: ignore[arg-type]
+                        since=since_at, status=status, display=display)
+    except ValueError as e:
+        typer.echo(f"error: {e}", err=True)
+        raise typer.Exit(2) from None
+    finally:
+        store.close()
+    typer.echo(report.model_dump_json())
+
+
+@app.command()
+def outreach(
+    sheet: Annotated[Path, typer.Argument(help="CSV or XLSX file, one recipient per row.")],
+    form: Annotated[str, typer.Option("--form", help="The form id to send.")],
+    job: Annotated[str | None, typer.Option(help="Job name: a re-run with the same name sends only the rows "
+                                                 "not sent yet (default: the sheet's file name).")] = None,
+    config: ConfigOption = None,
+    dry_run: Annotated[bool, typer.Option("--dry-run", help="Validate and print the plan; create nothing.")]
+    = False,
+    test: Annotated[bool, typer.Option("--test", help="Create test requests.")] = False,
+    report: Annotated[Path | None, typer.Option("--report", help="Where to write the CSV of bad rows "
+                                                                 "(default: outreach.report_dir/JOB-report.csv).")]
+    = None,
+) -> None:
+    """Send one request per valid sheet row. Every row is checked against the form's fields
+    first; bad rows go to the report and are not sent. Prints the run report as JSON.
+
+    Example: [bold]formsync outreach contacts.csv --form form_123 --job spring --report bad.csv[/bold]
+    """
+    from connector.client import FormClient
+    from connector.errors import FormsyncError
+    from pipelines.outreach import run_outreach
+
+    if not sheet.is_file():
+        raise typer.BadParameter(f"sheet {sheet} does not exist", param_hint="SHEET")
+    if sheet.suffix.lower() not in (".csv", ".xlsx", ".xlsm"):
+        raise typer.BadParameter(f"unsupported sheet type {sheet.suffix!r}; use .csv or .xlsx", param_hint="SHEET")
+    settings, store = _open(config)
+    name = job or sheet.stem
+    out = settings.outreach
+
+    async def run() -> str:
+        async with FormClient.from_settings(settings.service) as fc:
+            return (await run_outreach(
+                fc, store, sheet, form, job=name, mapping=out.mapping, delivery=out.delivery,
+                callback_url=out.callback_url, dry_run=dry_run, test=test,
+                report_path=report or out.report_dir / f"{name}-report.csv", progress=not dry_run,
+            )).model_dump_json()
+
+    try:
+        typer.echo(asyncio.run(run()))
+    except FormsyncError as e:
+        typer.echo(f"error: {e}", err=True)
+        raise typer.Exit(1) from None
     finally:
         store.close()
 

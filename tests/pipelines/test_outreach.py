@@ -1,0 +1,320 @@
+"""The outreach pipeline against a real sandbox over loopback HTTP, with a SQLite store:
+validation report, sends counted by the server, re-runs, changed rows, XLSX, dry run."""
+
+from __future__ import annotations
+
+import asyncio
+import csv
+import json
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+import pytest
+from sqlmodel import select
+from typer.testing import CliRunner
+
+from connector.client import FormClient
+from connector.models import FieldDescriptor, Option
+from connector.store import OutreachRow, Store
+from pipelines.cli import app
+from pipelines.outreach import RowParams, idempotency_key, row_identity, run_outreach, validate_row
+from tests.conftest import Sandbox
+
+FAST = {"callsPerMinute": 10000, "createsPerMinute": 10000}
+HEADER = ["externalId", "name", "email", "topic", "message", "source", "readonly"]
+
+
+@pytest.fixture
+async def client(sandbox: Sandbox) -> AsyncIterator[FormClient]:
+    assert (await sandbox.helper("limits.set", FAST, ws="pro")).ok
+    async with FormClient(sandbox.base_url, sandbox.pro.token, calls_per_minute=10000,
+                          creates_per_minute=10000) as fc:
+        yield fc
+
+
+@pytest.fixture
+def store(tmp_path: Path) -> Store:
+    s = Store(f"sqlite:///{tmp_path}/s.db")
+    s.migrate()
+    return s
+
+
+def sheet_rows(n: int = 60, *, bad: bool = True) -> list[dict[str, str]]:
+    rows = []
+    for i in range(n):
+        rows.append({"externalId": f"c-{i}", "name": f"Person {i}", "email": f"p{i}@example.test",
+                     "topic": ["Sales", "support", "OTHER"][i % 3], "message": f"hello {i}" if i % 2 else "",
+                     "source": "sheet", "readonly": "name" if i % 4 == 0 else ""})
+    if bad:
+        rows[5]["topic"] = "Billing"
+        rows[17]["message"], rows[17]["readonly"] = "", "message"
+    return rows
+
+
+def write_csv(path: Path, rows: list[dict[str, str]], extra: dict[int, dict[str, str]] | None = None) -> Path:
+    cols = list(HEADER) + (["colour"] if extra else [])
+    with path.open("w", newline="") as fh:
+        w = csv.DictWriter(fh, fieldnames=cols)
+        w.writeheader()
+        for i, r in enumerate(rows):
+            w.writerow({**r, **({"colour": ""} if extra else {}), **(extra or {}).get(i, {})})
+    return path
+
+
+async def count_requests(client: FormClient, form_id: str) -> int:
+    return len([r async for r in client.iter_requests(form_id=form_id)])
+
+
+async def test_bad_rows_reported_good_rows_sent_once_and_rerun_sends_nothing(
+        sandbox: Sandbox, client: FormClient, store: Store, tmp_path: Path) -> None:
+    form = sandbox.pro.forms["Contact"]
+    before = await count_requests(client, form)
+    sheet = write_csv(tmp_path / "contacts.csv", sheet_rows())
+    report_path = tmp_path / "report.csv"
+    rep = await run_outreach(client, store, sheet, form, job="spring", report_path=report_path, progress=False)
+    assert (rep.rows, rep.sent, rep.invalid, rep.skipped_existing, rep.changed, rep.failed) == (60, 58, 2, 0, 0, 0)
+    with report_path.open() as fh:
+        lines = list(csv.DictReader(fh))
+    assert [(ln["row"], ln["column"]) for ln in lines] == [("7", "topic"), ("19", "readonly")]
+    assert "Sales (sales), Support (support), Other (other)" == lines[0]["accepted"]
+    assert "'Billing' is not an option of topic" in lines[0]["problem"]
+    assert "not prefilled" in lines[1]["problem"]
+    assert await count_requests(client, form) == before + 58
+    # A label in any case was sent as the option key; the hidden field went to context.
+    got = [r async for r in client.iter_requests(form_id=form, external_id="c-2")]
+    assert len(got) == 1
+    full = await client.get_request(got[0].id)
+    assert full.prefill and full.prefill["topic"] == "other" and full.context == {"source": "sheet"}
+    with store.session() as s:
+        states = [r.state for r in s.exec(select(OutreachRow).where(OutreachRow.job_name == "spring"))]
+    assert states.count("sent") == 58 and len(states) == 58
+
+    creates = int((await sandbox.helper("calls.list", {"method": "requests.create"}, ws="pro")).data["count"])
+    again = await run_outreach(client, store, sheet, form, job="spring", report_path=report_path, progress=False)
+    assert (again.sent, again.skipped_existing, again.invalid) == (0, 58, 2)
+    assert await count_requests(client, form) == before + 58
+    assert int((await sandbox.helper("calls.list", {"method": "requests.create"}, ws="pro")).data["count"]) == creates
+
+    # The fixed sheet sends only the two fixed rows.
+    fixed = write_csv(tmp_path / "fixed.csv", sheet_rows(bad=False))
+    third = await run_outreach(client, store, fixed, form, job="spring", report_path=report_path, progress=False)
+    assert (third.sent, third.skipped_existing, third.invalid, third.changed) == (2, 58, 0, 0)
+    assert await count_requests(client, form) == before + 60
+
+    # A row changed under the same externalId is reported as changed and not sent again.
+    changed_rows = sheet_rows(bad=False)
+    changed_rows[10]["message"] = "a different message"
+    changed = write_csv(tmp_path / "changed.csv", changed_rows)
+    fourth = await run_outreach(client, store, changed, form, job="spring", report_path=report_path, progress=False)
+    assert (fourth.sent, fourth.changed, fourth.skipped_existing) == (0, 1, 59)
+    assert await count_requests(client, form) == before + 60
+    with store.session() as s:
+        row = s.exec(select(OutreachRow).where(OutreachRow.row_key == "ext:c-10")).one()
+        assert row.state == "changed" and row.request_id is not None
+
+
+async def test_unknown_column_is_reported_for_every_row_and_nothing_is_sent(
+        sandbox: Sandbox, client: FormClient, store: Store, tmp_path: Path) -> None:
+    form = sandbox.pro.forms["Contact"]
+    before = await count_requests(client, form)
+    sheet = write_csv(tmp_path / "c.csv", sheet_rows(4, bad=False), extra={1: {"colour": "red"}})
+    rep = await run_outreach(client, store, sheet, form, job="colours", report_path=tmp_path / "r.csv",
+                             progress=False)
+    assert (rep.sent, rep.invalid) == (0, 4)
+    with (tmp_path / "r.csv").open() as fh:
+        lines = list(csv.DictReader(fh))
+    assert {ln["column"] for ln in lines} == {"colour"} and len(lines) == 4
+    assert "topic" in lines[0]["accepted"]
+    assert await count_requests(client, form) == before
+
+
+async def test_crash_between_record_and_send_resends_with_same_key(
+        sandbox: Sandbox, client: FormClient, store: Store, tmp_path: Path) -> None:
+    form = sandbox.pro.forms["Contact"]
+    before = await count_requests(client, form)
+    sheet = write_csv(tmp_path / "c.csv", sheet_rows(3, bad=False))
+    await run_outreach(client, store, sheet, form, job="crash", report_path=tmp_path / "r.csv", progress=False)
+    # Simulate a crash after the create but before "sent" was stored: forget the request id.
+    with store.session() as s:
+        row = s.exec(select(OutreachRow).where(OutreachRow.row_key == "ext:c-1")).one()
+        row.state, row.request_id = "pending", None
+        s.add(row)
+    rep = await run_outreach(client, store, sheet, form, job="crash", report_path=tmp_path / "r.csv",
+                             progress=False)
+    assert (rep.sent, rep.skipped_existing) == (1, 2)
+    assert await count_requests(client, form) == before + 3  # the service deduplicated the resend
+    with store.session() as s:
+        row = s.exec(select(OutreachRow).where(OutreachRow.row_key == "ext:c-1")).one()
+        assert row.state == "sent" and row.request_id is not None and row.attempts == 2
+
+
+async def test_xlsx_input_and_test_requests(sandbox: Sandbox, client: FormClient, store: Store,
+                                            tmp_path: Path) -> None:
+    form = sandbox.pro.forms["Contact"]
+    path = tmp_path / "c.xlsx"
+    pd.DataFrame(sheet_rows(5, bad=False), columns=HEADER).to_excel(path, index=False)
+    rep = await run_outreach(client, store, path, form, job="x", test=True, report_path=tmp_path / "r.csv",
+                             progress=False)
+    assert (rep.rows, rep.sent, rep.invalid) == (5, 5, 0)
+    got = [r async for r in client.iter_requests(form_id=form, include_test=True) if r.externalId == "c-3"]
+    assert len(got) == 1 and got[0].isTest
+
+
+async def test_dry_run_makes_no_create_call(sandbox: Sandbox, client: FormClient, store: Store,
+                                            tmp_path: Path) -> None:
+    form = sandbox.pro.forms["Contact"]
+    rows = sheet_rows(6, bad=False)
+    rows[2]["topic"] = "Billing"
+    rows[4]["externalId"] = "c-0"
+    sheet = write_csv(tmp_path / "c.csv", rows)
+    start = (await sandbox.helper("clock.get")).data["now"]
+    rep = await run_outreach(client, store, sheet, form, job="dry", dry_run=True, report_path=tmp_path / "r.csv",
+                             progress=False)
+    assert (rep.rows, rep.invalid, rep.sent) == (6, 2, 0)
+    with (tmp_path / "r.csv").open() as fh:
+        lines = [(ln["row"], ln["column"], ln["problem"]) for ln in csv.DictReader(fh)]
+    assert lines[0][:2] == ("4", "topic")
+    assert lines[1] == ("6", "externalId", "same row identity as row 2")
+    calls = (await sandbox.helper("calls.list", {"since": start}, ws="pro")).data["items"]
+    assert [c["method"] for c in calls] == ["fields.list"]
+    with store.session() as s:
+        assert s.exec(select(OutreachRow).where(OutreachRow.job_name == "dry")).first() is None
+
+
+CONTACT = [
+    FieldDescriptor(key="name", type="text"), FieldDescriptor(key="email", type="email"),
+    FieldDescriptor(key="topic", type="select", options=[Option(key="sales", label="Sales"),
+                                                         Option(key="support", label="Support")]),
+    FieldDescriptor(key="n", type="number"), FieldDescriptor(key="ok", type="switch"),
+    FieldDescriptor(key="tags", type="checkbox", options=[Option(key="a", label="Alpha"),
+                                                          Option(key="b", label="Beta")]),
+    FieldDescriptor(key="grid", type="matrix", rows=[Option(key="r1", label="R1")],
+                    columns=[Option(key="c1", label="C1")]),
+    FieldDescriptor(key="day", type="date"), FieldDescriptor(key="up", type="file", prefillable=False),
+    FieldDescriptor(key="source", type="hidden", prefillable=False, context=True),
+]
+
+
+def test_validate_row_maps_every_type() -> None:
+    params, problems = validate_row(CONTACT, {
+        "email": "a@x.test", "topic": "SUPPORT", "n": "4.5", "ok": "yes", "tags": "beta, a",
+        "grid": '{"r1": "c1"}', "day": "2026-03-01", "source": "web", "metadata.crm": "42",
+        "expiresAt": "2030-01-01", "readonly": "topic", "plan": "gold"}, mapping={"plan": "name"})
+    assert problems == []
+    assert params == RowParams(recipient={"email": "a@x.test", "name": "gold"},
+                               prefill={"email": "a@x.test", "topic": "support", "n": 4.5, "ok": True, "tags": ["b", "a"],
+                                        "grid": {"r1": "c1"}, "day": "2026-03-01"},
+                               context={"source": "web"}, metadata={"crm": "42"}, readonly=["topic"],
+                               expiresAt=1893456000000)
+
+
+def test_validate_row_names_each_problem_and_what_is_accepted() -> None:
+    params, problems = validate_row(CONTACT, {
+        "topic": "Billing", "n": "many", "ok": "maybe", "tags": "Gamma", "grid": "{", "day": "soon",
+        "up": "f.pdf", "readonly": "name", "expiresAt": "later", "what": "x"}, delivery="email")
+    assert params is None
+    got = {p.column: (p.problem, p.accepted) for p in problems}
+    assert got["topic"] == ("'Billing' is not an option of topic", "Sales (sales), Support (support)")
+    assert got["n"][1] == "a number, e.g. 42"
+    assert got["ok"][1] == "true/false/yes/no/1/0"
+    assert "Alpha (a)" in got["tags"][1]
+    assert got["grid"][0] == "'{' is not valid JSON"
+    assert got["day"][1] == "YYYY-MM-DD"
+    assert "cannot be prefilled" in got["up"][0]
+    assert "not prefilled" in got["readonly"][0]
+    assert got["expiresAt"][1] == "ISO date/datetime or epoch milliseconds"
+    assert got["what"][0] == "unknown column"
+    assert got["email"][0] == "missing email with email delivery"
+
+
+def test_idempotency_key_is_a_pure_function_of_job_form_and_identity() -> None:
+    a = RowParams(prefill={"name": "A"})
+    assert row_identity(a) == row_identity(RowParams(prefill={"name": "A"}))
+    assert row_identity(RowParams(externalId="x", prefill={"name": "B"})) == "ext:x"
+    k = idempotency_key("j", "f", row_identity(a))
+    assert k == idempotency_key("j", "f", row_identity(a))
+    assert k != idempotency_key("j2", "f", row_identity(a)) and k != idempotency_key("j", "f2", row_identity(a))
+    assert len(k) <= 255
+
+
+# -- the formsync outreach command ----------------------------------------------------------
+
+
+async def formsync(*args: str) -> Any:
+    """Run the formsync command in a worker thread (it runs its own event loop)."""
+    return await asyncio.to_thread(CliRunner().invoke, app, list(args), env={"COLUMNS": "400"})
+
+
+async def test_cli_outreach_dry_run_then_send_then_rerun(sandbox: Sandbox, client: FormClient,
+                                                         tmp_path: Path) -> None:
+    form = sandbox.pro.forms["Contact"]
+    before = await count_requests(client, form)
+    cfg = tmp_path / "formsync.toml"
+    cfg.write_text(f'[service]\nbase_url = "{sandbox.base_url}"\ntoken = "{sandbox.pro.token}"\n'
+                   f'calls_per_minute = 10000\ncreates_per_minute = 10000\n'
+                   f'[store]\nurl = "sqlite:///{tmp_path}/cli.db"\n')
+    rows = sheet_rows(4, bad=False)
+    rows[3]["topic"] = "Billing"
+    sheet = write_csv(tmp_path / "c.csv", rows)
+    bad = tmp_path / "bad.csv"
+    res = await formsync("outreach", str(sheet), "--form", form, "--config", str(cfg), "--dry-run",
+                         "--report", str(bad))
+    assert res.exit_code == 0, res.output
+    out = json.loads(res.output.strip().splitlines()[-1])
+    assert (out["rows"], out["invalid"], out["sent"]) == (4, 1, 0)
+    assert res.output.count("would create") == 3
+    assert await count_requests(client, form) == before
+    assert "Billing" in bad.read_text()
+
+    res = await formsync("outreach", str(sheet), "--form", form, "--config", str(cfg), "--job", "cli",
+                         "--report", str(bad))
+    assert res.exit_code == 0, res.output
+    assert json.loads(res.output.strip().splitlines()[-1])["sent"] == 3
+    res = await formsync("outreach", str(sheet), "--form", form, "--config", str(cfg), "--job", "cli",
+                         "--report", str(bad))
+    out = json.loads(res.output.strip().splitlines()[-1])
+    assert (out["sent"], out["skipped_existing"]) == (0, 3)
+    assert await count_requests(client, form) == before + 3
+
+
+async def test_cli_outreach_refuses_a_missing_or_unsupported_sheet(tmp_path: Path) -> None:
+    res = await formsync("outreach", str(tmp_path / "none.csv"), "--form", "form_x")
+    assert res.exit_code == 2 and "does not exist" in res.output
+    odd = tmp_path / "c.txt"
+    odd.write_text("email\n")
+    res = await formsync("outreach", str(odd), "--form", "form_x")
+    assert res.exit_code == 2 and "unsupported sheet type" in res.output
+
+
+async def test_a_create_refused_by_the_service_is_failed_reported_and_retried_next_run(
+        sandbox: Sandbox, client: FormClient, store: Store, tmp_path: Path) -> None:
+    form = sandbox.pro.forms["Contact"]
+    before = await count_requests(client, form)
+    rows = sheet_rows(3, bad=False)
+    for r in rows:
+        r["expiresAt"] = ""
+    rows[1]["expiresAt"] = "2000-01-01"  # valid syntax, but in the past: only the service can tell
+    sheet = tmp_path / "c.csv"
+    pd.DataFrame(rows).to_csv(sheet, index=False)
+    rep = await run_outreach(client, store, sheet, form, job="f", report_path=tmp_path / "r.csv", progress=False)
+    assert (rep.sent, rep.failed, rep.invalid) == (2, 1, 0)
+    with (tmp_path / "r.csv").open() as fh:
+        lines = list(csv.DictReader(fh))
+    assert len(lines) == 1 and lines[0]["row"] == "3" and "expiresAt" in lines[0]["problem"]
+    with store.session() as s:
+        row = s.exec(select(OutreachRow).where(OutreachRow.row_key == "ext:c-1")).one()
+        assert row.state == "failed" and row.request_id is None and "expiresAt" in (row.error or "")
+    assert await count_requests(client, form) == before + 2
+
+    rows[1]["expiresAt"] = "2099-01-01T00:00:00Z"
+    pd.DataFrame(rows).to_csv(sheet, index=False)
+    again = await run_outreach(client, store, sheet, form, job="f", report_path=tmp_path / "r.csv", progress=False)
+    assert (again.sent, again.failed, again.skipped_existing, again.changed) == (0, 1, 2, 0)
+    assert "expiresAt" in (tmp_path / "r.csv").read_text()  # over 365 days: refused again, still not sent
+    rows[1]["expiresAt"] = ""
+    pd.DataFrame(rows).to_csv(sheet, index=False)
+    third = await run_outreach(client, store, sheet, form, job="f", report_path=tmp_path / "r.csv", progress=False)
+    assert (third.sent, third.failed, third.skipped_existing) == (1, 0, 2)
+    assert await count_requests(client, form) == before + 3
