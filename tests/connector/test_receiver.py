@@ -703,7 +703,8 @@ async def test_formsync_receive_serves_and_stops_gracefully(tmp_path):
 async def test_formsync_receive_refuses_a_missing_config(tmp_path):
     proc = await asyncio.create_subprocess_exec(
         str(FORMSYNC), "receive", "--config", str(tmp_path / "nope.toml"),
-        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
+        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+        env={**os.environ, "COLUMNS": "400"})  # a wide terminal: the message is not wrapped
     _, err = await asyncio.wait_for(proc.communicate(), 60)
     assert proc.returncode == 2 and "does not exist" in err.decode()
 
