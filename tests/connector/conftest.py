@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 import secrets
 from collections.abc import Iterator
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import psycopg
@@ -60,3 +61,40 @@ def db_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
         conn.execute("DROP SCHEMA public CASCADE")
         conn.execute("CREATE SCHEMA public")
     return url
+
+
+# -- the hosted service (``live`` tests) ---------------------------------------------------------
+
+LIVE_BASE_URL = "FORMSYNC_LIVE_BASE_URL"
+LIVE_TOKEN = "FORMSYNC_LIVE_TOKEN"
+
+
+@dataclass(frozen=True)
+class Target:
+    """A service a ``live`` test talks to: the sandbox of this run, or the hosted service."""
+
+    name: str
+    base_url: str
+    token: str = field(repr=False)
+
+
+def live_target() -> Target:
+    """The hosted service named by FORMSYNC_LIVE_BASE_URL and FORMSYNC_LIVE_TOKEN; the
+    test is skipped when neither is set, and fails when only one is."""
+    base_url, token = os.environ.get(LIVE_BASE_URL, ""), os.environ.get(LIVE_TOKEN, "")
+    if not base_url and not token:
+        pytest.skip(f"hosted-service run skipped: set {LIVE_BASE_URL} and {LIVE_TOKEN} to run it "
+                    f"(the sandbox run of this test is not skipped)")
+    if not base_url or not token:
+        missing = LIVE_TOKEN if base_url else LIVE_BASE_URL
+        pytest.fail(f"{missing} is not set: a live run needs both {LIVE_BASE_URL} and {LIVE_TOKEN}")
+    return Target("live", base_url.rstrip("/"), token)
+
+
+@pytest.fixture(params=["sandbox", "live"])
+def target(request: pytest.FixtureRequest) -> Target:
+    """Runs a test on the sandbox (always) and on the hosted service (when configured)."""
+    if request.param == "live":
+        return live_target()
+    sandbox = request.getfixturevalue("sandbox")
+    return Target("sandbox", sandbox.base_url, sandbox.pro.token)
