@@ -377,8 +377,11 @@ class Receiver:
             raise ValueError(f"max_batch must be between 1 and 100000, got {max_batch}")
         self.store, self.settings, self.now = store, settings, now
         if settings.scheme == "custom":
+            custom_scheme = custom_scheme or settings.custom
             if custom_scheme is None:
-                raise ValueError('receiver scheme "custom" needs a CustomScheme (custom_scheme=...)')
+                raise ValueError('receiver scheme "custom" needs its definition: a [receiver.custom] table in the '
+                                 'settings (signature_header, prefix, encoding, digest, template, ...) or '
+                                 'custom_scheme=CustomScheme(...)')
             self.scheme: Scheme = custom_scheme
         else:
             self.scheme = settings.scheme
@@ -500,8 +503,8 @@ def create_receiver_app(store: Store, settings: ReceiverSettings, *, custom_sche
                         ) -> web.Application:
     """An aiohttp application that verifies, stores and acknowledges deliveries (see the
     module docstring for routes and answers). ``store`` must be migrated; the application
-    does not close it. ``custom_scheme`` is required when ``settings.scheme`` is
-    ``"custom"``; ``now`` (unix seconds) replaces the clock used for the signature
+    does not close it. When ``settings.scheme`` is ``"custom"`` the scheme is
+    ``custom_scheme``, else ``settings.custom`` (one is required); ``now`` (unix seconds) replaces the clock used for the signature
     tolerance. Raises ``ValueError`` for a configuration that cannot work (a malformed
     secret, a custom scheme without its definition)."""
     receiver = Receiver(store, settings, custom_scheme=custom_scheme, max_batch=max_batch, now=now)

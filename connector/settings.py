@@ -16,6 +16,8 @@ from pydantic_settings import (
     TomlConfigSettingsSource,
 )
 
+from .signing import CustomScheme
+
 
 class Section(BaseModel):
     model_config = ConfigDict(extra="forbid")
@@ -47,6 +49,8 @@ class ReceiverSettings(Section):
     webhook_secrets: list[SecretStr] = []
     tolerance_seconds: int = Field(300, ge=0)
     max_body_bytes: int = Field(1024 * 1024, ge=1024)
+    # The scheme of senders that sign otherwise, used when scheme = "custom" ([receiver.custom]).
+    custom: CustomScheme | None = None
 
 
 class StoreSettings(Section):

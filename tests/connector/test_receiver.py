@@ -647,6 +647,19 @@ async def test_custom_scheme_needs_its_definition(sqlite_store):
         assert (await rx.post(body, custom_headers(GITHUB, "It's a Secret to Everybody", body), "webhooks"))[0] == 200
 
 
+async def test_a_custom_scheme_from_the_settings(sqlite_store):
+    secret = "It's a Secret to Everybody"
+    rs = ReceiverSettings.model_validate({"scheme": "custom", "webhook_secrets": [secret], "custom": {
+        "name": "github", "signature_header": "X-Hub-Signature-256", "prefix": "sha256="}})
+    async with running(sqlite_store, rs) as rx:
+        body = encode(envelope("evt_cfg"))
+        assert (await rx.post(body, custom_headers(GITHUB, secret, body), "webhooks"))[0] == 200
+        other = encode(envelope("evt_hosted"))
+        status, answer, _ = await rx.post(other, signed(other, secret), "webhooks")
+        assert status == 401 and answer["error"]["details"]["reason"] == "missing_header"
+    assert [r.id for r in rows(sqlite_store, RawEvent)] == ["evt_cfg"]
+
+
 def test_an_unusable_secret_is_refused_at_startup(sqlite_store):
     with pytest.raises(ValueError, match="unusable"):
         create_receiver_app(sqlite_store, receiver_settings(scheme="standard", webhook_secrets=["whsec_!!notb64"]))
