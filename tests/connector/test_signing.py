@@ -150,6 +150,70 @@ def test_hosted_missing_header():
     assert FORMSTEP_SIGNATURE_HEADER in result.detail and LEGACY_SIGNATURE_HEADER in result.detail
 
 
+# A vector produced by the sandbox's own signer (formservice.delivery.sign) over a body
+# encoded as the sandbox encodes deliveries (compact JSON, UTF-8, not ASCII-escaped),
+# frozen here; the sandbox is checked to still produce it.
+SANDBOX_SECRET = "whsec_" + "5a" * 32
+SANDBOX_T = 1777629600
+SANDBOX_BODY = ('{"id":"evt_sandboxvector000000001","type":"request.canceled","createdAt":"2026-05-01T10:00:00.000Z",'
+                '"apiVersion":"2026-09-24","test":false,"data":{"request":{"id":"req_sandboxvector000000001",'
+                '"status":"canceled","cancelReason":"Zurückgezogen"}}}').encode()
+SANDBOX_HEADER = "t=1777629600,sha256=50f8b4808c68c335c170c08d1872ca14ee34a1de069130e4b614588195265d8c"
+
+
+def test_sandbox_vector():
+    from formservice.delivery import sign as sandbox_sign
+
+    assert sandbox_sign(SANDBOX_SECRET, SANDBOX_BODY, SANDBOX_T) == SANDBOX_HEADER, "the sandbox signs as frozen"
+    assert sign_formstep(SANDBOX_SECRET, SANDBOX_BODY, SANDBOX_T) == SANDBOX_HEADER
+    assert verify(hosted_headers(SANDBOX_HEADER), SANDBOX_BODY, SANDBOX_SECRET, now=SANDBOX_T + 299).ok
+    ascii_escaped = SANDBOX_BODY.replace("ü".encode(), b"\\u00fc")
+    assert_fails(verify(hosted_headers(SANDBOX_HEADER), ascii_escaped, SANDBOX_SECRET, now=SANDBOX_T),
+                 Reason.SIGNATURE_MISMATCH)
+
+
+async def test_real_sandbox_deliveries_verify(sandbox):
+    """Deliveries the sandbox sends over HTTP (a completion and a cancellation callback
+    with the workspace secret, a replay signed again, a subscription delivery
+    with its own secret) verify with the right secret only, and not once changed."""
+    from tests.spec.test_webhooks import Receiver
+
+    form = sandbox.pro.forms["Contact"]
+    sub_secret = "whsec_" + "9d" * 32
+    async with Receiver() as catcher:
+        assert (await sandbox.rpc("webhooks.create", {"formId": form, "targetUrl": catcher.url("webhooks"),
+                                                      "provider": "n8n", "signingSecret": sub_secret})).status == 200
+        ids = []
+        for _ in range(2):
+            r = await sandbox.rpc("requests.create", {"formId": form, "callbackUrl": catcher.url("callbacks")})
+            assert r.status == 200, r.body
+            ids.append(r.data["id"])
+        assert (await sandbox.helper("requests.complete", {"requestId": ids[0], "answers": {
+            "name": "Zoë Ünal", "email": "zoe@example.test"}})).status == 200
+        assert (await sandbox.rpc("requests.cancel", {"requestId": ids[1], "reason": "Zurückgezogen"})).status == 200
+        link = await sandbox.rpc("shareLinks.create", {"formId": form})
+        assert (await sandbox.helper("shareLinks.submit", {"url": link.data["url"], "answers": {
+            "name": "Ada", "email": "ada@example.test"}})).status == 200
+        await sandbox.helper("deliveries.flush")
+        await catcher.wait("callbacks", 2)
+        assert (await sandbox.rpc("requests.replayCallback", {"requestId": ids[0]})).status == 200
+        await sandbox.helper("deliveries.flush")
+        callbacks = await catcher.wait("callbacks", 3)
+        [webhook] = await catcher.wait("webhooks", 1)
+    assert sorted(h.json["type"] for h in callbacks) == ["request.canceled", "request.completed", "request.completed"]
+    for hit, secret in [*((h, sandbox.pro.signing_secret) for h in callbacks), (webhook, sub_secret)]:
+        result = verify(hit.headers, hit.body, [OTHER_SECRET_FOR_ROTATION, secret])
+        assert result.ok and result.secret_index == 1, (hit.path, result)
+        assert hit.headers[FORMSTEP_EVENT_ID_HEADER] == hit.json["id"]
+        assert_fails(verify(hit.headers, hit.body, OTHER_SECRET_FOR_ROTATION), Reason.SIGNATURE_MISMATCH)
+        assert_fails(verify(hit.headers, hit.body[:-1] + b" }", secret), Reason.SIGNATURE_MISMATCH)
+    completed = [h for h in callbacks if h.json["type"] == "request.completed"]
+    assert len({h.json["id"] for h in completed}) == 1, "a replay keeps the event id"
+
+
+OTHER_SECRET_FOR_ROTATION = "whsec_" + "01" * 32
+
+
 def test_formstep_headers_carry_event_id_and_type():
     headers = formstep_headers(HOSTED_SECRET, HOSTED_BODY, HOSTED_T, event_id="evt_01example", event_type="request.completed")
     assert headers[FORMSTEP_SIGNATURE_HEADER] == HOSTED_HEADER
