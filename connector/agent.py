@@ -12,9 +12,11 @@ failure result.
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import json
 import mimetypes
+import time
 from contextlib import AsyncExitStack
 from pathlib import Path
 from typing import Any
@@ -26,6 +28,11 @@ from mcp.types import TextContent
 from pydantic import SecretStr
 
 from .errors import FormsyncError, TransportError
+from .pacing import Clock, Pacer, Sleep, shared_pacer, token_key
+
+# Tools that also count against the service's creates limit (as requests.create and
+# documents.create do on the JSON-RPC endpoint).
+CREATE_TOOLS = frozenset({"request_create", "document_create"})
 
 
 class AgentToolError(FormsyncError):
@@ -46,15 +53,26 @@ class AgentToolError(FormsyncError):
 
 class AgentClient:
     """One initialized MCP session with ``{base_url}/api/mcp``. The token is a SecretStr
-    and never appears in a repr or an error."""
+    and never appears in a repr or an error.
 
-    def __init__(self, base_url: str, token: str | SecretStr, *, timeout: float = 30.0) -> None:
-        self.url = base_url.rstrip("/") + "/api/mcp"
+    Tool calls spend the same per-token budget as JSON-RPC calls, so they wait for the
+    token's shared pacer (see :func:`connector.pacing.shared_pacer`): a FormClient and an
+    AgentClient of one token in one event loop never exceed ``calls_per_minute`` calls,
+    or ``creates_per_minute`` creates, together in any 60-second window."""
+
+    def __init__(self, base_url: str, token: str | SecretStr, *, timeout: float = 30.0,
+                 calls_per_minute: int = 120, creates_per_minute: int = 60,
+                 clock: Clock = time.monotonic, sleep: Sleep = asyncio.sleep) -> None:
+        self.base_url = base_url.rstrip("/")
+        self.url = self.base_url + "/api/mcp"
         self._token = token if isinstance(token, SecretStr) else SecretStr(token)
         self._timeout = timeout
+        self._limits = (calls_per_minute, creates_per_minute)
+        self._clock, self._sleep = clock, sleep
         self._stack: AsyncExitStack | None = None
         self.session: ClientSession | None = None
         self._http: httpx.AsyncClient | None = None
+        self.pacer: Pacer | None = None
 
     def __repr__(self) -> str:
         return f"AgentClient(url={self.url!r}, token=SecretStr('**********'))"
@@ -68,6 +86,8 @@ class AgentClient:
             read, write, _ = await stack.enter_async_context(streamable_http_client(self.url, http_client=self._http))
             self.session = await stack.enter_async_context(ClientSession(read, write))
             await self.session.initialize()
+            self.pacer = shared_pacer(self.base_url, token_key(self._token.get_secret_value()), *self._limits,
+                                      clock=self._clock, sleep=self._sleep)
         except BaseException:
             await stack.aclose()
             raise
@@ -86,7 +106,8 @@ class AgentClient:
 
     async def call(self, tool: str, arguments: dict[str, Any] | None = None) -> dict[str, Any]:
         """Call a tool; return its JSON result, or raise AgentToolError on a failure result."""
-        assert self.session is not None, "use AgentClient as an async context manager"
+        assert self.session is not None and self.pacer is not None, "use AgentClient as an async context manager"
+        await self.pacer.acquire(create=tool in CREATE_TOOLS)
         result = await self.session.call_tool(tool, arguments or {})
         text = next((c.text for c in result.content if isinstance(c, TextContent)), None)
         try:

@@ -13,7 +13,6 @@ that keeps every 60-second window within the limits.
 from __future__ import annotations
 
 import asyncio
-import hashlib
 import json
 import logging
 import random
@@ -27,7 +26,7 @@ import pydantic
 from pydantic import BaseModel, SecretStr
 
 from . import errors, models
-from .pacing import Clock, Pacer, Sleep, shared_pacer
+from .pacing import Clock, Pacer, Sleep, shared_pacer, token_key
 from .settings import ServiceSettings
 
 log = logging.getLogger("formsync.client")
@@ -171,7 +170,7 @@ class FormClient:
     @property
     def token_key(self) -> str:
         """A short hash that identifies the token (to share its pacer) without revealing it."""
-        return hashlib.sha256(self._token.get_secret_value().encode()).hexdigest()[:16]
+        return token_key(self._token.get_secret_value())
 
     @property
     def pacer(self) -> Pacer | None:

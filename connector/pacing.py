@@ -5,6 +5,7 @@ after an idle spell; a log of send times cannot.)"""
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import time
 import weakref
 from collections import deque
@@ -89,6 +90,11 @@ class Pacer:
                 if value < 1:
                     raise ValueError(f"a per-minute limit must be 1 or more, not {value}")
                 window.limit = value
+
+
+def token_key(token: str) -> str:
+    """A short hash that identifies a token (to share its pacer) without revealing it."""
+    return hashlib.sha256(token.encode()).hexdigest()[:16]
 
 
 # Per event loop (tasks of one loop share a pacer safely), per (service, token).

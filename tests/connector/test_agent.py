@@ -7,6 +7,7 @@ import zlib
 import pytest
 
 from connector.agent import AgentClient, AgentToolError
+from connector.client import FormClient
 
 
 def tiny_pdf() -> bytes:
@@ -47,3 +48,36 @@ async def test_a_file_that_is_not_what_it_claims_is_refused_and_not_uploaded(san
         with pytest.raises(Exception, match="HTTP 400"):
             await agent.upload_document(sandbox.pro.forms["Approval"], fake)
     assert sandbox.pro.token not in repr(AgentClient(sandbox.base_url, sandbox.pro.token))
+
+
+async def test_agent_and_rpc_clients_of_one_token_share_one_pacer(sandbox):
+    """Both endpoints spend one per-token budget: tool calls and JSON-RPC calls wait for
+    the same windows, and document_create counts as a create like requests.create."""
+    now = [0.0]
+    slept: list[float] = []
+
+    def clock() -> float:
+        return now[0]
+
+    async def sleep(seconds: float) -> None:  # a minute of waiting takes no real time
+        slept.append(seconds)
+        now[0] += seconds
+
+    limits = {"calls_per_minute": 3, "creates_per_minute": 1, "clock": clock, "sleep": sleep}
+    token = sandbox.pro.token
+    async with FormClient(sandbox.base_url, token, **limits) as fc, \
+            AgentClient(sandbox.base_url + "/", token, **limits) as agent:
+        assert agent.pacer is not None and agent.pacer is fc.pacer
+        pdf = tiny_pdf()
+        await agent.call("document_create", {"formId": sandbox.pro.forms["Approval"], "name": "a.pdf",
+                                             "contentType": "application/pdf", "size": len(pdf)})
+        await fc.me()
+        assert slept == []
+        await fc.create_request(sandbox.pro.forms["Contact"])  # the creates window is full: it waits
+        assert slept == [pytest.approx(60.25)]
+        await agent.call("fields_list", {"formId": sandbox.pro.forms["Contact"]})
+        await fc.me()
+        assert len(slept) == 1
+        await agent.call("fields_list", {"formId": sandbox.pro.forms["Contact"]})  # the 4th call in the window
+        assert slept == [pytest.approx(60.25), pytest.approx(60.25)]
+    assert token not in repr(agent)
