@@ -711,6 +711,57 @@ async def test_formsync_receive_serves_and_stops_gracefully(tmp_path):
         reopened.close()
 
 
+@pytest.mark.slow
+async def test_every_acknowledged_event_survives_kill_9(tmp_path, db_url):
+    """A 2xx is only sent after the commit: events acknowledged by ``formsync receive``
+    are all in the database after the process is killed with SIGKILL under load."""
+    config = tmp_path / "formsync.toml"
+    config.write_text(f'[receiver]\ncallback_secrets = ["{CB_SECRET}"]\n')
+    proc = await asyncio.create_subprocess_exec(
+        str(FORMSYNC), "receive", "--config", str(config), "--port", "0", "--db", db_url,
+        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE, env={**os.environ, "PYTHONUNBUFFERED": "1"})
+    acked: list[str] = []
+    try:
+        line = (await asyncio.wait_for(proc.stdout.readline(), 60)).decode()
+        assert "listening on http://" in line, line + (await proc.stderr.read()).decode()
+        url = line.split("listening on ", 1)[1].split()[0] + "/callbacks"
+        timeout = aiohttp.ClientTimeout(total=10)
+        async with aiohttp.ClientSession(timeout=timeout) as http:
+
+            async def sender(n: int) -> None:
+                for i in range(10_000):
+                    eid = f"evt_k{n:02d}_{i:05d}"
+                    body = encode(envelope(eid))
+                    try:
+                        async with http.post(url, data=body, headers=signed(body)) as resp:
+                            if resp.status == 200:
+                                acked.append(eid)
+                    except (aiohttp.ClientError, TimeoutError):
+                        return  # the receiver is gone
+
+            senders = [asyncio.create_task(sender(n)) for n in range(16)]
+            for _ in range(300):  # until a few hundred events are acknowledged (at most 15 s)
+                if len(acked) >= 300:
+                    break
+                await asyncio.sleep(0.05)
+            proc.kill()
+            await asyncio.wait_for(proc.wait(), 10)
+            await asyncio.wait_for(asyncio.gather(*senders), 30)
+    finally:
+        if proc.returncode is None:
+            proc.kill()
+            await proc.wait()
+    assert len(acked) >= 50, "the receiver acknowledged events before it was killed"
+    reopened = Store(db_url)
+    try:
+        with reopened.reader() as s:
+            stored = set(s.exec(select(RawEvent.id)).all())
+    finally:
+        reopened.close()
+    lost = set(acked) - stored
+    assert not lost, f"{len(lost)} of {len(acked)} acknowledged events are missing after kill -9"
+
+
 async def test_formsync_receive_refuses_a_missing_config(tmp_path):
     proc = await asyncio.create_subprocess_exec(
         str(FORMSYNC), "receive", "--config", str(tmp_path / "nope.toml"),
