@@ -204,13 +204,16 @@ class FormClient:
         this). Waits for the pacer; on RATE_LIMITED waits ``retryAfterMs`` and sends again;
         on a 5xx, a timeout or a connection failure sends again after a jittered backoff
         when the call is safe to repeat, and otherwise raises at once with
-        ``outcome_unknown`` set. Raises the error code's class, or TransportError."""
+        ``outcome_unknown`` set. A CONFLICT or NOT_FOUND answered to such a retry also has
+        ``outcome_unknown`` set: the lost attempt may have done the work (a cancel, a
+        delete). Raises the error code's class, or TransportError."""
         session, pacer = self._ready()
         params = dict(params or {})
         create = method in CREATE_METHODS
         safe = safe_to_repeat(method, params)
         body = json.dumps({"method": method, "params": params}, separators=(",", ":")).encode()
         attempt = 0
+        lost = False  # an attempt failed in a way that leaves open whether it acted
         while True:
             self.stats["paced_seconds"] += await pacer.acquire(create=create)
             self.stats["calls"] += 1
@@ -225,7 +228,11 @@ class FormClient:
                 log.info("%s rate limited; retrying in %.3f s", method, delay)
             except errors.FormsyncError as exc:
                 if not exc.retryable:
+                    if lost and isinstance(exc, errors.Conflict | errors.NotFound):
+                        # e.g. requests.cancel: the lost first attempt canceled it, the retry finds it canceled.
+                        raise exc.after_lost_attempt(method) from None
                     raise
+                lost = True
                 if not safe:
                     raise exc.mark_outcome_unknown(method) from None
                 if attempt >= self.max_retries:

@@ -36,6 +36,16 @@ class FormsyncError(Exception):
                          f"repeating it could act twice, so it was not retried. {how}")
         return self
 
+    def after_lost_attempt(self, method: str) -> FormsyncError:
+        """Say that an earlier attempt of ``method`` failed without an answer and may have
+        taken effect, so this refusal of the retry (a request no longer pending, a folder
+        already gone) may be that earlier attempt's doing rather than a real failure."""
+        self.outcome_unknown = True
+        self.message += (f" An earlier attempt of {method} failed without an answer (a 5xx, a timeout or a "
+                         f"dropped connection) and may have taken effect: this refusal of the retry may be its "
+                         f"result. Check the current state before acting on it.")
+        return self
+
     def gave_up(self, attempts: int) -> FormsyncError:
         """Record that the call was sent ``attempts`` times before this error was kept."""
         self.attempts = attempts

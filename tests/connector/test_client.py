@@ -766,6 +766,22 @@ async def test_create_request_with_key_is_retried_and_deduplicated(sandbox, prox
     assert await requests_with(sandbox, "keyed") == 1
 
 
+async def test_a_refused_retry_after_a_lost_attempt_says_the_outcome_is_unknown(sandbox, proxy):
+    """requests.cancel is safe to repeat, but when its first attempt canceled the request
+    and the answer was lost, the retry is refused (CONFLICT): the error says so."""
+    rid = (await sandbox.rpc("requests.create", {"formId": sandbox.pro.forms["Contact"]})).data["id"]
+    p = await proxy("lost-500", failures=1)
+    sleeps = Sleeps()
+    async with client(sandbox, base_url=p.base_url, sleep=sleeps) as fc:
+        err = await fails(errors.Conflict, fc.cancel_request(rid, reason="Withdrawn"))
+    assert p.hits == 2 and len(sleeps.delays) == 1, "retried once"
+    assert err.outcome_unknown and "may have taken effect" in str(err)
+    assert (await sandbox.rpc("requests.get", {"requestId": rid})).data["status"] == "canceled"
+    async with client(sandbox) as fc:
+        plain = await fails(errors.Conflict, fc.cancel_request(rid))
+    assert not plain.outcome_unknown and "may have taken effect" not in str(plain), "no lost attempt, no caveat"
+
+
 @pytest.mark.parametrize("method", ["create_form", "create_share_link", "create_webhook"])
 async def test_other_creates_are_never_retried(sandbox, proxy, method):
     calls: dict[str, Callable[[FormClient], Awaitable[Any]]] = {
