@@ -334,7 +334,7 @@ async def _ensure_webhooks(w: _World, secret: str) -> None:
     for event_type in WEBHOOK_EVENTS:
         if event_type not in have:
             await w.api.create_webhook(w.form_id, target, WEBHOOK_PROVIDER, event_type=event_type,
-                                          signing_secret=secret)
+                                       signing_secret=secret)
 
 
 async def _track(w: _World, ids: dict[str, str | None]) -> dict[str, RequestRecord]:
