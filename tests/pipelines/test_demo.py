@@ -5,6 +5,7 @@ the body a browser posts, and the demo's own helpers."""
 from __future__ import annotations
 
 import csv
+import io
 import json
 import os
 import re
@@ -17,6 +18,7 @@ import aiohttp
 import openpyxl
 import pandas as pd
 import pytest
+from rich.console import Console
 from sqlalchemy import create_engine, text
 from typer.testing import CliRunner
 
@@ -156,6 +158,33 @@ def test_demo_runs_end_to_end_and_a_second_run_sends_nothing(tmp_path: Path) -> 
         assert printed_count(second.stdout, label) == printed_count(first.stdout, label)
     assert all(p.stat().st_mtime_ns > before[p.name] for p in out.glob("responses.*"))  # written again
     assert len(pd.read_csv(out / "responses.csv")) == summary["submissions_synced"]
+
+
+async def test_an_interrupted_run_is_finished_by_the_next_one(tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+                                                               ) -> None:
+    import pipelines.demo as demo
+
+    answered: list[str] = []
+    real_answer = demo.answer_request
+
+    async def answer_then_stop(http: aiohttp.ClientSession, url: str, choose: Any) -> Any:
+        if len(answered) == 5:
+            raise RuntimeError("power cut")  # the process dies while the sixth recipient answers
+        answered.append(url)
+        return await real_answer(http, url, choose)
+
+    monkeypatch.setattr(demo, "answer_request", answer_then_stop)
+    quiet = Console(file=io.StringIO())
+    with pytest.raises(RuntimeError, match="power cut"):
+        await demo.run_demo(tmp_path, console=quiet, progress=False)
+    assert not (tmp_path / "summary.json").exists()
+
+    monkeypatch.setattr(demo, "answer_request", real_answer)
+    summary = await demo.run_demo(tmp_path, console=quiet, progress=False)
+    assert summary.this_run["requests_created"] == 0 and summary.this_run["answered"] == 14
+    assert (summary.sent, summary.completed, summary.canceled, summary.expired, summary.pending) == (21, 19, 1, 1, 0)
+    assert summary.callbacks_delivered == summary.webhooks_delivered == summary.events_stored == 21
+    assert sandbox_request_count(tmp_path) == 21
 
 
 # -- option errors ----------------------------------------------------------------------
