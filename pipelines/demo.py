@@ -346,17 +346,22 @@ async def _track(w: _World, ids: dict[str, str | None]) -> dict[str, RequestReco
     return records
 
 
-async def _answer(w: _World, records: dict[str, RequestRecord], ids: dict[str, str | None],
-                  advance: Callable[[], None]) -> int:
-    """Answer every pending request of the job through its page, except the ones the demo
-    cancels or lets expire. Returns how many were answered."""
-    done = 0
+def to_answer(records: dict[str, RequestRecord], ids: dict[str, str | None]) -> list[tuple[str, RequestRecord]]:
+    """The (externalId, request) pairs the recipients answer: every pending request of the
+    job but the one the demo cancels and the one it lets expire."""
+    out = []
     for rid, rec in records.items():
         ext = ids.get(rid) or rid
-        if rec.status != "pending" or ext in (CANCEL_EXTERNAL_ID, EXPIRE_EXTERNAL_ID):
-            continue
+        if rec.status == "pending" and ext not in (CANCEL_EXTERNAL_ID, EXPIRE_EXTERNAL_ID):
+            out.append((ext, rec))
+    return out
+
+
+async def _answer(w: _World, todo: list[tuple[str, RequestRecord]], advance: Callable[[], None]) -> int:
+    """Answer each request through its page as its recipient would. Returns how many."""
+    for ext, rec in todo:
         if not rec.url:
-            raise DemoError(f"request {rid} ({ext}) has no url to open")
+            raise DemoError(f"request {rec.id} ({ext}) has no url to open")
         try:
             result = await answer_request(w.http, rec.url, recipient_choices(ext))
         except ValueError as e:
@@ -364,9 +369,8 @@ async def _answer(w: _World, records: dict[str, RequestRecord], ids: dict[str, s
         if not result.thanked:
             raise DemoError(f"the recipient page of {ext} refused the answers (HTTP {result.status}): "
                             f"{' '.join(result.errors.split())[:300]}")
-        done += 1
         advance()
-    return done
+    return len(todo)
 
 
 async def _cancel_and_expire(w: _World, records: dict[str, RequestRecord], ids: dict[str, str | None]
@@ -515,8 +519,8 @@ async def run_demo(out: Path, *, console: Console | None = None, progress: bool 
             ids = job_requests(store)
             records = await _track(w, ids)
         with steps.step(3):
-            pending = sum(1 for r in records.values() if r.status == "pending")
-            this_run["answered"] = await _answer(w, records, ids, steps.sub("recipients", max(pending - 2, 0)))
+            todo = to_answer(records, ids)
+            this_run["answered"] = await _answer(w, todo, steps.sub("recipients", len(todo)))
         with steps.step(4):
             this_run["canceled"], this_run["expired"] = await _cancel_and_expire(w, records, ids)
         with steps.step(5):

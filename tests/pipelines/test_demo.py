@@ -39,6 +39,7 @@ from pipelines.demo import (
     load_state,
     recipient_choices,
     rejected_rows,
+    to_answer,
 )
 from pipelines.outreach import read_sheet
 from pipelines.recipient import answer_request, fill, form_data, parse_page_form
@@ -233,6 +234,17 @@ def test_recipient_choices_are_stable_and_valid() -> None:
     a, b = recipient_choices("CUST-1001"), recipient_choices("CUST-1001")
     assert a == b and a["topic"] in TOPICS and a["message"] in MESSAGES
     assert len({recipient_choices(f"CUST-{n}")["message"] for n in range(1000, 1030)}) > 1
+
+
+def test_to_answer_skips_the_requests_to_cancel_and_expire_and_the_closed_ones() -> None:
+    from connector.models import RequestRecord
+
+    records = {rid: RequestRecord(id=rid, status=status) for rid, status in
+               (("req_a", "pending"), ("req_b", "pending"), ("req_c", "pending"), ("req_d", "completed"),
+                ("req_e", "pending"))}
+    ids = {"req_a": "CUST-1", "req_b": CANCEL_EXTERNAL_ID, "req_c": EXPIRE_EXTERNAL_ID, "req_d": "CUST-2",
+           "req_e": None}
+    assert [(ext, rec.id) for ext, rec in to_answer(records, ids)] == [("CUST-1", "req_a"), ("req_e", "req_e")]
 
 
 def test_external_id_of_reads_only_external_identities() -> None:
