@@ -50,17 +50,9 @@ class SandboxHandle:
 
 async def start_sandbox(data_dir: Path, seed: Path | None = None) -> tuple[web.AppRunner, SandboxHandle]:
     """Start a seeded sandbox on a free loopback port; returns its runner and handle."""
-    from .app import create_app
-    from .sandbox import prepare
-    from .service import Service
+    from .sandbox import start
 
-    service = Service(data_dir)
-    runner = web.AppRunner(create_app(service), access_log=None)
-    await runner.setup()
-    site = web.TCPSite(runner, "127.0.0.1", 0)
-    await site.start()
-    service.base_url = f"http://127.0.0.1:{runner.addresses[0][1]}"
-    creds = prepare(service, data_dir, seed)
+    runner, service, creds = await start(data_dir, seed=seed)
     (data_dir / "credentials.json").write_text(json.dumps(creds, indent=2))
     return runner, SandboxHandle(service.base_url, creds)
 

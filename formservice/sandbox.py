@@ -121,6 +121,21 @@ def prepare(service: Service, data_dir: Path | None, seed_path: Path | str | Non
     return {"baseUrl": service.base_url, **creds}
 
 
+def renew_token(service: Service, workspace_id: str, user_id: str, name: str) -> str:
+    """A new API token for the person in the workspace, valid for the usual lifetime from
+    the service clock's now; tokens of the same ``name`` held by that person there are
+    deleted first. For code that runs the sandbox in-process and moves its clock past a
+    token's lifetime (the helpers need a live token to mint one)."""
+    with service.session() as s:
+        for old in s.exec(select(ApiToken).where(ApiToken.user_id == user_id, ApiToken.workspace_id == workspace_id,
+                                                 ApiToken.name == name)).all():
+            s.delete(old)
+        s.flush()
+        value, _ = auth.create_api_token(s, user_id, workspace_id, name, service.now())
+        s.commit()
+    return value
+
+
 # -- test helpers ------------------------------------------------------------------
 
 
@@ -485,22 +500,34 @@ async def handle(request: web.Request) -> web.Response:
 # -- running -----------------------------------------------------------------------
 
 
+async def start(data_dir: Path, *, host: str = "127.0.0.1", port: int = 0, seed: Path | None = None
+                ) -> tuple[web.AppRunner, Service, dict[str, Any]]:
+    """Start the sandbox in the running event loop (no signal handlers, nothing printed):
+    bind ``host``:``port`` (0 picks a free port), seed ``data_dir`` on first start (or
+    reuse what it holds) and return the runner (``await runner.cleanup()`` stops it), the
+    service and the credentials. ``OSError`` when the port cannot be bound."""
+    from .app import create_app
+
+    service = Service(data_dir)
+    runner = web.AppRunner(create_app(service), handle_signals=False, access_log=None)
+    await runner.setup()
+    try:
+        await web.TCPSite(runner, host, port).start()
+    except BaseException:
+        await runner.cleanup()
+        service.engine.dispose()
+        raise
+    bound = runner.addresses[0][1]
+    shown_host = "127.0.0.1" if host in ("0.0.0.0", "") else host
+    service.base_url = f"http://{shown_host}:{bound}"
+    return runner, service, prepare(service, data_dir, seed)
+
+
 async def serve(host: str, port: int, data_dir: Path, seed: Path | None, credentials_file: Path | None,
                 ready: asyncio.Event | None = None, stop: asyncio.Event | None = None) -> None:
     """Run the sandbox until ``stop`` is set (or SIGINT/SIGTERM): bind, seed on first
     start, write the credentials file, serve."""
-    from .app import create_app
-
-    service = Service(data_dir)
-    app = create_app(service)
-    runner = web.AppRunner(app, handle_signals=False, access_log=None)
-    await runner.setup()
-    site = web.TCPSite(runner, host, port)
-    await site.start()
-    bound = runner.addresses[0][1]
-    shown_host = "127.0.0.1" if host in ("0.0.0.0", "") else host
-    service.base_url = f"http://{shown_host}:{bound}"
-    creds = prepare(service, data_dir, seed)
+    runner, service, creds = await start(data_dir, host=host, port=port, seed=seed)
     if credentials_file is not None:
         credentials_file.parent.mkdir(parents=True, exist_ok=True)
         credentials_file.write_text(json.dumps(creds, indent=2))
