@@ -64,6 +64,13 @@ class Pacer:
         self._clock = clock
         self._sleep = sleep
 
+    def delay(self, create: bool = False) -> float:
+        """Seconds until a send (a create when ``create``) would be admitted, without
+        recording one: lets a caller wait for its turn in a way it can interrupt."""
+        now = self._clock()
+        wait = self.calls.wait(now)
+        return max(wait, self.creates.wait(now)) if create else wait
+
     async def acquire(self, create: bool = False) -> float:
         """Wait until a send fits every window it counts against, record it, and return
         the seconds waited."""

@@ -237,6 +237,41 @@ class SyncCursor(StoreModel, table=True):
     updated_at: int = Field(sa_type=BigInteger)
 
 
+class JobRun(StoreModel, table=True):
+    """One run of a scheduled job (``formsync run``): when it started and finished, how
+    it ended (``running`` until then; ``ok``, ``error``, or ``stopped`` when a shutdown
+    stopped it between rows), its error and a short summary, and the process that ran it."""
+
+    __tablename__ = "formsync_job_runs"
+    __table_args__ = (
+        CheckConstraint("outcome IN ('running', 'ok', 'error', 'stopped')", name="ck_formsync_job_runs_outcome"),
+    )
+
+    id: int | None = Field(default=None, primary_key=True)
+    job_id: str = Field(index=True)
+    kind: str
+    scheduled_at: int | None = Field(default=None, sa_type=BigInteger)  # the fire time the scheduler planned
+    started_at: int = Field(sa_type=BigInteger)
+    finished_at: int | None = Field(default=None, sa_type=BigInteger)
+    outcome: str = "running"
+    error: str | None = Field(default=None, sa_type=Text)
+    summary: str | None = Field(default=None, sa_type=Text)
+    pid: int
+    host: str
+
+
+class SchedulerLease(StoreModel, table=True):
+    """Who may run the scheduler (SQLite; PostgreSQL uses an advisory lock instead): the
+    holder renews ``expires_at``; once it has passed, another process may take over."""
+
+    __tablename__ = "formsync_scheduler_lease"
+
+    name: str = Field(primary_key=True)
+    holder: str
+    acquired_at: int = Field(sa_type=BigInteger)
+    expires_at: int = Field(sa_type=BigInteger)
+
+
 _EVENTS: Table = RawEvent.__table__  # type: ignore[assignment]
 _SUBMISSIONS: Table = SubmissionRow.__table__  # type: ignore[assignment]
 _ANSWERS: Table = AnswerRow.__table__  # type: ignore[assignment]

@@ -345,6 +345,110 @@ def demo(
     render_summary(summary, console)
 
 
+def _settings_for_run(config: Path) -> tuple[Any, dict[str, Any]]:
+    """Settings and checked job params for ``run`` and ``status``; any problem is a clear
+    error naming the job and key, and exit code 2, before anything starts."""
+    from pydantic import ValidationError
+
+    from connector.settings import load_settings
+    from pipelines.jobs import ConfigError, check_jobs, describe_settings_error
+
+    try:
+        settings = load_settings(config)
+    except FileNotFoundError as e:
+        raise typer.BadParameter(str(e), param_hint="--config") from None
+    except ValidationError as e:
+        raise typer.BadParameter(f"invalid settings: {describe_settings_error(e, config)}",
+                                 param_hint="--config") from None
+    try:
+        params = check_jobs(settings)
+    except ConfigError as e:
+        raise typer.BadParameter(str(e), param_hint="--config") from None
+    return settings, params
+
+
+@app.command()
+def run(
+    config: Annotated[Path, typer.Option(help="TOML settings file with the \\[\\[jobs]] to run (see "
+                                              "config/formsync.example.toml); FORMSYNC_* variables win over it.")],
+    lock_poll_seconds: Annotated[float, typer.Option(
+        min=0.1, help="How often a waiting process tries to take over the scheduler (and the leader checks "
+                      "that it still holds it).")] = 5.0,
+    lease_seconds: Annotated[float, typer.Option(
+        min=1, help="SQLite only: how long the scheduler lease lasts without renewal.")] = 30.0,
+    stop_timeout: Annotated[float, typer.Option(
+        min=0, help="On SIGTERM, how long to wait for running jobs before cancelling them.")] = 120.0,
+    verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Log debug detail.")] = False,
+) -> None:
+    """Run the jobs the file declares (its \\[\\[jobs]] tables) on their schedules, and the
+    receiver too when \\[receiver] enabled = true, until SIGTERM or Ctrl-C. Several processes may share one database:
+    one schedules, the others wait and take over when it dies. On SIGTERM a running
+    outreach finishes the row it is sending, and the next run resumes after it.
+
+    Example: [bold]formsync run --config formsync.toml[/bold]
+    """
+    from connector.store import Store
+    from pipelines.scheduler import SchedulerOptions, serve
+
+    logging.basicConfig(level=logging.DEBUG if verbose else logging.INFO,
+                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    settings, _ = _settings_for_run(config)
+    if not settings.jobs and not settings.receiver.enabled:
+        raise typer.BadParameter("nothing to run: the file declares no [[jobs]] and [receiver] enabled is false",
+                                 param_hint="--config")
+    try:
+        store = Store(settings.store.url)
+        store.migrate()
+    except Exception as e:  # SQLAlchemy and Alembic refuse a bad database with many exception types
+        typer.echo(f"error: cannot prepare the database {settings.store.url!r}: {type(e).__name__}: "
+                   f"{str(e).splitlines()[0] if str(e) else ''}", err=True)
+        raise typer.Exit(1) from None
+    options = SchedulerOptions(lock_poll_seconds=lock_poll_seconds, lease_seconds=lease_seconds,
+                               stop_timeout_seconds=stop_timeout)
+    try:
+        asyncio.run(serve(settings, store, options=options,
+                          on_state=lambda state: typer.echo(f"formsync scheduler {state}", err=True),
+                          on_receiver_ready=lambda url: typer.echo(f"formsync receiver listening on {url}",
+                                                                   err=True)))
+    except OSError as e:
+        typer.echo(f"error: cannot listen on {settings.receiver.host}:{settings.receiver.port}: {e}", err=True)
+        raise typer.Exit(1) from None
+    except KeyboardInterrupt:
+        pass
+    finally:
+        store.close()
+
+
+@app.command()
+def status(
+    config: Annotated[Path, typer.Option(help="The TOML settings file that `formsync run` uses.")],
+) -> None:
+    """Show the jobs (schedule, next run, last run and outcome), outreach progress, pending
+    requests, deliveries received and the last errors. Reads the database only.
+
+    Example: [bold]formsync status --config formsync.toml[/bold]
+    """
+    from rich.console import Console
+
+    from connector.store import Store
+    from pipelines.status import collect_status, render_status
+
+    settings, _ = _settings_for_run(config)
+    try:
+        store = Store(settings.store.url)
+    except Exception as e:  # SQLAlchemy refuses an unusable URL with several exception types
+        raise typer.BadParameter(f"unusable database URL: {e}", param_hint="--config") from None
+    try:
+        report = collect_status(settings, store)
+    except Exception as e:  # the database is unreachable
+        typer.echo(f"error: cannot read the database {settings.store.url!r}: {type(e).__name__}: "
+                   f"{str(e).splitlines()[0] if str(e) else ''}", err=True)
+        raise typer.Exit(1) from None
+    finally:
+        store.close()
+    Console().print(render_status(report))
+
+
 def main() -> None:
     app()
 

@@ -4,6 +4,7 @@ sends only what is still missing, with the same idempotency key every time."""
 
 from __future__ import annotations
 
+import asyncio
 import csv
 import hashlib
 import json
@@ -60,6 +61,7 @@ class OutreachReport(BaseModel):
     changed: int
     failed: int
     report_path: Path | None = None
+    stopped: bool = False  # a stop request ended the run between rows; a re-run sends the rest
 
 
 # ======================================================================================
@@ -298,7 +300,8 @@ def _now() -> int:
 async def run_outreach(client: FormClient, store: Store, sheet: Path, form_id: str, *, job: str,
                        mapping: dict[str, str] | None = None, delivery: str = "none",
                        callback_url: str | None = None, dry_run: bool = False, test: bool = False,
-                       report_path: Path | None = None, progress: bool = True) -> OutreachReport:
+                       report_path: Path | None = None, progress: bool = True,
+                       stop: asyncio.Event | None = None) -> OutreachReport:
     """Send one request per valid row of ``sheet`` to ``form_id``. Every row is validated
     against ``fields.list`` first; bad rows go to the CSV report (row numbers as in the
     sheet, header = row 1) and are never sent. Each row is recorded (``pending``) before its
@@ -306,7 +309,11 @@ async def run_outreach(client: FormClient, store: Store, sheet: Path, form_id: s
     the same idempotency key. A row whose content changed under the same identity is
     marked ``changed`` and not sent; a row the service refused (``failed``, nothing sent) is
     sent again, as corrected, on the next run; a later row repeating an earlier row's identity is
-    reported, not sent. ``dry_run`` calls nothing but ``fields.list`` and prints the plan."""
+    reported, not sent. ``dry_run`` calls nothing but ``fields.list`` and prints the plan.
+
+    ``stop`` asks for a graceful end: the row being sent is finished and recorded, no
+    further row is sent (a wait for the rate window is cut short), and the report says
+    ``stopped``. Rows not sent have no request recorded, so the next run sends them."""
     rows = read_sheet(sheet)
     fields = (await client.list_fields(form_id)).items
     problems: list[tuple[int, Problem]] = []
@@ -332,6 +339,7 @@ async def run_outreach(client: FormClient, store: Store, sheet: Path, form_id: s
     _write_report(report_path, problems)
 
     sent = skipped = changed = failed = 0
+    stopped = False
     if not dry_run:
         now = _now()
         with store.session() as s:
@@ -348,6 +356,9 @@ async def run_outreach(client: FormClient, store: Store, sheet: Path, form_id: s
     started = time.monotonic()
     try:
         for number, params in good:
+            if stop is not None and stop.is_set():
+                stopped = True
+                break
             if bar is not None and task is not None:
                 done = bar.tasks[0].completed + 1
                 bar.update(task, advance=1, rate=f"{done / max(time.monotonic() - started, 1e-3):.1f} rows/s")
@@ -378,6 +389,10 @@ async def run_outreach(client: FormClient, store: Store, sheet: Path, form_id: s
                     skipped += 1
                     continue
                 rec.attempts += 1
+            if stop is not None and await _stopped_while_waiting(client, stop):
+                # Recorded as pending with no request: the next run sends it, same key.
+                stopped = True
+                break
             try:
                 created = await client.create_request(
                     form_id, recipient=params.recipient or {}, **_optional(params, delivery, callback_url, test),
@@ -401,7 +416,20 @@ async def run_outreach(client: FormClient, store: Store, sheet: Path, form_id: s
     if failed:
         _write_report(report_path, problems)
     return OutreachReport(rows=len(rows), sent=sent, skipped_existing=skipped, invalid=invalid, changed=changed,
-                          failed=failed, report_path=report_path)
+                          failed=failed, report_path=report_path, stopped=stopped)
+
+
+async def _stopped_while_waiting(client: FormClient, stop: asyncio.Event) -> bool:
+    """Wait until the client's pacer would admit a create, unless ``stop`` is set first;
+    True when stopped (then nothing of the next row has been recorded or sent)."""
+    pacer = client.pacer
+    delay = pacer.delay(create=True) if pacer is not None else 0.0
+    if delay > 0 and not stop.is_set():
+        try:
+            await asyncio.wait_for(stop.wait(), delay)
+        except TimeoutError:
+            pass
+    return stop.is_set()
 
 
 def _optional(params: RowParams, delivery: str, callback_url: str | None, test: bool) -> dict[str, Any]:

@@ -1,0 +1,195 @@
+"""The jobs of ``formsync run``, checked before anything starts: the params each kind
+takes (named as the options of the matching ``formsync`` command), its trigger, and a
+one-line summary of what a run did. Pure functions: no I/O here."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import tomllib
+from datetime import datetime
+from pathlib import Path
+from typing import Any, Literal
+
+from apscheduler.triggers.base import BaseTrigger
+from apscheduler.triggers.cron import CronTrigger
+from apscheduler.triggers.interval import IntervalTrigger
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from connector.settings import JobSettings, Settings
+
+KINDS: tuple[str, ...] = ("outreach", "poll", "sync", "export")
+# Jobs that talk to the service and so need [service] token.
+NEEDS_TOKEN = frozenset({"outreach", "poll", "sync"})
+
+
+class ConfigError(ValueError):
+    """A configuration the scheduler refuses: the message names the job and the key."""
+
+
+class _Params(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class OutreachParams(_Params):
+    """``formsync outreach SHEET --form F [--job J] [--test] [--report R]``."""
+
+    sheet: Path
+    form: str = Field(min_length=1)
+    job: str | None = Field(None, min_length=1)  # default: the scheduler job's id
+    test: bool = False
+    report: Path | None = None
+
+    @field_validator("sheet")
+    @classmethod
+    def _sheet_type(cls, v: Path) -> Path:
+        if v.suffix.lower() not in (".csv", ".xlsx", ".xlsm"):
+            raise ValueError(f"unsupported sheet type {v.suffix!r}; use .csv or .xlsx")
+        return v
+
+
+class PollParams(_Params):
+    """``formsync poll [--form F]``."""
+
+    form: str | None = Field(None, min_length=1)
+
+
+class SyncParams(_Params):
+    """``formsync sync [--form F] [--full] [--drafts]``; without ``form``, every form of
+    ``service.workspace_id`` (or of the token's workspace)."""
+
+    form: str | None = Field(None, min_length=1)
+    full: bool = False
+    drafts: bool = False
+
+
+class ExportParams(_Params):
+    """``formsync export --format F --out O [--table T] [--form F] [--since S] [--status S] [--display]``."""
+
+    format: Literal["csv", "xlsx", "parquet"]
+    out: Path
+    table: Literal["wide", "long", "requests", "all"] = "wide"
+    form: str | None = Field(None, min_length=1)
+    since: datetime | None = None
+    status: Literal["pending", "completed", "expired", "canceled"] | None = None
+    display: bool = False
+
+
+PARAMS: dict[str, type[_Params]] = {"outreach": OutreachParams, "poll": PollParams, "sync": SyncParams,
+                                    "export": ExportParams}
+
+
+def _accepted(model: type[_Params]) -> str:
+    req = [n for n, f in model.model_fields.items() if f.is_required()]
+    opt = [n for n, f in model.model_fields.items() if not f.is_required()]
+    return f"required: {', '.join(req) or 'none'}; optional: {', '.join(opt) or 'none'}"
+
+
+def parse_params(job: JobSettings) -> _Params:
+    """The job's params as its kind's model, or a ``ConfigError`` naming the job, the
+    param and what is accepted."""
+    model = PARAMS[job.kind]
+    try:
+        params = model.model_validate(job.params)
+    except ValidationError as e:
+        err = e.errors()[0]
+        key = ".".join(str(p) for p in err["loc"]) or "params"
+        if err["type"] == "missing":
+            what = f"missing param {key!r}"
+        elif err["type"] == "extra_forbidden":
+            what = f"unknown param {key!r}"
+        else:
+            what = f"param {key!r}: {err['msg']} (got {err.get('input')!r})"
+        raise ConfigError(f"job {job.id!r} ({job.kind}): {what}; {_accepted(model)}") from None
+    if isinstance(params, ExportParams):
+        if params.table == "all" and params.format != "xlsx":
+            raise ConfigError(f"job {job.id!r} (export): param 'table' = 'all' writes one sheet per table "
+                              f"and needs format 'xlsx', got {params.format!r}")
+        if params.status is not None and params.table not in ("requests", "all"):
+            raise ConfigError(f"job {job.id!r} (export): param 'status' filters requests: use it with table "
+                              f"'requests' or 'all', not {params.table!r}")
+    return params
+
+
+def trigger_for(job: JobSettings) -> BaseTrigger:
+    """The job's trigger: a crontab expression (five fields: minute hour day month
+    day-of-week, in UTC) or a fixed interval. A bad cron string is a ``ConfigError``."""
+    if job.cron is not None:
+        try:
+            return CronTrigger.from_crontab(job.cron, timezone="UTC")
+        except ValueError as e:
+            raise ConfigError(f"job {job.id!r}: bad cron {job.cron!r}: {e}; expected five fields "
+                              f"'minute hour day month day-of-week', e.g. '0 2 * * *'") from None
+    assert job.interval_seconds is not None  # JobSettings demands one of the two
+    return IntervalTrigger(seconds=job.interval_seconds, timezone="UTC")
+
+
+def schedule_text(job: JobSettings) -> str:
+    """How the job's schedule reads in ``formsync status``."""
+    return f"cron {job.cron}" if job.cron is not None else f"every {job.interval_seconds} s"
+
+
+def fingerprint(job: JobSettings) -> str:
+    """A hash of everything that defines the job: a stored job with the same fingerprint
+    keeps its persisted next run time across restarts; a changed one is rescheduled."""
+    text = json.dumps(job.model_dump(mode="json"), sort_keys=True, default=str)
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def check_jobs(settings: Settings) -> dict[str, _Params]:
+    """Every job's params and trigger checked: job id -> params. The first problem is a
+    ``ConfigError``."""
+    out: dict[str, _Params] = {}
+    for job in settings.jobs:
+        out[job.id] = parse_params(job)
+        trigger_for(job)
+        if job.kind in NEEDS_TOKEN and settings.service.token is None:
+            raise ConfigError(f"job {job.id!r} ({job.kind}) talks to the service, but service.token is not set: "
+                              f"put it in the [service] section or in FORMSYNC_SERVICE__TOKEN")
+    return out
+
+
+def describe_settings_error(error: ValidationError, config: Path | None) -> str:
+    """A settings ``ValidationError`` as lines naming each bad key; a problem inside
+    ``[[jobs]]`` names the job by its id (read from the file) instead of its position."""
+    ids: list[Any] = []
+    if config is not None:
+        try:
+            ids = [j.get("id") if isinstance(j, dict) else None
+                   for j in tomllib.loads(config.read_text()).get("jobs", [])]
+        except (OSError, tomllib.TOMLDecodeError, AttributeError):
+            ids = []
+    lines = []
+    for err in error.errors():
+        loc = list(err["loc"])
+        where = ".".join(str(p) for p in loc)
+        if len(loc) >= 2 and loc[0] == "jobs" and isinstance(loc[1], int):
+            name = ids[loc[1]] if loc[1] < len(ids) and ids[loc[1]] else f"#{loc[1] + 1}"
+            key = ".".join(str(p) for p in loc[2:]) or "(the job)"
+            where = f"job {name!r}: {key}"
+        msg = err["msg"].removeprefix("Value error, ")
+        lines.append(f"{where}: {msg}" + (f" (got {err['input']!r})" if err["type"] != "missing"
+                                          and not isinstance(err.get("input"), dict) else ""))
+    return "; ".join(lines)
+
+
+def summarise(kind: str, report: BaseModel) -> str:
+    """One short line saying what a run did, from its report."""
+    r: Any = report
+    if kind == "outreach":
+        text = (f"sent {r.sent}, already sent {r.skipped_existing}, invalid {r.invalid}, failed {r.failed}, "
+                f"changed {r.changed} of {r.rows} rows")
+        return text + (" (stopped early)" if getattr(r, "stopped", False) else "")
+    if kind == "poll":
+        return (f"pending {r.pending_before}: completed {r.completed}, expired {r.expired}, "
+                f"canceled {r.canceled}, still pending {r.still_pending}, {r.calls} calls")
+    if kind == "sync":
+        forms = getattr(r, "forms", None)
+        if forms is None:
+            return f"form {r.form_id}: fetched {r.fetched}, written {r.written}, {r.calls} calls"
+        return (f"{len(forms)} forms: fetched {sum(f.fetched for f in forms)}, "
+                f"written {sum(f.written for f in forms)}, {r.calls} calls")
+    if kind == "export":
+        rows = ", ".join(f"{k} {v}" for k, v in r.rows.items())
+        return f"wrote {r.path} ({rows} rows)"
+    return str(report)[:200]

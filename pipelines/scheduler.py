@@ -1,0 +1,311 @@
+"""``formsync run``: the configured ``[[jobs]]`` on APScheduler 3 (``AsyncIOScheduler``),
+with the receiver in the same process when ``[receiver] enabled`` is set.
+
+* Jobs live in a persistent job store (``SQLAlchemyJobStore``, table
+  ``apscheduler_formsync_jobs``) in the store's own database, with explicit ids,
+  ``coalesce``, ``max_instances = 1`` and the job's misfire grace time. The config is the
+  source of truth: on start, a stored job whose definition is unchanged keeps its
+  persisted next run time; a changed one is rescheduled; one no longer configured is
+  removed.
+* One scheduler acts per database (see ``pipelines.leader``): the others serve their
+  receiver, poll for the lock and take over when the leader dies.
+* Every run is recorded in ``formsync_job_runs`` (start, end, outcome, error, summary,
+  pid) for ``formsync status``.
+* SIGTERM or SIGINT: no new run starts; a running outreach finishes the row it is
+  sending and stops (its rows' states are in the store, so the next run resumes); other
+  runs finish; then the process exits.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import signal
+import socket
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import UTC
+from typing import Any
+
+from apscheduler.events import EVENT_JOB_MISSED, EVENT_JOB_SUBMITTED, JobEvent, JobSubmissionEvent
+from apscheduler.jobstores.sqlalchemy import SQLAlchemyJobStore
+from apscheduler.schedulers.asyncio import AsyncIOScheduler
+from pydantic import BaseModel
+from sqlalchemy import update
+
+from connector.client import FormClient
+from connector.settings import JobSettings, Settings
+from connector.store import JobRun, Store
+
+from .export import export
+from .jobs import (
+    ExportParams,
+    OutreachParams,
+    PollParams,
+    SyncParams,
+    check_jobs,
+    fingerprint,
+    summarise,
+    trigger_for,
+)
+from .leader import LeaderLock, leader_lock
+from .outreach import run_outreach
+from .poll import poll_once
+from .sync import sync_all, sync_form
+
+log = logging.getLogger("formsync.scheduler")
+# Not "formsync_*": the store's migrations own those names; APScheduler creates this one.
+JOBSTORE_TABLE = "apscheduler_formsync_jobs"
+SUMMARY_MAX = 500
+
+
+@dataclass
+class SchedulerOptions:
+    """How often a waiting process tries for the lock (and the leader checks it still
+    holds it), the lease length on SQLite, and how long a shutdown waits for running jobs
+    before cancelling them."""
+
+    lock_poll_seconds: float = 5.0
+    lease_seconds: float = 30.0
+    stop_timeout_seconds: float = 120.0
+
+
+def _now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+@dataclass
+class JobRuntime:
+    """What the job runs of one leading term share: the settings, the store, the checked
+    params, a stop signal and the running tasks."""
+
+    settings: Settings
+    store: Store
+    params: dict[str, Any]
+    stopping: asyncio.Event = field(default_factory=asyncio.Event)
+    running: set[asyncio.Task[Any]] = field(default_factory=set)
+    scheduled: dict[str, int] = field(default_factory=dict)  # job id -> planned fire time of the next run
+
+    @property
+    def jobs(self) -> dict[str, JobSettings]:
+        return {j.id: j for j in self.settings.jobs}
+
+    def on_submitted(self, event: JobSubmissionEvent) -> None:
+        # Fires just before the run's coroutine starts: keep its planned time for the record.
+        if event.scheduled_run_times:
+            self.scheduled[event.job_id] = int(event.scheduled_run_times[-1].timestamp() * 1000)
+
+    def mark_interrupted(self) -> int:
+        """Runs still marked running belong to a scheduler that died (only the lock holder
+        runs jobs): record them as errors. Returns how many."""
+        with self.store.session() as s:
+            res = s.exec(update(JobRun).where(JobRun.outcome == "running").values(  # type: ignore[call-overload]
+                outcome="error", finished_at=_now_ms(),
+                error="interrupted: the scheduler process ended before the run finished"))
+            return int(res.rowcount or 0)
+
+    def _start(self, job: JobSettings) -> int:
+        with self.store.session() as s:
+            run = JobRun(job_id=job.id, kind=job.kind, scheduled_at=self.scheduled.pop(job.id, None),
+                         started_at=_now_ms(), pid=os.getpid(), host=socket.gethostname())
+            s.add(run)
+            s.flush()
+            assert run.id is not None
+            return run.id
+
+    def _finish(self, run_id: int, outcome: str, summary: str | None = None, error: str | None = None) -> None:
+        with self.store.session() as s:
+            run = s.get(JobRun, run_id)
+            if run is not None:
+                run.outcome, run.finished_at = outcome, _now_ms()
+                run.summary = summary[:SUMMARY_MAX] if summary else None
+                run.error = error
+                s.add(run)
+
+    async def execute(self, job_id: str) -> None:
+        """One run of a job, recorded from start to end; an error is recorded, not raised."""
+        job = self.jobs.get(job_id)
+        if job is None:  # removed from the config since it was stored: reconciling removes it
+            log.warning("job %s is not configured any more; skipped", job_id)
+            return
+        run_id = self._start(job)
+        log.info("job %s (%s) started", job.id, job.kind)
+        try:
+            report = await self._dispatch(job, self.params[job.id])
+        except asyncio.CancelledError:
+            self._finish(run_id, "error", error="cancelled: the scheduler stopped before the run finished")
+            raise
+        except Exception as e:  # any failure of a run is recorded for status, and the scheduler goes on
+            log.exception("job %s failed", job.id)
+            self._finish(run_id, "error", error=f"{type(e).__name__}: {e}")
+            return
+        summary = summarise(job.kind, report)
+        outcome = "stopped" if getattr(report, "stopped", False) else "ok"
+        self._finish(run_id, outcome, summary=summary)
+        log.info("job %s %s: %s", job.id, outcome, summary)
+
+    async def _dispatch(self, job: JobSettings, params: Any) -> BaseModel:
+        store, settings = self.store, self.settings
+        if isinstance(params, ExportParams):
+            # Exports are synchronous and may be long: off the loop, so the lock stays renewed.
+            return await asyncio.to_thread(export, store, params.format, params.out, table=params.table,
+                                           form_id=params.form, since=params.since, status=params.status,
+                                           display=params.display)
+        async with FormClient.from_settings(settings.service) as fc:
+            if isinstance(params, OutreachParams):
+                if not params.sheet.is_file():
+                    raise FileNotFoundError(f"sheet {params.sheet} does not exist")
+                name = params.job or job.id
+                out = settings.outreach
+                return await run_outreach(
+                    fc, store, params.sheet, params.form, job=name, mapping=out.mapping, delivery=out.delivery,
+                    callback_url=out.callback_url, test=params.test,
+                    report_path=params.report or out.report_dir / f"{name}-report.csv", progress=False,
+                    stop=self.stopping)
+            if isinstance(params, PollParams):
+                return await poll_once(fc, store, form_id=params.form)
+            if isinstance(params, SyncParams):
+                if params.form is not None:
+                    return await sync_form(fc, store, params.form, full=params.full, include_drafts=params.drafts)
+                ws = settings.service.workspace_id or (await fc.list_workspaces())[0].id
+                return await sync_all(fc, store, ws, full=params.full, include_drafts=params.drafts)
+        raise AssertionError(f"unknown job params {type(params).__name__}")
+
+
+_active: JobRuntime | None = None  # the runtime of the scheduler leading in this process
+
+
+async def run_job(job_id: str, fingerprint: str = "") -> None:
+    """What APScheduler calls for every job (stored by reference, with the job id only,
+    so the job store holds nothing but names and times). ``fingerprint`` identifies the
+    job definition the stored job was made from."""
+    rt = _active
+    if rt is None:
+        log.error("job %s fired with no scheduler leading in this process; skipped", job_id)
+        return
+    task = asyncio.current_task()
+    assert task is not None
+    rt.running.add(task)
+    try:
+        await rt.execute(job_id)
+    finally:
+        rt.running.discard(task)
+
+
+def reconcile(scheduler: AsyncIOScheduler, jobs: list[JobSettings]) -> None:
+    """Make the job store hold exactly the configured jobs; an unchanged job keeps its
+    persisted next run time."""
+    stored = {j.id: j for j in scheduler.get_jobs()}
+    for job in jobs:
+        fp = fingerprint(job)
+        old = stored.pop(job.id, None)
+        if old is not None and old.kwargs.get("fingerprint") == fp:
+            continue
+        scheduler.add_job(run_job, trigger_for(job), id=job.id, name=f"{job.kind}:{job.id}", args=[job.id],
+                          kwargs={"fingerprint": fp}, replace_existing=True, coalesce=True, max_instances=1,
+                          misfire_grace_time=job.misfire_grace_seconds)
+    for job_id in stored:
+        scheduler.remove_job(job_id)
+
+
+async def _pause(stop: asyncio.Event, seconds: float) -> None:
+    try:
+        await asyncio.wait_for(stop.wait(), seconds)
+    except TimeoutError:
+        pass
+
+
+async def _lead(settings: Settings, store: Store, params: dict[str, Any], lock: LeaderLock, stop: asyncio.Event,
+                options: SchedulerOptions, on_state: Callable[[str], None] | None) -> None:
+    """Schedule the jobs while this process holds the lock and ``stop`` is not set; on
+    the way out, let running jobs finish (``stop_timeout_seconds``) and stop the scheduler."""
+    global _active
+    rt = JobRuntime(settings, store, params)
+    stale = rt.mark_interrupted()
+    if stale:
+        log.warning("%d job run(s) of a previous scheduler were interrupted", stale)
+    scheduler = AsyncIOScheduler(
+        jobstores={"default": SQLAlchemyJobStore(engine=store.engine, tablename=JOBSTORE_TABLE)},
+        job_defaults={"coalesce": True, "max_instances": 1}, timezone=UTC)
+    scheduler.add_listener(rt.on_submitted, EVENT_JOB_SUBMITTED)
+    scheduler.add_listener(lambda e: _missed(e), EVENT_JOB_MISSED)
+    _active = rt
+    scheduler.start(paused=True)
+    try:
+        reconcile(scheduler, settings.jobs)
+        scheduler.resume()
+        log.info("scheduling %d job(s)", len(settings.jobs))
+        if on_state is not None:
+            on_state("leading")
+        check = min(options.lock_poll_seconds, options.lease_seconds / 3)
+        while not stop.is_set():
+            await _pause(stop, check)
+            if not stop.is_set() and not lock.still_held():
+                log.error("lost the scheduler lock; stopping the scheduler here")
+                break
+    finally:
+        scheduler.pause()
+        rt.stopping.set()
+        if rt.running:
+            log.info("waiting for %d running job(s) to stop", len(rt.running))
+            await asyncio.wait(set(rt.running), timeout=options.stop_timeout_seconds)
+        left = set(rt.running)
+        scheduler.shutdown(wait=False)  # cancels what is still running after the timeout
+        if left:
+            await asyncio.wait(left, timeout=5)
+        _active = None
+
+
+def _missed(event: JobEvent) -> None:
+    log.warning("job %s missed its run at %s (past its misfire grace time)", event.job_id,
+                getattr(event, "scheduled_run_time", "?"))
+
+
+async def serve(settings: Settings, store: Store, *, stop: asyncio.Event | None = None,
+                options: SchedulerOptions | None = None, on_state: Callable[[str], None] | None = None,
+                on_receiver_ready: Callable[[str], None] | None = None) -> None:
+    """Run the configured jobs (and the receiver when enabled) until SIGINT, SIGTERM or
+    ``stop``. The store must be migrated. The jobs are checked first (``ConfigError``).
+    ``on_state`` hears ``waiting`` and ``leading``; ``on_receiver_ready`` the receiver's URL."""
+    from connector.receiver import run_receiver
+
+    params = check_jobs(settings)
+    options = options or SchedulerOptions()
+    stop = stop or asyncio.Event()
+    loop = asyncio.get_running_loop()
+    handled: list[int] = []
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        try:
+            loop.add_signal_handler(sig, stop.set)
+            handled.append(sig)
+        except (NotImplementedError, RuntimeError, ValueError):  # not the main thread, or no signals here
+            pass
+    receiver: asyncio.Task[None] | None = None
+    if settings.receiver.enabled:
+        receiver = asyncio.create_task(run_receiver(store, settings.receiver, stop=stop, on_ready=on_receiver_ready))
+    lock = leader_lock(store, lease_seconds=options.lease_seconds)
+    waiting_said = False
+    try:
+        while not stop.is_set():
+            if receiver is not None and receiver.done():
+                break
+            if settings.jobs and await asyncio.to_thread(lock.try_acquire):
+                waiting_said = False
+                await _lead(settings, store, params, lock, stop, options, on_state)
+                continue
+            if settings.jobs and not waiting_said:
+                log.info("another process holds the scheduler lock; waiting to take over")
+                if on_state is not None:
+                    on_state("waiting")
+                waiting_said = True
+            await _pause(stop, options.lock_poll_seconds)
+    finally:
+        lock.release()
+        stop.set()
+        if receiver is not None:
+            await receiver  # raises the receiver's own error (a port in use) if it failed
+        for sig in handled:
+            loop.remove_signal_handler(sig)
+
