@@ -9,8 +9,11 @@ from __future__ import annotations
 import asyncio
 import csv
 import os
+import signal
+import sys
 import time
 from collections.abc import Callable
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -19,9 +22,12 @@ from sqlalchemy import MetaData, Table, select
 from sqlmodel import col
 from typer.testing import CliRunner
 
+from connector.models import Event
 from connector.settings import load_settings
-from connector.store import JobRun, Store
+from connector.store import JobRun, OutreachRow, RequestRow, Store
 from pipelines.cli import app
+from pipelines.jobs import trigger_for
+from pipelines.leader import AdvisoryLock, LeaseLock
 from pipelines.scheduler import JOBSTORE_TABLE, SchedulerOptions, serve
 from tests.conftest import Sandbox
 from tests.connector.conftest import db_url, pg_database  # noqa: F401  (fixtures)
@@ -169,4 +175,229 @@ params = {{ format = "csv", out = "{out}", table = "requests" }}
         stored = dict(s.execute(select(t.c.id, t.c.next_run_time)).all())
     assert set(stored) == {"send", "poll", "sync", "export"}
     assert all(v is not None and v > started for v in stored.values())
+    store.close()
+
+
+def test_reconcile_keeps_unchanged_jobs_and_reschedules_changed_ones(tmp_path: Path) -> None:
+    """The job store across restarts: an unchanged job keeps its persisted next run, a
+    changed one is rescheduled, one no longer configured is removed."""
+    db = f"sqlite:///{tmp_path}/s.db"
+    store = Store(db)
+    store.migrate()
+
+    def cfg(jobs: str) -> Any:
+        path = tmp_path / "r.toml"
+        path.write_text(f'[store]\nurl = "{db}"\n{jobs}')
+        return load_settings(path)
+
+    nightly = '[[jobs]]\nid = "nightly"\nkind = "export"\ncron = "0 2 * * *"\n' \
+              'params = { format = "csv", out = "x.csv" }\n'
+    hourly = '[[jobs]]\nid = "hourly"\nkind = "export"\ncron = "M * * * *"\n' \
+             'params = { format = "parquet", out = "y.parquet" }\n'
+
+    async def start_and_stop(settings: Any) -> dict[str, float]:
+        stop = asyncio.Event()
+        states: list[str] = []
+        task = asyncio.create_task(serve(settings, store, stop=stop, on_state=states.append,
+                                         options=SchedulerOptions(lock_poll_seconds=0.2)))
+        await wait_for(lambda: states == ["leading"], 10, "the scheduler leads")
+        stop.set()
+        await asyncio.wait_for(task, 10)
+        with store.reader() as s:
+            t = Table(JOBSTORE_TABLE, MetaData(), autoload_with=s.connection())
+            return {k: v for k, v in s.execute(select(t.c.id, t.c.next_run_time)).all()}
+
+    first = asyncio.run(start_and_stop(cfg(nightly + hourly.replace("M", "7"))))
+    now = datetime.now(UTC)
+    expected = trigger_for(cfg(nightly).jobs[0]).get_next_fire_time(None, now)
+    assert expected is not None and first["nightly"] == expected.timestamp()
+    assert datetime.fromtimestamp(first["hourly"], UTC).minute == 7
+    # Move the stored nightly run: a restart with the same definition must keep it.
+    with store.session() as s:
+        t = Table(JOBSTORE_TABLE, MetaData(), autoload_with=s.connection())
+        s.execute(t.update().where(t.c.id == "nightly").values(next_run_time=first["nightly"] + 3600 * 24))
+    second = asyncio.run(start_and_stop(cfg(nightly + hourly.replace("M", "9"))))
+    assert second["nightly"] == first["nightly"] + 3600 * 24
+    assert datetime.fromtimestamp(second["hourly"], UTC).minute == 9
+    third = asyncio.run(start_and_stop(cfg(hourly.replace("M", "9"))))
+    assert set(third) == {"hourly"}
+    store.close()
+
+
+# -- one scheduler per database ---------------------------------------------------------------
+
+
+def test_lease_lock_on_sqlite(tmp_path: Path) -> None:
+    store = Store(f"sqlite:///{tmp_path}/l.db")
+    store.migrate()
+    a = LeaseLock(store, ttl_seconds=1.0, holder="a")
+    b = LeaseLock(store, ttl_seconds=1.0, holder="b")
+    assert a.try_acquire() and not b.try_acquire()
+    assert a.still_held() and not b.try_acquire()  # renewing keeps it
+    time.sleep(1.1)  # a stops renewing (dead or hung): the lease expires
+    assert b.try_acquire() and not a.still_held()
+    b.release()
+    assert a.try_acquire()
+    store.close()
+
+
+@pytest.mark.parametrize("db_url", ["postgresql"], indirect=True)
+def test_advisory_lock_on_postgresql(db_url: str) -> None:  # noqa: F811
+    s1, s2 = Store(db_url), Store(db_url)
+    a, b = AdvisoryLock(s1), AdvisoryLock(s2)
+    try:
+        assert a.try_acquire() and not b.try_acquire()
+        assert a.still_held()
+        assert a.conn is not None
+        a.conn.invalidate()  # the holder's session ends (as when its process dies)
+        a.conn = None
+        assert not a.still_held()
+        assert b.try_acquire() and b.still_held()
+        b.release()
+        assert a.try_acquire()
+        a.release()
+    finally:
+        s1.close()
+        s2.close()
+
+
+async def start_run(cfg: Path, tmp_path: Path, tag: str, env: dict[str, str] | None = None
+                    ) -> asyncio.subprocess.Process:
+    """``formsync run`` in a child process (its output in files under tmp_path)."""
+    out = (tmp_path / f"{tag}.out").open("wb")
+    return await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "pipelines.cli", "run", "--config", str(cfg), "--lock-poll-seconds", "0.5",
+        stdout=out, stderr=out, env={**os.environ, **(env or {})})
+
+
+async def ended(proc: asyncio.subprocess.Process, limit: float = 20) -> int:
+    try:
+        return await asyncio.wait_for(proc.wait(), limit)
+    except TimeoutError:
+        proc.kill()
+        await proc.wait()
+        pytest.fail(f"formsync run {proc.pid} did not exit within {limit} s")
+
+
+@pytest.mark.parametrize("db_url", ["postgresql"], indirect=True)
+async def test_two_processes_never_run_a_job_twice_and_the_second_takes_over(
+        fast: Sandbox, db_url: str, tmp_path: Path) -> None:  # noqa: F811
+    form = fast.pro.forms["Contact"]
+    jobs = f"""
+[[jobs]]
+id = "poll"
+kind = "poll"
+interval_seconds = 1
+
+[[jobs]]
+id = "sync"
+kind = "sync"
+interval_seconds = 1
+params = {{ form = "{form}" }}
+"""
+    cfg = config(tmp_path, fast, db_url, jobs)
+    store = Store(db_url)
+    store.migrate()
+    procs = [await start_run(cfg, tmp_path, "one"), await start_run(cfg, tmp_path, "two")]
+    try:
+        await wait_for(lambda: len([r for r in runs(store) if r.outcome == "ok"]) >= 6, 20, "six runs")
+        await asyncio.sleep(1.5)  # the follower has had three chances to take the lock meanwhile
+        pids = {r.pid for r in runs(store)}
+        assert len(pids) == 1 and pids <= {p.pid for p in procs}, pids
+        leader = next(p for p in procs if p.pid in pids)
+        follower = next(p for p in procs if p is not leader)
+        assert follower.returncode is None
+        leader.send_signal(signal.SIGKILL)
+        killed_at = time.time()
+        await ended(leader)
+        took = await wait_for(lambda: any(r.pid == follower.pid for r in runs(store)), 10,
+                              "the follower takes over")
+        # Within one lock poll (0.5 s) plus the first interval (1 s) plus start-up slack.
+        assert took < 4.0
+        first = min(r.started_at for r in runs(store) if r.pid == follower.pid)
+        assert first / 1000 - killed_at < 4.0
+        await wait_for(lambda: len([r for r in runs(store) if r.pid == follower.pid and r.outcome == "ok"]) >= 4,
+                       10, "the follower runs the jobs")
+        follower.send_signal(signal.SIGTERM)
+        assert await ended(follower) == 0
+    finally:
+        for p in procs:
+            if p.returncode is None:
+                p.kill()
+                await p.wait()
+    every = runs(store)
+    assert {r.pid for r in every} == {leader.pid, follower.pid}
+    assert all(r.outcome in ("ok", "error") and r.finished_at is not None for r in every)
+    assert all(r.error.startswith("interrupted") for r in every if r.outcome == "error" and r.error)
+    for job_id in ("poll", "sync"):
+        mine = sorted((r for r in every if r.job_id == job_id), key=lambda r: r.started_at)
+        for a, b in zip(mine, mine[1:], strict=False):
+            assert a.finished_at is not None and b.started_at >= a.finished_at, (job_id, a, b)
+    store.close()
+
+
+# -- SIGTERM in the middle of an outreach, then a restart ------------------------------------------
+
+
+async def test_sigterm_mid_outreach_then_restart_sends_each_row_exactly_once(
+        sandbox: Sandbox, tmp_path: Path) -> None:
+    form = sandbox.pro.forms["Contact"]
+    before = {r["id"] for r in await all_requests(sandbox, form)}
+    # 20 creates a minute: the first 20 rows go at once, then the run waits for the window.
+    assert (await sandbox.helper("limits.set", {"callsPerMinute": 10000, "createsPerMinute": 20})).ok
+    sheet = write_sheet(tmp_path / "contacts.csv", 60)
+    db = f"sqlite:///{tmp_path}/store.db"
+    jobs = f'[[jobs]]\nid = "spring"\nkind = "outreach"\ninterval_seconds = 1\n' \
+           f'params = {{ sheet = "{sheet}", form = "{form}" }}\n'
+    cfg = config(tmp_path, sandbox, db, jobs, creates=20)
+    store = Store(db)
+    store.migrate()
+
+    def sent() -> int:
+        with store.reader() as s:
+            return len(s.execute(select(OutreachRow).where(col(OutreachRow.state) == "sent")).all())
+
+    proc = await start_run(cfg, tmp_path, "first")
+    try:
+        await wait_for(lambda: sent() >= 5, 20, "the outreach has sent five rows")
+        proc.send_signal(signal.SIGTERM)
+        t0 = time.monotonic()
+        assert await ended(proc) == 0
+        assert time.monotonic() - t0 < 5  # a wait for the rate window does not hold up the stop
+    finally:
+        if proc.returncode is None:
+            proc.kill()
+            await proc.wait()
+    (stopped,) = runs(store, "spring")
+    done = sent()
+    assert stopped.outcome == "stopped" and stopped.summary is not None and "(stopped early)" in stopped.summary
+    assert stopped.summary.startswith(f"sent {done}, ")
+    assert 5 <= done < 60
+    # What the store says was sent is exactly what the service holds.
+    created = [r for r in await all_requests(sandbox, form) if r["id"] not in before]
+    with store.reader() as s:
+        rows = list(s.execute(select(OutreachRow)).scalars())
+    assert sorted(r["id"] for r in created) == sorted(r.request_id for r in rows if r.request_id)
+    assert all(r.state == "pending" and r.request_id is None for r in rows if r.state != "sent")
+
+    # The restart resumes: the window is open again, and the rest is sent.
+    assert (await sandbox.helper("limits.set", FAST)).ok
+    proc = await start_run(cfg, tmp_path, "second", env={"FORMSYNC_SERVICE__CREATES_PER_MINUTE": "10000"})
+    try:
+        await wait_for(lambda: any(r.outcome == "ok" for r in runs(store, "spring")), 20, "the resumed run ends")
+        proc.send_signal(signal.SIGTERM)
+        assert await ended(proc) == 0
+    finally:
+        if proc.returncode is None:
+            proc.kill()
+            await proc.wait()
+    resumed = next(r for r in runs(store, "spring") if r.outcome == "ok")
+    assert resumed.summary is not None and resumed.summary.startswith(f"sent {60 - done}, already sent {done}, ")
+    created = [r for r in await all_requests(sandbox, form) if r["id"] not in before]
+    assert len(created) == 60
+    assert sorted(r["externalId"] for r in created) == sorted(f"c-{i}" for i in range(60))
+    with store.reader() as s:
+        rows = list(s.execute(select(OutreachRow)).scalars())
+    assert len(rows) == 60 and all(r.state == "sent" for r in rows)
+    assert sorted(r.request_id for r in rows if r.request_id) == sorted(r["id"] for r in created)
     store.close()
