@@ -252,7 +252,12 @@ def test_advisory_lock_on_postgresql(db_url: str) -> None:  # noqa: F811
         a.conn.invalidate()  # the holder's session ends (as when its process dies)
         a.conn = None
         assert not a.still_held()
-        assert b.try_acquire() and b.still_held()
+        # The server ends the session (and frees the lock) as soon as it sees the close.
+        deadline = time.monotonic() + 5
+        while not b.try_acquire():
+            assert time.monotonic() < deadline, "the lock of a closed session was not released"
+            time.sleep(0.05)
+        assert b.still_held()
         b.release()
         assert a.try_acquire()
         a.release()
@@ -268,6 +273,14 @@ async def start_run(cfg: Path, tmp_path: Path, tag: str, env: dict[str, str] | N
     return await asyncio.create_subprocess_exec(
         sys.executable, "-m", "pipelines.cli", "run", "--config", str(cfg), "--lock-poll-seconds", "0.5",
         stdout=out, stderr=out, env={**os.environ, **(env or {})})
+
+
+async def started(tmp_path: Path, tag: str) -> None:
+    """Wait until the child has started (it says whether it leads or waits); importing
+    takes a while on a busy machine, and that is not what the tests time."""
+    out = tmp_path / f"{tag}.out"
+    await wait_for(lambda: out.exists() and b"formsync scheduler " in out.read_bytes(), 90,
+                   f"formsync run ({tag}) starts")
 
 
 async def ended(proc: asyncio.subprocess.Process, limit: float = 20) -> int:
@@ -300,6 +313,8 @@ params = {{ form = "{form}" }}
     store.migrate()
     procs = [await start_run(cfg, tmp_path, "one"), await start_run(cfg, tmp_path, "two")]
     try:
+        await started(tmp_path, "one")
+        await started(tmp_path, "two")
         await wait_for(lambda: len([r for r in runs(store) if r.outcome == "ok"]) >= 6, 20, "six runs")
         await asyncio.sleep(1.5)  # the follower has had three chances to take the lock meanwhile
         pids = {r.pid for r in runs(store)}
@@ -312,10 +327,10 @@ params = {{ form = "{form}" }}
         await ended(leader)
         took = await wait_for(lambda: any(r.pid == follower.pid for r in runs(store)), 10,
                               "the follower takes over")
-        # Within one lock poll (0.5 s) plus the first interval (1 s) plus start-up slack.
-        assert took < 4.0
+        # One lock poll (0.5 s) plus the first interval (1 s), with slack for a busy machine.
+        assert took < 10.0
         first = min(r.started_at for r in runs(store) if r.pid == follower.pid)
-        assert first / 1000 - killed_at < 4.0
+        assert first / 1000 - killed_at < 10.0
         await wait_for(lambda: len([r for r in runs(store) if r.pid == follower.pid and r.outcome == "ok"]) >= 4,
                        10, "the follower runs the jobs")
         follower.send_signal(signal.SIGTERM)
@@ -359,11 +374,13 @@ async def test_sigterm_mid_outreach_then_restart_sends_each_row_exactly_once(
 
     proc = await start_run(cfg, tmp_path, "first")
     try:
+        await started(tmp_path, "first")
         await wait_for(lambda: sent() >= 5, 20, "the outreach has sent five rows")
         proc.send_signal(signal.SIGTERM)
         t0 = time.monotonic()
         assert await ended(proc) == 0
-        assert time.monotonic() - t0 < 5  # a wait for the rate window does not hold up the stop
+        # Well before the rate window (60 s) would have let the next row go.
+        assert time.monotonic() - t0 < 15
     finally:
         if proc.returncode is None:
             proc.kill()
@@ -384,6 +401,7 @@ async def test_sigterm_mid_outreach_then_restart_sends_each_row_exactly_once(
     assert (await sandbox.helper("limits.set", FAST)).ok
     proc = await start_run(cfg, tmp_path, "second", env={"FORMSYNC_SERVICE__CREATES_PER_MINUTE": "10000"})
     try:
+        await started(tmp_path, "second")
         await wait_for(lambda: any(r.outcome == "ok" for r in runs(store, "spring")), 20, "the resumed run ends")
         proc.send_signal(signal.SIGTERM)
         assert await ended(proc) == 0
@@ -401,3 +419,180 @@ async def test_sigterm_mid_outreach_then_restart_sends_each_row_exactly_once(
     assert len(rows) == 60 and all(r.state == "sent" for r in rows)
     assert sorted(r.request_id for r in rows if r.request_id) == sorted(r["id"] for r in created)
     store.close()
+
+
+# -- configuration errors ---------------------------------------------------------------------------
+
+BAD_JOBS = {
+    "unknown kind": ('[[jobs]]\nid = "mailer"\nkind = "mail"\ninterval_seconds = 5\n',
+                     ["job 'mailer': kind", "'outreach', 'poll', 'sync' or 'export'", "'mail'"]),
+    "cron and interval": ('[[jobs]]\nid = "both"\nkind = "poll"\ncron = "* * * * *"\ninterval_seconds = 5\n',
+                          ["job 'both'", "exactly one of cron or interval_seconds"]),
+    "neither cron nor interval": ('[[jobs]]\nid = "never"\nkind = "poll"\n',
+                                  ["job 'never'", "exactly one of cron or interval_seconds"]),
+    "missing param": ('[[jobs]]\nid = "spring"\nkind = "outreach"\ninterval_seconds = 5\n'
+                      'params = { form = "form_x" }\n',
+                      ["job 'spring' (outreach): missing param 'sheet'", "required: sheet, form"]),
+    "unknown param": ('[[jobs]]\nid = "p"\nkind = "poll"\ninterval_seconds = 5\nparams = { forms = "f" }\n',
+                      ["job 'p' (poll): unknown param 'forms'", "optional: form"]),
+    "bad param value": ('[[jobs]]\nid = "x"\nkind = "export"\ninterval_seconds = 5\n'
+                        'params = { format = "json", out = "a.json" }\n',
+                        ["job 'x' (export): param 'format'", "'csv', 'xlsx' or 'parquet'", "'json'"]),
+    "bad cron": ('[[jobs]]\nid = "nightly"\nkind = "poll"\ncron = "61 2 * * *"\n',
+                 ["job 'nightly': bad cron '61 2 * * *'", "minute hour day month day-of-week"]),
+    "cron with too few fields": ('[[jobs]]\nid = "short"\nkind = "poll"\ncron = "0 2 *"\n',
+                                 ["job 'short': bad cron '0 2 *'"]),
+    "duplicate ids": ('[[jobs]]\nid = "a"\nkind = "poll"\ninterval_seconds = 5\n'
+                      '[[jobs]]\nid = "a"\nkind = "sync"\ninterval_seconds = 5\n',
+                      ["job ids must be unique; repeated: a"]),
+}
+
+
+@pytest.mark.parametrize("case", sorted(BAD_JOBS))
+def test_bad_job_config_is_a_clear_error_and_starts_nothing(case: str, tmp_path: Path) -> None:
+    jobs, fragments = BAD_JOBS[case]
+    db = tmp_path / "store.db"
+    cfg = tmp_path / "bad.toml"
+    cfg.write_text(f'[service]\ntoken = "fb_x"\n[store]\nurl = "sqlite:///{db}"\n{jobs}')
+    for command in ("run", "status"):
+        res = CliRunner().invoke(app, [command, "--config", str(cfg)], env={"COLUMNS": "400"})
+        assert res.exit_code == 2, (command, res.output)
+        text = " ".join(res.output.split())
+        for fragment in fragments:
+            assert fragment in text, (command, fragment, res.output)
+    assert not db.exists()  # nothing was started, not even the database
+
+
+def test_a_job_talking_to_the_service_needs_a_token(tmp_path: Path) -> None:
+    cfg = tmp_path / "c.toml"
+    cfg.write_text(f'[store]\nurl = "sqlite:///{tmp_path}/s.db"\n[[jobs]]\nid = "p"\nkind = "poll"\n'
+                   f'interval_seconds = 5\n')
+    res = CliRunner().invoke(app, ["run", "--config", str(cfg)], env={"COLUMNS": "400"})
+    assert res.exit_code == 2
+    assert "job 'p' (poll) talks to the service, but service.token is not set" in " ".join(res.output.split())
+
+
+def test_run_with_nothing_to_do_is_an_error(tmp_path: Path) -> None:
+    cfg = tmp_path / "c.toml"
+    cfg.write_text(f'[store]\nurl = "sqlite:///{tmp_path}/s.db"\n')
+    res = CliRunner().invoke(app, ["run", "--config", str(cfg)], env={"COLUMNS": "400"})
+    assert res.exit_code == 2 and "nothing to run" in res.output
+
+
+# -- formsync status ----------------------------------------------------------------------------
+
+
+def table_row(output: str, first: str) -> list[str]:
+    """The cells of the table row whose first cell is ``first``."""
+    for line in output.splitlines():
+        cells = [c.strip() for c in line.strip().strip("│┃").split("│")]
+        if cells and cells[0] == first:
+            return cells
+    raise AssertionError(f"no row {first!r} in:\n{output}")
+
+
+def test_status_on_an_empty_database(tmp_path: Path) -> None:
+    db = tmp_path / "none.db"
+    cfg = tmp_path / "c.toml"
+    cfg.write_text(f'[store]\nurl = "sqlite:///{db}"\n[[jobs]]\nid = "nightly"\nkind = "export"\n'
+                   f'cron = "0 2 * * *"\nparams = {{ format = "csv", out = "a.csv" }}\n')
+    res = CliRunner().invoke(app, ["status", "--config", str(cfg)], env={"COLUMNS": "400"})
+    assert res.exit_code == 0, res.output
+    assert table_row(res.output, "nightly")[1:7] == ["export", "cron 0 2 * * *", "-", "-", "-", "0"]
+    assert table_row(res.output, "pending requests")[1] == "0"
+    assert table_row(res.output, "deliveries received")[1:3] == ["0", "-"]
+    assert table_row(res.output, "(none)")  # no outreach, no errors
+    assert not db.exists()  # status only reads
+
+
+async def test_status_shows_jobs_progress_requests_deliveries_and_errors(fast: Sandbox, tmp_path: Path) -> None:
+    sandbox = fast
+    form = sandbox.pro.forms["Contact"]
+    sheet = write_sheet(tmp_path / "contacts.csv", 4)
+    with sheet.open("a", newline="") as fh:  # a row the service refuses: its expiry is in the past
+        csv.writer(fh).writerow(["c-late", "Late", "late@example.test", "Sales"])
+    past = tmp_path / "past.csv"
+    with sheet.open() as src, past.open("w", newline="") as dst:
+        rows = list(csv.reader(src))
+        w = csv.writer(dst)
+        w.writerow([*rows[0], "expiresAt"])
+        for r in rows[1:]:
+            w.writerow([*r, "2001-01-01" if r[0] == "c-late" else ""])
+    db = f"sqlite:///{tmp_path}/store.db"
+    jobs = f"""
+[[jobs]]
+id = "spring"
+kind = "outreach"
+interval_seconds = 1
+params = {{ sheet = "{past}", form = "{form}" }}
+
+[[jobs]]
+id = "broken"
+kind = "outreach"
+interval_seconds = 1
+params = {{ sheet = "{tmp_path / 'missing.csv'}", form = "{form}" }}
+
+[[jobs]]
+id = "nightly"
+kind = "export"
+cron = "0 2 * * *"
+params = {{ format = "csv", out = "{tmp_path / 'n.csv'}" }}
+"""
+    cfg = config(tmp_path, sandbox, db, jobs)
+    store = Store(db)
+    store.migrate()
+    stop = asyncio.Event()
+    task = asyncio.create_task(serve(load_settings(cfg), store, stop=stop))
+    try:
+        await wait_for(lambda: any(r.outcome == "ok" for r in runs(store, "spring"))
+                       and any(r.outcome == "error" for r in runs(store, "broken")), 20, "both jobs ran")
+    finally:
+        stop.set()
+        await asyncio.wait_for(task, 20)
+    # Requests read from the service (3 of the 4 still pending) and two deliveries received.
+    created = await all_requests(sandbox, form)
+    done = created[0]["id"]
+    assert (await sandbox.helper("requests.complete", {"requestId": done, "answers": {"email": "a@b.test"}})).ok
+    records = [(await sandbox.rpc("requests.get", {"requestId": r["id"]})).data for r in created]
+    store.upsert_requests(records, source="poll")
+    with store.reader() as s:
+        pending = len(s.execute(select(RequestRow).where(col(RequestRow.status) == "pending")).all())
+    assert pending == 3
+    newest = "2026-03-04T05:06:07.000Z"
+    store.store_events([Event.model_validate(
+        {"id": f"evt_{i}", "type": "form.archived", "createdAt": newest, "apiVersion": "2025-01-01", "test": False,
+         "data": {"form": {"id": form}}}) for i in range(2)])
+
+    res = await formsync("status", "--config", str(cfg))
+    assert res.exit_code == 0, res.output
+    spring = table_row(res.output, "spring")
+    last_spring = [r for r in runs(store, "spring") if r.outcome == "ok"][-1]
+    assert spring[1:3] == ["outreach", "every 1 s"]
+    assert spring[5] == "ok" and int(spring[6]) >= 1
+    assert spring[7] == last_spring.summary and "invalid 0, failed" in spring[7]
+    broken = table_row(res.output, "broken")
+    assert broken[5] == "error"
+    nightly = table_row(res.output, "nightly")
+    nxt = trigger_for(load_settings(cfg).jobs[2]).get_next_fire_time(None, datetime.now(UTC))
+    assert nxt is not None and nightly[3] == nxt.strftime("%Y-%m-%d %H:%M:%S") and nightly[4:7] == ["-", "-", "0"]
+    # Outreach progress (the row of the outreach table, which names the form): 4 sent, the late row failed.
+    progress = [ln for ln in res.output.splitlines() if ln.strip().strip("│").strip().startswith("spring")
+                and form in ln]
+    assert len(progress) == 1
+    cells = [c.strip() for c in progress[0].strip().strip("│").split("│")]
+    assert cells[1:7] == [form, "5", "4", "1", "0", "0"]
+    assert table_row(res.output, "pending requests")[1] == "3"
+    assert table_row(res.output, "deliveries received")[1:3] == ["2", _received(store)]
+    # Last errors: the broken job and the refused row.
+    assert "job broken" in res.output and "FileNotFoundError: sheet" in res.output
+    late = next(ln for ln in res.output.splitlines() if "outreach spring row 6" in ln)
+    assert "expiresAt" in late
+    store.close()
+
+
+def _received(store: Store) -> str:
+    from pipelines.status import collect_status
+
+    newest = collect_status(load_settings(None, store={"url": store.url}), store).newest_event_at
+    assert newest is not None
+    return datetime.fromtimestamp(newest / 1000, UTC).strftime("%Y-%m-%d %H:%M:%S")
