@@ -409,6 +409,8 @@ async def run_outreach(client: FormClient, store: Store, sheet: Path, form_id: s
                 row_rec = s.exec(select(OutreachRow).where(OutreachRow.idempotency_key == key)).one()
                 row_rec.state, row_rec.request_id, row_rec.error, row_rec.updated_at = "sent", created.id, None, _now()
                 s.add(row_rec)
+            # Stored as pending, so a poll job (setups without a receiver) keeps it up to date.
+            store.upsert_requests([created], source="poll")
             sent += 1
     finally:
         if bar is not None:

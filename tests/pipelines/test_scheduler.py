@@ -167,8 +167,13 @@ params = {{ format = "csv", out = "{out}", table = "requests" }}
     assert sends[0].summary is not None and sends[0].summary.startswith("sent 5, already sent 0")
     assert sends[1].summary is not None and sends[1].summary.startswith("sent 0, already sent 5")
     assert len(await all_requests(sandbox, form)) == 5
+    # The outreach stored its requests as pending, and the poll job keeps them up to date.
+    with store.reader() as s:
+        stored = list(s.execute(select(RequestRow)).scalars())
+    assert len(stored) == 5 and all(r.status == "pending" for r in stored)
+    assert (runs(store, "poll")[-1].summary or "").startswith("pending 5: ")
     assert "1 forms" not in (runs(store, "sync")[0].summary or "") and "form " + form in (runs(store, "sync")[0].summary or "")
-    assert out.is_file() and runs(store, "export")[-1].summary == f"wrote {out} (requests 0 rows)"
+    assert out.is_file() and runs(store, "export")[-1].summary == f"wrote {out} (requests 5 rows)"
     # The job store kept each job with its next run.
     with store.reader() as s:
         t = Table(JOBSTORE_TABLE, MetaData(), autoload_with=s.connection())
