@@ -26,7 +26,7 @@ from connector.models import Event
 from connector.settings import load_settings
 from connector.store import JobRun, OutreachRow, RequestRow, Store
 from pipelines.cli import app
-from pipelines.jobs import trigger_for
+from pipelines.jobs import check_jobs, trigger_for
 from pipelines.leader import AdvisoryLock, LeaseLock
 from pipelines.scheduler import JOBSTORE_TABLE, SchedulerOptions, serve
 from tests.conftest import Sandbox
@@ -601,3 +601,57 @@ def _received(store: Store) -> str:
     newest = collect_status(load_settings(None, store={"url": store.url}), store).newest_event_at
     assert newest is not None
     return datetime.fromtimestamp(newest / 1000, UTC).strftime("%Y-%m-%d %H:%M:%S")
+
+
+# -- the receiver in the same process ------------------------------------------------------------
+
+
+async def test_receiver_runs_beside_the_jobs_when_enabled(fast: Sandbox, tmp_path: Path) -> None:
+    sandbox = fast
+    form = sandbox.pro.forms["Contact"]
+    db = f"sqlite:///{tmp_path}/store.db"
+    receiver = f'[receiver]\nenabled = true\nport = 0\ncallback_secrets = ["{sandbox.pro.signing_secret}"]\n'
+    jobs = f'[[jobs]]\nid = "sync"\nkind = "sync"\ninterval_seconds = 1\nparams = {{ form = "{form}" }}\n'
+    settings = load_settings(config(tmp_path, sandbox, db, jobs, extra=receiver))
+    store = Store(db)
+    store.migrate()
+    stop = asyncio.Event()
+    urls: list[str] = []
+    task = asyncio.create_task(serve(settings, store, stop=stop, on_receiver_ready=urls.append))
+    try:
+        await wait_for(lambda: bool(urls), 10, "the receiver listens")
+        async with sandbox.http.get(urls[0] + "/healthz") as resp:
+            assert resp.status == 200
+        r = await sandbox.rpc("requests.create", {"formId": form, "callbackUrl": urls[0] + "/formsync/events/callbacks"})
+        done = await sandbox.helper("requests.complete", {"requestId": r.data["id"],
+                                                          "answers": {"name": "Ada", "email": "ada@example.test"}})
+        assert done.ok, done.body
+        [attempt] = (await sandbox.helper("deliveries.flush")).data["attempts"]
+        assert attempt["status"] == 200 and attempt["state"] == "delivered"
+        flushed = time.time() * 1000
+        await wait_for(lambda: any(x.outcome == "ok" and x.started_at > flushed for x in runs(store, "sync")),
+                       10, "the sync job runs beside the receiver")
+    finally:
+        stop.set()
+        await asyncio.wait_for(task, 20)
+    with store.reader() as s:
+        [req] = s.execute(select(RequestRow)).scalars()
+    assert (req.id, req.status, req.source) == (r.data["id"], "completed", "callback")
+    # Stopping the scheduler stopped the receiver too.
+    with pytest.raises(OSError):
+        async with sandbox.http.get(urls[0] + "/healthz"):
+            pass
+    store.close()
+
+
+def test_the_example_config_jobs_are_valid(tmp_path: Path) -> None:
+    """The commented [[jobs]] of config/formsync.example.toml, uncommented, pass the checks."""
+    example = Path(__file__).parents[2] / "config" / "formsync.example.toml"
+    text = example.read_text()
+    jobs = text[text.index("# [[jobs]]"):]
+    lines = [ln[2:] if ln.startswith("# ") else "" for ln in jobs.splitlines()]
+    cfg = tmp_path / "c.toml"
+    cfg.write_text(text[:text.index("# [[jobs]]")] + "\n".join(lines))
+    settings = load_settings(cfg, service={"token": "fb_x"})
+    assert [j.kind for j in settings.jobs] == ["outreach", "poll", "sync", "export"]
+    assert set(check_jobs(settings)) == {j.id for j in settings.jobs}
