@@ -34,6 +34,7 @@ from apscheduler.jobstores.sqlalchemy import SQLAlchemyJobStore
 from apscheduler.schedulers.asyncio import AsyncIOScheduler
 from pydantic import BaseModel
 from sqlalchemy import update
+from sqlmodel import col
 
 from connector.client import FormClient
 from connector.settings import JobSettings, Settings
@@ -101,10 +102,10 @@ class JobRuntime:
         """Runs still marked running belong to a scheduler that died (only the lock holder
         runs jobs): record them as errors. Returns how many."""
         with self.store.session() as s:
-            res = s.exec(update(JobRun).where(JobRun.outcome == "running").values(  # type: ignore[call-overload]
+            res = s.execute(update(JobRun).where(col(JobRun.outcome) == "running").values(
                 outcome="error", finished_at=_now_ms(),
                 error="interrupted: the scheduler process ended before the run finished"))
-            return int(res.rowcount or 0)
+            return int(getattr(res, "rowcount", 0) or 0)
 
     def _start(self, job: JobSettings) -> int:
         with self.store.session() as s:
