@@ -164,3 +164,15 @@ async def test_limits_are_configurable():
     with pytest.raises(ValueError, match="1 or more"):
         pacer.configure(creates_per_minute=0)
     assert pacer.creates.limit == 2, "a refused change leaves the limit as it was"
+
+
+async def test_delay_tells_the_wait_without_taking_a_place():
+    t = FakeTime()
+    pacer = Pacer(120, 2, clock=t.clock, sleep=t.sleep)
+    assert pacer.delay(create=True) == 0
+    await pacer.acquire(create=True)
+    await pacer.acquire(create=True)
+    assert pacer.delay(create=True) == pytest.approx(60.25) and pacer.delay() == 0
+    assert pacer.delay(create=True) == pytest.approx(60.25), "asking twice records nothing"
+    t.now = 30
+    assert pacer.delay(create=True) == pytest.approx(30.25)
