@@ -297,6 +297,7 @@ async def ended(proc: asyncio.subprocess.Process, limit: float = 20) -> int:
         pytest.fail(f"formsync run {proc.pid} did not exit within {limit} s")
 
 
+@pytest.mark.slow  # two child processes, a SIGKILL and a takeover: bounded, about 15-30 s
 @pytest.mark.parametrize("db_url", ["postgresql"], indirect=True)
 async def test_two_processes_never_run_a_job_twice_and_the_second_takes_over(
         fast: Sandbox, db_url: str, tmp_path: Path) -> None:  # noqa: F811
@@ -359,6 +360,7 @@ params = {{ form = "{form}" }}
 # -- SIGTERM in the middle of an outreach, then a restart ------------------------------------------
 
 
+@pytest.mark.slow  # two child processes one after the other: bounded, about 10-20 s
 async def test_sigterm_mid_outreach_then_restart_sends_each_row_exactly_once(
         sandbox: Sandbox, tmp_path: Path) -> None:
     form = sandbox.pro.forms["Contact"]
