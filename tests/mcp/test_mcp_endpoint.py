@@ -33,6 +33,8 @@ from formservice.tables import (
     TranslationEntry,
 )
 
+from ..pages.support import fetch
+
 MCP = "/api/mcp"
 PROTOCOL = "2025-11-25"
 PDF = b"%PDF-1.4\n1 0 obj <<>> endobj\ntrailer <<>>\n%%EOF\n"
@@ -734,6 +736,13 @@ async def test_documents_need_their_upload_before_request_create(sandbox):
         got = await a.ok("request_get", {"requestId": created["id"]})
         assert got["documents"] == [{"field": "review_docs", "name": "Quote.pdf", "size": len(PDF),
                                      "contentType": "application/pdf"}]
+    # the recipient page lists the uploaded document and serves its bytes
+    page = await fetch(sandbox.http, created["url"])
+    assert page.status == 200 and "Quote.pdf" in page.text
+    links = [u for u in page.doc.links if "/api/storage/" in u]
+    assert len(links) == 1
+    async with sandbox.http.get(links[0]) as resp:
+        assert resp.status == 200 and await resp.read() == PDF
 
 
 async def test_folder_tools_and_methods(sandbox):
