@@ -899,3 +899,32 @@ async def test_load_tools_load_skill_resources_and_prompts(sandbox):
         assert "editor_setLogic" in (await a.session.get_prompt("editor_tools")).messages[0].content.text
         with pytest.raises(McpError):
             await a.session.get_prompt("nope")
+
+
+async def test_request_language_must_be_published_and_the_page_opens_in_it(sandbox):
+    """Notes section 2: ``language`` names a published translation; the recipient page
+    opens in it (question titles and option labels), untranslated texts stay as authored."""
+    contact = sandbox.pro.forms["Contact"]
+    async with agent(sandbox) as a:
+        await a.ok("translationDraft_update", {"formId": contact, "language": "de", "translations": {
+            "field.name.title": "Ihr Name", "field.topic.option.sales": "Vertrieb"}})
+        before = stored(sandbox)
+        # a draft is not a published translation yet
+        await a.refused("request_create", {"formId": contact, "language": "de"}, "VALIDATION_ERROR",
+                        reason="UNKNOWN_LANGUAGE", field="language", validValues=["en"])
+        assert stored(sandbox) == before, "a refused create stores nothing"
+        await a.ok("translationDraft_publish", {"formId": contact, "language": "de"})
+        await a.refused("request_create", {"formId": contact, "language": "fr"}, "VALIDATION_ERROR",
+                        reason="UNKNOWN_LANGUAGE", validValues=["en", "de"])
+        await a.refused("request_create", {"formId": contact, "language": "not a tag"}, "VALIDATION_ERROR",
+                        field="language")
+        made = await a.ok("request_create", {"formId": contact, "language": "DE"})
+        english = await a.ok("request_create", {"formId": contact, "language": "en"})
+        assert (await a.ok("request_get", {"requestId": made["id"]}))["language"] == "de", "stored canonical"
+    page = await fetch(sandbox.http, made["url"])
+    assert page.status == 200 and '<html lang="de">' in page.text
+    doc = page.doc
+    assert doc.labels["f-name"].startswith("Ihr Name")
+    assert "Vertrieb" in page.text and "Support" in page.text, "untranslated labels stay as authored"
+    plain = await fetch(sandbox.http, english["url"])
+    assert "Ihr Name" not in plain.text and "Vertrieb" not in plain.text
