@@ -217,6 +217,23 @@ async def test_http_binding_post_only_json_rpc_202_for_notifications(sandbox):
     assert r.status == 200 and r.json == {"jsonrpc": "2.0", "id": 6, "result": {}}
 
 
+async def test_cross_origin_calls_only_from_the_services_own_sites(sandbox):
+    """Notes section 7 (CORS): browsers may call from the service's own sites only; a
+    foreign Origin is 403 before the token is even looked at, and changes nothing."""
+    ping = {"jsonrpc": "2.0", "id": 7, "method": "ping"}
+    r = await raw(sandbox, ping, headers={"Origin": "https://evil.example"})
+    assert r.status == 403 and r.json["error"]["code"] == -32600
+    assert "https://evil.example" in r.json["error"]["message"]
+    before = stored(sandbox)
+    r = await raw(sandbox, call_message("form_create", {"workspaceId": sandbox.pro.id, "name": "x"}),
+                  headers={"Origin": "http://127.0.0.1:1"})
+    assert r.status == 403 and stored(sandbox) == before
+    for origin in (sandbox.base_url, "https://formstep.io", "https://app.formstep.io"):
+        r = await raw(sandbox, ping, headers={"Origin": origin})
+        assert r.status == 200 and r.json["result"] == {}, origin
+    assert (await raw(sandbox, ping)).status == 200, "non-browser clients send no Origin"
+
+
 # -- authentication ------------------------------------------------------------------------
 
 
