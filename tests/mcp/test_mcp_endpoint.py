@@ -259,6 +259,26 @@ async def test_missing_or_bad_token_is_401_pointing_at_the_resource_metadata(san
     assert any(isinstance(e, httpx.HTTPStatusError) and e.response.status_code == 401 for e in errors), errors
 
 
+async def test_failed_authentications_on_the_agent_endpoint_share_the_per_ip_limit(sandbox):
+    """Auth 9 on /api/mcp: failed authentications count per IP together with /api/v1;
+    past 30 in 15 minutes a bad token sees 429 RATE_LIMITED (with Retry-After) instead of
+    401, while a good token still works."""
+    bad = "fb_" + "z" * 32
+    for i in range(30):
+        if i % 2:
+            r = await raw(sandbox, {"jsonrpc": "2.0", "id": i, "method": "ping"}, token=bad)
+            assert r.status == 401, i
+        else:
+            (await sandbox.post("/api/v1", {"method": "me.get"},
+                                headers={"Authorization": f"Bearer {bad}"})).expect("UNAUTHORIZED", 401)
+    r = await raw(sandbox, {"jsonrpc": "2.0", "id": 99, "method": "ping"}, token=bad)
+    assert r.status == 429 and r.json["id"] == 99
+    assert r.json["error"]["data"]["code"] == "RATE_LIMITED"
+    wait = r.json["error"]["data"]["details"]["retryAfterMs"]
+    assert 0 < wait <= 15 * 60 * 1000 and int(r.headers["Retry-After"]) >= wait // 1000
+    assert (await raw(sandbox, {"jsonrpc": "2.0", "id": 100, "method": "ping"})).status == 200
+
+
 async def test_oauth_access_token_is_accepted(sandbox):
     minted = await sandbox.helper("tokens.create", {"kind": "oauth"})
     token = minted.data["token"]
