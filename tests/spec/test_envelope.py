@@ -192,6 +192,32 @@ async def test_unknown_method(sandbox):
     assert_failure_shape(r)
 
 
+async def test_error_messages_follow_the_hosted_services_patterns(sandbox):
+    """Notes section 5: the messages connectors match on. NOT_FOUND says "<Thing> not
+    found", METHOD_NOT_FOUND starts "Unknown method: <name>", a token of the right shape
+    that does not exist is "Invalid token", a malformed one "Bad API token"."""
+    r = await sandbox.rpc("forms.lsit", {})
+    assert r.error["message"].startswith("Unknown method: forms.lsit")
+    r = await sandbox.rpc("forms.get", {"formId": "form_0000000000000000000000"})
+    r.expect("NOT_FOUND", 404, field="formId")
+    assert r.error["message"] == "Form not found"
+    r = await sandbox.rpc("requests.get", {"requestId": "req_0000000000000000000000"})
+    r.expect("NOT_FOUND", 404, field="requestId")
+    assert r.error["message"] == "Request not found"
+    r = await sandbox.rpc("forms.list", {"workspaceId": "ws_0000000000000000000000"})
+    r.expect("NOT_FOUND", 404, field="workspaceId")
+    assert r.error["message"] == "Workspace not found"
+    r = await sandbox.rpc("webhooks.delete", {"subscriptionId": "int_0000000000000000000000"})
+    r.expect("NOT_FOUND", 404, field="subscriptionId")
+    assert r.error["message"] == "Webhook subscription not found"
+    r = await sandbox.post("/api/v1", {"method": "me.get"}, token="fb_" + "0" * 32)
+    r.expect("UNAUTHORIZED", 401, reason="INVALID_TOKEN")
+    assert r.error["message"].startswith("Invalid token")
+    r = await sandbox.post("/api/v1", {"method": "me.get"}, token="not-a-token")
+    r.expect("UNAUTHORIZED", 401, reason="MALFORMED_TOKEN")
+    assert r.error["message"].startswith("Bad API token")
+
+
 async def test_methods_list_names_every_registered_method(sandbox):
     r = await sandbox.rpc("methods.list")
     assert r.status == 200
