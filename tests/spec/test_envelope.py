@@ -218,6 +218,20 @@ async def test_error_messages_follow_the_hosted_services_patterns(sandbox):
     assert r.error["message"].startswith("Bad API token")
 
 
+async def test_unknown_api_path_is_no_route_in_the_envelope(sandbox):
+    """Notes section 5: another path under /api is NOT_FOUND "No route", in the JSON
+    envelope; a known path with the wrong HTTP method is still 405 with Allow."""
+    for path in ("/api/v2", "/api/v1/forms.list", "/api/nothing"):
+        r = await sandbox.post(path, {"method": "forms.list", "params": {}}, token=sandbox.pro.token)
+        r.expect("NOT_FOUND", 404, reason="NO_ROUTE")
+        assert_failure_shape(r)
+        assert r.error["message"].startswith(f"No route: POST {path}") and "/api/v1" in r.error["message"]
+    async with sandbox.http.get(sandbox.base_url + "/api/v1") as resp:
+        assert resp.status == 405 and resp.headers["Allow"] == "POST"
+    async with sandbox.http.get(sandbox.base_url + "/api/v1/openapi.json") as resp:
+        assert resp.status == 200, "the routes before the catch-all still answer"
+
+
 async def test_methods_list_names_every_registered_method(sandbox):
     r = await sandbox.rpc("methods.list")
     assert r.status == 200
