@@ -228,6 +228,8 @@ async def test_unknown_api_path_is_no_route_in_the_envelope(sandbox):
         assert r.error["message"].startswith(f"No route: POST {path}") and "/api/v1" in r.error["message"]
     async with sandbox.http.get(sandbox.base_url + "/api/v1") as resp:
         assert resp.status == 405 and resp.headers["Allow"] == "POST"
+    async with sandbox.http.post(sandbox.base_url + "/api/uploads/upl_whatever") as resp:
+        assert resp.status == 405 and resp.headers["Allow"] == "PUT", "placeholders match too"
     async with sandbox.http.get(sandbox.base_url + "/api/v1/openapi.json") as resp:
         assert resp.status == 200, "the routes before the catch-all still answer"
 
