@@ -31,6 +31,7 @@ def create_app(service: Service | None = None, *, data_dir: Path | str | None = 
     pages.register(app)
     uploads.register(app)
     oauth.register(app)
+    app.router.add_route("*", "/api/{tail:.*}", rpc.no_route)  # last: only unmatched /api paths
     return app
 
 

@@ -17,6 +17,7 @@ import logging
 from collections.abc import Callable
 from importlib.metadata import PackageNotFoundError, version
 from typing import Any
+from urllib.parse import urlsplit
 
 from aiohttp import web
 from mcp import types as mt
@@ -77,6 +78,7 @@ async def handle(request: web.Request) -> web.StreamResponse:
     service: Service = request.app[rpc.SERVICE_KEY]
     msg_id: Any = None
     try:
+        _check_origin(service, request)
         body = await _read(request)
         msg_id = _peek_id(body)  # so even a refused token is answered under the request's id
         caller = _authenticate(service, request)
@@ -133,6 +135,27 @@ def _authenticate(service: Service, request: web.Request) -> Caller:
             challenge += f', error="invalid_token", error_description="{text}"'
         raise RpcError(AUTH_ERROR, err.message, status=401, data=err.to_wire(),
                        headers={"WWW-Authenticate": challenge}) from None
+
+
+def allowed_origin(origin: str, base_url: str) -> bool:
+    """Whether a browser page at ``origin`` may call the endpoint: the service's own
+    origin (the hosted service: its own sites, ``https://formstep.io`` and its
+    subdomains). Pure."""
+    if origin.rstrip("/") == base_url.rstrip("/"):
+        return True
+    parts = urlsplit(origin)
+    host = parts.hostname or ""
+    return parts.scheme == "https" and (host == "formstep.io" or host.endswith(".formstep.io"))
+
+
+def _check_origin(service: Service, request: web.Request) -> None:
+    """Cross-origin calls only from the service's own sites; a request without ``Origin``
+    (every non-browser client) passes. A foreign origin is 403, so a page on another
+    site (or a DNS-rebound name) cannot drive the endpoint with a stored token."""
+    origin = request.headers.get("Origin")
+    if origin is not None and not allowed_origin(origin, service.base_url):
+        raise RpcError(-32600, f"Cross-origin calls from {origin} are not allowed; the agent endpoint takes "
+                       "browser calls from the service's own sites only.", status=403)
 
 
 def _check_version_header(request: web.Request) -> None:

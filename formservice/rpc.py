@@ -154,3 +154,24 @@ async def handle(request: web.Request) -> web.Response:
         return fail(err)
     except Exception as exc:  # never a bare 500 page: the closed code set holds
         return internal(exc)
+
+
+async def no_route(request: web.Request) -> web.Response:
+    """Any other path under ``/api``: the JSON failure envelope (NOT_FOUND ``No route``)
+    rather than a plain-text page, so a client with a wrong base address or version
+    learns what to fix. A known path called with the wrong HTTP method stays 405."""
+    allowed = sorted({r.method for r in request.app.router.routes()
+                      if r.method != "*" and r.resource is not None and _serves(r.resource, request.path)})
+    if allowed:  # what aiohttp answers when this route is absent
+        raise web.HTTPMethodNotAllowed(request.method, allowed)
+    return fail(ApiError("NOT_FOUND", f"No route: {request.method} {request.path}. The JSON-RPC endpoint is "
+                         "POST /api/v1 (the agent endpoint POST /api/mcp).", reason="NO_ROUTE"))
+
+
+def _serves(resource: web.AbstractResource, path: str) -> bool:
+    """Whether ``resource`` (plain or with {placeholders}) matches ``path``."""
+    info = resource.get_info()
+    if "path" in info:
+        return info["path"] == path
+    pattern = info.get("pattern")
+    return bool(pattern is not None and pattern.fullmatch(path))

@@ -10,7 +10,7 @@ from sqlmodel import Session, func, select
 from ..clock import DAY_MS, HOUR_MS
 from ..errors import ApiError, validation
 from ..ids import new_api_token, new_id, new_oauth_token, sha256_hex
-from ..tables import ApiToken, Member, User, Workspace
+from ..tables import ApiToken, Member, RefreshToken, User, Workspace
 
 API_TOKEN_RE = re.compile(r"^fb_[A-Za-z0-9]{32}$")
 OAUTH_TOKEN_RE = re.compile(r"^fbo_[A-Za-z0-9]{20,128}$")
@@ -93,6 +93,25 @@ def check_token_name(name: str) -> None:
             field="name",
             reason="OUT_OF_RANGE",
         )
+
+
+def remove_member(session: Session, workspace_id: str, user_id: str) -> int:
+    """A person leaves (or is removed from) a workspace: the membership goes, and with it
+    every token the person holds there: API and OAuth access tokens, and OAuth refresh
+    tokens (spec, Authentication 7). Returns how many access tokens were deleted; a
+    person who is not a member is NOT_FOUND."""
+    member = session.get(Member, (workspace_id, user_id))
+    if member is None:
+        raise ApiError("NOT_FOUND", f"User {user_id} is not a member of workspace {workspace_id}.",
+                       field="userId")
+    tokens = session.exec(select(ApiToken).where(ApiToken.workspace_id == workspace_id,
+                                                 ApiToken.user_id == user_id)).all()
+    refresh = session.exec(select(RefreshToken).where(RefreshToken.workspace_id == workspace_id,
+                                                      RefreshToken.user_id == user_id)).all()
+    for row in [*tokens, *refresh]:
+        session.delete(row)
+    session.delete(member)
+    return len(tokens)
 
 
 def authenticate(session: Session, header: str | None, now: int) -> tuple[ApiToken, User, Workspace]:

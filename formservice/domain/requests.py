@@ -31,7 +31,9 @@ from ..tables import (
 )
 from . import events, fieldtypes, schedule
 from .base import Ctx, Page, Params, Result, keyset_page, method
+from .settings import _check_language, settings_of
 from .submissions import check_answers, display_of, questions, raise_answer_errors, record_submission
+from .translation_drafts import published_languages
 
 MAX_EXPIRY_MS = 365 * DAY_MS
 DEFAULT_EXPIRY_MS = 30 * DAY_MS
@@ -394,6 +396,7 @@ def requests_create(ctx: Ctx, p: CreateParams) -> Created:
     reminders = None if p.reminders is None else schedule.check_steps(p.reminders, "reminders")
     if reminders and not p.test:
         ctx.require_plan("pro", "reminders", "Request reminders")
+    language = check_request_language(ctx, form, p.language) if p.language is not None else None
     base_url = None
     if p.domainId is not None:
         dom = next((d for d in ctx.workspace.custom_domains or [] if d["id"] == p.domainId), None)
@@ -425,7 +428,7 @@ def requests_create(ctx: Ctx, p: CreateParams) -> Created:
     req = Request(
         id=new_id("req"), workspace_id=ws.id, form_id=form.id, snapshot_id=snap.id, token=new_link_token(),
         is_test=p.test, recipient_email=email, recipient_name=p.recipient.name if p.recipient else None,
-        language=p.language, external_id=p.externalId, metadata_=p.metadata, context=context, prefill=prefill,
+        language=language, external_id=p.externalId, metadata_=p.metadata, context=context, prefill=prefill,
         readonly_keys=readonly, documents=documents, reminders=reminders, delivery=p.delivery,
         delivery_status="queued" if emailed else "not_requested", callback_url=p.callbackUrl, domain_id=p.domainId,
         base_url=base_url, created_at=ctx.now, updated_at=ctx.now, expires_at=expires, timeline=[],
@@ -465,6 +468,19 @@ def own_request(ctx: Ctx, request_id: str) -> Request:
         raise ApiError("FORBIDDEN", f"Request {request_id} belongs to another workspace.", field="requestId",
                        reason="FOREIGN_WORKSPACE")
     return req
+
+
+def check_request_language(ctx: Ctx, form: Form, tag: str) -> str:
+    """The request's ``language`` in canonical BCP-47 form: the form's own language or one
+    it has a published translation in (notes section 2), else VALIDATION_ERROR listing them."""
+    language = _check_language("language", tag)
+    valid = [settings_of(form, ctx.workspace.plan).language,
+             *published_languages(ctx.session, form.id)]
+    if language not in valid:
+        raise validation(f"language {language} is not published for this form; use one of: {', '.join(valid)} "
+                         "(publish a translation first with translationDraft_publish).", field="language",
+                         reason="UNKNOWN_LANGUAGE", validValues=valid)
+    return language
 
 
 @method("requests.get")

@@ -186,6 +186,13 @@ class EmailDomain(Result):
     verified: bool
 
 
+class CustomDomain(Result):
+    """A custom link domain: its ``id`` is what ``requests.create`` takes as ``domainId``."""
+
+    id: str
+    domain: str
+
+
 class Payment(Result):
     connected: bool
 
@@ -194,6 +201,7 @@ class SettingsDoc(Result):
     settings: Settings
     isDefault: bool
     availableEmailDomains: list[EmailDomain]
+    availableCustomDomains: list[CustomDomain]  # ids usable as requests.create domainId
     defaultFromAddress: str
     fromAddress: str  # the sender actually used: the chosen domain's, or the default
     payment: Payment
@@ -211,7 +219,8 @@ def _verified_domains(ctx: Ctx) -> list[dict[str, Any]]:
 @method("formSettings.get")
 def form_settings_get(ctx: Ctx, p: FormIdParams) -> SettingsDoc:
     """A form's settings (saved values or defaults), the verified sender domains usable as
-    emailDomainId, the default sender and whether a payment provider is connected."""
+    emailDomainId, the custom link domains usable as requests.create domainId, the
+    default sender and whether a payment provider is connected."""
     form = ctx.form(p.formId)
     s = settings_of(form, ctx.workspace.plan)
     domains = _verified_domains(ctx)
@@ -220,6 +229,8 @@ def form_settings_get(ctx: Ctx, p: FormIdParams) -> SettingsDoc:
         settings=s,
         isDefault=form.settings is None,
         availableEmailDomains=[EmailDomain(id=d["id"], domain=d["domain"], verified=True) for d in domains],
+        availableCustomDomains=[CustomDomain(id=d["id"], domain=d["domain"])
+                                for d in ctx.workspace.custom_domains or []],
         defaultFromAddress=DEFAULT_FROM_ADDRESS,
         fromAddress=f"noreply@{chosen['domain']}" if chosen else DEFAULT_FROM_ADDRESS,
         payment=Payment(connected=bool(ctx.workspace.payment_connected)),

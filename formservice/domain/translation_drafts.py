@@ -59,6 +59,42 @@ def languages_of(rows: dict[str, TranslationEntry]) -> list[str]:
     return sorted(found)
 
 
+def published_languages(session: Any, form_id: str) -> list[str]:
+    """Languages with at least one published translation on the form (drafts do not count)."""
+    found: set[str] = set()
+    for e in session.exec(select(TranslationEntry).where(TranslationEntry.form_id == form_id)):
+        found.update(k for k, v in (e.translations or {}).items() if k != DRAFT and isinstance(v, str))
+    return sorted(found)
+
+
+def published_texts(session: Any, form_id: str, language: str) -> dict[str, str]:
+    """Text key -> published translation into ``language``, for the form's translated texts."""
+    rows = session.exec(select(TranslationEntry).where(TranslationEntry.form_id == form_id))
+    return {e.key: text for e in rows if (text := _published(e, language)) is not None}
+
+
+def translate_blocks(blocks: list[dict[str, Any]], texts: dict[str, str]) -> list[dict[str, Any]]:
+    """The blocks with question titles and option labels replaced by their translation
+    (keys ``field.<key>.title`` and ``field.<key>.option.<option>``); untranslated texts
+    stay in the source language. Pure; the input is not changed."""
+    if not texts:
+        return blocks
+    out = []
+    for b in blocks:
+        key = b.get("key")
+        if not key:
+            out.append(b)
+            continue
+        nb = dict(b)
+        if f"field.{key}.title" in texts:
+            nb["title"] = texts[f"field.{key}.title"]
+        if isinstance(b.get("options"), list):
+            nb["options"] = [{**o, "label": texts.get(f"field.{key}.option.{o.get('key')}", o.get("label"))}
+                             if isinstance(o, dict) else o for o in b["options"]]
+        out.append(nb)
+    return out
+
+
 def _language(ctx: Ctx, form: Form, tag: str, *, known: bool) -> str:
     """``tag`` in canonical form; with ``known``, it must be one of the form's languages."""
     language = _check_language("language", tag)

@@ -13,7 +13,7 @@ from aiohttp import web
 from multidict import MultiDict, MultiDictProxy
 from sqlmodel import Session
 
-from ..domain import fieldtypes, sharelinks
+from ..domain import fieldtypes, sharelinks, translation_drafts
 from ..errors import ApiError
 from ..rpc import SERVICE_KEY
 from ..service import Service
@@ -70,6 +70,9 @@ def _page(session: Session, blocks: list[dict[str, Any]], values: dict[str, Any]
           req: Request | None = None, errors: dict[str, str] | None = None,
           sizes: dict[str, int] | None = None) -> FormPage:
     shown = {**((req.prefill or {}) if req else {}), **values}
+    if req is not None and req.language:  # titles and option labels in the request's language
+        blocks = translation_drafts.translate_blocks(
+            blocks, translation_drafts.published_texts(session, req.form_id, req.language))
     return FormPage(blocks=blocks, values=shown, errors=errors or {},
                     readonly_keys=set((req.readonly_keys or []) if req else []),
                     computed=flow.computed_values(blocks, shown), documents=_documents(session, req, blocks, base_url),

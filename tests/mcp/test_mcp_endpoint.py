@@ -33,6 +33,8 @@ from formservice.tables import (
     TranslationEntry,
 )
 
+from ..pages.support import fetch
+
 MCP = "/api/mcp"
 PROTOCOL = "2025-11-25"
 PDF = b"%PDF-1.4\n1 0 obj <<>> endobj\ntrailer <<>>\n%%EOF\n"
@@ -215,6 +217,23 @@ async def test_http_binding_post_only_json_rpc_202_for_notifications(sandbox):
     assert r.status == 200 and r.json == {"jsonrpc": "2.0", "id": 6, "result": {}}
 
 
+async def test_cross_origin_calls_only_from_the_services_own_sites(sandbox):
+    """Notes section 7 (CORS): browsers may call from the service's own sites only; a
+    foreign Origin is 403 before the token is even looked at, and changes nothing."""
+    ping = {"jsonrpc": "2.0", "id": 7, "method": "ping"}
+    r = await raw(sandbox, ping, headers={"Origin": "https://evil.example"})
+    assert r.status == 403 and r.json["error"]["code"] == -32600
+    assert "https://evil.example" in r.json["error"]["message"]
+    before = stored(sandbox)
+    r = await raw(sandbox, call_message("form_create", {"workspaceId": sandbox.pro.id, "name": "x"}),
+                  headers={"Origin": "http://127.0.0.1:1"})
+    assert r.status == 403 and stored(sandbox) == before
+    for origin in (sandbox.base_url, "https://formstep.io", "https://app.formstep.io"):
+        r = await raw(sandbox, ping, headers={"Origin": origin})
+        assert r.status == 200 and r.json["result"] == {}, origin
+    assert (await raw(sandbox, ping)).status == 200, "non-browser clients send no Origin"
+
+
 # -- authentication ------------------------------------------------------------------------
 
 
@@ -238,6 +257,26 @@ async def test_missing_or_bad_token_is_401_pointing_at_the_resource_metadata(san
             await session.initialize()
     errors = info.value.exceptions if isinstance(info.value, BaseExceptionGroup) else [info.value]
     assert any(isinstance(e, httpx.HTTPStatusError) and e.response.status_code == 401 for e in errors), errors
+
+
+async def test_failed_authentications_on_the_agent_endpoint_share_the_per_ip_limit(sandbox):
+    """Auth 9 on /api/mcp: failed authentications count per IP together with /api/v1;
+    past 30 in 15 minutes a bad token sees 429 RATE_LIMITED (with Retry-After) instead of
+    401, while a good token still works."""
+    bad = "fb_" + "z" * 32
+    for i in range(30):
+        if i % 2:
+            r = await raw(sandbox, {"jsonrpc": "2.0", "id": i, "method": "ping"}, token=bad)
+            assert r.status == 401, i
+        else:
+            (await sandbox.post("/api/v1", {"method": "me.get"},
+                                headers={"Authorization": f"Bearer {bad}"})).expect("UNAUTHORIZED", 401)
+    r = await raw(sandbox, {"jsonrpc": "2.0", "id": 99, "method": "ping"}, token=bad)
+    assert r.status == 429 and r.json["id"] == 99
+    assert r.json["error"]["data"]["code"] == "RATE_LIMITED"
+    wait = r.json["error"]["data"]["details"]["retryAfterMs"]
+    assert 0 < wait <= 15 * 60 * 1000 and int(r.headers["Retry-After"]) >= wait // 1000
+    assert (await raw(sandbox, {"jsonrpc": "2.0", "id": 100, "method": "ping"})).status == 200
 
 
 async def test_oauth_access_token_is_accepted(sandbox):
@@ -734,6 +773,13 @@ async def test_documents_need_their_upload_before_request_create(sandbox):
         got = await a.ok("request_get", {"requestId": created["id"]})
         assert got["documents"] == [{"field": "review_docs", "name": "Quote.pdf", "size": len(PDF),
                                      "contentType": "application/pdf"}]
+    # the recipient page lists the uploaded document and serves its bytes
+    page = await fetch(sandbox.http, created["url"])
+    assert page.status == 200 and "Quote.pdf" in page.text
+    links = [u for u in page.doc.links if "/api/storage/" in u]
+    assert len(links) == 1
+    async with sandbox.http.get(links[0]) as resp:
+        assert resp.status == 200 and await resp.read() == PDF
 
 
 async def test_folder_tools_and_methods(sandbox):
@@ -890,3 +936,32 @@ async def test_load_tools_load_skill_resources_and_prompts(sandbox):
         assert "editor_setLogic" in (await a.session.get_prompt("editor_tools")).messages[0].content.text
         with pytest.raises(McpError):
             await a.session.get_prompt("nope")
+
+
+async def test_request_language_must_be_published_and_the_page_opens_in_it(sandbox):
+    """Notes section 2: ``language`` names a published translation; the recipient page
+    opens in it (question titles and option labels), untranslated texts stay as authored."""
+    contact = sandbox.pro.forms["Contact"]
+    async with agent(sandbox) as a:
+        await a.ok("translationDraft_update", {"formId": contact, "language": "de", "translations": {
+            "field.name.title": "Ihr Name", "field.topic.option.sales": "Vertrieb"}})
+        before = stored(sandbox)
+        # a draft is not a published translation yet
+        await a.refused("request_create", {"formId": contact, "language": "de"}, "VALIDATION_ERROR",
+                        reason="UNKNOWN_LANGUAGE", field="language", validValues=["en"])
+        assert stored(sandbox) == before, "a refused create stores nothing"
+        await a.ok("translationDraft_publish", {"formId": contact, "language": "de"})
+        await a.refused("request_create", {"formId": contact, "language": "fr"}, "VALIDATION_ERROR",
+                        reason="UNKNOWN_LANGUAGE", validValues=["en", "de"])
+        await a.refused("request_create", {"formId": contact, "language": "not a tag"}, "VALIDATION_ERROR",
+                        field="language")
+        made = await a.ok("request_create", {"formId": contact, "language": "DE"})
+        english = await a.ok("request_create", {"formId": contact, "language": "en"})
+        assert (await a.ok("request_get", {"requestId": made["id"]}))["language"] == "de", "stored canonical"
+    page = await fetch(sandbox.http, made["url"])
+    assert page.status == 200 and '<html lang="de">' in page.text
+    doc = page.doc
+    assert doc.labels["f-name"].startswith("Ihr Name")
+    assert "Vertrieb" in page.text and "Support" in page.text, "untranslated labels stay as authored"
+    plain = await fetch(sandbox.http, english["url"])
+    assert "Ihr Name" not in plain.text and "Vertrieb" not in plain.text

@@ -18,6 +18,7 @@ import pytest
 
 from formservice.clock import HOUR_MS
 
+from ..spec.requests_support import Receiver, flush, verify
 from .support import (
     BOOKING,
     CONTEXT_SECRET,
@@ -231,3 +232,37 @@ async def test_expired_link_refuses(sandbox, page):
     await shot(page, "request-expired")
     rec = await record(sandbox, req["id"])
     assert rec["status"] == "expired" and rec["answers"] is None and rec["startedAt"] is None
+
+
+async def test_submitted_in_chromium_the_callback_and_the_webhook_arrive_once_each(sandbox, page):
+    """The end-to-end path: a request made through the API is opened, filled and submitted
+    in the browser; its signed callback and its webhook event each arrive once, with the
+    answers, verified by the independent HMAC check."""
+    secret = "whsec_" + "5e" * 32
+    async with Receiver() as callback, Receiver() as hook:
+        sub = await sandbox.rpc("webhooks.create", {
+            "formId": sandbox.pro.forms["Contact"], "targetUrl": hook.url, "provider": "n8n",
+            "eventType": "request_completed", "signingSecret": secret})
+        assert sub.status == 200, sub.body
+        req = await create_request(sandbox, "Contact", callbackUrl=callback.url, externalId="browser-1",
+                                   context={"source": "e2e"})
+        assert (await page.goto(req["url"])).status == 200
+        await page.get_by_label("Name").fill("Grace Hopper")
+        await page.get_by_label("Email").fill("grace@example.test")
+        await page.get_by_label("Topic").select_option("support")
+        await page.get_by_label("Message").fill("From the browser")
+        assert (await submit_with(page, "Submit")).status == 200
+        assert await page.locator("h1").inner_text() == "Thank you"
+        await flush(sandbox)
+        await flush(sandbox)  # a second flush sends nothing more
+        assert len(callback.received) == 1 and len(hook.received) == 1
+    rec = await record(sandbox, req["id"])
+    want = {"name": "Grace Hopper", "email": "grace@example.test", "topic": "support",
+            "message": "From the browser", "source": "e2e"}
+    assert {k: rec["answers"].get(k) for k in want} == want
+    for got, key in ((callback.received[0], sandbox.pro.signing_secret), (hook.received[0], secret)):
+        assert verify(key, got.headers["X-Formstep-Signature"], got.body)
+        env = json.loads(got.body)
+        assert env["type"] == got.headers["X-Formstep-Event-Type"] == "request.completed"
+        assert env["data"]["request"]["id"] == req["id"] and env["data"]["request"]["externalId"] == "browser-1"
+        assert env["data"]["answers"] == rec["answers"] and env["data"]["display"] == rec["display"]

@@ -11,7 +11,8 @@ from pathlib import Path
 import pytest
 from sqlmodel import select
 
-from formservice.tables import ApiToken
+from formservice.domain import auth
+from formservice.tables import ApiToken, Member, User
 
 DAY_MS = 24 * 3600 * 1000
 MINUTE_MS = 60 * 1000
@@ -231,6 +232,38 @@ async def test_tokens_visible_only_to_their_owner(sandbox):
     r.expect("NOT_FOUND", 404, field="tokenId")
     assert (await me(sandbox, other["token"])).status == 200
     assert other["id"] not in {i["id"] for i in (await sandbox.helper("tokens.list", ws="pro")).data["items"]}
+
+
+async def test_leaving_the_workspace_deletes_the_persons_tokens(sandbox):
+    """Rule 7: leaving or being removed from the workspace deletes the person's tokens,
+    API and OAuth alike; the other members' tokens keep working. (No API removes a
+    member, as in the hosted service where it is the dashboard's job: the domain
+    function the dashboard would call is used here, the effect is checked over HTTP.)"""
+    ws, now = sandbox.pro.id, (await sandbox.helper("clock.get")).data["now"]
+    with sandbox.service.session() as s:
+        s.add(User(id="usr_leaver00000000000000000", email="leaver@example.test", name="Lee Leaver"))
+        s.add(Member(workspace_id=ws, user_id="usr_leaver00000000000000000", role="member"))
+        s.flush()
+        api_value, _ = auth.create_api_token(s, "usr_leaver00000000000000000", ws, "leaver's", now)
+        oauth_value, _ = auth.create_oauth_token(s, "usr_leaver00000000000000000", ws, now)
+        s.commit()
+    for value in (api_value, oauth_value):
+        got = await me(sandbox, value)
+        assert got.status == 200 and got.data["email"] == "leaver@example.test"
+    with sandbox.service.session() as s:
+        assert auth.remove_member(s, ws, "usr_leaver00000000000000000") == 2
+        s.commit()
+    for value in (api_value, oauth_value):
+        (await me(sandbox, value)).expect("UNAUTHORIZED", 401)
+    with sandbox.service.session() as s:
+        assert s.exec(select(ApiToken).where(ApiToken.user_id == "usr_leaver00000000000000000")).all() == []
+        assert s.get(Member, (ws, "usr_leaver00000000000000000")) is None
+        try:
+            auth.remove_member(s, ws, "usr_leaver00000000000000000")
+            raise AssertionError("removing a non-member must fail")
+        except auth.ApiError as err:
+            assert err.code == "NOT_FOUND" and err.details["field"] == "userId"
+    assert (await me(sandbox, sandbox.pro.token)).status == 200, "the owner's token is untouched"
 
 
 # -- 8. OAuth access tokens ----------------------------------------------------------------------

@@ -192,6 +192,48 @@ async def test_unknown_method(sandbox):
     assert_failure_shape(r)
 
 
+async def test_error_messages_follow_the_hosted_services_patterns(sandbox):
+    """Notes section 5: the messages connectors match on. NOT_FOUND says "<Thing> not
+    found", METHOD_NOT_FOUND starts "Unknown method: <name>", a token of the right shape
+    that does not exist is "Invalid token", a malformed one "Bad API token"."""
+    r = await sandbox.rpc("forms.lsit", {})
+    assert r.error["message"].startswith("Unknown method: forms.lsit")
+    r = await sandbox.rpc("forms.get", {"formId": "form_0000000000000000000000"})
+    r.expect("NOT_FOUND", 404, field="formId")
+    assert r.error["message"] == "Form not found"
+    r = await sandbox.rpc("requests.get", {"requestId": "req_0000000000000000000000"})
+    r.expect("NOT_FOUND", 404, field="requestId")
+    assert r.error["message"] == "Request not found"
+    r = await sandbox.rpc("forms.list", {"workspaceId": "ws_0000000000000000000000"})
+    r.expect("NOT_FOUND", 404, field="workspaceId")
+    assert r.error["message"] == "Workspace not found"
+    r = await sandbox.rpc("webhooks.delete", {"subscriptionId": "int_0000000000000000000000"})
+    r.expect("NOT_FOUND", 404, field="subscriptionId")
+    assert r.error["message"] == "Webhook subscription not found"
+    r = await sandbox.post("/api/v1", {"method": "me.get"}, token="fb_" + "0" * 32)
+    r.expect("UNAUTHORIZED", 401, reason="INVALID_TOKEN")
+    assert r.error["message"].startswith("Invalid token")
+    r = await sandbox.post("/api/v1", {"method": "me.get"}, token="not-a-token")
+    r.expect("UNAUTHORIZED", 401, reason="MALFORMED_TOKEN")
+    assert r.error["message"].startswith("Bad API token")
+
+
+async def test_unknown_api_path_is_no_route_in_the_envelope(sandbox):
+    """Notes section 5: another path under /api is NOT_FOUND "No route", in the JSON
+    envelope; a known path with the wrong HTTP method is still 405 with Allow."""
+    for path in ("/api/v2", "/api/v1/forms.list", "/api/nothing"):
+        r = await sandbox.post(path, {"method": "forms.list", "params": {}}, token=sandbox.pro.token)
+        r.expect("NOT_FOUND", 404, reason="NO_ROUTE")
+        assert_failure_shape(r)
+        assert r.error["message"].startswith(f"No route: POST {path}") and "/api/v1" in r.error["message"]
+    async with sandbox.http.get(sandbox.base_url + "/api/v1") as resp:
+        assert resp.status == 405 and resp.headers["Allow"] == "POST"
+    async with sandbox.http.post(sandbox.base_url + "/api/uploads/upl_whatever") as resp:
+        assert resp.status == 405 and resp.headers["Allow"] == "PUT", "placeholders match too"
+    async with sandbox.http.get(sandbox.base_url + "/api/v1/openapi.json") as resp:
+        assert resp.status == 200, "the routes before the catch-all still answer"
+
+
 async def test_methods_list_names_every_registered_method(sandbox):
     r = await sandbox.rpc("methods.list")
     assert r.status == 200

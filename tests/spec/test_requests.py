@@ -483,8 +483,16 @@ async def test_reminders_param_is_validated_and_needs_pro(sandbox):
 
 
 async def test_domain_id_mints_the_link_on_a_custom_domain(sandbox):
+    # the caller learns the ids from formSettings.get availableCustomDomains, as the spec's
+    # "id from the custom-domain list" asks; the store must agree with what the API shows
+    listed = (await sandbox.rpc("formSettings.get", {"formId": sandbox.business.forms["Contact"]},
+                                ws="business")).data["availableCustomDomains"]
     with sandbox.service.session() as s:
-        dom = s.get(WorkspaceRow, sandbox.business.id).custom_domains[0]
+        stored = s.get(WorkspaceRow, sandbox.business.id).custom_domains
+    assert listed == [{"id": d["id"], "domain": d["domain"]} for d in stored] != []
+    dom = listed[0]
+    pro_listed = (await sandbox.rpc("formSettings.get", {"formId": sandbox.pro.forms["Contact"]})).data
+    assert pro_listed["availableCustomDomains"] == [], "a workspace without custom domains lists none"
     c = (await create(sandbox, ws="business", domainId=dom["id"])).data
     assert re.fullmatch(f"https://{re.escape(dom['domain'])}/r/rq_{ID_RE}", c["url"])
     assert (await get(sandbox, c["id"], ws="business"))["url"] == c["url"]
