@@ -1,6 +1,6 @@
 """Benchmark of outreach pacing: how close the creates run to the service's limit.
 
-Run: ``.venv/bin/python bench/outreach.py [--limit 120] [--window-ms 20000] [--windows 2]``
+Run: ``.venv/bin/python bench/outreach.py [--limit 60] [--window-ms 20000] [--windows 2]``
 
 Starts ``formsync sandbox`` in its own process, sets its create limit to ``--limit`` per
 ``--window-ms`` (``limits.set``: a scaled window, so several full windows pass in under
@@ -98,7 +98,7 @@ async def run(limit: int, window_ms: int, windows: int) -> int:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--limit", type=int, default=120, help="creates per window (default 120)")
+    parser.add_argument("--limit", type=int, default=60, help="creates per window (default 60)")
     parser.add_argument("--window-ms", type=int, default=20000, help="the window (default 20000 ms)")
     parser.add_argument("--windows", type=int, default=2, help="full windows to run after the first (default 2)")
     args = parser.parse_args()
