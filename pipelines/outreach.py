@@ -467,6 +467,10 @@ async def run_outreach(client: FormClient, store: Store, sheet: Path, form_id: s
                     rec.error = "content changed since it was recorded; not sent again"
                     s.add(rec)
                     changed += 1
+                    problems.append((number, Problem(
+                        column="externalId" if params.externalId else "",
+                        problem=f"changed since it was recorded ({identity}); not sent again",
+                        accepted="the row as first sent, or a new externalId (or a new job) for a new request")))
                     continue
                 elif rec.request_id is not None:
                     skipped += 1
@@ -495,8 +499,8 @@ async def run_outreach(client: FormClient, store: Store, sheet: Path, form_id: s
     finally:
         if bar is not None:
             bar.stop()
-    if failed:
-        _write_report(report_path, problems)
+    if failed or changed:
+        _write_report(report_path, sorted(problems, key=lambda line: line[0]))
     return OutreachReport(rows=len(rows), sent=sent, skipped_existing=skipped, invalid=invalid, changed=changed,
                           failed=failed, report_path=report_path,
                           documents_uploaded=documents.uploads if documents is not None else 0)

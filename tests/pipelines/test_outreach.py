@@ -109,6 +109,10 @@ async def test_bad_rows_reported_good_rows_sent_once_and_rerun_sends_nothing(
     changed = write_csv(tmp_path / "changed.csv", changed_rows)
     fourth = await run_outreach(client, store, changed, form, job="spring", report_path=report_path, progress=False)
     assert (fourth.sent, fourth.changed, fourth.skipped_existing) == (0, 1, 59)
+    with report_path.open() as fh:
+        lines = list(csv.DictReader(fh))
+    assert [(ln["row"], ln["column"]) for ln in lines] == [("12", "externalId")]
+    assert "changed since it was recorded (ext:c-10); not sent again" in lines[0]["problem"]
     assert await count_requests(client, form) == before + 60
     with store.session() as s:
         row = s.exec(select(OutreachRow).where(OutreachRow.row_key == "ext:c-10")).one()
