@@ -3,6 +3,7 @@ compared cell by cell with what the store holds (SQLite in tmp_path)."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import math
 from collections.abc import Iterator
@@ -480,3 +481,33 @@ async def test_export_of_a_store_synced_from_the_sandbox_reads_back_cell_by_cell
     assert_table(wide_csv, want, kind="csv")
     assert_table(read_csv(tmp_path / "long.csv"), expected_long(store), kind="csv")
     store.close()
+
+
+async def test_cli_export_labels_uses_the_forms_titles_and_field_order(sandbox: Any, tmp_path: Path) -> None:
+    from connector.client import FormClient
+    from pipelines.sync import sync_form
+
+    form = sandbox.pro.forms["Contact"]
+    store = Store(f"sqlite:///{tmp_path / 'labels.db'}")
+    store.migrate()
+    async with FormClient(sandbox.base_url, sandbox.pro.token) as fc:
+        await sync_form(fc, store, form)
+    store.close()
+    env = {"FORMSYNC_STORE__URL": f"sqlite:///{tmp_path / 'labels.db'}", "FORMSYNC_SERVICE__BASE_URL": sandbox.base_url,
+           "FORMSYNC_SERVICE__TOKEN": sandbox.pro.token}
+    out = tmp_path / "labels.csv"
+
+    def run(*args: str) -> Any:
+        return CliRunner().invoke(app, ["export", "--format", "csv", "--out", str(out), *args], env=env)
+
+    result = await asyncio.to_thread(run, "--form", form, "--labels")
+    assert result.exit_code == 0, result.output
+    header = list(pd.read_csv(out, dtype=str, keep_default_na=False).columns)
+    assert header == ["submission_id", "form_id", "request_id", "submitted_at", "updated_at", "edit_count",
+                      "Name", "Email", "Topic", "Message", "Source"], "titles, in fields.list order"
+    rows = read_csv(out)
+    assert sorted(r["Name"] for r in rows) == ["Ada Lovelace", "Alan Turing", "Grace Hopper"]
+    result = await asyncio.to_thread(run, "--labels")
+    assert result.exit_code == 2 and "give --form" in result.output
+    result = await asyncio.to_thread(run, "--form", "form_nope", "--labels")
+    assert result.exit_code == 1 and "form_nope" in result.output
