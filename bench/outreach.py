@@ -25,6 +25,8 @@ from __future__ import annotations
 import argparse
 import asyncio
 import csv
+import logging
+import statistics
 import sys
 import tempfile
 import time
@@ -54,6 +56,18 @@ def mean_fill(times_ms: list[int], window_ms: int, limit: int) -> float:
     return total / (end - first + 1) / limit
 
 
+class RoundTrips(logging.Handler):
+    """Collects the client's own timing of each requests.create (its debug log line)."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.DEBUG)
+        self.seconds: list[float] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        if record.msg == "%s -> HTTP %d in %.3f s" and record.args and record.args[0] == "requests.create":
+            self.seconds.append(float(record.args[2]))  # type: ignore[index, arg-type]
+
+
 def write_sheet(path: Path, rows: int) -> None:
     with path.open("w", newline="") as fh:
         w = csv.writer(fh)
@@ -74,6 +88,10 @@ async def run(limit: int, window_ms: int, windows: int) -> int:
             write_sheet(sheet, rows)
             store = Store(f"sqlite:///{tmp}/store.db")
             store.migrate()
+            trips = RoundTrips()
+            client_log = logging.getLogger("formsync.client")
+            client_log.setLevel(logging.DEBUG)
+            client_log.addHandler(trips)
             async with FormClient(sb.base_url, sb.token(), creates_per_minute=limit, calls_per_minute=100 * limit,
                                   rate_window=window_ms / 1000) as fc:
                 started = time.monotonic()
@@ -89,6 +107,9 @@ async def run(limit: int, window_ms: int, windows: int) -> int:
     fullest = most_in_window(times, window_ms)
     print(f"rows {rows}, sent {report.sent}, creates counted on the server {len(times)}, run {took:.1f} s")
     print(f"limit {limit} creates per {window_ms} ms window ({ideal:.2f}/s); achieved {rate:.2f}/s")
+    print(f"create round trip seen by the client: median {statistics.median(trips.seconds) * 1000:.0f} ms, "
+          f"mean {statistics.fmean(trips.seconds) * 1000:.0f} ms; the pacer's ideal with it: "
+          f"{window_ms / (window_ms + statistics.fmean(trips.seconds) * 1000):.4f}")
     print(f"fullest window on the server {fullest} (limit {limit}); mean window fill "
           f"{mean_fill(times, window_ms, limit):.4f}; RATE_LIMITED answers {refused}")
     bad = fullest > limit or refused or report.sent != rows or len(times) != rows
