@@ -117,7 +117,8 @@ class FormClient:
     """A client for ``{base_url}/api/v1`` acting with one token.
 
     Every call waits for the token's shared pacer (``calls_per_minute`` calls and
-    ``creates_per_minute`` creates in any 60 s window); RATE_LIMITED is retried after
+    ``creates_per_minute`` creates in any ``rate_window`` seconds, 60 by default: a
+    sandbox can be given a shorter window); RATE_LIMITED is retried after
     ``retryAfterMs``; a 5xx or a connection failure is retried with jittered backoff when
     the call is safe to repeat, up to ``max_retries`` times. The token is a SecretStr: it
     never appears in a repr, a log line or an exception. ``sleep`` and ``clock`` are
@@ -127,7 +128,8 @@ class FormClient:
     API_METHODS: ClassVar[Mapping[str, str]] = API_METHODS
 
     def __init__(self, base_url: str, token: str | SecretStr, *, calls_per_minute: int = 120,
-                 creates_per_minute: int = 60, max_retries: int = 5, timeout: float = 30.0,
+                 creates_per_minute: int = 60, rate_window: float = 60.0, max_retries: int = 5,
+                 timeout: float = 30.0,
                  backoff_base: float = 0.5, backoff_cap: float = 30.0,
                  session: aiohttp.ClientSession | None = None, pacer: Pacer | None = None,
                  sleep: Sleep = asyncio.sleep, clock: Clock = time.monotonic) -> None:
@@ -139,6 +141,9 @@ class FormClient:
             raise ValueError("calls_per_minute and creates_per_minute must be 1 or more")
         if max_retries < 0:
             raise ValueError("max_retries must be 0 or more")
+        if rate_window <= 0:
+            raise ValueError(f"rate_window must be longer than 0 s, not {rate_window}")
+        self.rate_window = rate_window
         self.calls_per_minute = calls_per_minute
         self.creates_per_minute = creates_per_minute
         self.max_retries = max_retries
@@ -182,7 +187,8 @@ class FormClient:
             self._own_session = True
         if self._pacer is None:
             self._pacer = shared_pacer(self.base_url, self.token_key, self.calls_per_minute,
-                                       self.creates_per_minute, clock=self._clock, sleep=self._sleep)
+                                       self.creates_per_minute, window=self.rate_window, clock=self._clock,
+                                       sleep=self._sleep)
         return self
 
     async def __aexit__(self, *exc: object) -> None:
@@ -215,10 +221,12 @@ class FormClient:
         attempt = 0
         lost = False  # an attempt failed in a way that leaves open whether it acted
         while True:
-            self.stats["paced_seconds"] += await pacer.acquire(create=create)
-            self.stats["calls"] += 1
             try:
-                return await self._send(session, method, body)
+                # Logged against the windows when the answer comes back (see Pacer.slot).
+                async with pacer.slot(create=create) as waited:
+                    self.stats["paced_seconds"] += waited
+                    self.stats["calls"] += 1
+                    return await self._send(session, method, body)
             except errors.RateLimited as exc:
                 # A throttled call was refused, not run: repeating it is always safe.
                 self.stats["rate_limited"] += 1

@@ -1,6 +1,15 @@
 """Client-side pacing: a sliding-window log per limit, so no 60-second window ever holds
 more sends than the service admits. (A leaky bucket lets almost twice the limit through
-after an idle spell; a log of send times cannot.)"""
+after an idle spell; a log of send times cannot.)
+
+Which time a send is logged at: the service counts a call when it arrives, somewhere
+between the moment the client sends it and the moment the answer comes back. A send
+admitted through :meth:`Pacer.slot` is logged at the time its answer came back (and
+counted as "now" while it is in flight), so the next send that depends on it can never
+reach the service less than a window after it did, whatever the latency. That needs no
+margin for latency, so the pacer runs at the limit itself (a fixed 0.25 s margin cost
+0.4 % of a 60 s window, and 5 % of a 5 s one). ``margin`` is left only for the clocks'
+granularity."""
 
 from __future__ import annotations
 
@@ -9,10 +18,13 @@ import hashlib
 import time
 import weakref
 from collections import deque
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from contextlib import asynccontextmanager
 
 Clock = Callable[[], float]
 Sleep = Callable[[float], Awaitable[object]]
+# Clock granularity and skew between this process and the service (both count durations).
+DEFAULT_MARGIN = 0.02
 
 
 def wait_before_send(sends: Sequence[float], now: float, limit: int, window: float) -> float:
@@ -28,27 +40,54 @@ def wait_before_send(sends: Sequence[float], now: float, limit: int, window: flo
     return max(0.0, recent[len(recent) - limit] + window - now)
 
 
-class Window:
-    """The send log of one limit. ``margin`` widens the window a little, so latency
-    between admitting a send here and its arrival at the service never lets the
-    service's own window see ``limit + 1``."""
+class Send:
+    """One logged send: its time, and whether it is still in flight (then it counts as
+    sent "now", since its answer, and so its arrival, may still be to come)."""
 
-    def __init__(self, limit: int, seconds: float = 60.0, margin: float = 0.25) -> None:
+    __slots__ = ("at", "open")
+
+    def __init__(self, at: float, open: bool = False) -> None:
+        self.at = at
+        self.open = open
+
+    def settle(self, at: float) -> None:
+        """The answer came back at ``at``: the service counted the send no later."""
+        self.at = max(self.at, at)
+        self.open = False
+
+
+class Window:
+    """The send log of one limit. ``margin`` widens the window a little (clock
+    granularity between here and the service)."""
+
+    def __init__(self, limit: int, seconds: float = 60.0, margin: float = DEFAULT_MARGIN) -> None:
         if limit < 1:
             raise ValueError(f"limit must be 1 or more, not {limit}")
+        if seconds <= 0:
+            raise ValueError(f"a window must be longer than 0 s, not {seconds}")
         self.limit = limit
         self.seconds = seconds
         self.margin = margin
-        self.sends: deque[float] = deque()
+        self.sends: deque[Send] = deque()
 
     @property
     def span(self) -> float:
         return self.seconds + self.margin
 
-    def wait(self, now: float) -> float:
-        while self.sends and self.sends[0] <= now - self.span:
+    def times(self, now: float) -> list[float]:
+        """The logged times still in the window, ascending (a send in flight counts as ``now``)."""
+        while self.sends and not self.sends[0].open and self.sends[0].at <= now - self.span:
             self.sends.popleft()
-        return wait_before_send(self.sends, now, self.limit, self.span)
+        # Settling moves a send later, so the log is only nearly sorted (a cheap sort).
+        return sorted(now if e.open else e.at for e in self.sends if e.open or e.at > now - self.span)
+
+    def wait(self, now: float) -> float:
+        return wait_before_send(self.times(now), now, self.limit, self.span)
+
+    def record(self, at: float, open: bool = False) -> Send:
+        entry = Send(at, open)
+        self.sends.append(entry)
+        return entry
 
 
 class Pacer:
@@ -58,7 +97,8 @@ class Pacer:
     behind a create that waits for the creates window."""
 
     def __init__(self, calls_per_minute: int = 120, creates_per_minute: int = 60, *, window: float = 60.0,
-                 margin: float = 0.25, clock: Clock = time.monotonic, sleep: Sleep = asyncio.sleep) -> None:
+                 margin: float = DEFAULT_MARGIN, clock: Clock = time.monotonic,
+                 sleep: Sleep = asyncio.sleep) -> None:
         self.calls = Window(calls_per_minute, window, margin)
         self.creates = Window(creates_per_minute, window, margin)
         self._clock = clock
@@ -71,9 +111,7 @@ class Pacer:
         wait = self.calls.wait(now)
         return max(wait, self.creates.wait(now)) if create else wait
 
-    async def acquire(self, create: bool = False) -> float:
-        """Wait until a send fits every window it counts against, record it, and return
-        the seconds waited."""
+    async def _admit(self, create: bool, open: bool) -> tuple[float, list[Send]]:
         waited = 0.0
         while True:
             # Checking and recording happen with no await between them, so two tasks of
@@ -83,20 +121,48 @@ class Pacer:
             if create:
                 wait = max(wait, self.creates.wait(now))
             if wait <= 0:
-                self.calls.sends.append(now)
+                entries = [self.calls.record(now, open)]
                 if create:
-                    self.creates.sends.append(now)
-                return waited
+                    entries.append(self.creates.record(now, open))
+                return waited, entries
             await self._sleep(wait)
             waited += wait
 
-    def configure(self, calls_per_minute: int | None = None, creates_per_minute: int | None = None) -> None:
-        """Change the limits; sends already logged keep counting against the new ones."""
-        for window, value in ((self.calls, calls_per_minute), (self.creates, creates_per_minute)):
+    async def acquire(self, create: bool = False) -> float:
+        """Wait until a send fits every window it counts against, record it at the time
+        of admission, and return the seconds waited. The send must reach the service at
+        once: use :meth:`slot` when the time to its arrival is not negligible."""
+        waited, _ = await self._admit(create, open=False)
+        return waited
+
+    @asynccontextmanager
+    async def slot(self, create: bool = False) -> AsyncIterator[float]:
+        """Wait until a send fits every window it counts against and yield the seconds
+        waited; send inside the block. The send is logged as in flight until the block
+        ends, then at the time it ended (when the answer came back), so latency can
+        never make the service's window see one send more than the limit."""
+        waited, entries = await self._admit(create, open=True)
+        try:
+            yield waited
+        finally:
+            now = self._clock()
+            for entry in entries:
+                entry.settle(now)
+
+    def configure(self, calls_per_minute: int | None = None, creates_per_minute: int | None = None,
+                  window: float | None = None) -> None:
+        """Change the limits (and the window's length, for a service whose window is not
+        60 s); sends already logged keep counting against the new ones."""
+        if window is not None and window <= 0:
+            raise ValueError(f"a window must be longer than 0 s, not {window}")
+        for value in (calls_per_minute, creates_per_minute):
+            if value is not None and value < 1:
+                raise ValueError(f"a per-minute limit must be 1 or more, not {value}")
+        for win, value in ((self.calls, calls_per_minute), (self.creates, creates_per_minute)):
             if value is not None:
-                if value < 1:
-                    raise ValueError(f"a per-minute limit must be 1 or more, not {value}")
-                window.limit = value
+                win.limit = value
+            if window is not None:
+                win.seconds = window
 
 
 def token_key(token: str) -> str:
@@ -110,7 +176,7 @@ _PACERS: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, dict[tuple[str, st
 
 
 def shared_pacer(base_url: str, token_key: str, calls_per_minute: int = 120, creates_per_minute: int = 60, *,
-                 clock: Clock = time.monotonic, sleep: Sleep = asyncio.sleep) -> Pacer:
+                 window: float = 60.0, clock: Clock = time.monotonic, sleep: Sleep = asyncio.sleep) -> Pacer:
     """The one Pacer for a (service, token) pair in this event loop, so separate clients
     of one token share its budget. ``token_key`` identifies the token without being it
     (a hash). The first client creates the pacer (with its ``clock`` and ``sleep``);
@@ -119,7 +185,7 @@ def shared_pacer(base_url: str, token_key: str, calls_per_minute: int = 120, cre
     key = (base_url, token_key)
     pacer = pacers.get(key)
     if pacer is None:
-        pacer = pacers[key] = Pacer(calls_per_minute, creates_per_minute, clock=clock, sleep=sleep)
+        pacer = pacers[key] = Pacer(calls_per_minute, creates_per_minute, window=window, clock=clock, sleep=sleep)
     else:
-        pacer.configure(calls_per_minute, creates_per_minute)
+        pacer.configure(calls_per_minute, creates_per_minute, window)
     return pacer

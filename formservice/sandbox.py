@@ -255,24 +255,28 @@ class LimitsParams(Params):
     callsPerMinute: Annotated[int, Field(ge=1)] | None = None
     createsPerMinute: Annotated[int, Field(ge=1)] | None = None
     failedAuth: Annotated[int, Field(ge=1)] | None = None
+    # The window of callsPerMinute and createsPerMinute (60000 by default): shorter, a
+    # test sees several full windows in seconds. 100 ms to 1 hour.
+    windowMs: Annotated[int, Field(ge=100, le=3_600_000)] | None = None
 
 
 class LimitsView(Result):
     callsPerMinute: int
     createsPerMinute: int
     failedAuth: int
+    windowMs: int
 
 
 @helper("limits.set")
 def limits_set(ctx: Ctx, p: LimitsParams) -> LimitsView:
     """Change the rate limits of this sandbox (raise them for a benchmark, shrink them to
-    provoke throttling)."""
+    provoke throttling); ``windowMs`` scales the window those per-minute limits count in."""
     names = {"callsPerMinute": "calls_per_minute", "createsPerMinute": "creates_per_minute",
-             "failedAuth": "failed_auth"}
+             "failedAuth": "failed_auth", "windowMs": "rate_window_ms"}
     values = {names[k]: v for k, v in p.model_dump(exclude_none=True).items()}
     lim = ctx.service.set_limits(**values)
     return LimitsView(callsPerMinute=lim.calls_per_minute, createsPerMinute=lim.creates_per_minute,
-                      failedAuth=lim.failed_auth)
+                      failedAuth=lim.failed_auth, windowMs=lim.rate_window_ms)
 
 
 class CallsParams(Params):

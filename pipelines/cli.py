@@ -221,6 +221,9 @@ def export_cmd(
     status: Annotated[str | None, typer.Option(help="Only requests in this status (pending, completed, "
                                                     "expired, canceled).")] = None,
     display: Annotated[bool, typer.Option("--display", help="Display text instead of raw answers.")] = False,
+    labels: Annotated[bool, typer.Option("--labels", help="Question titles as the headers of the field columns, "
+                                                          "in the form's field order (reads fields.list once: "
+                                                          "needs --form and service.token).")] = False,
     config: ConfigOption = None,
 ) -> None:
     """Export the stored submissions, answers or requests to CSV, XLSX or Parquet. Prints
@@ -256,15 +259,42 @@ def export_cmd(
         typer.echo(f"error: cannot open the database {settings.store.url!r}: {type(e).__name__}: "
                    f"{str(e).splitlines()[0] if str(e) else ''}", err=True)
         raise typer.Exit(1) from None
+    titles: dict[str, str] | None = None
+    order: list[str] | None = None
+    if labels:
+        titles, order = _field_titles(settings, form)
     try:
         report = export(store, format, out, table=table, form_id=form,  # type: ignore[arg-type]
-                        since=since_at, status=status, display=display)
+                        since=since_at, status=status, display=display, labels=titles, fields=order)
     except ValueError as e:
         typer.echo(f"error: {e}", err=True)
         raise typer.Exit(2) from None
     finally:
         store.close()
     typer.echo(report.model_dump_json())
+
+
+def _field_titles(settings: Any, form: str | None) -> tuple[dict[str, str], list[str]]:
+    """Question titles by field key, and the keys in the form's order, from fields.list."""
+    from connector.client import FormClient
+    from connector.errors import FormsyncError
+
+    if form is None:
+        raise typer.BadParameter("--labels reads the titles of one form's fields: give --form", param_hint="--labels")
+    if settings.service.token is None:
+        raise typer.BadParameter("--labels reads fields.list, which needs service.token: put it in the [service] "
+                                 "section or in FORMSYNC_SERVICE__TOKEN", param_hint="--labels")
+
+    async def fetch() -> list[Any]:
+        async with FormClient.from_settings(settings.service) as fc:
+            return (await fc.list_fields(form)).items
+
+    try:
+        fields = asyncio.run(fetch())
+    except FormsyncError as e:
+        typer.echo(f"error: cannot read the fields of form {form} for --labels: {e}", err=True)
+        raise typer.Exit(1) from None
+    return {f.key: f.title or f.key for f in fields}, [f.key for f in fields]
 
 
 @app.command()

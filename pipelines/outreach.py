@@ -8,6 +8,7 @@ import asyncio
 import csv
 import hashlib
 import json
+import mimetypes
 import time
 from collections.abc import Mapping, Sequence
 from datetime import UTC, date, datetime
@@ -24,7 +25,11 @@ from connector.models import FieldDescriptor
 from connector.store import OutreachJob, OutreachRow, Store
 
 RECIPIENT_COLUMNS = ("email", "name")
-SPECIAL_COLUMNS = ("externalId", "readonly", "expiresAt")
+SPECIAL_COLUMNS = ("externalId", "readonly", "expiresAt", "document")
+# What the service accepts as a request document (PDF or an image), and its size limit.
+DOCUMENT_TYPES = ("application/pdf", "image/png", "image/jpeg", "image/webp", "image/gif", "image/svg+xml",
+                  "image/avif", "image/bmp", "image/tiff")
+DOCUMENT_MAX_BYTES = 25 * 1024 * 1024
 TRUE_WORDS = {"true", "yes", "1"}
 FALSE_WORDS = {"false", "no", "0"}
 REPORT_COLUMNS = ("row", "column", "problem", "accepted")
@@ -48,6 +53,8 @@ class RowParams(BaseModel):
     readonly: list[str] = []
     externalId: str | None = None
     expiresAt: int | None = None
+    # Documents block field key ('' when the form has one block) -> the local file's path
+    documents: dict[str, str] = {}
 
 
 class OutreachReport(BaseModel):
@@ -62,6 +69,7 @@ class OutreachReport(BaseModel):
     failed: int
     report_path: Path | None = None
     stopped: bool = False  # a stop request ended the run between rows; a re-run sends the rest
+    documents_uploaded: int = 0
 
 
 # ======================================================================================
@@ -89,7 +97,8 @@ def _target(column: str, fields: Mapping[str, FieldDescriptor], mapping: Mapping
     'prefill.<key>', 'context.<key>', 'metadata.<key>'; None when unknown."""
     if column in mapping:
         return mapping[column]
-    if column in RECIPIENT_COLUMNS or column in SPECIAL_COLUMNS or column.startswith("metadata."):
+    if (column in RECIPIENT_COLUMNS or column in SPECIAL_COLUMNS or column.startswith("metadata.")
+            or column.startswith("document.")):
         return column
     f = fields.get(column)
     if f is not None:
@@ -190,8 +199,9 @@ def validate_row(fields: Sequence[FieldDescriptor], row: Mapping[str, str], *,
         target = _target(column, by_key, mapping)
         if target is None:
             problems.append(Problem(column=column, problem="unknown column",
-                                    accepted="email, name, externalId, readonly, expiresAt, metadata.<key>, "
-                                             "or a field key: " + ", ".join(sorted(by_key))))
+                                    accepted="email, name, externalId, readonly, expiresAt, document, "
+                                             "document.<key>, metadata.<key>, or a field key: "
+                                             + ", ".join(sorted(by_key))))
             continue
         if cell.strip() == "":
             continue
@@ -216,6 +226,14 @@ def validate_row(fields: Sequence[FieldDescriptor], row: Mapping[str, str], *,
                                         accepted="ISO date/datetime or epoch milliseconds"))
         elif kind == "metadata" and key:
             out.metadata[key] = cell
+        elif target == "document" or (kind == "document" and key):
+            f = by_key.get(key) if key else None
+            if key and (f is None or f.type != "documents"):
+                problems.append(Problem(column=column, problem=f"{key!r} is not a documents field of this form",
+                                        accepted=", ".join(sorted(k for k, v in by_key.items()
+                                                                  if v.type == "documents")) or "(none)"))
+            else:
+                out.documents[key] = cell.strip()
         elif kind in ("prefill", "context") and key:
             f = by_key.get(key)
             if f is None:
@@ -241,8 +259,8 @@ def validate_row(fields: Sequence[FieldDescriptor], row: Mapping[str, str], *,
                     out.prefill[key] = value
         else:
             problems.append(Problem(column=column, problem=f"unknown mapping target {target!r}",
-                                    accepted="email, name, externalId, readonly, expiresAt, prefill.<key>, "
-                                             "context.<key>, metadata.<key>"))
+                                    accepted="email, name, externalId, readonly, expiresAt, document, "
+                                             "document.<key>, prefill.<key>, context.<key>, metadata.<key>"))
     if readonly_col is not None:
         column, cell = readonly_col
         for key in (k.strip() for k in cell.split(",") if k.strip()):
@@ -257,6 +275,74 @@ def validate_row(fields: Sequence[FieldDescriptor], row: Mapping[str, str], *,
     return (None, problems) if problems else (out, [])
 
 
+def document_problem(path: Path) -> tuple[str, str] | None:
+    """Why the local file at ``path`` cannot be a request document, as (problem,
+    accepted), or None when it can: it must exist, be a PDF or an image (by its
+    extension) and hold 1 byte to 25 MiB."""
+    if not path.is_file():
+        return f"file {str(path)!r} does not exist", "the path of a PDF or image file (relative to the sheet)"
+    ctype = document_type(path)
+    if ctype not in DOCUMENT_TYPES:
+        return (f"file {path.name!r} is not a PDF or an image ({ctype or 'unknown type'})",
+                "a .pdf, .png, .jpg, .webp, .gif, .svg, .avif, .bmp or .tif file")
+    size = path.stat().st_size
+    if not 0 < size <= DOCUMENT_MAX_BYTES:
+        return f"file {path.name!r} has {size:,} bytes", "1 byte to 25 MiB"
+    return None
+
+
+def document_type(path: Path) -> str | None:
+    return mimetypes.guess_type(path.name, strict=False)[0]
+
+
+def _check_documents(params: RowParams, base: Path) -> list[Problem]:
+    out = []
+    for key, cell in params.documents.items():
+        found = document_problem(_document_path(cell, base))
+        if found is not None:
+            out.append(Problem(column=f"document.{key}" if key else "document", problem=found[0], accepted=found[1]))
+    return out
+
+
+def _document_path(cell: str, base: Path) -> Path:
+    path = Path(cell).expanduser()
+    return path if path.is_absolute() else base / path
+
+
+class _Documents:
+    """The job's uploaded documents: one ``documents.create`` and PUT per distinct file
+    content (by SHA-256), recorded in the job's settings so a re-run reuses them too."""
+
+    def __init__(self, client: FormClient, store: Store, job: str, form_id: str, base: Path) -> None:
+        self.client, self.store, self.job, self.form_id, self.base = client, store, job, form_id, base
+        with store.session() as s:
+            rec = s.get(OutreachJob, job)
+            self.ids: dict[str, str] = dict(((rec.settings if rec else None) or {}).get("documents", {}))
+        self.uploads = 0
+
+    async def refs(self, params: RowParams) -> list[dict[str, str]]:
+        """The ``documents`` param of a row, uploading any file not uploaded yet."""
+        refs = []
+        for key, cell in sorted(params.documents.items()):
+            path = _document_path(cell, self.base)
+            data = path.read_bytes()
+            digest = hashlib.sha256(data).hexdigest()
+            doc_id = self.ids.get(digest)
+            if doc_id is None:
+                upload = await self.client.create_document(self.form_id, path.name, document_type(path) or "",
+                                                           len(data), sha256=digest)
+                await self.client.upload_document(upload, data)
+                doc_id = self.ids[digest] = upload.id
+                self.uploads += 1
+                with self.store.session() as s:  # recorded before any request refers to it
+                    rec = s.get(OutreachJob, self.job)
+                    if rec is not None:
+                        rec.settings = {**(rec.settings or {}), "documents": dict(self.ids)}
+                        s.add(rec)
+            refs.append({"documentId": doc_id, **({"field": key} if key else {})})
+        return refs
+
+
 # ======================================================================================
 # Identity and idempotency
 # ======================================================================================
@@ -264,7 +350,10 @@ def validate_row(fields: Sequence[FieldDescriptor], row: Mapping[str, str], *,
 
 def content_hash(params: RowParams) -> str:
     """A hash of the row's normalised params (sorted keys, compact JSON)."""
-    text = json.dumps(params.model_dump(), sort_keys=True, separators=(",", ":"), default=str)
+    values = params.model_dump()
+    if not values["documents"]:  # rows without documents keep the hash they always had
+        del values["documents"]
+    text = json.dumps(values, sort_keys=True, separators=(",", ":"), default=str)
     return hashlib.sha256(text.encode()).hexdigest()
 
 
@@ -319,8 +408,12 @@ async def run_outreach(client: FormClient, store: Store, sheet: Path, form_id: s
     problems: list[tuple[int, Problem]] = []
     good: list[tuple[int, RowParams]] = []
     seen: dict[str, int] = {}
+    base = sheet.parent
     for i, row in enumerate(rows):
         params, found = validate_row(fields, row, mapping=mapping, delivery=delivery)
+        if params is not None and params.documents:
+            found = _check_documents(params, base)
+            params = None if found else params
         number = i + 2  # the header is row 1
         if params is not None and row_identity(params) in seen:
             # Two rows of one identity would share one idempotency key: neither order wins.
@@ -353,6 +446,7 @@ async def run_outreach(client: FormClient, store: Store, sheet: Path, form_id: s
                        TextColumn("{task.fields[rate]}"), TimeRemainingColumn())
         bar.start()
     task = bar.add_task("rows", total=len(good), rate="") if bar else None
+    documents = None if dry_run else _Documents(client, store, job, form_id, base)
     started = time.monotonic()
     try:
         for number, params in good:
@@ -384,6 +478,10 @@ async def run_outreach(client: FormClient, store: Store, sheet: Path, form_id: s
                     rec.error = "content changed since it was recorded; not sent again"
                     s.add(rec)
                     changed += 1
+                    problems.append((number, Problem(
+                        column="externalId" if params.externalId else "",
+                        problem=f"changed since it was recorded ({identity}); not sent again",
+                        accepted="the row as first sent, or a new externalId (or a new job) for a new request")))
                     continue
                 elif rec.request_id is not None:
                     skipped += 1
@@ -394,9 +492,12 @@ async def run_outreach(client: FormClient, store: Store, sheet: Path, form_id: s
                 stopped = True
                 break
             try:
+                extra: dict[str, Any] = {}
+                if params.documents and documents is not None:
+                    extra["documents"] = await documents.refs(params)
                 created = await client.create_request(
                     form_id, recipient=params.recipient or {}, **_optional(params, delivery, callback_url, test),
-                    idempotency_key=key)
+                    **extra, idempotency_key=key)
             except FormsyncError as e:
                 failed += 1
                 with store.session() as s:
@@ -415,10 +516,11 @@ async def run_outreach(client: FormClient, store: Store, sheet: Path, form_id: s
     finally:
         if bar is not None:
             bar.stop()
-    if failed:
-        _write_report(report_path, problems)
+    if failed or changed:
+        _write_report(report_path, sorted(problems, key=lambda line: line[0]))
     return OutreachReport(rows=len(rows), sent=sent, skipped_existing=skipped, invalid=invalid, changed=changed,
-                          failed=failed, report_path=report_path, stopped=stopped)
+                          failed=failed, report_path=report_path, stopped=stopped,
+                          documents_uploaded=documents.uploads if documents is not None else 0)
 
 
 async def _stopped_while_waiting(client: FormClient, stop: asyncio.Event) -> bool:

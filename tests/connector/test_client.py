@@ -821,7 +821,7 @@ async def test_two_clients_of_one_token_share_one_pacer(sandbox):
     assert len(times) == 200
     assert most_in_any_window(times, 60_000) <= 120
     assert a.stats["rate_limited"] == b.stats["rate_limited"] == 0, "the pacer kept both under the limit"
-    assert t.now == pytest.approx(60.25), "one wait, as long as the window (plus its margin) demands"
+    assert t.now == pytest.approx(60.02), "one wait, as long as the window (plus its margin) demands"
 
 
 async def test_creates_of_two_clients_share_the_creates_limit(sandbox):
@@ -841,7 +841,7 @@ async def test_creates_of_two_clients_share_the_creates_limit(sandbox):
     times = [i["at"] for i in items]
     assert len(times) == 80 and most_in_any_window(times, 60_000) <= 60
     assert a.stats["rate_limited"] == b.stats["rate_limited"] == 0
-    assert t.now == pytest.approx(60.25)
+    assert t.now == pytest.approx(60.02)
 
 
 async def test_pacing_limits_are_configurable_and_documents_count_as_creates(sandbox):
@@ -852,12 +852,12 @@ async def test_pacing_limits_are_configurable_and_documents_count_as_creates(san
             await fc.create_document(sandbox.pro.forms["Approval"], "a.png", "image/png", len(PNG))
         assert t.now == 0
         await fc.create_request(sandbox.pro.forms["Contact"], test=True)
-        assert t.now == pytest.approx(60.25), "the 4th create waited: documents.create counts as a create"
+        assert t.now == pytest.approx(60.02), "the 4th create waited: documents.create counts as a create"
         for _ in range(9):
             await fc.me()
-        assert t.now == pytest.approx(60.25), "10 calls fit the new window"
+        assert t.now == pytest.approx(60.02), "10 calls fit the new window"
         await fc.me()
-        assert t.now == pytest.approx(120.5), "the 11th waited for the window"
+        assert t.now == pytest.approx(120.04), "the 11th waited for the window"
     assert fc.stats["rate_limited"] == 0
 
 

@@ -131,8 +131,8 @@ async def test_creates_have_their_own_limit():
     pacer = Pacer(120, 60, clock=t.clock, sleep=t.sleep)
     for _ in range(60):
         assert await pacer.acquire(create=True) == 0
-    assert await pacer.acquire(create=True) == pytest.approx(60.25), "the 61st create waits (window + margin)"
-    assert t.now == pytest.approx(60.25)
+    assert await pacer.acquire(create=True) == pytest.approx(60.02), "the 61st create waits (window + margin)"
+    assert t.now == pytest.approx(60.02)
 
 
 async def test_a_call_never_waits_behind_a_waiting_create():
@@ -143,11 +143,11 @@ async def test_a_call_never_waits_behind_a_waiting_create():
     t.gate = asyncio.Event()
     blocked = asyncio.create_task(pacer.acquire(create=True))
     await asyncio.sleep(0)
-    assert t.sleeps == [pytest.approx(60.25)] and not blocked.done(), "the 3rd create waits"
+    assert t.sleeps == [pytest.approx(60.02)] and not blocked.done(), "the 3rd create waits"
     assert await asyncio.wait_for(pacer.acquire(), timeout=1) == 0, "a plain call passes at once"
     assert t.now == 0 and not blocked.done()
     t.gate.set()
-    assert await blocked == pytest.approx(60.25)
+    assert await blocked == pytest.approx(60.02)
 
 
 async def test_limits_are_configurable():
@@ -172,7 +172,35 @@ async def test_delay_tells_the_wait_without_taking_a_place():
     assert pacer.delay(create=True) == 0
     await pacer.acquire(create=True)
     await pacer.acquire(create=True)
-    assert pacer.delay(create=True) == pytest.approx(60.25) and pacer.delay() == 0
-    assert pacer.delay(create=True) == pytest.approx(60.25), "asking twice records nothing"
+    assert pacer.delay(create=True) == pytest.approx(60.02) and pacer.delay() == 0
+    assert pacer.delay(create=True) == pytest.approx(60.02), "asking twice records nothing"
     t.now = 30
-    assert pacer.delay(create=True) == pytest.approx(30.25)
+    assert pacer.delay(create=True) == pytest.approx(30.02)
+
+
+async def test_a_slot_counts_from_when_the_answer_came_back_and_as_now_while_in_flight():
+    t = FakeTime()
+    pacer = Pacer(2, 2, window=10, margin=0, clock=t.clock, sleep=t.sleep)
+    async with pacer.slot() as waited:
+        assert waited == 0
+        t.now = 3.0  # the answer takes 3 s: the service may have counted the call as late as 3.0
+    async with pacer.slot():
+        t.now = 4.0
+    async with pacer.slot() as waited:
+        assert waited == 10 - 1.0 and t.now == 13.0, "the 3rd waits until the 1st's answer (3.0) is 10 s old"
+    # While a send is in flight it counts as sent "now": its answer may still be to come.
+    second = Pacer(1, 1, window=10, margin=0, clock=t.clock, sleep=t.sleep)
+    async with second.slot():
+        assert second.calls.wait(t.now + 100) == 10, "one in flight fills a 1-per-window pacer at any time"
+    assert second.calls.wait(t.now + 10) == 0, "settled: it leaves the window 10 s after its answer"
+
+
+async def test_configure_changes_the_window_and_refuses_a_bad_one():
+    t = FakeTime()
+    pacer = Pacer(1, 1, window=60, margin=0, clock=t.clock, sleep=t.sleep)
+    pacer.configure(window=2)
+    await pacer.acquire()
+    assert await pacer.acquire() == 2
+    with pytest.raises(ValueError, match="longer than 0"):
+        pacer.configure(window=0)
+    assert pacer.calls.seconds == 2

@@ -3,6 +3,7 @@ compared cell by cell with what the store holds (SQLite in tmp_path)."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import math
 from collections.abc import Iterator
@@ -441,3 +442,72 @@ def test_cli_export(store: Store, tmp_path: Path) -> None:
     bad = CliRunner().invoke(app, ["export", "--format", "doc", "--out", str(tmp_path / "x.doc")], env=env)
     assert bad.exit_code == 2 and "format must be one of csv, xlsx, parquet" in bad.output
     assert not (tmp_path / "x.doc").exists()
+
+
+def read_excel_pandas(path: Path, sheet: str) -> list[dict[str, Any]]:
+    return pd.read_excel(path, sheet_name=sheet, dtype=object).to_dict("records")
+
+
+async def test_export_of_a_store_synced_from_the_sandbox_reads_back_cell_by_cell(
+        sandbox: Any, tmp_path: Path) -> None:
+    """The store filled by the sync and poll pipelines over loopback HTTP (not by hand),
+    exported as XLSX and CSV, read back with openpyxl and pandas, compared with the store."""
+    from connector.client import FormClient
+    from pipelines.sync import sync_form
+
+    form = sandbox.pro.forms["Contact"]
+    for i, name in enumerate(["=1+1", "+33 6 12 34 56 78", "Ann", "@home", "-5"]):
+        answers = {"name": name, "email": f"x{i}@example.test", "topic": ["sales", "support", "other"][i % 3]}
+        if i % 2:
+            answers["message"] = f"line one\nline two, \"quoted\" {i}"
+        assert (await sandbox.helper("submissions.create", {"formId": form, "answers": answers})).ok
+    store = Store(f"sqlite:///{tmp_path / 'synced.db'}")
+    store.migrate()
+    async with FormClient(sandbox.base_url, sandbox.pro.token) as fc:
+        assert (await sync_form(fc, store, form)).fetched == 8  # 3 seeded + 5
+    want = expected_wide(store)
+    assert len(want) == 8
+    export(store, "xlsx", tmp_path / "all.xlsx", table="all")
+    export(store, "csv", tmp_path / "wide.csv")
+    export(store, "csv", tmp_path / "long.csv", table="long")
+    for got in (read_sheet(tmp_path / "all.xlsx", "wide"), read_excel_pandas(tmp_path / "all.xlsx", "wide")):
+        assert_table(got, want, kind="xlsx")
+    for got in (read_sheet(tmp_path / "all.xlsx", "long"), read_excel_pandas(tmp_path / "all.xlsx", "long")):
+        assert_table(got, [{k: guard(v) for k, v in r.items()} for r in expected_long(store)], kind="parquet")
+    wide_csv = read_csv(tmp_path / "wide.csv")
+    for row in wide_csv:
+        for c in ("submitted_at", "updated_at"):
+            row[c] = str(pd.Timestamp(row[c])) if row[c] else ""
+    assert_table(wide_csv, want, kind="csv")
+    assert_table(read_csv(tmp_path / "long.csv"), expected_long(store), kind="csv")
+    store.close()
+
+
+async def test_cli_export_labels_uses_the_forms_titles_and_field_order(sandbox: Any, tmp_path: Path) -> None:
+    from connector.client import FormClient
+    from pipelines.sync import sync_form
+
+    form = sandbox.pro.forms["Contact"]
+    store = Store(f"sqlite:///{tmp_path / 'labels.db'}")
+    store.migrate()
+    async with FormClient(sandbox.base_url, sandbox.pro.token) as fc:
+        await sync_form(fc, store, form)
+    store.close()
+    env = {"FORMSYNC_STORE__URL": f"sqlite:///{tmp_path / 'labels.db'}", "FORMSYNC_SERVICE__BASE_URL": sandbox.base_url,
+           "FORMSYNC_SERVICE__TOKEN": sandbox.pro.token}
+    out = tmp_path / "labels.csv"
+
+    def run(*args: str) -> Any:
+        return CliRunner().invoke(app, ["export", "--format", "csv", "--out", str(out), *args], env=env)
+
+    result = await asyncio.to_thread(run, "--form", form, "--labels")
+    assert result.exit_code == 0, result.output
+    header = list(pd.read_csv(out, dtype=str, keep_default_na=False).columns)
+    assert header == ["submission_id", "form_id", "request_id", "submitted_at", "updated_at", "edit_count",
+                      "Name", "Email", "Topic", "Message", "Source"], "titles, in fields.list order"
+    rows = read_csv(out)
+    assert sorted(r["Name"] for r in rows) == ["Ada Lovelace", "Alan Turing", "Grace Hopper"]
+    result = await asyncio.to_thread(run, "--labels")
+    assert result.exit_code == 2 and "give --form" in result.output
+    result = await asyncio.to_thread(run, "--form", "form_nope", "--labels")
+    assert result.exit_code == 1 and "form_nope" in result.output

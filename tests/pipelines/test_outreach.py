@@ -109,6 +109,10 @@ async def test_bad_rows_reported_good_rows_sent_once_and_rerun_sends_nothing(
     changed = write_csv(tmp_path / "changed.csv", changed_rows)
     fourth = await run_outreach(client, store, changed, form, job="spring", report_path=report_path, progress=False)
     assert (fourth.sent, fourth.changed, fourth.skipped_existing) == (0, 1, 59)
+    with report_path.open() as fh:
+        lines = list(csv.DictReader(fh))
+    assert [(ln["row"], ln["column"]) for ln in lines] == [("12", "externalId")]
+    assert "changed since it was recorded (ext:c-10); not sent again" in lines[0]["problem"]
     assert await count_requests(client, form) == before + 60
     with store.session() as s:
         row = s.exec(select(OutreachRow).where(OutreachRow.row_key == "ext:c-10")).one()
@@ -318,3 +322,61 @@ async def test_a_create_refused_by_the_service_is_failed_reported_and_retried_ne
     third = await run_outreach(client, store, sheet, form, job="f", report_path=tmp_path / "r.csv", progress=False)
     assert (third.sent, third.failed, third.skipped_existing) == (1, 0, 2)
     assert await count_requests(client, form) == before + 3
+
+
+PDF = b"%PDF-1.4\n" + bytes(range(200)) + b"\n%%EOF\n"
+PNG = b"\x89PNG\r\n\x1a\n" + bytes(range(120))
+
+
+async def test_document_column_uploads_each_distinct_file_once_and_reuses_it(
+        sandbox: Sandbox, client: FormClient, store: Store, tmp_path: Path) -> None:
+    form = sandbox.pro.forms["Approval"]
+    (tmp_path / "docs").mkdir()
+    (tmp_path / "docs" / "terms.pdf").write_bytes(PDF)
+    (tmp_path / "docs" / "copy-of-terms.pdf").write_bytes(PDF)  # the same content under another name
+    (tmp_path / "plan.png").write_bytes(PNG)
+    (tmp_path / "notes.txt").write_text("not a document")
+    docs = ["docs/terms.pdf", "plan.png", "docs/terms.pdf", "docs/copy-of-terms.pdf", str(tmp_path / "plan.png"),
+            "docs/missing.pdf", "notes.txt", ""]
+    sheet = tmp_path / "approvals.csv"
+    pd.DataFrame([{"externalId": f"a-{i}", "email": f"r{i}@example.test", "reviewer": f"R {i}", "document": d}
+                  for i, d in enumerate(docs)]).to_csv(sheet, index=False)
+    since = (await sandbox.helper("clock.get")).data["now"]
+    rep = await run_outreach(client, store, sheet, form, job="docs", report_path=tmp_path / "r.csv", progress=False)
+    assert (rep.sent, rep.invalid, rep.documents_uploaded) == (6, 2, 2)
+    with (tmp_path / "r.csv").open() as fh:
+        lines = {ln["row"]: ln for ln in csv.DictReader(fh)}
+    assert set(lines) == {"7", "8"} and {ln["column"] for ln in lines.values()} == {"document"}
+    assert "does not exist" in lines["7"]["problem"] and "not a PDF or an image" in lines["8"]["problem"]
+    calls = (await sandbox.helper("calls.list", {"since": since}, ws="pro")).data["items"]
+    assert [c["method"] for c in calls].count("documents.create") == 2, "one upload per distinct file content"
+    sizes = {}
+    async for r in client.iter_requests(form_id=form, include_test=True):
+        if r.externalId and r.externalId.startswith("a-"):
+            full = await client.get_request(r.id)
+            sizes[r.externalId] = [(d.field, d.size) for d in full.documents]
+    assert sizes == {"a-0": [("review_docs", len(PDF))], "a-1": [("review_docs", len(PNG))],
+                     "a-2": [("review_docs", len(PDF))], "a-3": [("review_docs", len(PDF))],
+                     "a-4": [("review_docs", len(PNG))], "a-7": []}
+
+    # A re-run with a new row reuses the recorded uploads: no documents.create at all.
+    docs.append("docs/copy-of-terms.pdf")
+    pd.DataFrame([{"externalId": f"a-{i}", "email": f"r{i}@example.test", "reviewer": f"R {i}", "document": d}
+                  for i, d in enumerate(docs)]).to_csv(sheet, index=False)
+    since = (await sandbox.helper("clock.get")).data["now"]
+    again = await run_outreach(client, store, sheet, form, job="docs", report_path=tmp_path / "r.csv",
+                               progress=False)
+    assert (again.sent, again.skipped_existing, again.documents_uploaded) == (1, 6, 0)
+    calls = (await sandbox.helper("calls.list", {"since": since}, ws="pro")).data["items"]
+    assert "documents.create" not in [c["method"] for c in calls]
+
+
+def test_a_document_column_naming_a_field_that_is_not_a_documents_block_is_refused() -> None:
+    fields = [FieldDescriptor(key="name", type="text"), FieldDescriptor(key="nda", type="documents",
+                                                                         prefillable=False)]
+    params, problems = validate_row(fields, {"document.name": "a.pdf", "document.nda": "b.pdf"})
+    assert params is None
+    assert [(p.column, p.problem, p.accepted) for p in problems] == [
+        ("document.name", "'name' is not a documents field of this form", "nda")]
+    params, problems = validate_row(fields, {"document.nda": "b.pdf"})
+    assert problems == [] and params is not None and params.documents == {"nda": "b.pdf"}

@@ -149,6 +149,22 @@ async def test_limits_set_refuses_nonsense(sandbox):
     assert sandbox.service.limits.calls_per_minute == 120
 
 
+async def test_limits_set_window_ms_shortens_the_window_of_both_limits(sandbox):
+    shown = await set_limits(sandbox, callsPerMinute=3, windowMs=2000)
+    assert (shown["callsPerMinute"], shown["windowMs"]) == (3, 2000)
+    for _ in range(3):
+        assert (await me(sandbox)).status == 200
+    r = await me(sandbox)
+    r.expect("RATE_LIMITED", 429)
+    assert 0 < r.details["retryAfterMs"] <= 2000, "the wait is counted in the 2 s window, not a minute"
+    await sandbox.helper("clock.advance", {"ms": 2000})
+    assert (await me(sandbox)).status == 200, "the first calls left the 2 s window"
+    assert (await set_limits(sandbox, windowMs=MINUTE_MS))["windowMs"] == MINUTE_MS
+    r = await sandbox.helper("limits.set", {"windowMs": 50})
+    r.expect("VALIDATION_ERROR", 400, field="windowMs", reason="OUT_OF_RANGE")
+    assert sandbox.service.creates.window_ms == MINUTE_MS, "a refused change leaves the window as it was"
+
+
 async def test_failed_auth_limit_follows_limits_set(sandbox):
     await set_limits(sandbox, failedAuth=2)
     for _ in range(2):
