@@ -20,6 +20,7 @@ from . import rpc
 from .domain import auth
 from .domain.base import Ctx, Method, Params, Result, method_registry
 from .errors import ApiError, not_found
+from .faults import FaultPlan, FaultsView, unknown_methods
 from .ids import new_id, new_signing_secret
 from .service import Service
 from .tables import (
@@ -453,6 +454,35 @@ def events_list(ctx: Ctx, p: EventsParams) -> dict[str, Any]:
                       "requestId": ev.request_id, "submissionId": ev.submission_id, "payload": ev.payload,
                       "deliveries": deliveries})
     return {"items": items}
+
+
+@helper("faults.set")
+def faults_set(ctx: Ctx, p: FaultPlan) -> FaultsView:
+    """Inject faults into every later ``/api/v1`` call (of any token), as the seeded plan
+    decides; replaces the plan in force and restarts its counters."""
+    from .domain.base import METHODS
+
+    unknown = unknown_methods(p, METHODS)
+    if unknown:
+        where, name = unknown[0]
+        raise ApiError("VALIDATION_ERROR", f"{where}: unknown method {name!r}; name /api/v1 methods such as "
+                       "'requests.create' (methods.list has them all).", reason="UNKNOWN_METHOD", field=where)
+    ctx.service.faults.set(p)
+    return ctx.service.faults.view()
+
+
+@helper("faults.get")
+def faults_get(ctx: Ctx, p: NoParams) -> FaultsView:
+    """The fault plan in force, the calls it met and the faults it injected."""
+    return ctx.service.faults.view()
+
+
+@helper("faults.clear")
+def faults_clear(ctx: Ctx, p: NoParams) -> FaultsView:
+    """Stop injecting faults; returns what the plan had injected."""
+    view = ctx.service.faults.view()
+    ctx.service.faults.clear()
+    return view
 
 
 async def _deliveries_flush(service: Service) -> dict[str, Any]:

@@ -20,6 +20,7 @@ from .clock import MINUTE_MS, Clock
 from .domain import auth
 from .domain.base import METHODS, Ctx, Method
 from .errors import ApiError
+from .faults import FaultInjector
 from .ratelimit import SlidingWindow
 from .validation import parse_params
 
@@ -77,6 +78,7 @@ class Service:
         self.failed_auth = SlidingWindow(self.limits.failed_auth, self.limits.failed_auth_window_ms)
         self.call_log: list[tuple[int, str, str]] = []  # (ms, token id, method): counted by tests
         self.worker: Any = None  # the DeliveryWorker, attached by the app
+        self.faults = FaultInjector()  # the sandbox's injected faults (faults.set); none by default
 
     # -- store ------------------------------------------------------------------
     @contextmanager
