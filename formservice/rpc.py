@@ -42,10 +42,18 @@ def _reject_constant(name: str) -> Any:
     raise ValueError(f"{name} is not a JSON number")
 
 
-def _finite(text: str) -> float:
+SAFE_INTEGER = 2**53  # past it, a float no longer holds every integer exactly
+
+
+def _finite(text: str) -> float | int:
+    """A JSON number written with a fraction or an exponent. An integral one (``24.0``,
+    ``1e2``) is the integer: JSON and JSON Schema do not tell 24.0 from 24, so a param
+    published as an integer takes both."""
     value = float(text)
     if not math.isfinite(value):
         raise ValueError(f"the number {text[:24]} is out of range")
+    if value.is_integer() and abs(value) <= SAFE_INTEGER:
+        return int(value)
     return value
 
 
