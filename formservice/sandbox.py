@@ -117,6 +117,7 @@ def prepare(service: Service, data_dir: Path | None, seed_path: Path | str | Non
         creds = json.loads(stored.read_text())
     else:
         creds = apply_seed(service, load_seed(seed_path))
+        service.save_seed_state()  # what the reset helper goes back to
         if stored is not None:
             stored.write_text(json.dumps(creds, indent=2))
     return {"baseUrl": service.base_url, **creds}
@@ -485,13 +486,28 @@ def faults_clear(ctx: Ctx, p: NoParams) -> FaultsView:
     return view
 
 
+async def _reset(service: Service) -> dict[str, Any]:
+    """Wipe the sandbox back to its seeded state: every workspace, form, request,
+    submission, token and delivery made since is gone; the seeded tokens work again; the
+    clock, rate limits and fault plan are a new sandbox's. Delivery attempts under way
+    finish first, so none writes into the restored store."""
+    await service.worker.settle()
+    try:
+        service.restore_seed_state()
+    except LookupError:
+        raise ApiError("CONFLICT", "This sandbox's data dir was seeded before reset existed, so no copy of its "
+                       "seeded state was kept; start the sandbox on a new --data-dir to use reset.",
+                       reason="NO_SEED_STATE") from None
+    return {"reset": True, "now": service.now()}
+
+
 async def _deliveries_flush(service: Service) -> dict[str, Any]:
     """Attempt every due delivery now (after doing the time-driven work that is due)."""
     service.worker.tick()
     return {"attempts": await service.worker.flush()}
 
 
-ASYNC_HELPERS = {"deliveries.flush": _deliveries_flush}
+ASYNC_HELPERS = {"deliveries.flush": _deliveries_flush, "reset": _reset}
 
 
 # -- binding -----------------------------------------------------------------------

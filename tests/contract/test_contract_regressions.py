@@ -72,3 +72,14 @@ async def test_each_method_document_takes_only_that_method_and_checks_its_own_re
     assert "$ref" in data  # me.get publishes its result
     check = validator(doc, resolve(doc, data["$ref"]))
     assert not check.is_valid({"unexpected": True})
+
+
+async def test_requests_sample_publishes_its_event_types(sandbox: Sandbox, doc: dict[str, Any]) -> None:
+    """eventType was a bare string in the schema; only three values are taken."""
+    schema = params_schema(doc, "requests.sample")["properties"]["eventType"]
+    assert schema["enum"] == ["request_completed", "request_expired", "request_canceled"]
+    form = sandbox.pro.forms["Contact"]
+    for event_type in schema["enum"]:
+        assert (await sandbox.rpc("requests.sample", {"formId": form, "eventType": event_type})).ok
+    (await sandbox.rpc("requests.sample", {"formId": form, "eventType": "request_sent"})).expect(
+        "VALIDATION_ERROR", 400, field="eventType", reason="INVALID_VALUE")
