@@ -179,16 +179,24 @@ async def handle(request: web.Request) -> web.Response:
 # -- the sandbox's injected faults (formservice/faults.py decides, these apply) ------------
 
 
+def injected_rate_limit(fault: Fault) -> ApiError:
+    return ApiError("RATE_LIMITED", f"Rate limit reached; retry in {fault.retry_after_ms} ms.",
+                    reason="RATE_LIMITED", retryAfterMs=fault.retry_after_ms)
+
+
+def proxy_page(status: int) -> web.Response:
+    """What a proxy in front of the service answers for a 502/503/504: not the API's envelope."""
+    return web.Response(status=status, text=f"{status} upstream unavailable\n")
+
+
 def refusal(fault: Fault) -> web.Response | None:
     """The answer of a call the fault plan refuses before it runs, or None to run it."""
     if fault.kind == "rate_limited":
-        return fail(ApiError("RATE_LIMITED", f"Rate limit reached; retry in {fault.retry_after_ms} ms.",
-                             reason="RATE_LIMITED", retryAfterMs=fault.retry_after_ms))
+        return fail(injected_rate_limit(fault))
     if fault.kind == "error_5xx":
         if fault.status == 500:
             return fail(ApiError("INTERNAL_ERROR", "Unexpected server error; the call changed nothing. Retry later."))
-        # what a proxy in front of the service answers: not the API's envelope
-        return web.Response(status=fault.status, text=f"{fault.status} upstream unavailable\n")
+        return proxy_page(fault.status)
     return None
 
 

@@ -459,15 +459,19 @@ def events_list(ctx: Ctx, p: EventsParams) -> dict[str, Any]:
 
 @helper("faults.set")
 def faults_set(ctx: Ctx, p: FaultPlan) -> FaultsView:
-    """Inject faults into every later ``/api/v1`` call (of any token), as the seeded plan
-    decides; replaces the plan in force and restarts its counters."""
+    """Inject faults into every later ``/api/v1`` call and ``/api/mcp`` ``tools/call``
+    (of any token), as the seeded plan decides; replaces the plan in force and restarts
+    its counters. ``methods`` names API methods (``requests.create``) or tools
+    (``request_create``)."""
+    from .agent.tools import TOOLS
     from .domain.base import METHODS
 
-    unknown = unknown_methods(p, METHODS)
+    unknown = unknown_methods(p, set(METHODS) | set(TOOLS))
     if unknown:
         where, name = unknown[0]
         raise ApiError("VALIDATION_ERROR", f"{where}: unknown method {name!r}; name /api/v1 methods such as "
-                       "'requests.create' (methods.list has them all).", reason="UNKNOWN_METHOD", field=where)
+                       "'requests.create' (methods.list has them all) or agent tools such as 'request_create'.",
+                       reason="UNKNOWN_METHOD", field=where)
     ctx.service.faults.set(p)
     return ctx.service.faults.view()
 
