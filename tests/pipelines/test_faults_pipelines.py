@@ -64,7 +64,8 @@ async def test_outreach_of_100_rows_under_every_fault_sends_each_row_exactly_onc
     form = sandbox.pro.forms["Contact"]
     sheet = write_csv(tmp_path / "contacts.csv", sheet_rows(100, bad=False))
     await set_faults(sandbox, *MIXED_RULES, seed=31)
-    report = await run_outreach(client, store, sheet, form, job="faulty", progress=False)
+    report_path = tmp_path / "report.csv"
+    report = await run_outreach(client, store, sheet, form, job="faulty", report_path=report_path, progress=False)
     injected = await faults_done(sandbox, client, "outreach")
     assert (report.rows, report.sent, report.failed, report.invalid) == (100, 100, 0, 0)
 
@@ -79,7 +80,7 @@ async def test_outreach_of_100_rows_under_every_fault_sends_each_row_exactly_onc
     creates = (await sandbox.helper("calls.list", {"method": "requests.create"})).data["count"]
     assert creates > 100 and injected["drop_after_commit"] + injected["reset"] > 0
 
-    again = await run_outreach(client, store, sheet, form, job="faulty", progress=False)
+    again = await run_outreach(client, store, sheet, form, job="faulty", report_path=report_path, progress=False)
     assert (again.sent, again.skipped_existing) == (0, 100)
 
 
