@@ -164,9 +164,11 @@ def decide(plan: FaultPlan, state: FaultState, method: str) -> Fault:
     if chosen is None:
         return Fault(latency_ms=latency)
     index, rule = chosen
-    return Fault(kind=rule.kind, latency_ms=latency, rule=index,
-                 status=429 if rule.kind == "rate_limited" else rule.http_status if rule.kind == "error_5xx" else 0,
-                 retry_after_ms=rule.retry_after_ms if rule.kind == "rate_limited" else 0)
+    if rule.kind == "rate_limited":
+        return Fault(kind=rule.kind, latency_ms=latency, rule=index, status=429, retry_after_ms=rule.retry_after_ms)
+    if rule.kind == "error_5xx":
+        return Fault(kind=rule.kind, latency_ms=latency, rule=index, status=rule.http_status)
+    return Fault(kind=rule.kind, latency_ms=latency, rule=index)
 
 
 class InjectedFault(Result):
