@@ -90,6 +90,10 @@ class DeliveryWorker:
         results = await asyncio.gather(*tasks)
         return [r for r in results if r is not None]
 
+    async def settle(self) -> None:
+        """Wait for the attempts under way to be recorded, starting none."""
+        await asyncio.gather(*self._in_flight.values(), return_exceptions=True)
+
     async def attempt(self, delivery_id: str) -> dict[str, Any] | None:
         """Attempt one delivery now (or join the attempt under way)."""
         return await self.start(delivery_id)

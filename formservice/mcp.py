@@ -12,6 +12,7 @@ tools themselves are in :mod:`formservice.agent.tools`.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 from collections.abc import Callable
@@ -29,6 +30,7 @@ from .agent import guides
 from .agent import tools as agent_tools
 from .domain.agentops import AGENT_METHODS
 from .errors import ApiError
+from .faults import Fault
 from .service import Caller, Service
 
 log = logging.getLogger("formservice.mcp")
@@ -87,15 +89,37 @@ async def handle(request: web.Request) -> web.StreamResponse:
         if not isinstance(message, mt.JSONRPCRequest):
             return web.Response(status=202)  # notifications and responses get no body
         msg_id = message.id
-        result = dispatch(service, caller, message)
+        tool = _called_tool(message)
+        fault = service.faults.next(tool.name) if tool is not None else Fault()
+        if fault.latency_ms:
+            await asyncio.sleep(fault.latency_ms / 1000)
+        if fault.kind == "error_5xx":
+            if fault.status != 500:
+                return rpc.proxy_page(fault.status)
+            raise RpcError(mt.INTERNAL_ERROR, "Unexpected server error; nothing was changed. Retry later.", status=500)
+        if fault.kind == "rate_limited" and tool is not None:  # as the real limit answers: a tool error
+            result: BaseModel = agent_tools.failure(tool, rpc.injected_rate_limit(fault))
+        else:
+            result = dispatch(service, caller, message)
         reply = mt.JSONRPCResponse(jsonrpc="2.0", id=msg_id, result=_dump(result))
-        return _json(reply.model_dump(by_alias=True, mode="json", exclude_none=True), 200)
+        response = _json(reply.model_dump(by_alias=True, mode="json", exclude_none=True), 200)
+        if fault.kind in ("reset", "drop_after_commit"):
+            rpc.cut_connection(request, response, partial=fault.kind == "reset")
+        return response
     except RpcError as err:
         return _json(_error_body(msg_id, err), err.status, err.headers)
     except Exception as exc:
         log.exception("agent endpoint failure", exc_info=exc)
         err = RpcError(mt.INTERNAL_ERROR, "Unexpected server error; nothing was changed. Retry later.", status=500)
         return _json(_error_body(msg_id, err), 500)
+
+
+def _called_tool(message: mt.JSONRPCRequest) -> agent_tools.ToolDef | None:
+    """The known tool a ``tools/call`` names (the sandbox's fault plan meets those calls)."""
+    if message.method != "tools/call" or not isinstance(message.params, dict):
+        return None
+    name = message.params.get("name")
+    return agent_tools.TOOLS.get(name) if isinstance(name, str) else None
 
 
 def _json(body: dict[str, Any], status: int, headers: dict[str, str] | None = None) -> web.Response:

@@ -86,6 +86,9 @@ def build() -> dict[str, Any]:
             "required": ["method", "params"] if _needs_params(m.params) else ["method"],
             "additionalProperties": False,
         }
+        if m.result is not None:
+            # what ``data`` holds when this method succeeds (Success lists every method's)
+            schemas[env]["x-result"] = keyed[(m.result, "serialization")]
         mapping[m.name] = f"#/components/schemas/{env}"
         calls.append({"$ref": f"#/components/schemas/{env}"})
         if m.result is not None:

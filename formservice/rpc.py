@@ -3,6 +3,7 @@ dispatch to the domain, and map every outcome to ``{ok, data}`` / ``{ok, error}`
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 import math
@@ -11,6 +12,7 @@ from typing import Any
 from aiohttp import web
 
 from .errors import ApiError
+from .faults import Fault
 from .service import Service
 
 log = logging.getLogger("formservice.rpc")
@@ -40,10 +42,18 @@ def _reject_constant(name: str) -> Any:
     raise ValueError(f"{name} is not a JSON number")
 
 
-def _finite(text: str) -> float:
+SAFE_INTEGER = 2**53  # past it, a float no longer holds every integer exactly
+
+
+def _finite(text: str) -> float | int:
+    """A JSON number written with a fraction or an exponent. An integral one (``24.0``,
+    ``1e2``) is the integer: JSON and JSON Schema do not tell 24.0 from 24, so a param
+    published as an integer takes both."""
     value = float(text)
     if not math.isfinite(value):
         raise ValueError(f"the number {text[:24]} is out of range")
+    if value.is_integer() and abs(value) <= SAFE_INTEGER:
+        return int(value)
     return value
 
 
@@ -145,15 +155,66 @@ def client_ip(request: web.Request) -> str:
 
 async def handle(request: web.Request) -> web.Response:
     service = request.app[SERVICE_KEY]
+    fault = Fault()
     try:
         body = await read_limited(request)
         caller = service.authenticate(request.headers.get("Authorization"), client_ip(request))
         name, params = parse_envelope(body)
-        return ok(service.invoke(caller, name, params))
+        fault = service.faults.next(name)
+        if fault.latency_ms:
+            await asyncio.sleep(fault.latency_ms / 1000)
+        refused = refusal(fault)
+        if refused is not None:
+            return refused
+        response = ok(service.invoke(caller, name, params))
     except ApiError as err:
-        return fail(err)
+        response = fail(err)
     except Exception as exc:  # never a bare 500 page: the closed code set holds
-        return internal(exc)
+        response = internal(exc)
+    if fault.kind in ("reset", "drop_after_commit"):
+        cut_connection(request, response, partial=fault.kind == "reset")
+    return response
+
+
+# -- the sandbox's injected faults (formservice/faults.py decides, these apply) ------------
+
+
+def injected_rate_limit(fault: Fault) -> ApiError:
+    return ApiError("RATE_LIMITED", f"Rate limit reached; retry in {fault.retry_after_ms} ms.",
+                    reason="RATE_LIMITED", retryAfterMs=fault.retry_after_ms)
+
+
+def proxy_page(status: int) -> web.Response:
+    """What a proxy in front of the service answers for a 502/503/504: not the API's envelope."""
+    return web.Response(status=status, text=f"{status} upstream unavailable\n")
+
+
+def refusal(fault: Fault) -> web.Response | None:
+    """The answer of a call the fault plan refuses before it runs, or None to run it."""
+    if fault.kind == "rate_limited":
+        return fail(injected_rate_limit(fault))
+    if fault.kind == "error_5xx":
+        if fault.status == 500:
+            return fail(ApiError("INTERNAL_ERROR", "Unexpected server error; the call changed nothing. Retry later."))
+        return proxy_page(fault.status)
+    return None
+
+
+def cut_connection(request: web.Request, response: web.Response, *, partial: bool) -> None:
+    """Close the connection of a call that ran: after the status line, the headers and
+    half the body (``partial``), or before sending a byte. The client sees the call fail
+    although its change is committed."""
+    transport = request.transport
+    if transport is None or transport.is_closing():
+        return
+    if partial:
+        body = bytes(response.body or b"")  # type: ignore[arg-type]
+        head = (f"HTTP/1.1 {response.status} {response.reason}\r\nContent-Type: application/json; charset=utf-8\r\n"
+                f"Content-Length: {len(body)}\r\n\r\n").encode()
+        transport.write(head + body[: len(body) // 2])
+        transport.close()  # sends what was written, then closes: the body stops short
+    else:
+        transport.abort()  # nothing sent
 
 
 async def no_route(request: web.Request) -> web.Response:

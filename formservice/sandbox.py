@@ -20,6 +20,7 @@ from . import rpc
 from .domain import auth
 from .domain.base import Ctx, Method, Params, Result, method_registry
 from .errors import ApiError, not_found
+from .faults import FaultPlan, FaultsView, unknown_methods
 from .ids import new_id, new_signing_secret
 from .service import Service
 from .tables import (
@@ -116,6 +117,7 @@ def prepare(service: Service, data_dir: Path | None, seed_path: Path | str | Non
         creds = json.loads(stored.read_text())
     else:
         creds = apply_seed(service, load_seed(seed_path))
+        service.save_seed_state()  # what the reset helper goes back to
         if stored is not None:
             stored.write_text(json.dumps(creds, indent=2))
     return {"baseUrl": service.base_url, **creds}
@@ -474,13 +476,61 @@ def events_list(ctx: Ctx, p: EventsParams) -> dict[str, Any]:
     return {"items": items}
 
 
+@helper("faults.set")
+def faults_set(ctx: Ctx, p: FaultPlan) -> FaultsView:
+    """Inject faults into every later ``/api/v1`` call and ``/api/mcp`` ``tools/call``
+    (of any token), as the seeded plan decides; replaces the plan in force and restarts
+    its counters. ``methods`` names API methods (``requests.create``) or tools
+    (``request_create``)."""
+    from .agent.tools import TOOLS
+    from .domain.base import METHODS
+
+    unknown = unknown_methods(p, set(METHODS) | set(TOOLS))
+    if unknown:
+        where, name = unknown[0]
+        raise ApiError("VALIDATION_ERROR", f"{where}: unknown method {name!r}; name /api/v1 methods such as "
+                       "'requests.create' (methods.list has them all) or agent tools such as 'request_create'.",
+                       reason="UNKNOWN_METHOD", field=where)
+    ctx.service.faults.set(p)
+    return ctx.service.faults.view()
+
+
+@helper("faults.get")
+def faults_get(ctx: Ctx, p: NoParams) -> FaultsView:
+    """The fault plan in force, the calls it met and the faults it injected."""
+    return ctx.service.faults.view()
+
+
+@helper("faults.clear")
+def faults_clear(ctx: Ctx, p: NoParams) -> FaultsView:
+    """Stop injecting faults; returns what the plan had injected."""
+    view = ctx.service.faults.view()
+    ctx.service.faults.clear()
+    return view
+
+
+async def _reset(service: Service) -> dict[str, Any]:
+    """Wipe the sandbox back to its seeded state: every workspace, form, request,
+    submission, token and delivery made since is gone; the seeded tokens work again; the
+    clock, rate limits and fault plan are a new sandbox's. Delivery attempts under way
+    finish first, so none writes into the restored store."""
+    await service.worker.settle()
+    try:
+        service.restore_seed_state()
+    except LookupError:
+        raise ApiError("CONFLICT", "This sandbox's data dir was seeded before reset existed, so no copy of its "
+                       "seeded state was kept; start the sandbox on a new --data-dir to use reset.",
+                       reason="NO_SEED_STATE") from None
+    return {"reset": True, "now": service.now()}
+
+
 async def _deliveries_flush(service: Service) -> dict[str, Any]:
     """Attempt every due delivery now (after doing the time-driven work that is due)."""
     service.worker.tick()
     return {"attempts": await service.worker.flush()}
 
 
-ASYNC_HELPERS = {"deliveries.flush": _deliveries_flush}
+ASYNC_HELPERS = {"deliveries.flush": _deliveries_flush, "reset": _reset}
 
 
 # -- binding -----------------------------------------------------------------------

@@ -4,9 +4,10 @@
 from __future__ import annotations
 
 import logging
+import sqlite3
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -20,6 +21,7 @@ from .clock import MINUTE_MS, Clock
 from .domain import auth
 from .domain.base import METHODS, Ctx, Method
 from .errors import ApiError
+from .faults import FaultInjector
 from .ratelimit import SlidingWindow
 from .validation import parse_params
 
@@ -62,6 +64,8 @@ class Service:
     def __init__(self, data_dir: Path | str | None = None, limits: Limits | None = None,
                  base_url: str = "http://127.0.0.1") -> None:
         _import_domain()
+        self.data_dir = Path(data_dir) if data_dir is not None else None
+        self._seed_copy: sqlite3.Connection | None = None  # the seeded state, in memory (no data dir)
         if data_dir is None:  # in memory: one shared connection
             self.engine = create_engine("sqlite://", connect_args={"check_same_thread": False},
                                         poolclass=StaticPool)
@@ -73,6 +77,7 @@ class Service:
         event.listen(self.engine, "connect", _sqlite_pragmas)
         SQLModel.metadata.create_all(self.engine, tables=_service_tables())
         self.limits = limits or Limits()
+        self._initial_limits = replace(self.limits)
         self.base_url = base_url.rstrip("/")
         self.clock = Clock(offset_ms=int(self._meta("clock_offset_ms") or 0))
         self.calls = SlidingWindow(self.limits.calls_per_minute, self.limits.rate_window_ms)
@@ -80,6 +85,7 @@ class Service:
         self.failed_auth = SlidingWindow(self.limits.failed_auth, self.limits.failed_auth_window_ms)
         self.call_log: list[tuple[int, str, str]] = []  # (ms, token id, method): counted by tests
         self.worker: Any = None  # the DeliveryWorker, attached by the app
+        self.faults = FaultInjector()  # the sandbox's injected faults (faults.set); none by default
 
     # -- store ------------------------------------------------------------------
     @contextmanager
@@ -98,6 +104,50 @@ class Service:
             session.add(tables.Meta(key=key, value=value))
         else:
             row.value = value
+
+    # -- the seeded state (the sandbox's reset) ----------------------------------------
+    SEED_COPY = "seed-state.db"
+
+    def save_seed_state(self) -> None:
+        """Keep a copy of the store as it is now (just seeded), for :meth:`restore_seed_state`."""
+        target = (sqlite3.connect(self.data_dir / self.SEED_COPY) if self.data_dir is not None
+                  else sqlite3.connect(":memory:", check_same_thread=False))
+        self._copy_store(into=target)
+        if self.data_dir is not None:
+            target.close()
+        else:
+            self._seed_copy = target
+
+    def restore_seed_state(self) -> None:
+        """Put the store back as :meth:`save_seed_state` kept it, and the clock, limits,
+        rate windows, call log and fault plan as a new sandbox has them. Raises
+        LookupError when no seeded state was kept (a data dir seeded by an older version)."""
+        if self._seed_copy is not None:
+            source = self._seed_copy
+        elif self.data_dir is not None and (self.data_dir / self.SEED_COPY).exists():
+            source = sqlite3.connect(self.data_dir / self.SEED_COPY)
+        else:
+            raise LookupError("no copy of the seeded state was kept")
+        raw = self.engine.raw_connection()
+        try:
+            source.backup(raw.driver_connection)  # type: ignore[arg-type]
+        finally:
+            raw.close()
+            if source is not self._seed_copy:
+                source.close()
+        self.clock.offset_ms = int(self._meta("clock_offset_ms") or 0)
+        self.set_limits(**vars(replace(self._initial_limits)))
+        for window in (self.calls, self.creates, self.failed_auth):
+            window.reset()
+        self.call_log.clear()
+        self.faults.clear()
+
+    def _copy_store(self, into: sqlite3.Connection) -> None:
+        raw = self.engine.raw_connection()
+        try:
+            raw.driver_connection.backup(into)  # type: ignore[union-attr]
+        finally:
+            raw.close()
 
     def now(self) -> int:
         return self.clock.now_ms()

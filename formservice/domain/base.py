@@ -11,7 +11,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeVar, get_type_hints
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, Field
 from sqlalchemy import and_, or_
 from sqlmodel import Session, select
 
@@ -20,6 +20,23 @@ from ..tables import ApiToken, Form, User, Workspace
 
 PLANS = ("free", "pro", "business")
 PLAN_RANK = {p: i for i, p in enumerate(PLANS)}
+
+
+def _drop_null(schema: dict[str, Any]) -> None:
+    """Leave null out of a param's published schema (see NOT_NULL)."""
+    alts = [a for a in schema.get("anyOf", []) if a != {"type": "null"}]
+    if "anyOf" in schema:
+        del schema["anyOf"]
+        if len(alts) == 1:
+            schema.update(alts[0])
+        else:
+            schema["anyOf"] = alts
+    schema.pop("default", None)
+
+
+# On an optional param that refuses null (None only means "not sent"): the published
+# schema then offers no null either.
+NOT_NULL = Field(json_schema_extra=_drop_null)
 
 
 class Params(BaseModel):

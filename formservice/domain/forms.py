@@ -17,7 +17,7 @@ from ..errors import ApiError, forbidden, not_found, validation
 from ..ids import new_id
 from ..tables import Folder, Form, ShareLink, Snapshot
 from . import fieldtypes
-from .base import Ctx, Page, Params, Result, decode_cursor, keyset_page, method
+from .base import NOT_NULL, Ctx, Page, Params, Result, decode_cursor, keyset_page, method
 
 ICON_NAMES = (
     "QuestionMarkIcon", "ListBulletsIcon", "ChartBarIcon", "ClockCountdownIcon", "HeartIcon", "LightbulbIcon",
@@ -352,11 +352,12 @@ def forms_create(ctx: Ctx, p: CreateParams) -> Created:
 
 class UpdateParams(Params):
     formId: str
-    name: Name | None = None
+    # null is refused for name, cover and logo (None only means "not sent")
+    name: Annotated[Name | None, NOT_NULL] = None
     folderId: str | None = None
     emoji: Emoji | None = None
-    cover: Cover | None = None
-    logo: Logo | None = None
+    cover: Annotated[Cover | None, NOT_NULL] = None
+    logo: Annotated[Logo | None, NOT_NULL] = None
 
     @field_validator("name")
     @classmethod

@@ -611,15 +611,19 @@ def requests_replay_callback(ctx: Ctx, p: RequestIdParams) -> Replayed:
     return Replayed(dispatchId=d.id, eventId=event.id)
 
 
+SAMPLE_TYPES = {"request_completed": "completed", "request_expired": "expired", "request_canceled": "canceled"}
+
+
 class SampleParams(Params):
     formId: str
-    eventType: str = "request_completed"
+    # checked in requests_sample (for its message); published as the enum it is
+    eventType: Annotated[str, Field(json_schema_extra={"enum": list(SAMPLE_TYPES)})] = "request_completed"
 
 
 @method("requests.sample")
 def requests_sample(ctx: Ctx, p: SampleParams) -> dict[str, Any]:
     """An example ``request.<status>`` event for the form (``test: true``)."""
-    types = {"request_completed": "completed", "request_expired": "expired", "request_canceled": "canceled"}
+    types = SAMPLE_TYPES
     if p.eventType not in types:
         raise validation("eventType must be a request event", field="eventType", reason="INVALID_VALUE",
                          validValues=list(types))
