@@ -345,6 +345,13 @@ async def run_outreach(client: FormClient, store: Store, sheet: Path, form_id: s
                        TextColumn("{task.fields[rate]}"), TimeRemainingColumn())
         bar.start()
     task = bar.add_task("rows", total=len(good), rate="") if bar else None
+    # Rows already sent, read once: a resumed run skips them without a transaction each
+    # (a row never goes back from sent, so this snapshot cannot send anything twice).
+    already_sent: dict[str, str] = {}
+    if not dry_run:
+        with store.reader() as s:
+            already_sent = {r.row_key: r.content_hash for r in s.exec(select(OutreachRow).where(
+                OutreachRow.job_name == job, OutreachRow.request_id.is_not(None)))}  # type: ignore[union-attr]
     started = time.monotonic()
     try:
         for number, params in good:
@@ -356,6 +363,9 @@ async def run_outreach(client: FormClient, store: Store, sheet: Path, form_id: s
             key = idempotency_key(job, form_id, identity)
             if dry_run:
                 print(f"row {number}: would create ({identity}) key={key}")
+                continue
+            if already_sent.get(identity) == chash:
+                skipped += 1
                 continue
             with store.session() as s:
                 rec = s.exec(select(OutreachRow).where(OutreachRow.job_name == job,

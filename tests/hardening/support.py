@@ -10,6 +10,7 @@ import json
 import os
 import subprocess
 import sys
+import threading
 import time
 import urllib.request
 from collections.abc import Iterator
@@ -170,3 +171,38 @@ class TcpProxy:
     async def close(self) -> None:
         if self._server is not None:
             await self.cut()
+
+
+class ThreadedProxy:
+    """A ``TcpProxy`` on its own event loop in a thread, so that synchronous database
+    calls made on the test's loop (a migration, a count) cannot stall the proxy."""
+
+    def __init__(self, target_host: str, target_port: int) -> None:
+        self.proxy = TcpProxy(target_host, target_port)
+        self._loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(target=self._loop.run_forever, daemon=True, name="tcp-proxy")
+
+    def _call(self, coro: Any) -> None:
+        asyncio.run_coroutine_threadsafe(coro, self._loop).result(30)
+
+    @property
+    def port(self) -> int:
+        return self.proxy.port
+
+    def start(self) -> None:
+        self._thread.start()
+        self._call(self.proxy.start())
+
+    def cut(self) -> None:
+        self._call(self.proxy.cut())
+
+    def restore(self) -> None:
+        self._call(self.proxy.restore())
+
+    def close(self) -> None:
+        try:
+            self._call(self.proxy.close())
+        finally:
+            self._loop.call_soon_threadsafe(self._loop.stop)
+            self._thread.join(30)
+            self._loop.close()
