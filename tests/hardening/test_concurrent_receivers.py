@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 from connector.store import AnswerRow, RawEvent, RequestRow, Store, SubmissionRow
-from tests.connector.test_receiver import encode, receiver_settings, rows, running, signed
+from tests.connector.test_receiver import encode, rows, running, signed
 
 from .support import report_figures, table_counts
 
