@@ -8,10 +8,13 @@ import asyncio
 import contextlib
 import json
 import os
+import shutil
 import subprocess
 import sys
+import tempfile
 import threading
 import time
+import urllib.error
 import urllib.request
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -46,6 +49,22 @@ def report_figures(suite: str, **figures: Any) -> None:
             fh.write(line + "\n")
 
 
+@contextlib.contextmanager
+def memory_dir(fallback: Path) -> Iterator[Path]:
+    """A scratch directory in memory (``/dev/shm``) when the machine has one, else
+    ``fallback``; removed afterwards. For process-crash tests: a SIGKILL leaves the page
+    cache intact, so skipping the disk's fsync cost changes nothing that is tested."""
+    shm = Path("/dev/shm")
+    if not (shm.is_dir() and os.access(shm, os.W_OK)):
+        yield fallback
+        return
+    path = Path(tempfile.mkdtemp(prefix="formsync-", dir=shm))
+    try:
+        yield path
+    finally:
+        shutil.rmtree(path, ignore_errors=True)
+
+
 # -- a sandbox in its own process ------------------------------------------------------------------
 
 
@@ -60,15 +79,25 @@ class SandboxProcess:
     def workspace(self, plan: str = "pro") -> dict[str, Any]:
         return next(w for w in self.creds["workspaces"] if w["plan"] == plan)
 
-    def helper(self, method: str, params: dict[str, Any] | None = None, *, plan: str = "pro") -> Any:
-        """Call a sandbox test helper as the owner of the ``plan`` workspace; its data."""
+    def _call(self, path: str, method: str, params: dict[str, Any] | None, plan: str) -> Any:
         req = urllib.request.Request(
-            self.base_url + "/api/sandbox", data=json.dumps({"method": method, "params": params or {}}).encode(),
+            self.base_url + path, data=json.dumps({"method": method, "params": params or {}}).encode(),
             headers={"Authorization": f"Bearer {self.workspace(plan)['token']}", "Content-Type": "application/json"})
-        with urllib.request.urlopen(req, timeout=30) as resp:  # a non-2xx raises HTTPError
-            body = json.loads(resp.read())
+        try:
+            with urllib.request.urlopen(req, timeout=30) as resp:
+                body = json.loads(resp.read())
+        except urllib.error.HTTPError as e:  # a non-2xx answer
+            raise AssertionError(f"{method}: {e.code} {e.read()[:1000]!r}") from None
         assert body["ok"], f"{method}: {body}"
         return body["data"]
+
+    def helper(self, method: str, params: dict[str, Any] | None = None, *, plan: str = "pro") -> Any:
+        """Call a sandbox test helper as the owner of the ``plan`` workspace; its data."""
+        return self._call("/api/sandbox", method, params, plan)
+
+    def rpc(self, method: str, params: dict[str, Any] | None = None, *, plan: str = "pro") -> Any:
+        """Call a JSON-RPC method as the owner of the ``plan`` workspace; its data."""
+        return self._call("/api/v1", method, params, plan)
 
 
 @contextlib.contextmanager
