@@ -128,7 +128,7 @@ async def test_database_outage_during_deliveries(backend: str, sandbox: Sandbox,
                 figures["attempts_during_outage"] += len(attempts)
                 assert {a["status"] for a in attempts} == {503}, attempts
             assert (await rx.get("/healthz"))[0] == 503
-            # The receiver's background delivery worker may also have tried: every attempt so far is a 503.
+            # The sandbox's background delivery worker may also have tried: every attempt so far is a 503.
             pending = [d for d in await deliveries(sandbox, form) if d["state"] == "pending"]
             assert len(pending) == 20 and all(a["status"] == 503 for d in pending for a in d["attempts"])
 
