@@ -9,6 +9,7 @@ import contextlib
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -126,6 +127,38 @@ def sandbox_process(data_dir: Path, *, env: dict[str, str] | None = None,
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait(30)
+        out.close()
+        err.close()
+
+
+@contextlib.contextmanager
+def receive_process(config: Path, out_dir: Path, *, db: str | None = None, name: str = "receive",
+                    env: dict[str, str] | None = None) -> Iterator[tuple[subprocess.Popen[bytes], str]]:
+    """``formsync receive --verbose --port 0`` on ``config`` (and ``db`` if given), its
+    output in ``out_dir/NAME.out`` and ``.err``; yields the process and the URL of its
+    event path. Stopped with SIGTERM (then killed) at the end."""
+    out_path, err_path = out_dir / f"{name}.out", out_dir / f"{name}.err"
+    out, err = out_path.open("wb"), err_path.open("wb")
+    args = [str(FORMSYNC), "receive", "--config", str(config), "--port", "0", "--verbose"]
+    if db is not None:
+        args += ["--db", db]
+    proc = subprocess.Popen(args, stdout=out, stderr=err, cwd=out_dir,
+                            env={**os.environ, "PYTHONUNBUFFERED": "1", "COLUMNS": "200", **(env or {})})
+    try:
+        deadline = time.monotonic() + 60
+        while "listening on" not in out_path.read_text():
+            assert proc.poll() is None, err_path.read_text()
+            assert time.monotonic() < deadline, "the receiver did not start within 60 s"
+            time.sleep(0.05)
+        yield proc, out_path.read_text().split("listening on ", 1)[1].split()[0]
+    finally:
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGTERM)
+            try:
+                proc.wait(30)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait(30)
         out.close()
         err.close()
 

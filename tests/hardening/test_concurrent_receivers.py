@@ -1,5 +1,6 @@
-"""Two receivers (two applications, each with its own Store and connection pool) on one
-PostgreSQL database, fed the same events at the same time in different orders: each
+"""Two receivers on one PostgreSQL database (two applications in this process, each with
+its own Store and connection pool; or two ``formsync receive`` processes), fed the same events at the same time in
+different orders: each
 event is stored once (one receiver answers ``stored``, the other ``duplicate``), no
 table holds a duplicate row, and the newest version of every submission and request
 wins whatever order the versions arrived in."""
@@ -7,18 +8,22 @@ wins whatever order the versions arrived in."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import random
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import AsyncIterator
+from pathlib import Path
 from typing import Any
 
+import aiohttp
 import pytest
 
 from connector.store import AnswerRow, RawEvent, RequestRow, Store, SubmissionRow
-from tests.connector.test_receiver import encode, rows, running, signed
+from tests.connector.conftest import _pg_connect
+from tests.connector.test_receiver import CB_SECRET, encode, rows, running, signed
 
-from .support import report_figures, table_counts
+from .support import receive_process, report_figures, table_counts
 
 COMPLETED, CANCELED, SEED = 60, 20, 5
 CONCURRENCY = 32
@@ -55,41 +60,62 @@ def cancel_event(i: int) -> dict[str, Any]:
                                                 "canceledAt": _at(5), "cancelReason": "Withdrawn"}}}
 
 
-@pytest.fixture
-def two_stores(pg_database: str) -> Iterator[tuple[Store, Store]]:
-    a, b = Store(pg_database), Store(pg_database)
-    a.migrate()
-    b.migrate()  # a second migration of the same database is a no-op
-    try:
-        yield a, b
-    finally:
-        a.close()
-        b.close()
+@contextlib.asynccontextmanager
+async def two_receivers(mode: str, url: str, tmp_path: Path) -> AsyncIterator[list[str]]:
+    """The callback URLs of two receivers on the database at ``url``."""
+    if mode == "apps":
+        a, b = Store(url), Store(url)
+        a.migrate()
+        b.migrate()  # a second migration of the same database is a no-op
+        try:
+            async with running(a) as rx_a, running(b) as rx_b:
+                yield [rx_a.url("callbacks"), rx_b.url("callbacks")]
+        finally:
+            a.close()
+            b.close()
+        return
+    config = tmp_path / "formsync.toml"
+    config.write_text(f'[receiver]\ncallback_secrets = ["{CB_SECRET}"]\n')
+    with contextlib.ExitStack() as stack:
+        procs = [stack.enter_context(receive_process(config, tmp_path, db=url, name=f"receive-{i}")) for i in range(2)]
+        yield [events_url + "/callbacks" for _, events_url in procs]
 
 
 @pytest.mark.slow
-async def test_two_receivers_on_one_database_store_each_event_once(two_stores: tuple[Store, Store]) -> None:
-    store_a, store_b = two_stores
+@pytest.mark.parametrize("mode", ["apps", "processes"])
+async def test_two_receivers_on_one_database_store_each_event_once(mode: str, pg_database: str,
+                                                                   tmp_path: Path) -> None:
+    with _pg_connect(pg_database.rsplit("/", 1)[1]) as conn:  # each mode starts on an empty schema
+        conn.execute("DROP SCHEMA public CASCADE")
+        conn.execute("CREATE SCHEMA public")
     events = [e for i in range(COMPLETED) for e in completion_events(i)] + [cancel_event(i) for i in range(CANCELED)]
     bodies = {e["id"]: encode(e) for e in events}
     rng = random.Random(SEED)
     order_a, order_b = list(bodies), list(bodies)
     rng.shuffle(order_a)
     rng.shuffle(order_b)
-    async with running(store_a) as rx_a, running(store_b) as rx_b:
+    async with two_receivers(mode, pg_database, tmp_path) as (url_a, url_b), aiohttp.ClientSession() as http:
         semaphore = asyncio.Semaphore(CONCURRENCY)
 
-        async def deliver(rx: Any, eid: str) -> tuple[str, str]:
-            async with semaphore:
-                status, answer, _ = await rx.post(bodies[eid], signed(bodies[eid]), "callbacks")
-                assert status == 200, answer
+        async def deliver(url: str, eid: str) -> tuple[str, str]:
+            async with semaphore, http.post(url, data=bodies[eid], headers=signed(bodies[eid])) as resp:
+                answer = await resp.json()
+                assert resp.status == 200, answer
                 return eid, answer["status"]
 
         # Interleaved: both receivers get every event, at the same time, in their own orders.
-        tasks = [deliver(rx, eid) for pair in zip(order_a, order_b, strict=True)
-                 for rx, eid in ((rx_a, pair[0]), (rx_b, pair[1]))]
+        tasks = [deliver(url, eid) for pair in zip(order_a, order_b, strict=True)
+                 for url, eid in ((url_a, pair[0]), (url_b, pair[1]))]
         outcomes = await asyncio.gather(*tasks)
+    store_a = Store(pg_database)
+    try:
+        assert_each_event_once(store_a, events, bodies, outcomes, mode)
+    finally:
+        store_a.close()
 
+
+def assert_each_event_once(store_a: Store, events: list[dict[str, Any]], bodies: dict[str, bytes], outcomes: list[tuple[str, str]],
+          mode: str) -> None:
     per_event: dict[str, Counter[str]] = {}
     for eid, status in outcomes:
         per_event.setdefault(eid, Counter())[status] += 1
@@ -117,7 +143,7 @@ async def test_two_receivers_on_one_database_store_each_event_once(two_stores: t
                for i in range(COMPLETED))
     assert all(reqs[f"req_x{i}"].status == "canceled" and reqs[f"req_x{i}"].cancel_reason == "Withdrawn"
                for i in range(CANCELED))
-    report_figures("two receivers on one database", events=len(events), deliveries=len(outcomes),
+    report_figures("two receivers on one database", mode=mode, events=len(events), deliveries=len(outcomes),
                    stored=sum(c["stored"] for c in per_event.values()),
                    duplicates_answered=sum(c["duplicate"] for c in per_event.values()),
                    duplicate_rows=counts["formsync_events"] - len(events))

@@ -29,7 +29,7 @@ import pytest
 from tests.connector.test_receiver import CONTACT, encode, envelope, signed
 from tests.pipelines.test_outreach import sheet_rows, write_csv
 
-from .support import FORMSYNC, SandboxProcess, report_figures, sandbox_process
+from .support import FORMSYNC, SandboxProcess, receive_process, report_figures, sandbox_process
 
 WEBHOOK_SECRET = "whsec_" + "5eb0c4f7" * 8
 SPARE_SECRET = "whsec_" + "a11ce0de" * 8  # a rotated-out callback secret, still configured
@@ -152,29 +152,8 @@ def post(url: str, body: bytes, headers: dict[str, str]) -> int:
 
 @pytest.fixture
 def receiver_process(tmp_path: Path) -> Iterator[tuple[subprocess.Popen[bytes], str]]:
-    """``formsync receive -v`` on the test's config, its output in files; stopped with SIGTERM."""
-    out, err = (tmp_path / "receive.out").open("wb"), (tmp_path / "receive.err").open("wb")
-    proc = subprocess.Popen([str(FORMSYNC), "receive", "--config", str(tmp_path / "formsync.toml"), "--port", "0",
-                             "--verbose"], stdout=out, stderr=err, cwd=tmp_path,
-                            env={**os.environ, "PYTHONUNBUFFERED": "1", "COLUMNS": "200"})
-    try:
-        deadline = time.monotonic() + 60
-        while "listening on" not in (tmp_path / "receive.out").read_text():
-            assert proc.poll() is None, (tmp_path / "receive.err").read_text()
-            assert time.monotonic() < deadline, "the receiver did not start"
-            time.sleep(0.05)
-        line = (tmp_path / "receive.out").read_text()
-        yield proc, line.split("listening on ", 1)[1].split()[0]
-    finally:
-        if proc.poll() is None:
-            proc.send_signal(signal.SIGTERM)
-            try:
-                proc.wait(30)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait(30)
-        out.close()
-        err.close()
+    with receive_process(tmp_path / "formsync.toml", tmp_path) as running_receiver:
+        yield running_receiver
 
 
 @pytest.fixture
