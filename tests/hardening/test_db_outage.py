@@ -112,7 +112,7 @@ async def test_database_outage_during_deliveries(backend: str, sandbox: Sandbox,
 
             before, during, canceled = await make(10), await make(15), await make(5)
             await complete(before)
-            assert {a["status"] for a in await flush(sandbox)} <= {200}
+            assert {a["status"] for a in await flush(sandbox)} <= {200}  # flush also waits for the worker's
             assert len(rows(store, RawEvent)) == 10
             stored_before = table_counts(store)
 
@@ -121,27 +121,30 @@ async def test_database_outage_during_deliveries(backend: str, sandbox: Sandbox,
             await complete(during)
             for rid in canceled:
                 assert (await sandbox.rpc("requests.cancel", {"requestId": rid, "reason": "Outage"})).status == 200
+            # The sandbox's background worker also attempts what is due, so a flush returns only
+            # the attempts it made itself; the deliveries' own records are checked after.
             for advance in (0, RETRY_SCHEDULE_MS[0]):
                 if advance:
                     assert (await sandbox.helper("clock.advance", {"ms": advance})).status == 200
                 attempts = await flush(sandbox)
                 figures["attempts_during_outage"] += len(attempts)
-                assert {a["status"] for a in attempts} == {503}, attempts
+                assert {a["status"] for a in attempts} <= {503}, attempts
             assert (await rx.get("/healthz"))[0] == 503
-            # The sandbox's background delivery worker may also have tried: every attempt so far is a 503.
             pending = [d for d in await deliveries(sandbox, form) if d["state"] == "pending"]
-            assert len(pending) == 20 and all(a["status"] == 503 for d in pending for a in d["attempts"])
+            assert len(pending) == 20 and all(len(d["attempts"]) >= 2 for d in pending)
+            assert all(a["status"] == 503 for d in pending for a in d["attempts"])
 
             # -- back: the next scheduled retry lands every event --
             restore()
             assert (await sandbox.helper("clock.advance", {"ms": RETRY_SCHEDULE_MS[1]})).status == 200
             attempts = await flush(sandbox)
-            assert sorted(a["status"] for a in attempts) == [200] * 20, attempts
+            assert {a["status"] for a in attempts} <= {200}, attempts
+            assert all(d["state"] == "delivered" for d in await deliveries(sandbox, form))
             assert (await rx.get("/healthz"))[0] == 200
             # A sender's late retry of an event already stored is a duplicate: nothing written twice.
             replay = await sandbox.rpc("requests.replayCallback", {"requestId": during[0]})
             assert replay.status == 200, replay.body
-            assert [a["status"] for a in await flush(sandbox)] == [200]
+            assert {a["status"] for a in await flush(sandbox)} <= {200}
             metrics = await rx.metrics()
 
         final = await deliveries(sandbox, form)
