@@ -418,6 +418,9 @@ async def test_no_generated_bad_delivery_is_accepted_answered_5xx_or_stored(tmp_
         assert health[0] == 200, "the receiver is still healthy after the fuzzing"
         for status in ("200", "201", "202", "204", "500", "502", "503"):
             assert metric(metrics, "formsync_receiver_responses_total", status=status) == 0, status
+        # Bodies cut short of their Content-Length reach the handler and are refused as such.
+        assert metric(metrics, "formsync_receiver_rejected_total", reason="incomplete_body") >= \
+            raw_cases["short_content_length"] > 0
         assert metric(metrics, "formsync_receiver_stored_total", source="callback") == 0
         assert metric(metrics, "formsync_receiver_stored_total", source="webhook") == 0
         counts = table_counts(store)
