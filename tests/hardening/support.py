@@ -179,7 +179,6 @@ class TcpProxy:
     _server: asyncio.AbstractServer | None = None
     _writers: set[asyncio.StreamWriter] = field(default_factory=set)
     _tasks: set[asyncio.Task[None]] = field(default_factory=set)
-    connections: int = 0
 
     async def start(self) -> None:
         self._server = await asyncio.start_server(self._serve, "127.0.0.1", self.port)
@@ -202,7 +201,6 @@ class TcpProxy:
         except (TimeoutError, OSError):
             writer.close()
             return
-        self.connections += 1
         self._writers.update((writer, up_writer))
         tasks = [asyncio.create_task(self._pipe(reader, up_writer)), asyncio.create_task(self._pipe(up_reader, writer))]
         self._tasks.update(tasks)

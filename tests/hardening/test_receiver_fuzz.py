@@ -32,6 +32,7 @@ from connector.store import Store
 from tests.connector.test_receiver import (
     CB_SECRET,
     KINDS,
+    PROP_BODY,
     SIG_LENGTH,
     WH_SECRET,
     apply,
@@ -120,7 +121,6 @@ def signature(rng: random.Random, t: int) -> Delivery:
     with their parameters drawn from this generator."""
     kind = rng.choice(KINDS)
     p: dict[str, Any] = {}
-    from tests.connector.test_receiver import PROP_BODY
     if kind == "flip":
         p = {"at": rng.randrange(len(PROP_BODY)), "xor": rng.randrange(1, 256)}
     elif kind == "insert":
