@@ -18,7 +18,8 @@ What each delivery gets, in this order:
 =====  =======================================================================
 413    the body is larger than ``max_body_bytes`` (Content-Length, then while reading)
 401    a missing, malformed, stale, future or forged signature (nothing is parsed)
-400    the signed body is not UTF-8 JSON, or is JSON but not an event envelope
+400    the body ended before its declared length (a connection closed early, broken
+       chunked framing), or the signed body is not UTF-8 JSON, or is JSON but not an event envelope
        (``id`` and ``type`` of 1 to 256 visible ASCII characters, ``createdAt``;
        a known type's ``data`` blocks in their documented shapes), or holds what
        no database can store
@@ -53,6 +54,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from aiohttp import web
+from aiohttp.http_exceptions import HttpProcessingError
 from prometheus_client import (
     CONTENT_TYPE_LATEST,
     CollectorRegistry,
@@ -423,10 +425,17 @@ class Receiver:
         if request.content_length is not None and request.content_length > limit:
             raise too_large
         body = bytearray()
-        async for chunk in request.content.iter_any():
-            body += chunk
-            if len(body) > limit:
-                raise too_large
+        try:
+            async for chunk in request.content.iter_any():
+                body += chunk
+                if len(body) > limit:
+                    raise too_large
+        except (ConnectionError, HttpProcessingError):
+            # The sender closed the connection before its Content-Length, or broke the chunked
+            # framing: a client error (the answer may never arrive), not a server failure.
+            raise _Refusal(400, "INCOMPLETE_BODY", "incomplete_body",
+                           f"the body ended after {len(body)} bytes, before its declared length or its last chunk; "
+                           "send the whole body") from None
         return bytes(body)
 
     def _verify(self, request: web.Request, body: bytes, channel: Channel) -> Source:

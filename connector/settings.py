@@ -20,7 +20,8 @@ from .signing import CustomScheme
 
 
 class Section(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    # hide_input_in_errors: a misplaced or mistyped secret is never echoed in an error message.
+    model_config = ConfigDict(extra="forbid", hide_input_in_errors=True)
 
 
 class ServiceSettings(Section):
@@ -91,7 +92,8 @@ class JobSettings(Section):
 
 
 class Settings(BaseSettings):
-    model_config = SettingsConfigDict(env_prefix="FORMSYNC_", env_nested_delimiter="__", extra="forbid")
+    model_config = SettingsConfigDict(env_prefix="FORMSYNC_", env_nested_delimiter="__", extra="forbid",
+                                      hide_input_in_errors=True)
 
     service: ServiceSettings = ServiceSettings()
     receiver: ReceiverSettings = ReceiverSettings()

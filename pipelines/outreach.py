@@ -447,6 +447,13 @@ async def run_outreach(client: FormClient, store: Store, sheet: Path, form_id: s
         bar.start()
     task = bar.add_task("rows", total=len(good), rate="") if bar else None
     documents = None if dry_run else _Documents(client, store, job, form_id, base)
+    # Rows already sent, read once: a resumed run skips them without a transaction each
+    # (a row never goes back from sent, so this snapshot cannot send anything twice).
+    already_sent: dict[str, str] = {}
+    if not dry_run:
+        with store.reader() as s:
+            already_sent = {r.row_key: r.content_hash for r in s.exec(select(OutreachRow).where(
+                OutreachRow.job_name == job, OutreachRow.request_id.is_not(None)))}  # type: ignore[union-attr]
     started = time.monotonic()
     try:
         for number, params in good:
@@ -461,6 +468,9 @@ async def run_outreach(client: FormClient, store: Store, sheet: Path, form_id: s
             key = idempotency_key(job, form_id, identity)
             if dry_run:
                 print(f"row {number}: would create ({identity}) key={key}")
+                continue
+            if already_sent.get(identity) == chash:
+                skipped += 1
                 continue
             with store.session() as s:
                 rec = s.exec(select(OutreachRow).where(OutreachRow.job_name == job,
@@ -525,7 +535,8 @@ async def run_outreach(client: FormClient, store: Store, sheet: Path, form_id: s
 
 async def _stopped_while_waiting(client: FormClient, stop: asyncio.Event) -> bool:
     """Wait until the client's pacer would admit a create, unless ``stop`` is set first;
-    True when stopped (then nothing of the next row has been recorded or sent)."""
+    True when stopped (the row stays recorded as pending with no request, and the next
+    run sends it under the same idempotency key)."""
     pacer = client.pacer
     delay = pacer.delay(create=True) if pacer is not None else 0.0
     if delay > 0 and not stop.is_set():
