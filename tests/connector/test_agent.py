@@ -8,6 +8,7 @@ import pytest
 
 from connector.agent import AgentClient, AgentToolError
 from connector.client import FormClient
+from connector.pacing import DEFAULT_MARGIN
 
 
 def tiny_pdf() -> bytes:
@@ -74,10 +75,10 @@ async def test_agent_and_rpc_clients_of_one_token_share_one_pacer(sandbox):
         await fc.me()
         assert slept == []
         await fc.create_request(sandbox.pro.forms["Contact"])  # the creates window is full: it waits
-        assert slept == [pytest.approx(60.25)]
+        assert slept == [pytest.approx(60 + DEFAULT_MARGIN)]
         await agent.call("fields_list", {"formId": sandbox.pro.forms["Contact"]})
         await fc.me()
         assert len(slept) == 1
         await agent.call("fields_list", {"formId": sandbox.pro.forms["Contact"]})  # the 4th call in the window
-        assert slept == [pytest.approx(60.25), pytest.approx(60.25)]
+        assert slept == [pytest.approx(60 + DEFAULT_MARGIN), pytest.approx(60 + DEFAULT_MARGIN)]
     assert token not in repr(agent)
