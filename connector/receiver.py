@@ -49,7 +49,8 @@ import logging
 import math
 import signal
 import time
-from collections.abc import AsyncIterator, Callable, Iterable
+from collections.abc import AsyncIterator, Callable, Iterable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -530,6 +531,25 @@ def create_receiver_app(store: Store, settings: ReceiverSettings, *, custom_sche
     return app
 
 
+@contextmanager
+def stop_on_signals(stop: asyncio.Event) -> Iterator[None]:
+    """Set ``stop`` on SIGINT or SIGTERM while the block runs (where this thread may take
+    signals: only the main thread's event loop can)."""
+    loop = asyncio.get_running_loop()
+    handled: list[int] = []
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        try:
+            loop.add_signal_handler(sig, stop.set)
+            handled.append(sig)
+        except (NotImplementedError, RuntimeError, ValueError):  # not the main thread, or no signals here
+            pass
+    try:
+        yield
+    finally:
+        for sig in handled:
+            loop.remove_signal_handler(sig)
+
+
 async def run_receiver(store: Store, settings: ReceiverSettings, *, host: str | None = None, port: int | None = None,
                        on_ready: Callable[[str], None] | None = None, stop: asyncio.Event | None = None,
                        custom_scheme: CustomScheme | None = None, max_batch: int = DEFAULT_MAX_BATCH,
@@ -541,27 +561,18 @@ async def run_receiver(store: Store, settings: ReceiverSettings, *, host: str | 
     event is committed before this returns. The store is not migrated or closed here."""
     app = create_receiver_app(store, settings, custom_scheme=custom_scheme, max_batch=max_batch)
     stop = stop or asyncio.Event()
-    loop = asyncio.get_running_loop()
-    handled: list[int] = []
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        try:
-            loop.add_signal_handler(sig, stop.set)
-            handled.append(sig)
-        except (NotImplementedError, RuntimeError, ValueError):  # not the main thread, or no signals here
-            pass
     runner = web.AppRunner(app, handle_signals=False, shutdown_timeout=shutdown_timeout)
-    await runner.setup()
-    try:
-        site = web.TCPSite(runner, host or settings.host, settings.port if port is None else port)
-        await site.start()
-        bound_host, bound_port = runner.addresses[0][:2]
-        url = f"http://{bound_host}:{bound_port}"
-        log.info("receiver listening on %s%s", url, event_paths(settings)["any"])
-        if on_ready is not None:
-            on_ready(url)
-        await stop.wait()
-        log.info("receiver stopping: finishing requests in flight and pending commits")
-    finally:
-        await runner.cleanup()
-        for sig in handled:
-            loop.remove_signal_handler(sig)
+    with stop_on_signals(stop):
+        await runner.setup()
+        try:
+            site = web.TCPSite(runner, host or settings.host, settings.port if port is None else port)
+            await site.start()
+            bound_host, bound_port = runner.addresses[0][:2]
+            url = f"http://{bound_host}:{bound_port}"
+            log.info("receiver listening on %s%s", url, event_paths(settings)["any"])
+            if on_ready is not None:
+                on_ready(url)
+            await stop.wait()
+            log.info("receiver stopping: finishing requests in flight and pending commits")
+        finally:
+            await runner.cleanup()

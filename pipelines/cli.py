@@ -116,13 +116,32 @@ ConfigOption = Annotated[Path | None, typer.Option(
     help="TOML settings file (see config/formsync.example.toml); FORMSYNC_* variables win over it.")]
 
 
+def _first_line(e: Exception) -> str:
+    """An exception as one line: its type and the first line of its message."""
+    text = str(e)
+    return f"{type(e).__name__}: {text.splitlines()[0] if text else ''}"
+
+
+def _migrated_store(url: str) -> Any:
+    """The store at ``url``, migrated to the newest schema; an unusable database is a clear
+    error and exit code 1."""
+    from connector.store import Store
+
+    try:
+        store = Store(url)
+        store.migrate()
+    except Exception as e:  # SQLAlchemy and Alembic refuse a bad database with many exception types
+        typer.echo(f"error: cannot prepare the database {url!r}: {_first_line(e)}", err=True)
+        raise typer.Exit(1) from None
+    return store
+
+
 def _open(config: Path | None) -> tuple[Any, Any]:
     """Settings and a migrated store for the poll and sync commands; a bad config file
     or database is a clear error and exit code 1 or 2."""
     from pydantic import ValidationError
 
     from connector.settings import load_settings
-    from connector.store import Store
 
     try:
         settings = load_settings(config)
@@ -133,13 +152,7 @@ def _open(config: Path | None) -> tuple[Any, Any]:
     if settings.service.token is None:
         raise typer.BadParameter("service.token is not set: put it in the [service] section or in "
                                  "FORMSYNC_SERVICE__TOKEN", param_hint="--config")
-    try:
-        store = Store(settings.store.url)
-        store.migrate()
-    except Exception as e:  # SQLAlchemy and Alembic refuse a bad database with many exception types
-        typer.echo(f"error: cannot prepare the database {settings.store.url!r}: {type(e).__name__}: "
-                   f"{str(e).splitlines()[0] if str(e) else ''}", err=True)
-        raise typer.Exit(1) from None
+    store = _migrated_store(settings.store.url)
     return settings, store
 
 
@@ -236,7 +249,6 @@ def export_cmd(
     from pydantic import ValidationError
 
     from connector.settings import load_settings
-    from connector.store import Store
     from pipelines.export import export
 
     since_at = None
@@ -252,13 +264,7 @@ def export_cmd(
         raise typer.BadParameter(str(e), param_hint="--config") from None
     except ValidationError as e:
         raise typer.BadParameter(f"invalid settings: {e}", param_hint="--config") from None
-    try:
-        store = Store(settings.store.url)
-        store.migrate()
-    except Exception as e:  # SQLAlchemy and Alembic refuse a bad database with many exception types
-        typer.echo(f"error: cannot open the database {settings.store.url!r}: {type(e).__name__}: "
-                   f"{str(e).splitlines()[0] if str(e) else ''}", err=True)
-        raise typer.Exit(1) from None
+    store = _migrated_store(settings.store.url)
     titles: dict[str, str] | None = None
     order: list[str] | None = None
     if labels:
@@ -417,7 +423,6 @@ def run(
 
     Example: [bold]formsync run --config formsync.toml[/bold]
     """
-    from connector.store import Store
     from pipelines.scheduler import SchedulerOptions, serve
 
     logging.basicConfig(level=logging.DEBUG if verbose else logging.INFO,
@@ -426,13 +431,7 @@ def run(
     if not settings.jobs and not settings.receiver.enabled:
         raise typer.BadParameter("nothing to run: the file declares no [[jobs]] and [receiver] enabled is false",
                                  param_hint="--config")
-    try:
-        store = Store(settings.store.url)
-        store.migrate()
-    except Exception as e:  # SQLAlchemy and Alembic refuse a bad database with many exception types
-        typer.echo(f"error: cannot prepare the database {settings.store.url!r}: {type(e).__name__}: "
-                   f"{str(e).splitlines()[0] if str(e) else ''}", err=True)
-        raise typer.Exit(1) from None
+    store = _migrated_store(settings.store.url)
     options = SchedulerOptions(lock_poll_seconds=lock_poll_seconds, lease_seconds=lease_seconds,
                                stop_timeout_seconds=stop_timeout)
     try:
@@ -471,8 +470,7 @@ def status(
     try:
         report = collect_status(settings, store)
     except Exception as e:  # the database is unreachable
-        typer.echo(f"error: cannot read the database {settings.store.url!r}: {type(e).__name__}: "
-                   f"{str(e).splitlines()[0] if str(e) else ''}", err=True)
+        typer.echo(f"error: cannot read the database {settings.store.url!r}: {_first_line(e)}", err=True)
         raise typer.Exit(1) from None
     finally:
         store.close()

@@ -21,7 +21,6 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
-import signal
 import socket
 import time
 from collections.abc import Callable
@@ -270,43 +269,34 @@ async def serve(settings: Settings, store: Store, *, stop: asyncio.Event | None 
     """Run the configured jobs (and the receiver when enabled) until SIGINT, SIGTERM or
     ``stop``. The store must be migrated. The jobs are checked first (``ConfigError``).
     ``on_state`` hears ``waiting`` and ``leading``; ``on_receiver_ready`` the receiver's URL."""
-    from connector.receiver import run_receiver
+    from connector.receiver import run_receiver, stop_on_signals
 
     params = check_jobs(settings)
     options = options or SchedulerOptions()
     stop = stop or asyncio.Event()
-    loop = asyncio.get_running_loop()
-    handled: list[int] = []
-    for sig in (signal.SIGINT, signal.SIGTERM):
+    with stop_on_signals(stop):
+        receiver: asyncio.Task[None] | None = None
+        if settings.receiver.enabled:
+            receiver = asyncio.create_task(run_receiver(store, settings.receiver, stop=stop, on_ready=on_receiver_ready))
+        lock = leader_lock(store, lease_seconds=options.lease_seconds)
+        waiting_said = False
         try:
-            loop.add_signal_handler(sig, stop.set)
-            handled.append(sig)
-        except (NotImplementedError, RuntimeError, ValueError):  # not the main thread, or no signals here
-            pass
-    receiver: asyncio.Task[None] | None = None
-    if settings.receiver.enabled:
-        receiver = asyncio.create_task(run_receiver(store, settings.receiver, stop=stop, on_ready=on_receiver_ready))
-    lock = leader_lock(store, lease_seconds=options.lease_seconds)
-    waiting_said = False
-    try:
-        while not stop.is_set():
-            if receiver is not None and receiver.done():
-                break
-            if settings.jobs and await asyncio.to_thread(lock.try_acquire):
-                waiting_said = False
-                await _lead(settings, store, params, lock, stop, options, on_state)
-                continue
-            if settings.jobs and not waiting_said:
-                log.info("another process holds the scheduler lock; waiting to take over")
-                if on_state is not None:
-                    on_state("waiting")
-                waiting_said = True
-            await _pause(stop, options.lock_poll_seconds)
-    finally:
-        lock.release()
-        stop.set()
-        if receiver is not None:
-            await receiver  # raises the receiver's own error (a port in use) if it failed
-        for sig in handled:
-            loop.remove_signal_handler(sig)
+            while not stop.is_set():
+                if receiver is not None and receiver.done():
+                    break
+                if settings.jobs and await asyncio.to_thread(lock.try_acquire):
+                    waiting_said = False
+                    await _lead(settings, store, params, lock, stop, options, on_state)
+                    continue
+                if settings.jobs and not waiting_said:
+                    log.info("another process holds the scheduler lock; waiting to take over")
+                    if on_state is not None:
+                        on_state("waiting")
+                    waiting_said = True
+                await _pause(stop, options.lock_poll_seconds)
+        finally:
+            lock.release()
+            stop.set()
+            if receiver is not None:
+                await receiver  # raises the receiver's own error (a port in use) if it failed
 
