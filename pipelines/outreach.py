@@ -9,6 +9,7 @@ import csv
 import hashlib
 import json
 import mimetypes
+import re
 import time
 from collections.abc import Mapping, Sequence
 from datetime import UTC, date, datetime
@@ -30,6 +31,16 @@ SPECIAL_COLUMNS = ("externalId", "readonly", "expiresAt", "document")
 DOCUMENT_TYPES = ("application/pdf", "image/png", "image/jpeg", "image/webp", "image/gif", "image/svg+xml",
                   "image/avif", "image/bmp", "image/tiff")
 DOCUMENT_MAX_BYTES = 25 * 1024 * 1024
+# What the service takes for an email, URL and time answer (checked here so a bad cell is
+# reported before any call, beside the other problems of its row).
+EMAIL_RE = re.compile(r"^[^@\s]+@[^@\s]+\.[^@\s]+$")
+URL_RE = re.compile(r"^https?://[^\s/]+\S*$", re.IGNORECASE)
+TIME_RE = re.compile(r"^([01]\d|2[0-3]):[0-5]\d$")
+TEXT_FORMATS = {
+    "email": (EMAIL_RE, "is not an email address", "an email address, e.g. ada@example.com"),
+    "url": (URL_RE, "is not an http(s) URL", "an http:// or https:// URL"),
+    "time": (TIME_RE, "is not a time", "HH:MM, e.g. 09:30"),
+}
 TRUE_WORDS = {"true", "yes", "1"}
 FALSE_WORDS = {"false", "no", "0"}
 REPORT_COLUMNS = ("row", "column", "problem", "accepted")
@@ -164,6 +175,11 @@ def _value(f: FieldDescriptor, text: str) -> tuple[Any, Problem | None]:
             return date.fromisoformat(text.strip()[:10]).isoformat(), None
         except ValueError:
             return None, Problem(column=col, problem=f"{text!r} is not a date", accepted="YYYY-MM-DD")
+    if f.type in TEXT_FORMATS:
+        pattern, problem, accepted = TEXT_FORMATS[f.type]
+        if not pattern.match(text.strip()):
+            return None, Problem(column=col, problem=f"{text!r} {problem}", accepted=accepted)
+        return text.strip(), None
     if f.type == "matrix" or (f.type == "group" and f.repeating):
         shape = "a JSON object of row key to column key" if f.type == "matrix" else "a JSON array of objects"
         try:
@@ -207,6 +223,10 @@ def validate_row(fields: Sequence[FieldDescriptor], row: Mapping[str, str], *,
             continue
         kind, _, key = target.partition(".")
         if target in RECIPIENT_COLUMNS:
+            if target == "email" and not EMAIL_RE.match(cell.strip()):
+                problems.append(Problem(column=column, problem=f"{cell!r} is not an email address",
+                                        accepted=TEXT_FORMATS["email"][2]))
+                continue
             out.recipient[target] = cell.strip()
             # A form asking for the same key (a Contact form's name or email) gets it prefilled too.
             same = by_key.get(column) if column not in mapping else None

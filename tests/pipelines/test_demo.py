@@ -49,7 +49,7 @@ FORMSYNC = Path(sys.executable).parent / "formsync"
 SEEDED_CONTACT_SUBMISSIONS = 3  # completed public-link responses the seed gives the Contact form
 # Sheet rows (header = row 1) the demo sheet gets wrong on purpose, and a word of each reason.
 BAD_ROWS = {7: "'Billing' is not an option", 9: "readonly key 'topic' is not prefilled",
-            11: "prefill.email expects an email address", 15: "same row identity as row 5"}
+            11: "'daniel.kim@' is not an email address", 15: "same row identity as row 5"}
 STABLE = ("sheet_rows", "sent", "completed", "canceled", "expired", "pending", "rejected", "callbacks_delivered",
           "webhooks_delivered", "events_stored", "deliveries_refused", "submissions_synced",
           "submissions_from_requests", "form_id")

@@ -233,6 +233,24 @@ def test_validate_row_names_each_problem_and_what_is_accepted() -> None:
     assert got["email"][0] == "missing email with email delivery"
 
 
+def test_email_url_and_time_cells_are_checked_before_any_call() -> None:
+    fields = [FieldDescriptor(key="email", type="email"), FieldDescriptor(key="site", type="url"),
+              FieldDescriptor(key="at", type="time")]
+    params, problems = validate_row(fields, {"email": "daniel.kim@", "site": "example.com", "at": "25:00"})
+    assert params is None
+    got = {p.column: (p.problem, p.accepted) for p in problems}
+    assert got == {
+        "email": ("'daniel.kim@' is not an email address", "an email address, e.g. ada@example.com"),
+        "site": ("'example.com' is not an http(s) URL", "an http:// or https:// URL"),
+        "at": ("'25:00' is not a time", "HH:MM, e.g. 09:30"),
+    }, "one problem per bad cell, the recipient email reported once"
+    params, problems = validate_row(fields, {"email": " ada@example.com ", "site": "https://example.com/x",
+                                             "at": "09:30"})
+    assert problems == [] and params is not None
+    assert params.recipient == {"email": "ada@example.com"}
+    assert params.prefill == {"email": "ada@example.com", "site": "https://example.com/x", "at": "09:30"}
+
+
 def test_idempotency_key_is_a_pure_function_of_job_form_and_identity() -> None:
     a = RowParams(prefill={"name": "A"})
     assert row_identity(a) == row_identity(RowParams(prefill={"name": "A"}))
