@@ -253,6 +253,50 @@ def tokens_delete(ctx: Ctx, p: TokenIdParams) -> Deleted:
     return Deleted(id=p.tokenId, deleted=True)
 
 
+class MemberAddParams(Params):
+    email: Annotated[str, Field(min_length=3, max_length=254, pattern=r"^[^@\s]+@[^@\s]+$")]
+    name: Annotated[str, Field(min_length=1, max_length=255)]
+
+
+class MemberView(Result):
+    userId: str
+    email: str
+    name: str
+    token: str  # an API token of the new member, shown once
+
+
+@helper("members.add")
+def members_add(ctx: Ctx, p: MemberAddParams) -> MemberView:
+    """Add a person to the caller's workspace with one API token (the dashboard's job in
+    the hosted service), so a test can act as a second member."""
+    user = User(id=new_id("usr"), email=p.email, name=p.name)
+    ctx.session.add(user)
+    ctx.session.add(Member(workspace_id=ctx.workspace.id, user_id=user.id, role="member"))
+    ctx.session.flush()
+    value, _ = auth.create_api_token(ctx.session, user.id, ctx.workspace.id, "member", ctx.now)
+    return MemberView(userId=user.id, email=user.email, name=user.name, token=value)
+
+
+class MemberIdParams(Params):
+    userId: str
+
+
+class MemberRemoved(Result):
+    userId: str
+    removed: bool
+    tokensDeleted: int
+
+
+@helper("members.remove")
+def members_remove(ctx: Ctx, p: MemberIdParams) -> MemberRemoved:
+    """A person leaves the caller's workspace: every token they hold there stops working."""
+    if p.userId == ctx.user.id:
+        raise ApiError("VALIDATION_ERROR", "The calling person cannot remove themselves; call as another member.",
+                       reason="CANNOT_REMOVE_SELF", field="userId")
+    deleted = auth.remove_member(ctx.session, ctx.workspace.id, p.userId)
+    return MemberRemoved(userId=p.userId, removed=True, tokensDeleted=deleted)
+
+
 class LimitsParams(Params):
     callsPerMinute: Annotated[int, Field(ge=1)] | None = None
     createsPerMinute: Annotated[int, Field(ge=1)] | None = None

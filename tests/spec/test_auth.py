@@ -266,6 +266,21 @@ async def test_leaving_the_workspace_deletes_the_persons_tokens(sandbox):
     assert (await me(sandbox, sandbox.pro.token)).status == 200, "the owner's token is untouched"
 
 
+async def test_sandbox_helpers_add_and_remove_a_member(sandbox):
+    added = (await sandbox.helper("members.add", {"email": "lee@example.test", "name": "Lee"})).data
+    got = await me(sandbox, added["token"])
+    assert got.status == 200 and got.data["email"] == "lee@example.test"
+    (await sandbox.helper("members.remove", {"userId": sandbox.pro.user_id})).expect(
+        "VALIDATION_ERROR", 400, reason="CANNOT_REMOVE_SELF", field="userId")
+    removed = (await sandbox.helper("members.remove", {"userId": added["userId"]})).data
+    assert removed == {"userId": added["userId"], "removed": True, "tokensDeleted": 1}
+    (await me(sandbox, added["token"])).expect("UNAUTHORIZED", 401)
+    (await sandbox.helper("members.remove", {"userId": added["userId"]})).expect("NOT_FOUND", 404, field="userId")
+    (await sandbox.helper("members.add", {"email": "not-an-email", "name": "X"})).expect(
+        "VALIDATION_ERROR", 400, field="email")
+    assert (await me(sandbox, sandbox.pro.token)).status == 200, "the caller's token is untouched"
+
+
 # -- 8. OAuth access tokens ----------------------------------------------------------------------
 
 
