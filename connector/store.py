@@ -757,6 +757,7 @@ class _Tx:
     request and submission rows of an event share their answers and display)."""
 
     def __init__(self, conn: Connection) -> None:
+        self.conn = conn
         self.pg = conn.dialect.name == "postgresql"
         self.p = "%s" if self.pg else "?"
         self.cur = conn.connection.dbapi_connection.cursor()  # type: ignore[union-attr]
@@ -1010,6 +1011,17 @@ class Store:
         with Session(self.engine.execution_options(formsync_read=True)) as s:
             yield s
 
+    def _write_tx(self, work: Callable[[_Tx], T]) -> T:
+        """``_write`` with the transaction's driver-level writer."""
+        def run(conn: Connection) -> T:
+            tx = _Tx(conn)
+            try:
+                return work(tx)
+            finally:
+                tx.cur.close()
+
+        return self._write(run)
+
     def _write(self, work: Callable[[Connection], T]) -> T:
         """Run ``work`` in one transaction; on a PostgreSQL deadlock or serialization
         failure the whole transaction is run again."""
@@ -1049,10 +1061,7 @@ class Store:
         for m in mapped:
             firsts.setdefault(m.raw["id"], m)
 
-        def work(conn: Connection) -> set[str]:
-            if not firsts:
-                return set()
-            tx = _Tx(conn)
+        def work(tx: _Tx) -> set[str]:
             for m in firsts.values():
                 if m.payload_text is not None:
                     tx.known_json(m.raw["payload"], m.payload_text)
@@ -1062,7 +1071,7 @@ class Store:
             _write_submissions(tx, [m.submission for m in fresh if m.submission])
             return new
 
-        new = self._write(work)
+        new = self._write_tx(work) if firsts else set()
         outcomes = []
         for m in mapped:
             eid = m.raw["id"]
@@ -1082,7 +1091,7 @@ class Store:
         recs = _validated(_RequestRecord, records, "records")
         now = self.clock()
         rows = [_record_row(r, source, now) for r in recs]
-        written = self._write(lambda conn: _merge(_Tx(conn), _REQUEST_MERGE, rows))
+        written = self._write_tx(lambda tx: _merge(tx, _REQUEST_MERGE, rows))
         return sorted({r["id"] for r in written})
 
     def upsert_submissions(self, items: Sequence[Mapping[str, Any] | BaseModel], form_id: str,
@@ -1108,13 +1117,13 @@ class Store:
         except ValueError as e:
             raise ValueError(f"{e}; nothing was stored") from None
 
-        def work(conn: Connection) -> list[str]:
-            written = _write_submissions(_Tx(conn), rows)
+        def work(tx: _Tx) -> list[str]:
+            written = _write_submissions(tx, rows)
             if cursor is not None:
-                _set_cursor(conn, form_id, cursor, stream, now)
+                _set_cursor(tx.conn, form_id, cursor, stream, now)
             return written
 
-        return self._write(work)
+        return self._write_tx(work)
 
     # -- sync cursors ---------------------------------------------------------------
 
