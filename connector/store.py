@@ -749,7 +749,6 @@ _JSON_COLUMNS = {t.name: frozenset(c.name for c in t.c if isinstance(c.type, JSO
 _DEFAULTS = {t.name: {c.name: c.default.arg for c in t.c if c.default is not None and not callable(c.default.arg)}
              for t in (_EVENTS, _SUBMISSIONS, _REQUESTS)}
 _SQL_CACHE: dict[tuple[Any, ...], str] = {}
-_SQLITE_MAX_VARIABLES = 999  # the bound-variable limit of SQLite builds before 3.32 (32766 since)
 
 
 class _Tx:
@@ -798,57 +797,31 @@ class _Tx:
 
     def insert_new(self, table: str, rows: Sequence[Mapping[str, Any]]) -> set[str]:
         """Insert the rows (distinct ids) whose id is not stored yet; the ids inserted."""
-        if not self.pg:
-            # The transaction holds SQLite's write lock from its start (BEGIN IMMEDIATE):
-            # no other writer can add an id between this read and the insert.
-            self.cur.execute(self.sql(("stored-ids", table), lambda: (
-                f"SELECT id FROM {table} WHERE {self.in_ids('id')}")), (self.ids_param([r["id"] for r in rows]),))
-            stored = {r[0] for r in self.cur.fetchall()}
-            rows = [r for r in rows if r["id"] not in stored]
         inserted: set[str] = set()
         for keys, group in _by_keys(rows):  # type: ignore[arg-type]
             cols = tuple(sorted({*keys, *(c for c in _DEFAULTS[table] if c not in keys)}))
-            params = [self.params(table, cols, r) for r in group]
-            if not self.pg:
-                self.insert_many(table, cols, params)
-                inserted.update(r["id"] for r in group)
-                continue
 
             def build(cols: tuple[str, ...] = cols) -> str:
-                return (f"INSERT INTO {table} ({', '.join(_q(c) for c in cols)}) VALUES ({', '.join(['%s'] * len(cols))}) "
-                        f"ON CONFLICT (id) DO NOTHING RETURNING id")
+                return (f"INSERT INTO {table} ({', '.join(_q(c) for c in cols)}) "
+                        f"VALUES ({', '.join([self.p] * len(cols))}) ON CONFLICT (id) DO NOTHING")
 
-            # One round trip for the group (pipeline); one result set per row.
-            self.cur.executemany(self.sql(("insert", table, cols), build), params, returning=True)
-            while True:
-                got = self.cur.fetchone()
-                if got is not None:
-                    inserted.add(got[0])
-                if not self.cur.nextset():
-                    break
+            sql = self.sql(("insert", table, cols), build)
+            params = [self.params(table, cols, r) for r in group]
+            if self.pg:
+                # One round trip for the group (pipeline); one result set per row.
+                self.cur.executemany(sql + " RETURNING id", params, returning=True)
+                while True:
+                    got = self.cur.fetchone()
+                    if got is not None:
+                        inserted.add(got[0])
+                    if not self.cur.nextset():
+                        break
+            else:
+                for r, p in zip(group, params, strict=True):
+                    self.cur.execute(sql, p)
+                    if self.cur.rowcount == 1:
+                        inserted.add(r["id"])
         return inserted
-
-    def insert_many(self, table: str, cols: Sequence[str], params: Sequence[tuple[Any, ...]]) -> None:
-        """SQLite: insert rows with multi-row ``VALUES`` statements of a few fixed sizes
-        (powers of two, within the smallest bound-variable limit of any SQLite build).
-        sqlite3 releases the GIL around every statement step and must win it back from
-        the receiver's busy event loop each time (a few ms when the loop is busy): one
-        statement per up to a hundred rows instead of one per row keeps those hand-offs
-        few."""
-        most = 1 << ((_SQLITE_MAX_VARIABLES // len(cols)).bit_length() - 1)
-        i = 0
-        while i < len(params):
-            size = most
-            while size > len(params) - i:
-                size //= 2
-
-            def build(size: int = size) -> str:
-                one = f"({', '.join('?' * len(cols))})"
-                return f"INSERT INTO {table} ({', '.join(_q(c) for c in cols)}) VALUES {', '.join([one] * size)}"
-
-            self.cur.execute(self.sql(("insert-many", table, tuple(cols), size), build),
-                             [v for row in params[i:i + size] for v in row])
-            i += size
 
     def ranks(self, m: _Merge, ids: Sequence[str]) -> dict[str, dict[str, Any]]:
         """The rank columns of the stored rows among ``ids``, locked for the transaction
@@ -893,7 +866,8 @@ class _Tx:
                 for r in rows:
                     copy.write_row(r)
         else:
-            self.insert_many("formsync_answers", cols, rows)
+            self.cur.executemany(self.sql(("answers-insert",), lambda: (
+                f"INSERT INTO formsync_answers ({', '.join(cols)}) VALUES ({', '.join('?' * len(cols))})")), rows)
 
 
 def _q(col: str) -> str:
