@@ -39,19 +39,15 @@ from sqlalchemy import (
     Table,
     Text,
     UniqueConstraint,
-    bindparam,
     delete,
     event,
-    func,
-    select,
     text,
     tuple_,
-    update,
 )
 from sqlalchemy.dialects import postgresql as pg_dialect
 from sqlalchemy.dialects import sqlite as sqlite_dialect
 from sqlalchemy.engine import Connection, Engine, make_url
-from sqlalchemy.exc import OperationalError
+from sqlalchemy.exc import DBAPIError, OperationalError
 from sqlalchemy.orm import registry
 from sqlmodel import Field, Session, SQLModel, create_engine
 
@@ -328,6 +324,7 @@ class EventRows:
     raw: dict[str, Any]
     submission: dict[str, Any] | None = None
     request: dict[str, Any] | None = None
+    payload_text: str | None = None  # the JSON text of ``raw["payload"]`` when it is the body verbatim
 
     @property
     def answers(self) -> list[dict[str, Any]]:
@@ -431,18 +428,25 @@ def answer_rows(submission_id: str, answers: Mapping[str, Any] | None,
     segment of the display text (``"Row: Column"`` for a matrix row, the member's text for
     a group member) when the joined text splits into exactly one segment per part, and
     the raw value as text otherwise."""
-    rows: list[dict[str, Any]] = []
+    return [dict(zip(ANSWER_COLUMNS, t, strict=True)) for t in answer_tuples(submission_id, answers, display)]
 
-    def add(key: str, instance: int, row_key: str, member_key: str, value: Any, shown: Any) -> None:
-        rows.append({
-            "submission_id": submission_id, "field_key": key, "instance": instance, "row_key": row_key,
-            "member_key": member_key, "value_json": json.dumps(value, ensure_ascii=False),
-            "display_text": shown if isinstance(shown, str) else _text(value if shown is None else shown),
-        })
 
+ANSWER_COLUMNS = ("submission_id", "field_key", "instance", "row_key", "member_key", "value_json", "display_text")
+_encode_value = json.JSONEncoder(ensure_ascii=False).encode  # json.dumps(v, ensure_ascii=False), built once
+
+
+def answer_tuples(submission_id: str, answers: Mapping[str, Any] | None,
+                  display: Mapping[str, Any] | None) -> list[tuple[Any, ...]]:
+    """``answer_rows`` as tuples in ``ANSWER_COLUMNS`` order (what the store inserts)."""
+    rows: list[tuple[Any, ...]] = []
+    add = rows.append
     shown_all = display or {}
     for key, value in (answers or {}).items():
         shown = shown_all.get(key)
+        if isinstance(value, str):  # the common case, first: one row, nothing to split
+            add((submission_id, key, -1, "", "", _encode_value(value),
+                 shown if isinstance(shown, str) else _text(value if shown is None else shown)))
+            continue
         before = len(rows)
         if _is_group(value):
             instances = _segments(shown, ", ", len(value))
@@ -453,16 +457,22 @@ def answer_rows(submission_id: str, answers: Mapping[str, Any] | None,
                     if _is_matrix(member_value):
                         cells = _segments(member_shown, ", ", len(member_value))
                         for k, (row_key, col) in enumerate(member_value.items()):
-                            add(key, i, row_key, member, col, cells[k] if cells else None)
+                            add(_answer(submission_id, key, i, row_key, member, col, cells[k] if cells else None))
                     else:
-                        add(key, i, "", member, member_value, member_shown)
+                        add(_answer(submission_id, key, i, "", member, member_value, member_shown))
         elif _is_matrix(value):
             cells = _segments(shown, ", ", len(value))
             for k, (row_key, col) in enumerate(value.items()):
-                add(key, -1, row_key, "", col, cells[k] if cells else None)
+                add(_answer(submission_id, key, -1, row_key, "", col, cells[k] if cells else None))
         if len(rows) == before:
-            add(key, -1, "", "", value, shown)
+            add(_answer(submission_id, key, -1, "", "", value, shown))
     return rows
+
+
+def _answer(submission_id: str, key: str, instance: int, row_key: str, member_key: str, value: Any,
+            shown: Any) -> tuple[Any, ...]:
+    return (submission_id, key, instance, row_key, member_key, _encode_value(value),
+            shown if isinstance(shown, str) else _text(value if shown is None else shown))
 
 
 def submission_rank(row: Mapping[str, Any]) -> tuple[int, int, int]:
@@ -529,6 +539,7 @@ def event_to_rows(event: Event | Incoming, *, now: int | None = None) -> EventRo
     ``now`` (epoch ms, default the current time) fills ``received_at`` and ``stored_at``."""
     inc = event if isinstance(event, Incoming) else Incoming(event)
     ev, now = inc.event, _now_ms() if now is None else now
+    payload_text = None
     if inc.body is None:
         payload = ev.model_dump(mode="json", exclude_unset=True)
         body = json.dumps(payload, ensure_ascii=False)
@@ -536,6 +547,7 @@ def event_to_rows(event: Event | Incoming, *, now: int | None = None) -> EventRo
         body = inc.body.decode("utf-8") if isinstance(inc.body, bytes) else inc.body
         try:
             payload = json.loads(body)
+            payload_text = body  # the same JSON: stored as received, not serialised again
         except ValueError:
             payload = ev.model_dump(mode="json", exclude_unset=True)
     created = epoch_ms(ev.createdAt)
@@ -543,7 +555,7 @@ def event_to_rows(event: Event | Incoming, *, now: int | None = None) -> EventRo
         "id": ev.id, "type": ev.type, "source": inc.source, "created_at": created, "api_version": ev.apiVersion,
         "test": ev.test, "received_at": inc.received_at if inc.received_at is not None else now, "body": body,
         "payload": payload,
-    })
+    }, payload_text=payload_text)
     data = ev.data
     if ev.type in ("submission.completed", "submission.updated", "request.completed") and data.form and data.submission:
         s = data.submission
@@ -718,80 +730,198 @@ def _insert_for(conn: Connection) -> Callable[[Table], Any]:
 
 
 def _by_keys(rows: Sequence[dict[str, Any]]) -> Iterator[tuple[tuple[str, ...], list[dict[str, Any]]]]:
-    """Rows grouped by their set of columns (one executemany needs the same keys)."""
+    """Rows grouped by their set of columns (one statement shape per set)."""
     groups: dict[tuple[str, ...], list[dict[str, Any]]] = {}
     for r in rows:
         groups.setdefault(tuple(sorted(r)), []).append(r)
     yield from groups.items()
 
 
-def _merge_once(conn: Connection, m: _Merge, rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+# The event, merge and answer writes run on the DB-API cursor of the SQLAlchemy
+# transaction, with statements of a fixed text per table and column set: no SQL is
+# compiled per call, sqlite3 reuses its prepared statements, psycopg prepares them after a
+# few runs, and rows travel as plain tuples. These writes are the receiver's hot path.
+
+_JSON_COLUMNS = {t.name: frozenset(c.name for c in t.c if isinstance(c.type, JSON))
+                 for t in (_EVENTS, _SUBMISSIONS, _REQUESTS)}
+# Python-side column defaults (SQLAlchemy applied them on insert): an insert that lacks
+# one of these NOT NULL columns gets its default.
+_DEFAULTS = {t.name: {c.name: c.default.arg for c in t.c if c.default is not None and not callable(c.default.arg)}
+             for t in (_EVENTS, _SUBMISSIONS, _REQUESTS)}
+_SQL_CACHE: dict[tuple[Any, ...], str] = {}
+
+
+class _Tx:
+    """The driver-level writes of one transaction (``conn``'s, so they commit with it).
+    JSON columns are serialised here, once per distinct object in the transaction (the
+    request and submission rows of an event share their answers and display)."""
+
+    def __init__(self, conn: Connection) -> None:
+        self.conn = conn
+        self.pg = conn.dialect.name == "postgresql"
+        self.p = "%s" if self.pg else "?"
+        self.cur = conn.connection.dbapi_connection.cursor()  # type: ignore[union-attr]
+        self._json: dict[int, tuple[Any, str]] = {}
+
+    def sql(self, key: tuple[Any, ...], build: Callable[[], str]) -> str:
+        """The statement text for ``key`` (which includes the dialect), built once."""
+        key = (self.pg, *key)
+        text_ = _SQL_CACHE.get(key)
+        if text_ is None:
+            text_ = _SQL_CACHE[key] = build()
+        return text_
+
+    def json(self, value: Any) -> str | None:
+        if value is None:  # none_as_null: SQL NULL, not the JSON text 'null'
+            return None
+        hit = self._json.get(id(value))
+        if hit is None or hit[0] is not value:
+            hit = self._json[id(value)] = (value, json.dumps(value))
+        return hit[1]
+
+    def known_json(self, value: Any, text_: str) -> None:
+        """``text_`` is already the JSON of ``value`` (an event's body): use it as is."""
+        self._json[id(value)] = (value, text_)
+
+    def params(self, table: str, cols: Sequence[str], row: Mapping[str, Any]) -> tuple[Any, ...]:
+        js, defaults = _JSON_COLUMNS[table], _DEFAULTS[table]
+        # A JSON column is in ``cols`` only when the row carries it; a default column may not be.
+        return tuple([self.json(row[c]) if c in js else row[c] if c in row else defaults[c] for c in cols])
+
+    def ids_param(self, ids: Sequence[str]) -> Any:
+        """``ids`` as one parameter, for ``self.in_ids()``: fixed-shape on any count."""
+        return list(ids) if self.pg else json.dumps(list(ids))
+
+    def in_ids(self, col: str) -> str:
+        return f"{col} = ANY({self.p})" if self.pg else f"{col} IN (SELECT value FROM json_each({self.p}))"
+
+    def insert_new(self, table: str, rows: Sequence[Mapping[str, Any]]) -> set[str]:
+        """Insert the rows (distinct ids) whose id is not stored yet; the ids inserted."""
+        inserted: set[str] = set()
+        for keys, group in _by_keys(rows):  # type: ignore[arg-type]
+            cols = tuple(sorted({*keys, *(c for c in _DEFAULTS[table] if c not in keys)}))
+
+            def build(cols: tuple[str, ...] = cols) -> str:
+                return (f"INSERT INTO {table} ({', '.join(_q(c) for c in cols)}) "
+                        f"VALUES ({', '.join([self.p] * len(cols))}) ON CONFLICT (id) DO NOTHING")
+
+            sql = self.sql(("insert", table, cols), build)
+            params = [self.params(table, cols, r) for r in group]
+            if self.pg:
+                # One round trip for the group (pipeline); one result set per row.
+                self.cur.executemany(sql + " RETURNING id", params, returning=True)
+                while True:
+                    got = self.cur.fetchone()
+                    if got is not None:
+                        inserted.add(got[0])
+                    if not self.cur.nextset():
+                        break
+            else:
+                for r, p in zip(group, params, strict=True):
+                    self.cur.execute(sql, p)
+                    if self.cur.rowcount == 1:
+                        inserted.add(r["id"])
+        return inserted
+
+    def ranks(self, m: _Merge, ids: Sequence[str]) -> dict[str, dict[str, Any]]:
+        """The rank columns of the stored rows among ``ids``, locked for the transaction
+        on PostgreSQL (in id order: one lock order for every writer)."""
+        t = m.table.name
+        cols = ("id", *m.rank_cols)
+
+        def build() -> str:
+            lock = " ORDER BY id FOR UPDATE" if self.pg else ""
+            return f"SELECT {', '.join(cols)} FROM {t} WHERE {self.in_ids('id')}{lock}"
+
+        self.cur.execute(self.sql(("ranks", t), build), (self.ids_param(ids),))
+        return {r[0]: dict(zip(cols, r, strict=True)) for r in self.cur.fetchall()}
+
+    def update(self, table: str, keys: Sequence[str], coalesce: frozenset[str],
+               rows: Sequence[Mapping[str, Any]]) -> None:
+        """Set ``keys`` (but ``id``) of each row; a ``coalesce`` column only while NULL."""
+        cols = tuple(k for k in keys if k != "id")
+        if not cols:
+            return
+
+        def build() -> str:
+            sets = ", ".join(f"{_q(c)} = COALESCE({_q(c)}, {self.p})" if c in coalesce else f"{_q(c)} = {self.p}"
+                             for c in cols)
+            return f"UPDATE {table} SET {sets} WHERE id = {self.p}"
+
+        sql = self.sql(("update", table, cols, coalesce & set(cols)), build)
+        self.cur.executemany(sql, [(*self.params(table, cols, r), r["id"]) for r in rows])
+
+    def replace_answers(self, latest: Mapping[str, Mapping[str, Any]]) -> None:
+        """Replace the long-form answers of the submissions in ``latest`` (id -> row)."""
+        ids = sorted(latest)
+        self.cur.execute(self.sql(("answers-delete",), lambda: (
+            f"DELETE FROM formsync_answers WHERE {self.in_ids('submission_id')}")), (self.ids_param(ids),))
+        cols = ANSWER_COLUMNS
+        rows = [a for sid in ids for a in answer_tuples(sid, latest[sid]["answers"], latest[sid].get("display"))]
+        if not rows:
+            return
+        if self.pg:
+            # COPY: one stream for every answer row of the batch.
+            with self.cur.copy(f"COPY formsync_answers ({', '.join(cols)}) FROM STDIN") as copy:
+                for r in rows:
+                    copy.write_row(r)
+        else:
+            self.cur.executemany(self.sql(("answers-insert",), lambda: (
+                f"INSERT INTO formsync_answers ({', '.join(cols)}) VALUES ({', '.join('?' * len(cols))})")), rows)
+
+
+def _q(col: str) -> str:
+    # "metadata" is a column name; quoting every column keeps the statements uniform.
+    return f'"{col}"'
+
+
+def _merge_once(tx: _Tx, m: _Merge, rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """Write rows with distinct ids, newest wins. Returns the rows that were written
     (inserted, or newer than the stored version)."""
-    t = m.table
+    t = m.table.name
     rows = sorted(rows, key=lambda r: r["id"])  # one lock order for every writer
-    inserted: set[str] = set()
-    for _, group in _by_keys(rows):
-        stmt = _insert_for(conn)(t).on_conflict_do_nothing(index_elements=["id"]).returning(t.c.id)
-        inserted.update(conn.execute(stmt, group).scalars())
+    inserted = tx.insert_new(t, rows)
     written = [r for r in rows if r["id"] in inserted]
     rest = [r for r in rows if r["id"] not in inserted]
     if not rest:
         return written
-    stored = {
-        rec.id: rec._mapping
-        for rec in conn.execute(
-            select(t.c.id, *(t.c[c] for c in m.rank_cols))
-            .where(t.c.id.in_([r["id"] for r in rest])).order_by(t.c.id).with_for_update())
-    }
+    stored = tx.ranks(m, [r["id"] for r in rest])
     winners = [r for r in rest if m.rank(r) > m.rank(stored[r["id"]])]
     losers = [r for r in rest if m.rank(r) <= m.rank(stored[r["id"]])]
     for keys, group in _by_keys(winners):
-        cols = [k for k in keys if k != "id"]
-        values = {c: func.coalesce(t.c[c], bindparam(f"v_{c}", type_=t.c[c].type)) if c in m.keep
-                  else bindparam(f"v_{c}", type_=t.c[c].type) for c in cols}
-        stmt = update(t).where(t.c.id == bindparam("v_id")).values(values)
-        conn.execute(stmt, [{f"v_{k}": r[k] for k in keys} for r in group])
+        tx.update(t, keys, m.keep, group)
     for keys, group in _by_keys(losers):
-        cols = [k for k in keys if k in m.fill]
-        if not cols:
-            continue
-        values = {c: func.coalesce(t.c[c], bindparam(f"v_{c}", type_=t.c[c].type)) for c in cols}
-        stmt = update(t).where(t.c.id == bindparam("v_id")).values(values)
-        conn.execute(stmt, [{f"v_{k}": r[k] for k in ("id", *cols)} for r in group])
+        tx.update(t, [k for k in keys if k in m.fill], m.fill, group)
     return written + winners
 
 
-def _merge(conn: Connection, m: _Merge, rows: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+def _merge(tx: _Tx, m: _Merge, rows: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
     """Like ``_merge_once`` for rows that may repeat an id: they are applied in rounds,
     oldest version first, so each one is merged exactly as if it came alone."""
+    if not rows:
+        return []
     by_id: dict[str, list[dict[str, Any]]] = {}
     for r in rows:
         by_id.setdefault(r["id"], []).append(r)
+    if len(by_id) == len(rows):  # the usual case: every id once
+        return _merge_once(tx, m, list(rows))
     for versions in by_id.values():
         versions.sort(key=m.rank)
     written: list[dict[str, Any]] = []
-    depth = max((len(v) for v in by_id.values()), default=0)
+    depth = max(len(v) for v in by_id.values())
     for i in range(depth):
-        written += _merge_once(conn, m, [v[i] for v in by_id.values() if len(v) > i])
+        written += _merge_once(tx, m, [v[i] for v in by_id.values() if len(v) > i])
     return written
 
 
-def _replace_answers(conn: Connection, written: Sequence[dict[str, Any]]) -> None:
-    """Replace the long-form answers of every written submission row that carries
-    answers, from its newest written version."""
-    latest = {r["id"]: r for r in written if "answers" in r}
-    if not latest:
-        return
-    conn.execute(delete(_ANSWERS).where(_ANSWERS.c.submission_id.in_(sorted(latest))))
-    rows = [a for sid in sorted(latest) for a in answer_rows(sid, latest[sid]["answers"], latest[sid].get("display"))]
-    if rows:
-        conn.execute(_ANSWERS.insert(), rows)
-
-
-def _write_submissions(conn: Connection, rows: Sequence[dict[str, Any]]) -> list[str]:
-    written = _merge(conn, _SUBMISSION_MERGE, rows)
-    _replace_answers(conn, written)
+def _write_submissions(tx: _Tx, rows: Sequence[dict[str, Any]]) -> list[str]:
+    """Merge submission rows, then replace the long-form answers of every written row
+    that carries answers, from its newest written version (a row that lost to a newer
+    stored version leaves the answers alone)."""
+    written = _merge(tx, _SUBMISSION_MERGE, rows)
+    latest = {r["id"]: r for r in written if "answers" in r}  # rounds run oldest first: the last is the newest
+    if latest:
+        tx.replace_answers(latest)
     return sorted({r["id"] for r in written})
 
 
@@ -881,13 +1011,30 @@ class Store:
         with Session(self.engine.execution_options(formsync_read=True)) as s:
             yield s
 
+    def _write_tx(self, work: Callable[[_Tx], T]) -> T:
+        """``_write`` with the transaction's driver-level writer."""
+        def run(conn: Connection) -> T:
+            tx = _Tx(conn)
+            try:
+                return work(tx)
+            finally:
+                tx.cur.close()
+
+        return self._write(run)
+
     def _write(self, work: Callable[[Connection], T]) -> T:
         """Run ``work`` in one transaction; on a PostgreSQL deadlock or serialization
         failure the whole transaction is run again."""
+        driver_error = self.engine.dialect.loaded_dbapi.Error
         for attempt in range(_RETRIES):
             try:
-                with self.engine.begin() as conn:
-                    return work(conn)
+                try:
+                    with self.engine.begin() as conn:
+                        return work(conn)
+                except driver_error as e:
+                    # Raised by the driver-level writes (_Tx): as SQLAlchemy's own class
+                    # (IntegrityError, OperationalError, ...), as its execute would raise.
+                    raise DBAPIError.instance(None, None, e, driver_error, dialect=self.engine.dialect) from e
             except OperationalError as e:
                 if getattr(e.orig, "sqlstate", None) not in ("40P01", "40001") or attempt == _RETRIES - 1:
                     raise
@@ -914,17 +1061,17 @@ class Store:
         for m in mapped:
             firsts.setdefault(m.raw["id"], m)
 
-        def work(conn: Connection) -> set[str]:
-            if not firsts:
-                return set()
-            ins = _insert_for(conn)(_EVENTS).on_conflict_do_nothing(index_elements=["id"]).returning(_EVENTS.c.id)
-            new = set(conn.execute(ins, [m.raw for m in firsts.values()]).scalars())
+        def work(tx: _Tx) -> set[str]:
+            for m in firsts.values():
+                if m.payload_text is not None:
+                    tx.known_json(m.raw["payload"], m.payload_text)
+            new = tx.insert_new(_EVENTS.name, [m.raw for m in firsts.values()])
             fresh = [m for m in firsts.values() if m.raw["id"] in new]
-            _merge(conn, _REQUEST_MERGE, [m.request for m in fresh if m.request])
-            _write_submissions(conn, [m.submission for m in fresh if m.submission])
+            _merge(tx, _REQUEST_MERGE, [m.request for m in fresh if m.request])
+            _write_submissions(tx, [m.submission for m in fresh if m.submission])
             return new
 
-        new = self._write(work)
+        new = self._write_tx(work) if firsts else set()
         outcomes = []
         for m in mapped:
             eid = m.raw["id"]
@@ -944,7 +1091,7 @@ class Store:
         recs = _validated(_RequestRecord, records, "records")
         now = self.clock()
         rows = [_record_row(r, source, now) for r in recs]
-        written = self._write(lambda conn: _merge(conn, _REQUEST_MERGE, rows))
+        written = self._write_tx(lambda tx: _merge(tx, _REQUEST_MERGE, rows))
         return sorted({r["id"] for r in written})
 
     def upsert_submissions(self, items: Sequence[Mapping[str, Any] | BaseModel], form_id: str,
@@ -970,13 +1117,13 @@ class Store:
         except ValueError as e:
             raise ValueError(f"{e}; nothing was stored") from None
 
-        def work(conn: Connection) -> list[str]:
-            written = _write_submissions(conn, rows)
+        def work(tx: _Tx) -> list[str]:
+            written = _write_submissions(tx, rows)
             if cursor is not None:
-                _set_cursor(conn, form_id, cursor, stream, now)
+                _set_cursor(tx.conn, form_id, cursor, stream, now)
             return written
 
-        return self._write(work)
+        return self._write_tx(work)
 
     # -- sync cursors ---------------------------------------------------------------
 

@@ -462,6 +462,103 @@ def test_concurrent_writers_from_threads(store: Store) -> None:
         assert answers_of(store, f"sub_{j}") == {("k", -1, "", ""): (5, "5")}
 
 
+# -- one batch mixing new, late, repeated and refilled versions ---------------------------------
+
+
+def test_one_batch_mixing_new_late_and_repeated_versions(store: Store) -> None:
+    """What arrives together is merged as if each event came alone: a late version loses
+    (and leaves the answers alone) while new rows are inserted, a newer version of a row
+    first seen in the same batch wins, and a repeated event id is stored once."""
+    store.store_events(events(
+        sub_event("evt_m2", "sub_m", type="submission.updated", updated=T0 + 2000, edits=2, answers={"n": "m2"}),
+        req_terminal("evt_q0", "req_q", "expired", T0 + 1000),
+    ))
+    # A submissions.list read of sub_l, newer than anything an event will bring, without
+    # the respondent's email (the list leaves it out): a late event may fill it in.
+    store.upsert_submissions([item("sub_l", created=T0, submitted=T0, updatedAt=sql_ts(T0 + 9000), editCount=3,
+                                   answers={"n": "l3"})], "form_contact")
+    before_m = get(store, SubmissionRow, "sub_m")
+
+    late_m = sub_event("evt_m1", "sub_m", type="submission.updated", updated=T0 + 1000, edits=1, answers={"n": "m1"})
+    n0 = sub_event("evt_n0", "sub_n", answers={"n": "n0", "x": "only in v0"})
+    n1 = sub_event("evt_n1", "sub_n", type="submission.updated", updated=T0 + 5000, edits=1, answers={"n": "n1"})
+    n0_again = sub_event("evt_n0", "sub_n", answers={"n": "not stored"})  # same event id, other content
+    late_l = sub_event("evt_l0", "sub_l", answers={"n": "l0"})
+    canceled_q = req_terminal("evt_q1", "req_q", "canceled", T0 + 3000, cancelReason="Withdrawn")
+    out = store.store_events(events(n1, late_m, n0, n0_again, late_l, canceled_q))
+    assert [(o.event_id, o.status) for o in out] == [
+        ("evt_n1", "stored"), ("evt_m1", "stored"), ("evt_n0", "stored"), ("evt_n0", "duplicate"),
+        ("evt_l0", "stored"), ("evt_q1", "stored")]
+    assert count(store, RawEvent) == 7
+
+    after_m = get(store, SubmissionRow, "sub_m")
+    assert after_m == before_m, "a late version changes nothing"
+    assert answers_of(store, "sub_m") == {("n", -1, "", ""): ("m2", "m2")}
+    n = get(store, SubmissionRow, "sub_n")
+    assert (n.edit_count, n.answers, n.last_event_id, n.submitted_at) == (1, {"n": "n1"}, "evt_n1", T0)
+    assert answers_of(store, "sub_n") == {("n", -1, "", ""): ("n1", "n1")}, "only the newest version's answers"
+    lrow = get(store, SubmissionRow, "sub_l")
+    assert (lrow.edit_count, lrow.answers, lrow.source, lrow.last_event_id) == (3, {"n": "l3"}, "sync", None)
+    assert lrow.respondent_email == "ann@example.com", "a losing write fills a column still unknown"
+    assert answers_of(store, "sub_l") == {("n", -1, "", ""): ("l3", "l3")}
+    q = get(store, RequestRow, "req_q")
+    assert (q.status, q.canceled_at, q.cancel_reason, q.expired_at, q.last_event_id) == (
+        "canceled", T0 + 3000, "Withdrawn", T0 + 1000, "evt_q1")
+
+
+def test_values_that_look_like_sql_are_stored_verbatim(store: Store) -> None:
+    tricky = "50% of ?s; %s %(x)s $1 'single' \"double\" \\ back\tslash\nnew line ✓ 😀 \u00e9"
+    ev = req_completed("evt_s", "req_s", "sub_s", T0, q=tricky)
+    ev["data"]["request"]["metadata"] = {"note": tricky}
+    ev["data"]["display"] = {"q": tricky.upper()}
+    body = json.dumps(ev, ensure_ascii=False)
+    store.store_events([Incoming(Event.model_validate_json(body), "callback", body)])
+    raw = get(store, RawEvent, "evt_s")
+    assert raw.body == body and raw.payload == ev
+    assert answers_of(store, "sub_s") == {("q", -1, "", ""): (tricky, tricky.upper())}
+    assert get(store, SubmissionRow, "sub_s").answers == {"q": tricky}
+    assert get(store, RequestRow, "req_s").metadata_ == {"note": tricky}
+
+
+def test_missing_json_objects_are_sql_null(store: Store) -> None:
+    store.store_events(events(req_terminal("evt_c", "req_c", "canceled", T0, context=None, metadata=None)))
+    with store.engine.connect() as conn:
+        nulls = conn.execute(text("SELECT context IS NULL, metadata IS NULL, answers IS NULL "
+                                  "FROM formsync_requests WHERE id = 'req_c'")).one()
+    assert tuple(bool(v) for v in nulls) == (True, True, True)
+
+
+def test_a_body_that_is_not_json_keeps_the_parsed_event_as_payload(store: Store) -> None:
+    ev = sub_event("evt_j", "sub_j")
+    store.store_events([Incoming(Event.model_validate(ev), "webhook", "not json at all")])
+    raw = get(store, RawEvent, "evt_j")
+    assert raw.body == "not json at all"
+    assert raw.payload["id"] == "evt_j" and raw.payload["data"]["answers"] == {"name": "Ann"}
+
+
+def test_hundreds_of_answer_rows_in_one_batch(store: Store) -> None:
+    """301 answer rows in one batch are all stored once, each with its own value."""
+    answers = {f"q{i:03d}": f"answer {i}" for i in range(300)}
+    store.store_events(events(sub_event("evt_big", "sub_big", answers=answers), sub_event("evt_one", "sub_one")))
+    got = answers_of(store, "sub_big")
+    assert got == {(k, -1, "", ""): (v, v) for k, v in answers.items()}
+    assert count(store, AnswerRow) == 301
+
+
+def test_many_rows_replaced_in_one_write(store: Store) -> None:
+    """More ids than SQLite's bound-variable limit of older versions, in one write: the
+    stored versions are read and replaced in one go."""
+    ids = [f"req_{i:04d}" for i in range(1100)]
+    assert store.upsert_requests([poll_record(r, "pending", T0) for r in ids]) == ids
+    newer = [poll_record(r, "pending", T0 + 1000, deliveryStatus="bounced") for r in ids[::2]]
+    older = [poll_record(r, "pending", T0 - 1000, deliveryStatus="queued") for r in ids[1::2]]
+    assert store.upsert_requests(newer + older) == ids[::2]
+    with store.engine.connect() as conn:
+        got = dict(conn.execute(text("SELECT delivery_status, COUNT(*) FROM formsync_requests "
+                                     "GROUP BY delivery_status")).all())
+    assert got == {"bounced": 550, "sent": 550}
+
+
 # -- long-form answers ----------------------------------------------------------------------
 
 EVERY_SHAPE = {
