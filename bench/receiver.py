@@ -1,6 +1,6 @@
 """Benchmark of the receiver: what persisting costs against a handler that does not persist.
 
-Run: ``/work/venv/bin/python bench/receiver.py [--duration 10] [--concurrency 64] [--no-postgres]
+Run: ``.venv/bin/python bench/receiver.py [--duration 10] [--concurrency 64] [--no-postgres]
 [--with-nostore]``
 
 Three servers, each its own process, each driven by the same load generator (an aiohttp
