@@ -313,6 +313,27 @@ def schedule_next_reminder(form: Form, req: Request, ws: Workspace) -> None:
     req.reminder_due_at = base + schedule.offset_ms(steps[req.reminder_step])
 
 
+# The invitation and reminder, written in the request's language (notes, section 2):
+# language -> (reminder subject prefix, greeting, call to fill in). English for the rest.
+MAIL_PHRASES: dict[str, tuple[str, str, str]] = {
+    "en": ("Reminder: ", "Hello {name},", "Please fill in {form}: {url}"),
+    "de": ("Erinnerung: ", "Hallo {name},", "Bitte füllen Sie {form} aus: {url}"),
+    "fr": ("Rappel : ", "Bonjour {name},", "Merci de remplir {form} : {url}"),
+    "es": ("Recordatorio: ", "Hola {name}:", "Por favor, complete {form}: {url}"),
+    "it": ("Promemoria: ", "Gentile {name},", "La preghiamo di compilare {form}: {url}"),
+    "nl": ("Herinnering: ", "Hallo {name},", "Vul alstublieft {form} in: {url}"),
+    "pt": ("Lembrete: ", "Olá {name},", "Por favor, preencha {form}: {url}"),
+}
+
+
+def mail_text(language: str, kind: str, form_name: str, name: str, url: str) -> tuple[str, str]:
+    """Subject and body of an invitation or reminder in ``language`` (its primary
+    subtag; English when the service has no wording for it). Pure."""
+    reminder, greeting, ask = MAIL_PHRASES.get(language.split("-")[0].lower(), MAIL_PHRASES["en"])
+    subject = f"{reminder if kind == 'reminder' else ''}{form_name}"
+    return subject, f"{greeting.format(name=name)}\n\n{ask.format(form=form_name, url=url)}\n"
+
+
 def send_mail(session: Session, req: Request, ws: Workspace, form: Form, kind: str, now: int,
               base_url: str) -> Mail:
     """Hand a mail to the (recorded) outbox: recipients on bounce.test bounce after the
@@ -322,11 +343,10 @@ def send_mail(session: Session, req: Request, ws: Workspace, form: Form, kind: s
     settings = form.settings or {}
     domain = next((d["domain"] for d in ws.email_domains or [] if d.get("id") == settings.get("emailDomainId")),
                   "form.formstep.test")
-    verb = "Reminder: " if kind == "reminder" else ""
+    subject, body = mail_text(req.language or settings.get("language") or "en", kind, form.name,
+                              req.recipient_name or "", url_of(req, base_url))
     mail = Mail(id=new_id("mail"), workspace_id=ws.id, request_id=req.id, kind=kind, to=req.recipient_email or "",
-                sender=f"noreply@{domain}", subject=f"{verb}{form.name}",
-                body=f"Hello {req.recipient_name or ''},\n\nPlease fill in {form.name}: {url_of(req, base_url)}\n",
-                status=status, created_at=now)
+                sender=f"noreply@{domain}", subject=subject, body=body, status=status, created_at=now)
     session.add(mail)
     return mail
 

@@ -965,3 +965,27 @@ async def test_request_language_must_be_published_and_the_page_opens_in_it(sandb
     assert "Vertrieb" in page.text and "Support" in page.text, "untranslated labels stay as authored"
     plain = await fetch(sandbox.http, english["url"])
     assert "Ihr Name" not in plain.text and "Vertrieb" not in plain.text
+
+
+async def test_the_invitation_and_reminder_are_written_in_the_requests_language(sandbox):
+    """Notes section 2: with ``language`` the invitation is written in it (and so are the
+    reminders); a request without one is written in the form's language."""
+    contact = sandbox.pro.forms["Contact"]
+    async with agent(sandbox) as a:
+        await a.ok("translationDraft_update", {"formId": contact, "language": "de", "translations": {
+            "field.name.title": "Ihr Name"}})
+        await a.ok("translationDraft_publish", {"formId": contact, "language": "de"})
+        german = await a.ok("request_create", {"formId": contact, "language": "de", "delivery": "email",
+                                               "recipient": {"email": "jonas@example.com", "name": "Jonas"}})
+        english = await a.ok("request_create", {"formId": contact, "delivery": "email",
+                                                "recipient": {"email": "ada@example.com", "name": "Ada"}})
+    await sandbox.helper("deliveries.flush")
+    mails = {m["to"]: m for m in (await sandbox.helper("mail.list")).data["items"] if m["kind"] == "invitation"}
+    assert mails["jonas@example.com"]["body"].startswith("Hallo Jonas,")
+    assert german["url"] in mails["jonas@example.com"]["body"] and "Bitte füllen Sie" in mails["jonas@example.com"]["body"]
+    assert mails["ada@example.com"]["body"].startswith("Hello Ada,") and english["url"] in mails["ada@example.com"]["body"]
+    reminded = await sandbox.rpc("requests.remind", {"requestId": german["id"]})
+    assert reminded.ok, reminded.body
+    reminder = [m for m in (await sandbox.helper("mail.list")).data["items"]
+                if m["kind"] == "reminder" and m["to"] == "jonas@example.com"]
+    assert len(reminder) == 1 and reminder[0]["subject"].startswith("Erinnerung: ")
