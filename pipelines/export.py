@@ -1,20 +1,34 @@
 """Export the store to CSV, XLSX or Parquet: submissions wide (one row per submission,
 one column per field), answers long (one row per ``AnswerRow``) and requests.
 
+The export streams: rows are read from the store in batches of ``CHUNK_ROWS`` (SQLAlchemy
+Core selects, ``yield_per`` partitions), each batch is shaped column by column into an
+Arrow record batch, and the batch is written at once (``pyarrow.parquet.ParquetWriter``,
+``pyarrow.csv.CSVWriter``, xlsxwriter in ``constant_memory`` mode), so memory stays
+bounded by one batch whatever the size of the store. The file is written under a
+temporary name beside ``out`` and renamed when complete: a failed export leaves no file.
+
 Text cells a spreadsheet would run as a formula are neutralised in CSV and XLSX (see
 ``neutralise``); Parquet keeps every value as stored."""
 
 from __future__ import annotations
 
+import itertools
 import json
-from collections.abc import Iterator, Sequence
-from datetime import UTC, date, datetime
+import os
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
+from datetime import date, datetime
 from pathlib import Path
 from typing import Any, Literal
 
-import pandas as pd
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.csv as pacsv
+import pyarrow.parquet as pq
+import xlsxwriter
 from pydantic import BaseModel
-from sqlalchemy import Select, select
+from sqlalchemy import Select, func, select
 
 from connector.store import (
     AnswerRow,
@@ -35,9 +49,11 @@ FORMATS: tuple[str, ...] = ("csv", "xlsx", "parquet")
 TABLES: tuple[str, ...] = ("wide", "long", "requests")
 REQUEST_STATUSES: tuple[str, ...] = ("pending", "completed", "expired", "canceled")
 XLSX_MAX_ROWS = 1_048_576  # rows in one worksheet, the header row included
-CHUNK_ROWS = 50_000
+CHUNK_ROWS = 50_000  # rows per batch read from the store and written
+WIDTH_SAMPLE_ROWS = 1000  # XLSX column widths are fitted to the header and the first rows
 # A text cell starting with one of these is run as a formula (or starts one) by spreadsheets.
 FORMULA_PREFIXES = ("=", "+", "-", "@", "\t", "\r")
+_FORMULA_RE = "^([=+\\-@\t\r])"  # FORMULA_PREFIXES as one RE2 pattern for pyarrow.compute
 
 WIDE_FIXED = ["submission_id", "form_id", "request_id", "submitted_at", "updated_at", "edit_count"]
 LONG_COLUMNS = ["submission_id", "form_id", "field_key", "instance", "row_key", "member_key", "value_json",
@@ -45,6 +61,10 @@ LONG_COLUMNS = ["submission_id", "form_id", "field_key", "instance", "row_key", 
 REQUEST_COLUMNS = ["request_id", "form_id", "status", "outcome", "delivery_status", "external_id",
                    "recipient_email", "recipient_name", "submission_id", "created_at", "expires_at",
                    "completed_at", "expired_at", "canceled_at", "cancel_reason", "updated_at"]
+_REQUEST_TIMES = ("created_at", "expires_at", "completed_at", "expired_at", "canceled_at", "updated_at")
+TIMESTAMP = pa.timestamp("ms", tz="UTC")
+_EXCEL_EPOCH_DAYS = 25_569  # days from Excel's day 0 (1899-12-30) to 1970-01-01
+_DAY_MS = 86_400_000
 
 
 class ExportReport(BaseModel):
@@ -66,8 +86,13 @@ def neutralise(value: Any) -> Any:
     return value
 
 
-def _ts(ms: int | None) -> pd.Timestamp | None:
-    return None if ms is None else pd.Timestamp(ms, unit="ms", tz=UTC)
+def neutralise_array(values: pa.Array | pa.ChunkedArray) -> pa.Array | pa.ChunkedArray:
+    """``neutralise`` over a whole Arrow column: every string value starting a formula
+    gets a leading ``'``; nulls and other values are unchanged. Non-string columns are
+    returned as they are."""
+    if not pa.types.is_string(values.type) and not pa.types.is_large_string(values.type):
+        return values
+    return pc.replace_substring_regex(values, pattern=_FORMULA_RE, replacement="'\\1")
 
 
 def _since_ms(since: datetime | date | None) -> int | None:
@@ -78,16 +103,93 @@ def _since_ms(since: datetime | date | None) -> int | None:
     return epoch_ms(since)  # a naive datetime is taken as UTC
 
 
-def _chunks(store: Store, stmt: Select[Any]) -> Iterator[Sequence[Any]]:
-    """The rows of ``stmt`` in chunks of ``CHUNK_ROWS``, streamed from one read."""
+def _partitions(store: Store, stmt: Select[Any]) -> Iterator[Sequence[Any]]:
+    """The rows of ``stmt`` (Core rows, not ORM objects) in lists of at most
+    ``CHUNK_ROWS``, streamed from one read-only transaction (a server-side cursor on
+    PostgreSQL)."""
     with store.reader() as s:
-        result = s.execute(stmt.execution_options(yield_per=CHUNK_ROWS))
+        result = s.connection().execution_options(yield_per=CHUNK_ROWS).execute(stmt)
         yield from result.partitions()
 
 
+def _count(store: Store, stmt: Select[Any]) -> int:
+    with store.reader() as s:
+        return int(s.connection().execute(select(func.count()).select_from(stmt.order_by(None).subquery()))
+                   .scalar_one())
+
+
+def _times(ms: Sequence[int | None]) -> pa.Array:
+    return pa.array(ms, type=pa.int64()).cast(TIMESTAMP)
+
+
 # ---------------------------------------------------------------------------------------
-# Wide
+# Columns whose keys and kinds come from the data (wide fields, request metadata)
 # ---------------------------------------------------------------------------------------
+
+
+def _kind(value: Any) -> str:
+    # bool first: it is an int to Python
+    if isinstance(value, bool):
+        return "bool"
+    if isinstance(value, int):
+        return "int"
+    if isinstance(value, float):
+        return "float"
+    return "str"
+
+
+@dataclass
+class _Column:
+    """One data-driven column: its header, its Arrow type, and whether its values must be
+    turned to text (a column mixing text and numbers, say, when one key holds different
+    fields across forms, is all text so Parquet can store it)."""
+
+    header: str
+    type: pa.DataType
+    to_text: bool
+
+
+def _resolve(kinds: set[str]) -> tuple[pa.DataType, bool]:
+    """The Arrow type of a column holding values of ``kinds``, and whether non-text values
+    are written as JSON text. Integers and floats are one kind (numbers)."""
+    if not kinds or kinds == {"str"}:
+        return pa.string(), False
+    if kinds == {"bool"}:
+        return pa.bool_(), False
+    if kinds == {"int"}:
+        return pa.int64(), False
+    if kinds <= {"int", "float"}:
+        return pa.float64(), False
+    return pa.string(), True
+
+
+def _as_text(value: Any) -> Any:
+    return value if value is None or isinstance(value, str) else json.dumps(value)
+
+
+def _column_array(values: list[Any], col: _Column) -> pa.Array:
+    if col.to_text:
+        values = [_as_text(v) for v in values]
+    try:
+        return pa.array(values, type=col.type)
+    except (pa.ArrowInvalid, OverflowError):  # an integer past 64 bits: kept exactly, as text
+        return pa.array([_as_text(v) for v in values], type=pa.string())
+
+
+# ---------------------------------------------------------------------------------------
+# Tables: a schema known before the first row, then record batches
+# ---------------------------------------------------------------------------------------
+
+
+@dataclass
+class _TableStream:
+    """One table to write: its name, its Arrow schema (field names are the headers), a
+    function giving its record batches, and a function counting its rows."""
+
+    name: str
+    schema: pa.Schema
+    batches: Callable[[], Iterator[pa.RecordBatch]]
+    count: Callable[[], int]
 
 
 def _raw_cell(value: Any) -> Any:
@@ -98,19 +200,18 @@ def _raw_cell(value: Any) -> Any:
     return json.dumps(value, ensure_ascii=False)
 
 
-def _wide_cells(row: SubmissionRow, display: bool) -> dict[str, Any]:
+def _wide_cells(answers: dict[str, Any], shown: dict[str, Any], sid: str, display: bool) -> dict[str, Any]:
     """The field cells of one submission, keyed by column key (``key`` or ``key.row``)."""
-    answers, shown = row.answers or {}, row.display or {}
     cells: dict[str, Any] = {}
-    matrix_parts: dict[tuple[str, str], dict[str, Any]] = {}
+    matrix_parts: dict[tuple[str, str], Any] = {}
     if display and any(_is_matrix(v) for v in answers.values()):  # the per-row display segments
-        for a in answer_rows(row.id, answers, shown):
+        for a in answer_rows(sid, answers, shown):
             if a["instance"] == -1 and a["row_key"]:
-                matrix_parts[(a["field_key"], a["row_key"])] = a
+                matrix_parts[(a["field_key"], a["row_key"])] = a["display_text"]
     for key, value in answers.items():
         if _is_matrix(value):
             for row_key, col in value.items():
-                cells[f"{key}.{row_key}"] = matrix_parts[(key, row_key)]["display_text"] if display else col
+                cells[f"{key}.{row_key}"] = matrix_parts[(key, row_key)] if display else col
         elif display:
             text = shown.get(key)
             cells[key] = text if isinstance(text, str) else _text(value if text is None else text)
@@ -119,18 +220,6 @@ def _wide_cells(row: SubmissionRow, display: bool) -> dict[str, Any]:
         else:
             cells[key] = _raw_cell(value)
     return cells
-
-
-def _uniform(series: pd.Series) -> pd.Series:
-    """A column of one kind: when its cells mix kinds (text and numbers, say, when one key
-    holds different fields across forms), every value becomes text, so Parquet can
-    store it."""
-    kinds = {("bool" if isinstance(v, bool) else "number" if isinstance(v, int | float) else type(v).__name__)
-             for v in series if v is not None and not (isinstance(v, float) and pd.isna(v))}
-    if len(kinds) <= 1:
-        return series
-    return pd.Series([v if v is None or isinstance(v, str) else json.dumps(v) for v in series],
-                     index=series.index, dtype=object)
 
 
 def _headers(field_cols: dict[str, tuple[str, str | None]], labels: dict[str, str] | None) -> list[str]:
@@ -151,165 +240,280 @@ def _headers(field_cols: dict[str, tuple[str, str | None]], labels: dict[str, st
     return WIDE_FIXED + [f"{h} [{c}]" if seen[h] > 1 else h for h, c in zip(fields, field_cols, strict=True)]
 
 
-def wide_frame(store: Store, *, form_id: str | None = None, since: datetime | date | None = None,
-               display: bool = False, labels: dict[str, str] | None = None,
-               fields: list[str] | None = None) -> pd.DataFrame:
-    """One row per submission (ordered by submission time, then id): the fixed columns
-    ``WIDE_FIXED``, then one column per field key, in ``fields`` order when given (only
-    those fields), else in first-seen order. A matrix gives one ``key.row`` column per
-    row; groups and files are JSON text (raw) or their display text (``display``)."""
-    stmt = select(SubmissionRow)
-    if form_id is not None:
-        stmt = stmt.where(SubmissionRow.form_id == form_id)
-    if (ms := _since_ms(since)) is not None:
-        stmt = stmt.where(SubmissionRow.submitted_at >= ms)
-    stmt = stmt.order_by(SubmissionRow.submitted_at, SubmissionRow.id)
-    records: list[dict[str, Any]] = []
-    field_cols: dict[str, tuple[str, str | None]] = {}  # column key -> (field key, matrix row)
-    for part in _chunks(store, stmt):
-        for (row,) in part:
-            cells = _wide_cells(row, display)
-            for c, v in (row.answers or {}).items():
-                if fields is not None and c not in fields:
-                    continue
-                if _is_matrix(v):
-                    for rk in v:
-                        field_cols.setdefault(f"{c}.{rk}", (c, rk))
-                else:
-                    field_cols.setdefault(c, (c, None))
-            records.append({
-                "submission_id": row.id, "form_id": row.form_id, "request_id": row.request_id,
-                "submitted_at": _ts(row.submitted_at), "updated_at": _ts(row.updated_at),
-                "edit_count": row.edit_count, **{f"\0{k}": v for k, v in cells.items()}})
+def _order_columns(field_cols: dict[str, tuple[str, str | None]], fields: list[str] | None,
+                   order: list[str] | None) -> dict[str, tuple[str, str | None]]:
+    """The field columns in export order: only ``fields``, in its order (a requested field
+    no submission answered is still a column); else the keys of ``order`` first, in its
+    order, then any other key in first-seen order; else first-seen order."""
     if fields is not None:
-        order = {k: i for i, k in enumerate(fields)}
-        for k in fields:  # a requested field no submission answered is still a column
+        for k in fields:
             if not any(fk == k for fk, _ in field_cols.values()):
                 field_cols[k] = (k, None)
-        field_cols = dict(sorted(field_cols.items(), key=lambda kv: order[kv[1][0]]))
-    n = len(WIDE_FIXED)
-    df = pd.DataFrame([[r[c] for c in WIDE_FIXED] + [r.get(f"\0{c}") for c in field_cols] for r in records],
-                      columns=range(n + len(field_cols)), dtype=object)
-    for i in range(n, n + len(field_cols)):
-        df[i] = _uniform(df[i])
-    df.columns = _headers(field_cols, labels)
-    df["submitted_at"] = pd.to_datetime(df["submitted_at"], utc=True)
-    df["updated_at"] = pd.to_datetime(df["updated_at"], utc=True)
-    df["edit_count"] = df["edit_count"].astype("int64")
-    return df
+        rank = {k: i for i, k in enumerate(fields)}
+        return dict(sorted(field_cols.items(), key=lambda kv: rank[kv[1][0]]))
+    if order:
+        rank = {k: i for i, k in enumerate(order)}
+        return dict(sorted(field_cols.items(), key=lambda kv: rank.get(kv[1][0], len(rank))))
+    return field_cols
 
 
-# ---------------------------------------------------------------------------------------
-# Long and requests
-# ---------------------------------------------------------------------------------------
-
-
-def long_frame(store: Store, *, form_id: str | None = None, since: datetime | date | None = None,
-               labels: dict[str, str] | None = None, fields: list[str] | None = None) -> pd.DataFrame:
-    """One row per stored ``AnswerRow`` (``LONG_COLUMNS``, plus ``field_label`` when
-    ``labels`` are given), filtered by the form and submission time of its submission."""
-    stmt = select(AnswerRow, SubmissionRow.form_id).join(SubmissionRow, SubmissionRow.id == AnswerRow.submission_id)
+def _wide_stream(store: Store, *, form_id: str | None, since: datetime | date | None, display: bool,
+                 labels: dict[str, str] | None, fields: list[str] | None,
+                 order: list[str] | None) -> _TableStream:
+    where = []
     if form_id is not None:
-        stmt = stmt.where(SubmissionRow.form_id == form_id)
+        where.append(SubmissionRow.form_id == form_id)
     if (ms := _since_ms(since)) is not None:
-        stmt = stmt.where(SubmissionRow.submitted_at >= ms)
+        where.append(SubmissionRow.submitted_at >= ms)
+    by = (SubmissionRow.submitted_at, SubmissionRow.id)
+    t = SubmissionRow.__table__.c  # type: ignore[attr-defined]
+
+    # First pass, over the answers only: the field columns (first-seen order) and their kinds.
+    field_cols: dict[str, tuple[str, str | None]] = {}  # column key -> (field key, matrix row)
+    kinds: dict[str, set[str]] = {}
+    wanted = None if fields is None else set(fields)
+    for part in _partitions(store, select(t.answers).where(*where).order_by(*by)):
+        for (answers,) in part:
+            for key, value in (answers or {}).items():
+                if wanted is not None and key not in wanted:
+                    continue
+                if _is_matrix(value):
+                    for rk in value:
+                        c = f"{key}.{rk}"
+                        if c not in field_cols:
+                            field_cols[c], kinds[c] = (key, rk), {"str"}
+                    continue
+                if key not in field_cols:
+                    field_cols[key], kinds[key] = (key, None), set()
+                if value is not None:  # lists, groups, files, objects are JSON text
+                    kinds[key].add(_kind(value) if isinstance(value, str | int | float) else "str")
+    field_cols = _order_columns(field_cols, fields, order)
+    headers = _headers(field_cols, labels)
+    # display text is all text; raw cells keep their kind
+    cols = {c: _Column(h, *_resolve(set() if display else kinds.get(c, set())))
+            for c, h in zip(field_cols, headers[len(WIDE_FIXED):], strict=True)}
+    schema = pa.schema([("submission_id", pa.string()), ("form_id", pa.string()), ("request_id", pa.string()),
+                        ("submitted_at", TIMESTAMP), ("updated_at", TIMESTAMP), ("edit_count", pa.int64()),
+                        *[(c.header, c.type) for c in cols.values()]])
+    stmt = select(t.id, t.form_id, t.request_id, t.submitted_at, t.updated_at, t.edit_count, t.answers,
+                  *([t.display] if display else [])).where(*where).order_by(*by)
+
+    def batches() -> Iterator[pa.RecordBatch]:
+        for part in _partitions(store, stmt):
+            n = len(part)
+            values: dict[str, list[Any]] = {c: [None] * n for c in cols}
+            for i, row in enumerate(part):
+                cells = _wide_cells(row[6] or {}, (row[7] or {}) if display else {}, row[0], display)
+                for c, v in cells.items():
+                    if c in values:
+                        values[c][i] = v
+            fixed = list(zip(*part, strict=True))
+            arrays = [pa.array(fixed[0], pa.string()), pa.array(fixed[1], pa.string()),
+                      pa.array(fixed[2], pa.string()), _times(fixed[3]), _times(fixed[4]),
+                      pa.array(fixed[5], pa.int64())]
+            arrays += [_column_array(values[c], col) for c, col in cols.items()]
+            yield pa.RecordBatch.from_arrays(arrays, schema=schema)
+
+    return _TableStream("wide", schema, batches, lambda: _count(store, stmt))
+
+
+def _long_stream(store: Store, *, form_id: str | None, since: datetime | date | None,
+                 labels: dict[str, str] | None, fields: list[str] | None) -> _TableStream:
+    a, s = AnswerRow.__table__.c, SubmissionRow.__table__.c  # type: ignore[attr-defined]
+    stmt = (select(a.submission_id, s.form_id, a.field_key, a.instance, a.row_key, a.member_key, a.value_json,
+                   a.display_text).join_from(AnswerRow.__table__, SubmissionRow.__table__,  # type: ignore[attr-defined]
+                                             s.id == a.submission_id))
+    if form_id is not None:
+        stmt = stmt.where(s.form_id == form_id)
+    if (ms := _since_ms(since)) is not None:
+        stmt = stmt.where(s.submitted_at >= ms)
     if fields is not None:
-        stmt = stmt.where(AnswerRow.field_key.in_(fields))
-    stmt = stmt.order_by(SubmissionRow.submitted_at, AnswerRow.submission_id, AnswerRow.field_key,
-                         AnswerRow.instance, AnswerRow.row_key, AnswerRow.member_key)
-    rows = [[a.submission_id, fid, a.field_key, a.instance, a.row_key, a.member_key, a.value_json, a.display_text]
-            for part in _chunks(store, stmt) for a, fid in part]
-    df = pd.DataFrame(rows, columns=LONG_COLUMNS, dtype=object)
-    df["instance"] = df["instance"].astype("int64")
+        stmt = stmt.where(a.field_key.in_(fields))
+    stmt = stmt.order_by(s.submitted_at, a.submission_id, a.field_key, a.instance, a.row_key, a.member_key)
+    types = {c: pa.int64() if c == "instance" else pa.string() for c in LONG_COLUMNS}
+    names = list(LONG_COLUMNS)
     if labels:
-        df.insert(3, "field_label", df["field_key"].map(lambda k: labels.get(k, k)))
-    return df
+        names.insert(3, "field_label")
+    schema = pa.schema([(c, types.get(c, pa.string())) for c in names])
+    label_keys = pa.array(list(labels), pa.string()) if labels else None
+    label_titles = pa.array(list(labels.values()), pa.string()) if labels else None
+
+    def batches() -> Iterator[pa.RecordBatch]:
+        for part in _partitions(store, stmt):
+            columns = list(zip(*part, strict=True))
+            arrays = [pa.array(v, types[c]) for c, v in zip(LONG_COLUMNS, columns, strict=True)]
+            if label_keys is not None:
+                titles = pc.take(label_titles, pc.index_in(arrays[2], value_set=label_keys))
+                arrays.insert(3, pc.coalesce(titles, arrays[2]))
+            yield pa.RecordBatch.from_arrays(arrays, schema=schema)
+
+    return _TableStream("long", schema, batches, lambda: _count(store, stmt))
 
 
-def requests_frame(store: Store, *, form_id: str | None = None, since: datetime | date | None = None,
-                   status: str | None = None) -> pd.DataFrame:
-    """One row per request (ordered by creation, then id): ``REQUEST_COLUMNS`` then one
-    ``metadata.<key>`` column per metadata key, in first-seen order. ``since`` keeps
-    requests created at or after it."""
-    stmt = select(RequestRow)
+def _requests_stream(store: Store, *, form_id: str | None, since: datetime | date | None,
+                     status: str | None) -> _TableStream:
+    r = RequestRow.__table__.c  # type: ignore[attr-defined]
+    where = []
     if form_id is not None:
-        stmt = stmt.where(RequestRow.form_id == form_id)
+        where.append(r.form_id == form_id)
     if status is not None:
-        stmt = stmt.where(RequestRow.status == status)
+        where.append(r.status == status)
     if (ms := _since_ms(since)) is not None:
-        stmt = stmt.where(RequestRow.created_at >= ms)
-    stmt = stmt.order_by(RequestRow.created_at, RequestRow.id)
-    records: list[dict[str, Any]] = []
-    meta_keys: dict[str, None] = {}
-    for part in _chunks(store, stmt):
-        for (r,) in part:
-            rec = {c: getattr(r, c) for c in REQUEST_COLUMNS if c != "request_id"}
-            rec["request_id"] = r.id
-            for c in ("created_at", "expires_at", "completed_at", "expired_at", "canceled_at", "updated_at"):
-                rec[c] = _ts(rec[c])
-            for k, v in (r.metadata_ or {}).items():
-                meta_keys.setdefault(k)
-                rec[f"\0{k}"] = _raw_cell(v)
-            records.append(rec)
-    columns = REQUEST_COLUMNS + [f"metadata.{k}" for k in meta_keys]
-    df = pd.DataFrame([[r.get(c) for c in REQUEST_COLUMNS] + [r.get(f"\0{k}") for k in meta_keys] for r in records],
-                      columns=columns, dtype=object)
-    for c in ("created_at", "expires_at", "completed_at", "expired_at", "canceled_at", "updated_at"):
-        df[c] = pd.to_datetime(df[c], utc=True)
-    for k in meta_keys:
-        df[f"metadata.{k}"] = _uniform(df[f"metadata.{k}"])
-    return df
+        where.append(r.created_at >= ms)
+    by = (r.created_at, r.id)
+    # First pass: the metadata keys (first-seen order) and the kinds of their values.
+    kinds: dict[str, set[str]] = {}
+    for part in _partitions(store, select(r.metadata).where(*where).order_by(*by)):
+        for (meta,) in part:
+            for k, v in (meta or {}).items():
+                kinds.setdefault(k, set())
+                if v is not None:
+                    kinds[k].add(_kind(v) if isinstance(v, str | int | float) else "str")
+    meta = {k: _Column(f"metadata.{k}", *_resolve(ks)) for k, ks in kinds.items()}
+    schema = pa.schema([(c, TIMESTAMP if c in _REQUEST_TIMES else pa.string()) for c in REQUEST_COLUMNS]
+                       + [(c.header, c.type) for c in meta.values()])
+    plain = [c for c in REQUEST_COLUMNS if c != "request_id"]
+    stmt = select(r.id, *[r[c] for c in plain], r.metadata).where(*where).order_by(*by)
+
+    def batches() -> Iterator[pa.RecordBatch]:
+        for part in _partitions(store, stmt):
+            columns = list(zip(*part, strict=True))
+            arrays = [_times(v) if c in _REQUEST_TIMES else pa.array(v, pa.string())
+                      for c, v in zip(REQUEST_COLUMNS, columns, strict=False)]
+            metas = columns[-1]
+            for k, col in meta.items():
+                arrays.append(_column_array([_raw_cell((m or {}).get(k)) for m in metas], col))
+            yield pa.RecordBatch.from_arrays(arrays, schema=schema)
+
+    return _TableStream("requests", schema, batches, lambda: _count(store, stmt))
 
 
 # ---------------------------------------------------------------------------------------
-# Writers
+# Writers: each takes the tables and writes batch by batch, returning the rows written
 # ---------------------------------------------------------------------------------------
 
 
-def _neutralised(df: pd.DataFrame) -> pd.DataFrame:
-    out = df.copy()
-    for c in out.columns:
-        if out[c].dtype == object:
-            # built as a list: Series.map would turn a column of ints and None into floats
-            out[c] = pd.Series([neutralise(v) for v in out[c]], index=out.index, dtype=object)
-    out.columns = [neutralise(c) for c in out.columns]
+def _csv_batch(batch: pa.RecordBatch, schema: pa.Schema) -> pa.RecordBatch:
+    """A batch as CSV cells: formula text neutralised, booleans as ``True``/``False``."""
+    arrays = []
+    for col in batch.columns:
+        if pa.types.is_boolean(col.type):
+            col = pc.if_else(col, "True", "False")
+        arrays.append(neutralise_array(col))
+    return pa.RecordBatch.from_arrays(arrays, schema=schema)
+
+
+def _csv_schema(schema: pa.Schema) -> pa.Schema:
+    return pa.schema([(neutralise(f.name), pa.string() if pa.types.is_boolean(f.type) else f.type)
+                      for f in schema])
+
+
+def _write_csv(table: _TableStream, out: Path) -> int:
+    schema = _csv_schema(table.schema)
+    rows = 0
+    with pacsv.CSVWriter(out, schema) as w:
+        for batch in table.batches():
+            w.write_batch(_csv_batch(batch, schema))
+            rows += batch.num_rows
+    return rows
+
+
+def _write_parquet(table: _TableStream, out: Path) -> int:
+    rows = 0
+    with pq.ParquetWriter(out, table.schema) as w:
+        for batch in table.batches():
+            w.write_batch(batch)
+            rows += batch.num_rows
+    return rows
+
+
+def _xlsx_widths(schema: pa.Schema, first: pa.RecordBatch | None) -> list[int]:
+    """Column widths in characters: the longest of the header and the first
+    ``WIDTH_SAMPLE_ROWS`` cells, plus 2, between 8 and 60."""
+    widths = []
+    for i, f in enumerate(schema):
+        width = len(str(f.name))
+        if first is not None and first.num_rows:
+            col = first.column(i).slice(0, WIDTH_SAMPLE_ROWS)
+            if pa.types.is_timestamp(f.type):
+                width = max(width, 19 if col.null_count < len(col) else 0)  # YYYY-MM-DD HH:MM:SS
+            else:
+                longest = pc.max(pc.utf8_length(col.cast(pa.string()))).as_py()
+                width = max(width, longest or 0)
+        widths.append(min(max(width + 2, 8), 60))
+    return widths
+
+
+def _xlsx_columns(batch: pa.RecordBatch) -> list[list[Any]]:
+    """A batch as Python columns ready for xlsxwriter: formula text neutralised, times as
+    Excel serial day numbers (UTC: Excel has no time zones)."""
+    out = []
+    for col in batch.columns:
+        if pa.types.is_timestamp(col.type):
+            days = pc.divide(col.cast(pa.int64()).cast(pa.float64()), float(_DAY_MS))
+            out.append(pc.add(days, float(_EXCEL_EPOCH_DAYS)).to_pylist())
+        else:
+            out.append(neutralise_array(col).to_pylist())
     return out
 
 
-def _write_xlsx(frames: dict[str, pd.DataFrame], out: Path) -> None:
-    options = {"strings_to_formulas": False, "strings_to_urls": False, "strings_to_numbers": False}
-    with pd.ExcelWriter(out, engine="xlsxwriter", engine_kwargs={"options": options}) as writer:
-        bold = writer.book.add_format({"bold": True})
-        for name, df in frames.items():
-            df = _neutralised(df)
-            for c in df.columns:  # Excel has no time zones: times are written as naive UTC
-                if isinstance(df[c].dtype, pd.DatetimeTZDtype):
-                    df[c] = df[c].dt.tz_localize(None)
-            df.to_excel(writer, sheet_name=name, index=False, header=False, startrow=1)
-            ws = writer.sheets[name]
-            for i, c in enumerate(df.columns):
-                ws.write_string(0, i, str(c), bold)
-                cells = df[c].head(1000).map(lambda v: "" if v is None or v is pd.NaT else str(v))
-                width = max([len(str(c)), *cells.map(len).tolist()]) + 2
-                ws.set_column(i, i, min(max(width, 8), 60))
-            ws.freeze_panes(1, 0)
-            ws.autofilter(0, 0, len(df), max(len(df.columns) - 1, 0))
+def _write_sheet(book: Any, table: _TableStream, bold: Any, date_fmt: Any) -> int:
+    ws = book.add_worksheet(table.name)
+    batches = table.batches()
+    first = next(batches, None)
+    ncols = len(table.schema)
+    for i, width in enumerate(_xlsx_widths(table.schema, first)):
+        ws.set_column(i, i, width)
+    for i, f in enumerate(table.schema):
+        ws.write_string(0, i, str(neutralise(f.name)), bold)
+    ws.freeze_panes(1, 0)
+    times = [i for i, f in enumerate(table.schema) if pa.types.is_timestamp(f.type)]
+    row = 1
+    write_row, write_number = ws.write_row, ws.write_number
+    for batch in itertools.chain([] if first is None else [first], batches):
+        columns = _xlsx_columns(batch)
+        time_cols = [(i, columns[i]) for i in times]
+        for i in times:  # written with the date format below; None leaves the cell out here
+            columns[i] = [None] * batch.num_rows
+        for j, cells in enumerate(zip(*columns, strict=True)):
+            write_row(row + j, 0, cells)
+            for i, col in time_cols:
+                if col[j] is not None:
+                    write_number(row + j, i, col[j], date_fmt)
+        row += batch.num_rows
+    ws.autofilter(0, 0, row - 1, max(ncols - 1, 0))
+    return row - 1
+
+
+def _write_xlsx(tables: list[_TableStream], out: Path) -> dict[str, int]:
+    options = {"constant_memory": True, "strings_to_formulas": False, "strings_to_urls": False,
+               "strings_to_numbers": False}
+    book = xlsxwriter.Workbook(str(out), options)
+    try:
+        bold = book.add_format({"bold": True})
+        date_fmt = book.add_format({"num_format": "yyyy-mm-dd hh:mm:ss"})
+        return {t.name: _write_sheet(book, t, bold, date_fmt) for t in tables}
+    finally:
+        book.close()
 
 
 def export(store: Store, fmt: Format, out: Path, *, table: Table | Literal["all"] = "wide",
            form_id: str | None = None, since: datetime | date | None = None, status: str | None = None,
            display: bool = False, labels: dict[str, str] | None = None,
-           fields: list[str] | None = None) -> ExportReport:
+           fields: list[str] | None = None, order: list[str] | None = None) -> ExportReport:
     """Write one table of the store (``table``: ``wide``, ``long`` or ``requests``; ``all``
-    writes the three as sheets of one XLSX workbook) to ``out`` as ``fmt``.
+    writes the three as sheets of one XLSX workbook) to ``out`` as ``fmt``, streaming:
+    memory is bounded by one batch of ``CHUNK_ROWS`` rows, not by the table.
 
     Filters: ``form_id``; ``since`` (submissions submitted, requests created, at or after
     it; a naive datetime or a date is UTC); ``status`` (requests only). ``display`` puts
     display text in the wide table instead of raw answers; ``labels`` (field key ->
-    question title) become its headers; ``fields`` picks and orders its field columns.
+    question title) become its headers; ``fields`` picks and orders its field columns;
+    ``order`` (the form's field keys in ``fields.list`` order) orders them without
+    dropping any: keys it does not name follow, in first-seen order.
 
     A bad argument, or a table too long for one worksheet, is a ``ValueError`` and no
-    file is written."""
+    file is written; a failure while writing leaves no file either."""
     if fmt not in FORMATS:
         raise ValueError(f"format must be one of {', '.join(FORMATS)}, got {fmt!r}")
     if table not in (*TABLES, "all"):
@@ -324,25 +528,31 @@ def export(store: Store, fmt: Format, out: Path, *, table: Table | Literal["all"
     if not out.parent.is_dir():
         raise ValueError(f"cannot write {out}: directory {out.parent} does not exist")
     names = list(TABLES) if table == "all" else [table]
-    frames: dict[str, pd.DataFrame] = {}
+    tables: list[_TableStream] = []
     for name in names:
         if name == "wide":
-            frames[name] = wide_frame(store, form_id=form_id, since=since, display=display, labels=labels,
-                                      fields=fields)
+            tables.append(_wide_stream(store, form_id=form_id, since=since, display=display, labels=labels,
+                                       fields=fields, order=order))
         elif name == "long":
-            frames[name] = long_frame(store, form_id=form_id, since=since, labels=labels, fields=fields)
+            tables.append(_long_stream(store, form_id=form_id, since=since, labels=labels, fields=fields))
         else:
-            frames[name] = requests_frame(store, form_id=form_id, since=since, status=status)
+            tables.append(_requests_stream(store, form_id=form_id, since=since, status=status))
     if fmt == "xlsx":
-        for name, df in frames.items():
-            if len(df) + 1 > XLSX_MAX_ROWS:
-                raise ValueError(f"table {name!r} has {len(df):,} rows; an XLSX sheet holds at most "
+        for t in tables:  # counted first: a sheet is refused before anything is written
+            if (n := t.count()) + 1 > XLSX_MAX_ROWS:
+                raise ValueError(f"table {t.name!r} has {n:,} rows; an XLSX sheet holds at most "
                                  f"{XLSX_MAX_ROWS - 1:,} rows under its header: export it as csv or parquet, "
                                  f"or narrow it with --form / --since")
-        _write_xlsx(frames, out)
-    elif fmt == "csv":
-        _neutralised(frames[names[0]]).to_csv(out, index=False)
-    else:
-        frames[names[0]].to_parquet(out, engine="pyarrow", index=False)
-    return ExportReport(path=str(out), format=fmt, rows={n: len(df) for n, df in frames.items()},
-                        columns={n: [str(c) for c in df.columns] for n, df in frames.items()})
+    tmp = out.with_name(f".{out.name}.{os.getpid()}.partial")
+    try:
+        if fmt == "xlsx":
+            rows = _write_xlsx(tables, tmp)
+        elif fmt == "csv":
+            rows = {tables[0].name: _write_csv(tables[0], tmp)}
+        else:
+            rows = {tables[0].name: _write_parquet(tables[0], tmp)}
+        os.replace(tmp, out)
+    finally:
+        tmp.unlink(missing_ok=True)
+    return ExportReport(path=str(out), format=fmt, rows=rows,
+                        columns={t.name: [str(n) for n in t.schema.names] for t in tables})
