@@ -16,6 +16,7 @@ from __future__ import annotations
 import itertools
 import json
 import os
+import tempfile
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from datetime import date, datetime
@@ -35,8 +36,6 @@ from connector.store import (
     RequestRow,
     Store,
     SubmissionRow,
-    _is_file,
-    _is_group,
     _is_matrix,
     _text,
     answer_rows,
@@ -123,61 +122,7 @@ def _times(ms: Sequence[int | None]) -> pa.Array:
 
 
 # ---------------------------------------------------------------------------------------
-# Columns whose keys and kinds come from the data (wide fields, request metadata)
-# ---------------------------------------------------------------------------------------
-
-
-def _kind(value: Any) -> str:
-    # bool first: it is an int to Python
-    if isinstance(value, bool):
-        return "bool"
-    if isinstance(value, int):
-        return "int"
-    if isinstance(value, float):
-        return "float"
-    return "str"
-
-
-@dataclass
-class _Column:
-    """One data-driven column: its header, its Arrow type, and whether its values must be
-    turned to text (a column mixing text and numbers, say, when one key holds different
-    fields across forms, is all text so Parquet can store it)."""
-
-    header: str
-    type: pa.DataType
-    to_text: bool
-
-
-def _resolve(kinds: set[str]) -> tuple[pa.DataType, bool]:
-    """The Arrow type of a column holding values of ``kinds``, and whether non-text values
-    are written as JSON text. Integers and floats are one kind (numbers)."""
-    if not kinds or kinds == {"str"}:
-        return pa.string(), False
-    if kinds == {"bool"}:
-        return pa.bool_(), False
-    if kinds == {"int"}:
-        return pa.int64(), False
-    if kinds <= {"int", "float"}:
-        return pa.float64(), False
-    return pa.string(), True
-
-
-def _as_text(value: Any) -> Any:
-    return value if value is None or isinstance(value, str) else json.dumps(value)
-
-
-def _column_array(values: list[Any], col: _Column) -> pa.Array:
-    if col.to_text:
-        values = [_as_text(v) for v in values]
-    try:
-        return pa.array(values, type=col.type)
-    except (pa.ArrowInvalid, OverflowError):  # an integer past 64 bits: kept exactly, as text
-        return pa.array([_as_text(v) for v in values], type=pa.string())
-
-
-# ---------------------------------------------------------------------------------------
-# Tables: a schema known before the first row, then record batches
+# Tables: a schema known before the first row is written, then record batches
 # ---------------------------------------------------------------------------------------
 
 
@@ -192,34 +137,129 @@ class _TableStream:
     count: Callable[[], int]
 
 
-def _raw_cell(value: Any) -> Any:
-    """A raw answer as one cell: scalars as they are, anything else (multi-choice lists,
-    files, groups, payment objects) as JSON text."""
-    if value is None or isinstance(value, str | int | float | bool):
-        return value
-    return json.dumps(value, ensure_ascii=False)
+_to_json = json.JSONEncoder(ensure_ascii=False).encode  # one encoder: json.dumps(..., ensure_ascii=False) builds one per call
+
+
+def _as_text(value: Any) -> Any:
+    return value if value is None or isinstance(value, str) else json.dumps(value)
+
+
+def _infer_array(values: list[Any]) -> pa.Array:
+    """The values of one data-driven column in one batch as an Arrow array of the type
+    they share (text, integers, numbers, booleans; null when all are missing). Values
+    of different kinds (text and numbers, say, when one key holds different fields
+    across forms) become text, numbers and booleans as their JSON text."""
+    try:
+        return pa.array(values)
+    except (pa.ArrowInvalid, pa.ArrowTypeError, OverflowError):
+        return pa.array([_as_text(v) for v in values], pa.string())
+
+
+def _unify(types: set[pa.DataType]) -> pa.DataType:
+    """The one type of a column whose batches have ``types`` (``_infer_array`` rules):
+    integers and floats are numbers; any other mix is text."""
+    types = {t for t in types if not pa.types.is_null(t)}
+    if not types:
+        return pa.string()
+    if len(types) == 1:
+        return types.pop()
+    if types <= {pa.int64(), pa.float64()}:
+        return pa.float64()
+    return pa.string()
+
+
+def _conform(col: pa.Array, to: pa.DataType) -> pa.Array:
+    if col.type == to:
+        return col
+    if pa.types.is_null(col.type):
+        return pa.nulls(len(col), to)
+    if pa.types.is_string(to) and pa.types.is_floating(col.type):  # 4.0 as "4.0", as JSON writes it
+        return pa.array([_as_text(v) for v in col.to_pylist()], pa.string())
+    return col.cast(to)  # int to float; int or bool to text ("42", "true": their JSON text)
+
+
+class _Spill:
+    """Batches whose data-driven columns are known only once every row is read (wide
+    field columns, request metadata): each shaped batch is kept in an Arrow IPC file in
+    ``tmpdir`` (memory holds one batch), then read back conformed to the final schema.
+    The store is read once, so the columns and the rows come from the same read."""
+
+    def __init__(self, tmpdir: Path, name: str) -> None:
+        self.tmpdir, self.name = tmpdir, name
+        self.files: list[Path] = []
+        self.types: dict[str, set[pa.DataType]] = {}  # data-driven column -> its batches' types
+        self.rows = 0
+
+    def add(self, fixed: list[tuple[str, pa.Array]], data: dict[str, list[Any]]) -> None:
+        arrays = [a for _, a in fixed] + [_infer_array(v) for v in data.values()]
+        batch = pa.RecordBatch.from_arrays(arrays, names=[n for n, _ in fixed] + [f"\0{k}" for k in data])
+        for k, a in zip(data, arrays[len(fixed):], strict=True):
+            self.types.setdefault(k, set()).add(a.type)
+        path = self.tmpdir / f"{self.name}-{len(self.files):06d}.arrow"
+        with pa.OSFile(str(path), "wb") as f, pa.ipc.new_file(f, batch.schema) as w:
+            w.write_batch(batch)
+        self.files.append(path)
+        self.rows += batch.num_rows
+
+    def stream(self, fixed: pa.Schema, columns: list[tuple[str, str]]) -> _TableStream:
+        """The spilled table with the ``fixed`` columns, then ``columns`` (data key,
+        header) in that order; a key absent from a batch is a null column there."""
+        types = {k: _unify(self.types.get(k, set())) for k, _ in columns}
+        schema = pa.schema(list(fixed) + [(h, types[k]) for k, h in columns])
+
+        def batches() -> Iterator[pa.RecordBatch]:
+            for path in self.files:
+                with pa.memory_map(str(path)) as src:
+                    batch = pa.ipc.open_file(src).get_batch(0)
+                    n = batch.num_rows
+                    arrays = [batch.column(f.name) for f in fixed]
+                    for k, _ in columns:
+                        i = batch.schema.get_field_index(f"\0{k}")
+                        arrays.append(pa.nulls(n, types[k]) if i < 0 else _conform(batch.column(i), types[k]))
+                    yield pa.RecordBatch.from_arrays(arrays, schema=schema)
+
+        return _TableStream(self.name, schema, batches, lambda: self.rows)
 
 
 def _wide_cells(answers: dict[str, Any], shown: dict[str, Any], sid: str, display: bool) -> dict[str, Any]:
-    """The field cells of one submission, keyed by column key (``key`` or ``key.row``)."""
+    """The field cells of one submission, keyed by column key (``key`` or ``key.row``):
+    scalars as they are, a matrix as one cell per row, anything else (multi-choice lists,
+    files, groups, payment objects) as JSON text; with ``display``, display text."""
     cells: dict[str, Any] = {}
+    if not display:
+        for key, value in answers.items():
+            if value is None or isinstance(value, str | int | float):  # bool is an int
+                cells[key] = value
+            elif _is_matrix(value):
+                for row_key, col in value.items():
+                    cells[f"{key}.{row_key}"] = col
+            else:
+                cells[key] = _to_json(value)
+        return cells
     matrix_parts: dict[tuple[str, str], Any] = {}
-    if display and any(_is_matrix(v) for v in answers.values()):  # the per-row display segments
+    if any(_is_matrix(v) for v in answers.values()):  # the per-row display segments
         for a in answer_rows(sid, answers, shown):
             if a["instance"] == -1 and a["row_key"]:
                 matrix_parts[(a["field_key"], a["row_key"])] = a["display_text"]
     for key, value in answers.items():
         if _is_matrix(value):
-            for row_key, col in value.items():
-                cells[f"{key}.{row_key}"] = matrix_parts[(key, row_key)] if display else col
-        elif display:
+            for row_key in value:
+                cells[f"{key}.{row_key}"] = matrix_parts[(key, row_key)]
+        else:
             text = shown.get(key)
             cells[key] = text if isinstance(text, str) else _text(value if text is None else text)
-        elif _is_group(value) or (isinstance(value, list) and value and all(_is_file(v) for v in value)):
-            cells[key] = json.dumps(value, ensure_ascii=False)
-        else:
-            cells[key] = _raw_cell(value)
     return cells
+
+
+def _field_of(column: str, answers: dict[str, Any]) -> tuple[str, str | None]:
+    """The (field key, matrix row) of a wide column key: ``key``, or ``key.row`` of a
+    matrix (a field key may hold a dot itself, so it is looked up, not split)."""
+    if column in answers and not _is_matrix(answers[column]):
+        return column, None
+    for key, value in answers.items():
+        if _is_matrix(value) and column.startswith(f"{key}.") and column[len(key) + 1:] in value:
+            return key, column[len(key) + 1:]
+    raise AssertionError(f"column {column!r} comes from no answer")  # _wide_cells made it from one
 
 
 def _headers(field_cols: dict[str, tuple[str, str | None]], labels: dict[str, str] | None) -> list[str]:
@@ -246,6 +286,8 @@ def _order_columns(field_cols: dict[str, tuple[str, str | None]], fields: list[s
     no submission answered is still a column); else the keys of ``order`` first, in its
     order, then any other key in first-seen order; else first-seen order."""
     if fields is not None:
+        wanted = set(fields)
+        field_cols = {c: fk for c, fk in field_cols.items() if fk[0] in wanted}
         for k in fields:
             if not any(fk == k for fk, _ in field_cols.values()):
                 field_cols[k] = (k, None)
@@ -257,64 +299,42 @@ def _order_columns(field_cols: dict[str, tuple[str, str | None]], fields: list[s
     return field_cols
 
 
-def _wide_stream(store: Store, *, form_id: str | None, since: datetime | date | None, display: bool,
-                 labels: dict[str, str] | None, fields: list[str] | None,
+WIDE_SCHEMA = pa.schema([("submission_id", pa.string()), ("form_id", pa.string()), ("request_id", pa.string()),
+                         ("submitted_at", TIMESTAMP), ("updated_at", TIMESTAMP), ("edit_count", pa.int64())])
+
+
+def _wide_stream(store: Store, tmpdir: Path, *, form_id: str | None, since: datetime | date | None,
+                 display: bool, labels: dict[str, str] | None, fields: list[str] | None,
                  order: list[str] | None) -> _TableStream:
-    where = []
-    if form_id is not None:
-        where.append(SubmissionRow.form_id == form_id)
-    if (ms := _since_ms(since)) is not None:
-        where.append(SubmissionRow.submitted_at >= ms)
-    by = (SubmissionRow.submitted_at, SubmissionRow.id)
     t = SubmissionRow.__table__.c  # type: ignore[attr-defined]
-
-    # First pass, over the answers only: the field columns (first-seen order) and their kinds.
-    field_cols: dict[str, tuple[str, str | None]] = {}  # column key -> (field key, matrix row)
-    kinds: dict[str, set[str]] = {}
-    wanted = None if fields is None else set(fields)
-    for part in _partitions(store, select(t.answers).where(*where).order_by(*by)):
-        for (answers,) in part:
-            for key, value in (answers or {}).items():
-                if wanted is not None and key not in wanted:
-                    continue
-                if _is_matrix(value):
-                    for rk in value:
-                        c = f"{key}.{rk}"
-                        if c not in field_cols:
-                            field_cols[c], kinds[c] = (key, rk), {"str"}
-                    continue
-                if key not in field_cols:
-                    field_cols[key], kinds[key] = (key, None), set()
-                if value is not None:  # lists, groups, files, objects are JSON text
-                    kinds[key].add(_kind(value) if isinstance(value, str | int | float) else "str")
-    field_cols = _order_columns(field_cols, fields, order)
-    headers = _headers(field_cols, labels)
-    # display text is all text; raw cells keep their kind
-    cols = {c: _Column(h, *_resolve(set() if display else kinds.get(c, set())))
-            for c, h in zip(field_cols, headers[len(WIDE_FIXED):], strict=True)}
-    schema = pa.schema([("submission_id", pa.string()), ("form_id", pa.string()), ("request_id", pa.string()),
-                        ("submitted_at", TIMESTAMP), ("updated_at", TIMESTAMP), ("edit_count", pa.int64()),
-                        *[(c.header, c.type) for c in cols.values()]])
     stmt = select(t.id, t.form_id, t.request_id, t.submitted_at, t.updated_at, t.edit_count, t.answers,
-                  *([t.display] if display else [])).where(*where).order_by(*by)
-
-    def batches() -> Iterator[pa.RecordBatch]:
-        for part in _partitions(store, stmt):
-            n = len(part)
-            values: dict[str, list[Any]] = {c: [None] * n for c in cols}
-            for i, row in enumerate(part):
-                cells = _wide_cells(row[6] or {}, (row[7] or {}) if display else {}, row[0], display)
-                for c, v in cells.items():
-                    if c in values:
-                        values[c][i] = v
-            fixed = list(zip(*part, strict=True))
-            arrays = [pa.array(fixed[0], pa.string()), pa.array(fixed[1], pa.string()),
-                      pa.array(fixed[2], pa.string()), _times(fixed[3]), _times(fixed[4]),
-                      pa.array(fixed[5], pa.int64())]
-            arrays += [_column_array(values[c], col) for c, col in cols.items()]
-            yield pa.RecordBatch.from_arrays(arrays, schema=schema)
-
-    return _TableStream("wide", schema, batches, lambda: _count(store, stmt))
+                  *([t.display] if display else []))
+    if form_id is not None:
+        stmt = stmt.where(t.form_id == form_id)
+    if (ms := _since_ms(since)) is not None:
+        stmt = stmt.where(t.submitted_at >= ms)
+    stmt = stmt.order_by(t.submitted_at, t.id)
+    field_cols: dict[str, tuple[str, str | None]] = {}  # column key -> (field key, matrix row), first seen first
+    spill = _Spill(tmpdir, "wide")
+    for part in _partitions(store, stmt):
+        n = len(part)
+        values: dict[str, list[Any]] = {}
+        for i, row in enumerate(part):
+            answers = row[6] or {}
+            for c, v in _wide_cells(answers, (row[7] or {}) if display else {}, row[0], display).items():
+                col = values.get(c)
+                if col is None:
+                    col = values[c] = [None] * n
+                    if c not in field_cols:
+                        field_cols[c] = _field_of(c, answers)
+                col[i] = v
+        fixed = list(zip(*part, strict=True))
+        spill.add([("submission_id", pa.array(fixed[0], pa.string())), ("form_id", pa.array(fixed[1], pa.string())),
+                   ("request_id", pa.array(fixed[2], pa.string())), ("submitted_at", _times(fixed[3])),
+                   ("updated_at", _times(fixed[4])), ("edit_count", pa.array(fixed[5], pa.int64()))], values)
+    field_cols = _order_columns(field_cols, fields, order)
+    headers = _headers(field_cols, labels)[len(WIDE_FIXED):]
+    return spill.stream(WIDE_SCHEMA, list(zip(field_cols, headers, strict=True)))
 
 
 def _long_stream(store: Store, *, form_id: str | None, since: datetime | date | None,
@@ -350,42 +370,32 @@ def _long_stream(store: Store, *, form_id: str | None, since: datetime | date | 
     return _TableStream("long", schema, batches, lambda: _count(store, stmt))
 
 
-def _requests_stream(store: Store, *, form_id: str | None, since: datetime | date | None,
+def _requests_stream(store: Store, tmpdir: Path, *, form_id: str | None, since: datetime | date | None,
                      status: str | None) -> _TableStream:
     r = RequestRow.__table__.c  # type: ignore[attr-defined]
-    where = []
-    if form_id is not None:
-        where.append(r.form_id == form_id)
-    if status is not None:
-        where.append(r.status == status)
-    if (ms := _since_ms(since)) is not None:
-        where.append(r.created_at >= ms)
-    by = (r.created_at, r.id)
-    # First pass: the metadata keys (first-seen order) and the kinds of their values.
-    kinds: dict[str, set[str]] = {}
-    for part in _partitions(store, select(r.metadata).where(*where).order_by(*by)):
-        for (meta,) in part:
-            for k, v in (meta or {}).items():
-                kinds.setdefault(k, set())
-                if v is not None:
-                    kinds[k].add(_kind(v) if isinstance(v, str | int | float) else "str")
-    meta = {k: _Column(f"metadata.{k}", *_resolve(ks)) for k, ks in kinds.items()}
-    schema = pa.schema([(c, TIMESTAMP if c in _REQUEST_TIMES else pa.string()) for c in REQUEST_COLUMNS]
-                       + [(c.header, c.type) for c in meta.values()])
     plain = [c for c in REQUEST_COLUMNS if c != "request_id"]
-    stmt = select(r.id, *[r[c] for c in plain], r.metadata).where(*where).order_by(*by)
-
-    def batches() -> Iterator[pa.RecordBatch]:
-        for part in _partitions(store, stmt):
-            columns = list(zip(*part, strict=True))
-            arrays = [_times(v) if c in _REQUEST_TIMES else pa.array(v, pa.string())
-                      for c, v in zip(REQUEST_COLUMNS, columns, strict=False)]
-            metas = columns[-1]
-            for k, col in meta.items():
-                arrays.append(_column_array([_raw_cell((m or {}).get(k)) for m in metas], col))
-            yield pa.RecordBatch.from_arrays(arrays, schema=schema)
-
-    return _TableStream("requests", schema, batches, lambda: _count(store, stmt))
+    stmt = select(r.id, *[r[c] for c in plain], r.metadata)
+    if form_id is not None:
+        stmt = stmt.where(r.form_id == form_id)
+    if status is not None:
+        stmt = stmt.where(r.status == status)
+    if (ms := _since_ms(since)) is not None:
+        stmt = stmt.where(r.created_at >= ms)
+    stmt = stmt.order_by(r.created_at, r.id)
+    fixed = pa.schema([(c, TIMESTAMP if c in _REQUEST_TIMES else pa.string()) for c in REQUEST_COLUMNS])
+    spill = _Spill(tmpdir, "requests")
+    keys: dict[str, None] = {}  # metadata keys, first seen first
+    for part in _partitions(store, stmt):
+        columns = list(zip(*part, strict=True))
+        values: dict[str, list[Any]] = {}
+        for i, meta in enumerate(columns[-1]):
+            for k, v in (meta or {}).items():
+                keys.setdefault(k)
+                values.setdefault(k, [None] * len(part))[i] = v if v is None or isinstance(v, str | int | float) \
+                    else json.dumps(v, ensure_ascii=False)
+        spill.add([(c, _times(v) if c in _REQUEST_TIMES else pa.array(v, pa.string()))
+                   for c, v in zip(REQUEST_COLUMNS, columns, strict=False)], values)
+    return spill.stream(fixed, [(k, f"metadata.{k}") for k in keys])
 
 
 # ---------------------------------------------------------------------------------------
@@ -444,9 +454,10 @@ def _xlsx_widths(schema: pa.Schema, first: pa.RecordBatch | None) -> list[int]:
     return widths
 
 
-def _xlsx_columns(batch: pa.RecordBatch) -> list[list[Any]]:
-    """A batch as Python columns ready for xlsxwriter: formula text neutralised, times as
-    Excel serial day numbers (UTC: Excel has no time zones)."""
+def xlsx_columns(batch: pa.RecordBatch) -> list[list[Any]]:
+    """A batch as Python columns ready for xlsxwriter, the cells the XLSX export writes:
+    formula text neutralised, times as Excel serial day numbers (UTC: Excel has no time
+    zones)."""
     out = []
     for col in batch.columns:
         if pa.types.is_timestamp(col.type):
@@ -471,7 +482,7 @@ def _write_sheet(book: Any, table: _TableStream, bold: Any, date_fmt: Any) -> in
     row = 1
     write_row, write_number = ws.write_row, ws.write_number
     for batch in itertools.chain([] if first is None else [first], batches):
-        columns = _xlsx_columns(batch)
+        columns = xlsx_columns(batch)
         time_cols = [(i, columns[i]) for i in times]
         for i in times:  # written with the date format below; None leaves the cell out here
             columns[i] = [None] * batch.num_rows
@@ -528,15 +539,21 @@ def export(store: Store, fmt: Format, out: Path, *, table: Table | Literal["all"
     if not out.parent.is_dir():
         raise ValueError(f"cannot write {out}: directory {out.parent} does not exist")
     names = list(TABLES) if table == "all" else [table]
-    tables: list[_TableStream] = []
-    for name in names:
-        if name == "wide":
-            tables.append(_wide_stream(store, form_id=form_id, since=since, display=display, labels=labels,
-                                       fields=fields, order=order))
-        elif name == "long":
-            tables.append(_long_stream(store, form_id=form_id, since=since, labels=labels, fields=fields))
-        else:
-            tables.append(_requests_stream(store, form_id=form_id, since=since, status=status))
+    # Spilled batches go beside the output: the space the export needs is there anyway.
+    with tempfile.TemporaryDirectory(prefix=f".{out.name}.", dir=out.parent) as tmpdir:
+        tables: list[_TableStream] = []
+        for name in names:
+            if name == "wide":
+                tables.append(_wide_stream(store, Path(tmpdir), form_id=form_id, since=since, display=display,
+                                           labels=labels, fields=fields, order=order))
+            elif name == "long":
+                tables.append(_long_stream(store, form_id=form_id, since=since, labels=labels, fields=fields))
+            else:
+                tables.append(_requests_stream(store, Path(tmpdir), form_id=form_id, since=since, status=status))
+        return _write(tables, fmt, out)
+
+
+def _write(tables: list[_TableStream], fmt: Format, out: Path) -> ExportReport:
     if fmt == "xlsx":
         for t in tables:  # counted first: a sheet is refused before anything is written
             if (n := t.count()) + 1 > XLSX_MAX_ROWS:
