@@ -13,8 +13,8 @@ for the long table (one row per answer) and the wide table (one row per submissi
   cells row by row. The bare side is charged the plain read of the same rows (one
   sqlite3 ``fetchall`` of the same query, turned into Arrow columns) plus its write; the
   shaping, the neutralising and the batching are ours. Each figure is the best of
-  ``--repeat`` runs; XLSX runs once, on the first ``--xlsx-rows`` answer rows' store
-  when that is smaller.
+  ``--repeat`` runs (two for XLSX), ours and bare interleaved; XLSX is measured on a
+  store of ``--xlsx-rows`` answer rows when that is smaller.
 * the peak resident memory (RSS high-water) of a fresh process exporting the long table
   as Parquet, CSV and XLSX and the wide table as Parquet, for a store of 100,000 answer
   rows and one of ``--rows``.
@@ -127,6 +127,17 @@ def _bare_xlsx(cells: list[tuple[Any, ...]], header: list[str], out: Path) -> No
     book.close()
 
 
+def _bare_write(fmt: str, final: pa.Table, out: Path) -> float:
+    """Seconds the bare writer takes to write ``final`` as ``fmt``."""
+    if fmt == "parquet":
+        return _timed(lambda: pq.write_table(final, out))
+    if fmt == "csv":
+        return _timed(lambda: pacsv.write_csv(final, out))
+    # the very cells our XLSX holds (times as serial day numbers), prepared untimed
+    cells = list(zip(*xlsx_columns(final.combine_chunks().to_batches()[0]), strict=True))
+    return _timed(lambda: _bare_xlsx(cells, final.column_names, out))
+
+
 def _rows_back(fmt: str, path: Path, table: str) -> int:
     if fmt == "parquet":
         return pq.read_metadata(path).num_rows
@@ -148,24 +159,17 @@ def compare(db: Path, work: Path, table: str, formats: list[str], repeat: int) -
     ok = True
     for fmt in formats:
         out = work / f"{table}.{fmt}"
-        runs = 1 if fmt == "xlsx" else repeat
-        fetches, ours_runs = [], []
-        for _ in range(runs):  # interleaved, so a burst of load on the shared machine hits both sides
+        bare_out = work / f"bare-{table}.{fmt}"
+        fetches, ours_runs, writes = [], [], []
+        for _ in range(min(repeat, 2) if fmt == "xlsx" else repeat):
+            # interleaved, so a burst of load on the shared machine hits both sides alike
             fetches.append(_raw_fetch(db, table))
             ours_runs.append(_timed(lambda o=out, f=fmt: export(store, f, o, table=table)))  # type: ignore[misc]
-        fetch, ours = min(fetches), min(ours_runs)
+            final = pq.read_table(out if fmt == "parquet" else work / f"{table}.parquet")
+            writes.append(_bare_write(fmt, final, bare_out))
         rows = _rows_back(fmt, out, table)
-        final = pq.read_table(work / f"{table}.parquet") if fmt != "parquet" else pq.read_table(out)
         ok &= rows == final.num_rows
-        bare_out = work / f"bare-{table}.{fmt}"
-        if fmt == "parquet":
-            write = min(_timed(lambda t=final, o=bare_out: pq.write_table(t, o)) for _ in range(runs))
-        elif fmt == "csv":
-            write = min(_timed(lambda t=final, o=bare_out: pacsv.write_csv(t, o)) for _ in range(runs))
-        else:  # the very cells our XLSX holds (times as serial day numbers), prepared untimed
-            cells = list(zip(*xlsx_columns(final.combine_chunks().to_batches()[0]), strict=True))
-            write = _timed(lambda c=cells, t=final, o=bare_out: _bare_xlsx(c, t.column_names, o))
-            del cells
+        fetch, ours, write = min(fetches), min(ours_runs), min(writes)
         bare = fetch + write
         ratios[fmt] = ours / bare
         print(f"{table:5} {fmt:8} {final.num_rows:>9,} rows  ours {ours:7.2f} s  bare {bare:7.2f} s "

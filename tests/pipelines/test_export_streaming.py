@@ -244,3 +244,20 @@ def test_a_failed_export_leaves_no_file(varied_store: Store, tmp_path: Path, mon
         export(varied_store, "csv", out / "keep.csv")
     assert sorted(p.name for p in out.iterdir()) == ["keep.csv"]  # no partial file, no spill left
     assert (out / "keep.csv").read_text() == "old\n"  # what was there is untouched
+
+
+def test_filters_bind_on_each_database(varied_store: Store, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The compiled selects carry their parameters (an IN list, a time, a form) on SQLite
+    and PostgreSQL alike."""
+    from datetime import UTC, datetime
+
+    monkeypatch.setattr(export_mod, "CHUNK_ROWS", 5)
+    since = datetime.fromtimestamp((T0 + 20_000) / 1000, tz=UTC)
+    export(varied_store, "parquet", tmp_path / "l.parquet", table="long", fields=["late", "grid"], since=since,
+           form_id="form_v")
+    got = pq.read_table(tmp_path / "l.parquet").to_pylist()
+    assert sorted({(r["submission_id"], r["field_key"]) for r in got}) == [
+        (f"sub_{i:03d}", k) for i in (20, 21, 22) for k in ("grid", "late")]
+    assert len(got) == 9  # grid has rows a and b, late one row, in each of three submissions
+    report = export(varied_store, "csv", tmp_path / "none.csv", table="long", form_id="form_other")
+    assert report.rows == {"long": 0}
