@@ -505,6 +505,8 @@ def _write_sheet(book: Any, table: _TableStream, bold: Any, date_fmt: Any) -> in
     row = 1
     write_row, write_number = ws.write_row, ws.write_number
     for batch in itertools.chain([] if first is None else [first], batches):
+        if row + batch.num_rows > XLSX_MAX_ROWS:  # rows stored since the count: refuse, never drop
+            raise ValueError(_too_long(table.name, row - 1 + batch.num_rows))
         columns = xlsx_columns(batch)
         time_cols = [(i, columns[i]) for i in times]
         for i in times:  # written with the date format below; None leaves the cell out here
@@ -517,6 +519,11 @@ def _write_sheet(book: Any, table: _TableStream, bold: Any, date_fmt: Any) -> in
         row += batch.num_rows
     ws.autofilter(0, 0, row - 1, max(ncols - 1, 0))
     return row - 1
+
+
+def _too_long(name: str, rows: int) -> str:
+    return (f"table {name!r} has {rows:,} rows; an XLSX sheet holds at most {XLSX_MAX_ROWS - 1:,} rows under its "
+            f"header: export it as csv or parquet, or narrow it with --form / --since")
 
 
 def _write_xlsx(tables: list[_TableStream], out: Path) -> dict[str, int]:
@@ -580,9 +587,7 @@ def _write(tables: list[_TableStream], fmt: Format, out: Path) -> ExportReport:
     if fmt == "xlsx":
         for t in tables:  # counted first: a sheet is refused before anything is written
             if (n := t.count()) + 1 > XLSX_MAX_ROWS:
-                raise ValueError(f"table {t.name!r} has {n:,} rows; an XLSX sheet holds at most "
-                                 f"{XLSX_MAX_ROWS - 1:,} rows under its header: export it as csv or parquet, "
-                                 f"or narrow it with --form / --since")
+                raise ValueError(_too_long(t.name, n))
     tmp = out.with_name(f".{out.name}.{os.getpid()}.partial")
     try:
         if fmt == "xlsx":

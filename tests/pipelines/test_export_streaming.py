@@ -261,3 +261,15 @@ def test_filters_bind_on_each_database(varied_store: Store, tmp_path: Path, monk
     assert len(got) == 9  # grid has rows a and b, late one row, in each of three submissions
     report = export(varied_store, "csv", tmp_path / "none.csv", table="long", form_id="form_other")
     assert report.rows == {"long": 0}
+
+
+def test_xlsx_rows_stored_after_the_count_are_refused_not_dropped(varied_store: Store, tmp_path: Path,
+                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    # A sync storing rows between the count and the write is played by a count that says fewer.
+    monkeypatch.setattr(export_mod, "XLSX_MAX_ROWS", 21)  # 20 rows under the header; the store has 23
+    monkeypatch.setattr(export_mod, "_count", lambda store, stmt: 5)
+    monkeypatch.setattr(export_mod, "CHUNK_ROWS", 5)
+    out = tmp_path / "l.xlsx"
+    with pytest.raises(ValueError, match=r"table 'long' has 25 rows; an XLSX sheet holds at most 20 rows"):
+        export(varied_store, "xlsx", out, table="long")  # the fifth batch of five would pass the limit
+    assert [p.name for p in tmp_path.iterdir() if not p.name.startswith("store.db")] == []
