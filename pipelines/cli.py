@@ -240,7 +240,9 @@ def export_cmd(
     config: ConfigOption = None,
 ) -> None:
     """Export the stored submissions, answers or requests to CSV, XLSX or Parquet. Prints
-    the report as JSON.
+    the report as JSON. With --form and service.token, the wide table's field columns
+    follow the form's field order (one fields.list call); else the order answers were
+    first seen in.
 
     Example: [bold]formsync export --format xlsx --out results.xlsx --table all --form form_123[/bold]
     """
@@ -266,12 +268,16 @@ def export_cmd(
         raise typer.BadParameter(f"invalid settings: {e}", param_hint="--config") from None
     store = _migrated_store(settings.store.url)
     titles: dict[str, str] | None = None
+    picked: list[str] | None = None
     order: list[str] | None = None
     if labels:
-        titles, order = _field_titles(settings, form)
+        titles, picked = _field_titles(settings, form)
+    elif form is not None and settings.service.token is not None:
+        order = _field_order(settings, form)
     try:
         report = export(store, format, out, table=table, form_id=form,  # type: ignore[arg-type]
-                        since=since_at, status=status, display=display, labels=titles, fields=order)
+                        since=since_at, status=status, display=display, labels=titles, fields=picked,
+                        order=order)
     except ValueError as e:
         typer.echo(f"error: {e}", err=True)
         raise typer.Exit(2) from None
@@ -282,7 +288,6 @@ def export_cmd(
 
 def _field_titles(settings: Any, form: str | None) -> tuple[dict[str, str], list[str]]:
     """Question titles by field key, and the keys in the form's order, from fields.list."""
-    from connector.client import FormClient
     from connector.errors import FormsyncError
 
     if form is None:
@@ -291,16 +296,37 @@ def _field_titles(settings: Any, form: str | None) -> tuple[dict[str, str], list
         raise typer.BadParameter("--labels reads fields.list, which needs service.token: put it in the [service] "
                                  "section or in FORMSYNC_SERVICE__TOKEN", param_hint="--labels")
 
-    async def fetch() -> list[Any]:
-        async with FormClient.from_settings(settings.service) as fc:
-            return (await fc.list_fields(form)).items
-
     try:
-        fields = asyncio.run(fetch())
+        fields = _list_fields(settings, form)
     except FormsyncError as e:
         typer.echo(f"error: cannot read the fields of form {form} for --labels: {e}", err=True)
         raise typer.Exit(1) from None
     return {f.key: f.title or f.key for f in fields}, [f.key for f in fields]
+
+
+def _list_fields(settings: Any, form: str) -> list[Any]:
+    """The form's fields from one fields.list call (a ``FormsyncError`` when it fails)."""
+    from connector.client import FormClient
+
+    async def fetch() -> list[Any]:
+        async with FormClient.from_settings(settings.service) as fc:
+            return (await fc.list_fields(form)).items
+
+    return asyncio.run(fetch())
+
+
+def _field_order(settings: Any, form: str) -> list[str] | None:
+    """The form's field keys in fields.list order, for the wide columns; None (columns in
+    first-seen order, with a warning) when the service cannot be read: the export needs
+    only the store."""
+    from connector.errors import FormsyncError
+
+    try:
+        return [f.key for f in _list_fields(settings, form)]
+    except FormsyncError as e:
+        typer.echo(f"warning: cannot read the field order of form {form} ({e}); the field columns follow "
+                   f"the order in which answers were first seen", err=True)
+        return None
 
 
 @app.command()

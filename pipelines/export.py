@@ -1,28 +1,41 @@
 """Export the store to CSV, XLSX or Parquet: submissions wide (one row per submission,
 one column per field), answers long (one row per ``AnswerRow``) and requests.
 
+The export streams: rows are read from the store in batches of ``CHUNK_ROWS`` (SQLAlchemy
+Core selects, ``yield_per`` partitions), each batch is shaped column by column into an
+Arrow record batch, and the batch is written at once (``pyarrow.parquet.ParquetWriter``,
+``pyarrow.csv.CSVWriter``, xlsxwriter in ``constant_memory`` mode), so memory stays
+bounded by one batch whatever the size of the store. The file is written under a
+temporary name beside ``out`` and renamed when complete: a failed export leaves no file.
+
 Text cells a spreadsheet would run as a formula are neutralised in CSV and XLSX (see
 ``neutralise``); Parquet keeps every value as stored."""
 
 from __future__ import annotations
 
+import itertools
 import json
-from collections.abc import Iterator, Sequence
-from datetime import UTC, date, datetime
+import os
+import tempfile
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
+from datetime import date, datetime
 from pathlib import Path
 from typing import Any, Literal
 
-import pandas as pd
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.csv as pacsv
+import pyarrow.parquet as pq
+import xlsxwriter
 from pydantic import BaseModel
-from sqlalchemy import Select, select
+from sqlalchemy import Select, func, select
 
 from connector.store import (
     AnswerRow,
     RequestRow,
     Store,
     SubmissionRow,
-    _is_file,
-    _is_group,
     _is_matrix,
     _text,
     answer_rows,
@@ -35,9 +48,11 @@ FORMATS: tuple[str, ...] = ("csv", "xlsx", "parquet")
 TABLES: tuple[str, ...] = ("wide", "long", "requests")
 REQUEST_STATUSES: tuple[str, ...] = ("pending", "completed", "expired", "canceled")
 XLSX_MAX_ROWS = 1_048_576  # rows in one worksheet, the header row included
-CHUNK_ROWS = 50_000
+CHUNK_ROWS = 50_000  # rows per batch read from the store and written
+WIDTH_SAMPLE_ROWS = 1000  # XLSX column widths are fitted to the header and the first rows
 # A text cell starting with one of these is run as a formula (or starts one) by spreadsheets.
 FORMULA_PREFIXES = ("=", "+", "-", "@", "\t", "\r")
+_FORMULA_RE = "^([=+\\-@\t\r])"  # FORMULA_PREFIXES as one RE2 pattern for pyarrow.compute
 
 WIDE_FIXED = ["submission_id", "form_id", "request_id", "submitted_at", "updated_at", "edit_count"]
 LONG_COLUMNS = ["submission_id", "form_id", "field_key", "instance", "row_key", "member_key", "value_json",
@@ -45,6 +60,10 @@ LONG_COLUMNS = ["submission_id", "form_id", "field_key", "instance", "row_key", 
 REQUEST_COLUMNS = ["request_id", "form_id", "status", "outcome", "delivery_status", "external_id",
                    "recipient_email", "recipient_name", "submission_id", "created_at", "expires_at",
                    "completed_at", "expired_at", "canceled_at", "cancel_reason", "updated_at"]
+_REQUEST_TIMES = ("created_at", "expires_at", "completed_at", "expired_at", "canceled_at", "updated_at")
+TIMESTAMP = pa.timestamp("ms", tz="UTC")
+_EXCEL_EPOCH_DAYS = 25_569  # days from Excel's day 0 (1899-12-30) to 1970-01-01
+_DAY_MS = 86_400_000
 
 
 class ExportReport(BaseModel):
@@ -66,8 +85,13 @@ def neutralise(value: Any) -> Any:
     return value
 
 
-def _ts(ms: int | None) -> pd.Timestamp | None:
-    return None if ms is None else pd.Timestamp(ms, unit="ms", tz=UTC)
+def neutralise_array(values: pa.Array | pa.ChunkedArray) -> pa.Array | pa.ChunkedArray:
+    """``neutralise`` over a whole Arrow column: every string value starting a formula
+    gets a leading ``'``; nulls and other values are unchanged. Non-string columns are
+    returned as they are."""
+    if not pa.types.is_string(values.type) and not pa.types.is_large_string(values.type):
+        return values
+    return pc.replace_substring_regex(values, pattern=_FORMULA_RE, replacement="'\\1")
 
 
 def _since_ms(since: datetime | date | None) -> int | None:
@@ -78,59 +102,187 @@ def _since_ms(since: datetime | date | None) -> int | None:
     return epoch_ms(since)  # a naive datetime is taken as UTC
 
 
-def _chunks(store: Store, stmt: Select[Any]) -> Iterator[Sequence[Any]]:
-    """The rows of ``stmt`` in chunks of ``CHUNK_ROWS``, streamed from one read."""
+def _partitions(store: Store, stmt: Select[Any]) -> Iterator[Sequence[tuple[Any, ...]]]:
+    """The rows of the Core select ``stmt`` as plain DBAPI tuples, in lists of at most
+    ``CHUNK_ROWS``, streamed from one read-only transaction (a server-side cursor on
+    PostgreSQL).
+
+    The statement is compiled by SQLAlchemy and run on the session's own DBAPI connection:
+    at a million rows, SQLAlchemy's ``Row`` objects and its row-by-row buffer of a streamed
+    result cost more than the read itself. So a JSON column may come back as its text
+    (see ``_json``); the parameters are plain numbers and text, which need no binding
+    conversion."""
     with store.reader() as s:
-        result = s.execute(stmt.execution_options(yield_per=CHUNK_ROWS))
-        yield from result.partitions()
+        conn = s.connection()
+        compiled = stmt.compile(dialect=conn.dialect, compile_kwargs={"render_postcompile": True})
+        params: Any = (tuple(compiled.params[k] for k in compiled.positiontup or ())
+                       if compiled.positional else compiled.params)
+        dbapi_conn: Any = conn.connection.dbapi_connection
+        cursor = (dbapi_conn.cursor(name=f"formsync_export_{id(stmt):x}") if conn.dialect.name == "postgresql"
+                  else dbapi_conn.cursor())
+        try:
+            cursor.execute(str(compiled), params)
+            while rows := cursor.fetchmany(CHUNK_ROWS):
+                yield rows
+        finally:
+            cursor.close()
+
+
+def _json(value: Any) -> Any:
+    """A JSON column's value from a DBAPI row: SQLite gives the text, drivers that parse
+    JSON give the object."""
+    return json.loads(value) if isinstance(value, str | bytes) else value
+
+
+def _count(store: Store, stmt: Select[Any]) -> int:
+    with store.reader() as s:
+        return int(s.connection().execute(select(func.count()).select_from(stmt.order_by(None).subquery()))
+                   .scalar_one())
+
+
+def _times(ms: Sequence[int | None]) -> pa.Array:
+    return pa.array(ms, type=pa.int64()).cast(TIMESTAMP)
 
 
 # ---------------------------------------------------------------------------------------
-# Wide
+# Tables: a schema known before the first row is written, then record batches
 # ---------------------------------------------------------------------------------------
 
 
-def _raw_cell(value: Any) -> Any:
-    """A raw answer as one cell: scalars as they are, anything else (multi-choice lists,
-    files, groups, payment objects) as JSON text."""
-    if value is None or isinstance(value, str | int | float | bool):
-        return value
-    return json.dumps(value, ensure_ascii=False)
+@dataclass
+class _TableStream:
+    """One table to write: its name, its Arrow schema (field names are the headers), a
+    function giving its record batches, and a function counting its rows."""
+
+    name: str
+    schema: pa.Schema
+    batches: Callable[[], Iterator[pa.RecordBatch]]
+    count: Callable[[], int]
 
 
-def _wide_cells(row: SubmissionRow, display: bool) -> dict[str, Any]:
-    """The field cells of one submission, keyed by column key (``key`` or ``key.row``)."""
-    answers, shown = row.answers or {}, row.display or {}
+_to_json = json.JSONEncoder(ensure_ascii=False).encode  # one encoder: json.dumps(..., ensure_ascii=False) builds one per call
+
+
+def _as_text(value: Any) -> Any:
+    return value if value is None or isinstance(value, str) else json.dumps(value)
+
+
+def _infer_array(values: list[Any]) -> pa.Array:
+    """The values of one data-driven column in one batch as an Arrow array of the type
+    they share (text, integers, numbers, booleans; null when all are missing). Values
+    of different kinds (text and numbers, say, when one key holds different fields
+    across forms) become text, numbers and booleans as their JSON text."""
+    try:
+        return pa.array(values)
+    except (pa.ArrowInvalid, pa.ArrowTypeError, OverflowError):
+        return pa.array([_as_text(v) for v in values], pa.string())
+
+
+def _unify(types: set[pa.DataType]) -> pa.DataType:
+    """The one type of a column whose batches have ``types`` (``_infer_array`` rules):
+    integers and floats are numbers; any other mix is text."""
+    types = {t for t in types if not pa.types.is_null(t)}
+    if not types:
+        return pa.string()
+    if len(types) == 1:
+        return types.pop()
+    if types <= {pa.int64(), pa.float64()}:
+        return pa.float64()
+    return pa.string()
+
+
+def _conform(col: pa.Array, to: pa.DataType) -> pa.Array:
+    if col.type == to:
+        return col
+    if pa.types.is_null(col.type):
+        return pa.nulls(len(col), to)
+    if pa.types.is_string(to) and pa.types.is_floating(col.type):  # 4.0 as "4.0", as JSON writes it
+        return pa.array([_as_text(v) for v in col.to_pylist()], pa.string())
+    return col.cast(to)  # int to float; int or bool to text ("42", "true": their JSON text)
+
+
+class _Spill:
+    """Batches whose data-driven columns are known only once every row is read (wide
+    field columns, request metadata): each shaped batch is kept in an Arrow IPC file in
+    ``tmpdir`` (memory holds one batch), then read back conformed to the final schema.
+    The store is read once, so the columns and the rows come from the same read."""
+
+    def __init__(self, tmpdir: Path, name: str) -> None:
+        self.tmpdir, self.name = tmpdir, name
+        self.files: list[Path] = []
+        self.types: dict[str, set[pa.DataType]] = {}  # data-driven column -> its batches' types
+        self.rows = 0
+
+    def add(self, fixed: list[tuple[str, pa.Array]], data: dict[str, list[Any]]) -> None:
+        arrays = [a for _, a in fixed] + [_infer_array(v) for v in data.values()]
+        batch = pa.RecordBatch.from_arrays(arrays, names=[n for n, _ in fixed] + [f"\0{k}" for k in data])
+        for k, a in zip(data, arrays[len(fixed):], strict=True):
+            self.types.setdefault(k, set()).add(a.type)
+        path = self.tmpdir / f"{self.name}-{len(self.files):06d}.arrow"
+        with pa.OSFile(str(path), "wb") as f, pa.ipc.new_file(f, batch.schema) as w:
+            w.write_batch(batch)
+        self.files.append(path)
+        self.rows += batch.num_rows
+
+    def stream(self, fixed: pa.Schema, columns: list[tuple[str, str]]) -> _TableStream:
+        """The spilled table with the ``fixed`` columns, then ``columns`` (data key,
+        header) in that order; a key absent from a batch is a null column there."""
+        types = {k: _unify(self.types.get(k, set())) for k, _ in columns}
+        schema = pa.schema(list(fixed) + [(h, types[k]) for k, h in columns])
+
+        def batches() -> Iterator[pa.RecordBatch]:
+            for path in self.files:
+                with pa.memory_map(str(path)) as src:
+                    batch = pa.ipc.open_file(src).get_batch(0)
+                    n = batch.num_rows
+                    arrays = [batch.column(f.name) for f in fixed]
+                    for k, _ in columns:
+                        i = batch.schema.get_field_index(f"\0{k}")
+                        arrays.append(pa.nulls(n, types[k]) if i < 0 else _conform(batch.column(i), types[k]))
+                    yield pa.RecordBatch.from_arrays(arrays, schema=schema)
+
+        return _TableStream(self.name, schema, batches, lambda: self.rows)
+
+
+def _wide_cells(answers: dict[str, Any], shown: dict[str, Any], sid: str, display: bool) -> dict[str, Any]:
+    """The field cells of one submission, keyed by column key (``key`` or ``key.row``):
+    scalars as they are, a matrix as one cell per row, anything else (multi-choice lists,
+    files, groups, payment objects) as JSON text; with ``display``, display text."""
     cells: dict[str, Any] = {}
-    matrix_parts: dict[tuple[str, str], dict[str, Any]] = {}
-    if display and any(_is_matrix(v) for v in answers.values()):  # the per-row display segments
-        for a in answer_rows(row.id, answers, shown):
+    if not display:
+        for key, value in answers.items():
+            if value is None or isinstance(value, str | int | float):  # bool is an int
+                cells[key] = value
+            elif _is_matrix(value):
+                for row_key, col in value.items():
+                    cells[f"{key}.{row_key}"] = col
+            else:
+                cells[key] = _to_json(value)
+        return cells
+    matrix_parts: dict[tuple[str, str], Any] = {}
+    if any(_is_matrix(v) for v in answers.values()):  # the per-row display segments
+        for a in answer_rows(sid, answers, shown):
             if a["instance"] == -1 and a["row_key"]:
-                matrix_parts[(a["field_key"], a["row_key"])] = a
+                matrix_parts[(a["field_key"], a["row_key"])] = a["display_text"]
     for key, value in answers.items():
         if _is_matrix(value):
-            for row_key, col in value.items():
-                cells[f"{key}.{row_key}"] = matrix_parts[(key, row_key)]["display_text"] if display else col
-        elif display:
+            for row_key in value:
+                cells[f"{key}.{row_key}"] = matrix_parts[(key, row_key)]
+        else:
             text = shown.get(key)
             cells[key] = text if isinstance(text, str) else _text(value if text is None else text)
-        elif _is_group(value) or (isinstance(value, list) and value and all(_is_file(v) for v in value)):
-            cells[key] = json.dumps(value, ensure_ascii=False)
-        else:
-            cells[key] = _raw_cell(value)
     return cells
 
 
-def _uniform(series: pd.Series) -> pd.Series:
-    """A column of one kind: when its cells mix kinds (text and numbers, say, when one key
-    holds different fields across forms), every value becomes text, so Parquet can
-    store it."""
-    kinds = {("bool" if isinstance(v, bool) else "number" if isinstance(v, int | float) else type(v).__name__)
-             for v in series if v is not None and not (isinstance(v, float) and pd.isna(v))}
-    if len(kinds) <= 1:
-        return series
-    return pd.Series([v if v is None or isinstance(v, str) else json.dumps(v) for v in series],
-                     index=series.index, dtype=object)
+def _field_of(column: str, answers: dict[str, Any]) -> tuple[str, str | None]:
+    """The (field key, matrix row) of a wide column key: ``key``, or ``key.row`` of a
+    matrix (a field key may hold a dot itself, so it is looked up, not split)."""
+    if column in answers and not _is_matrix(answers[column]):
+        return column, None
+    for key, value in answers.items():
+        if _is_matrix(value) and column.startswith(f"{key}.") and column[len(key) + 1:] in value:
+            return key, column[len(key) + 1:]
+    raise AssertionError(f"column {column!r} comes from no answer")  # _wide_cells made it from one
 
 
 def _headers(field_cols: dict[str, tuple[str, str | None]], labels: dict[str, str] | None) -> list[str]:
@@ -151,165 +303,258 @@ def _headers(field_cols: dict[str, tuple[str, str | None]], labels: dict[str, st
     return WIDE_FIXED + [f"{h} [{c}]" if seen[h] > 1 else h for h, c in zip(fields, field_cols, strict=True)]
 
 
-def wide_frame(store: Store, *, form_id: str | None = None, since: datetime | date | None = None,
-               display: bool = False, labels: dict[str, str] | None = None,
-               fields: list[str] | None = None) -> pd.DataFrame:
-    """One row per submission (ordered by submission time, then id): the fixed columns
-    ``WIDE_FIXED``, then one column per field key, in ``fields`` order when given (only
-    those fields), else in first-seen order. A matrix gives one ``key.row`` column per
-    row; groups and files are JSON text (raw) or their display text (``display``)."""
-    stmt = select(SubmissionRow)
-    if form_id is not None:
-        stmt = stmt.where(SubmissionRow.form_id == form_id)
-    if (ms := _since_ms(since)) is not None:
-        stmt = stmt.where(SubmissionRow.submitted_at >= ms)
-    stmt = stmt.order_by(SubmissionRow.submitted_at, SubmissionRow.id)
-    records: list[dict[str, Any]] = []
-    field_cols: dict[str, tuple[str, str | None]] = {}  # column key -> (field key, matrix row)
-    for part in _chunks(store, stmt):
-        for (row,) in part:
-            cells = _wide_cells(row, display)
-            for c, v in (row.answers or {}).items():
-                if fields is not None and c not in fields:
-                    continue
-                if _is_matrix(v):
-                    for rk in v:
-                        field_cols.setdefault(f"{c}.{rk}", (c, rk))
-                else:
-                    field_cols.setdefault(c, (c, None))
-            records.append({
-                "submission_id": row.id, "form_id": row.form_id, "request_id": row.request_id,
-                "submitted_at": _ts(row.submitted_at), "updated_at": _ts(row.updated_at),
-                "edit_count": row.edit_count, **{f"\0{k}": v for k, v in cells.items()}})
+def _order_columns(field_cols: dict[str, tuple[str, str | None]], fields: list[str] | None,
+                   order: list[str] | None) -> dict[str, tuple[str, str | None]]:
+    """The field columns in export order: only ``fields``, in its order (a requested field
+    no submission answered is still a column); else the keys of ``order`` first, in its
+    order, then any other key in first-seen order; else first-seen order."""
     if fields is not None:
-        order = {k: i for i, k in enumerate(fields)}
-        for k in fields:  # a requested field no submission answered is still a column
+        wanted = set(fields)
+        field_cols = {c: fk for c, fk in field_cols.items() if fk[0] in wanted}
+        for k in fields:
             if not any(fk == k for fk, _ in field_cols.values()):
                 field_cols[k] = (k, None)
-        field_cols = dict(sorted(field_cols.items(), key=lambda kv: order[kv[1][0]]))
-    n = len(WIDE_FIXED)
-    df = pd.DataFrame([[r[c] for c in WIDE_FIXED] + [r.get(f"\0{c}") for c in field_cols] for r in records],
-                      columns=range(n + len(field_cols)), dtype=object)
-    for i in range(n, n + len(field_cols)):
-        df[i] = _uniform(df[i])
-    df.columns = _headers(field_cols, labels)
-    df["submitted_at"] = pd.to_datetime(df["submitted_at"], utc=True)
-    df["updated_at"] = pd.to_datetime(df["updated_at"], utc=True)
-    df["edit_count"] = df["edit_count"].astype("int64")
-    return df
+        rank = {k: i for i, k in enumerate(fields)}
+        return dict(sorted(field_cols.items(), key=lambda kv: rank[kv[1][0]]))
+    if order:
+        rank = {k: i for i, k in enumerate(order)}
+        return dict(sorted(field_cols.items(), key=lambda kv: rank.get(kv[1][0], len(rank))))
+    return field_cols
 
 
-# ---------------------------------------------------------------------------------------
-# Long and requests
-# ---------------------------------------------------------------------------------------
+WIDE_SCHEMA = pa.schema([("submission_id", pa.string()), ("form_id", pa.string()), ("request_id", pa.string()),
+                         ("submitted_at", TIMESTAMP), ("updated_at", TIMESTAMP), ("edit_count", pa.int64())])
 
 
-def long_frame(store: Store, *, form_id: str | None = None, since: datetime | date | None = None,
-               labels: dict[str, str] | None = None, fields: list[str] | None = None) -> pd.DataFrame:
-    """One row per stored ``AnswerRow`` (``LONG_COLUMNS``, plus ``field_label`` when
-    ``labels`` are given), filtered by the form and submission time of its submission."""
-    stmt = select(AnswerRow, SubmissionRow.form_id).join(SubmissionRow, SubmissionRow.id == AnswerRow.submission_id)
+def _wide_stream(store: Store, tmpdir: Path, *, form_id: str | None, since: datetime | date | None,
+                 display: bool, labels: dict[str, str] | None, fields: list[str] | None,
+                 order: list[str] | None) -> _TableStream:
+    t = SubmissionRow.__table__.c  # type: ignore[attr-defined]
+    stmt = select(t.id, t.form_id, t.request_id, t.submitted_at, t.updated_at, t.edit_count, t.answers,
+                  *([t.display] if display else []))
     if form_id is not None:
-        stmt = stmt.where(SubmissionRow.form_id == form_id)
+        stmt = stmt.where(t.form_id == form_id)
     if (ms := _since_ms(since)) is not None:
-        stmt = stmt.where(SubmissionRow.submitted_at >= ms)
+        stmt = stmt.where(t.submitted_at >= ms)
+    stmt = stmt.order_by(t.submitted_at, t.id)
+    field_cols: dict[str, tuple[str, str | None]] = {}  # column key -> (field key, matrix row), first seen first
+    spill = _Spill(tmpdir, "wide")
+    for part in _partitions(store, stmt):
+        n = len(part)
+        values: dict[str, list[Any]] = {}
+        for i, row in enumerate(part):
+            answers = _json(row[6]) or {}
+            for c, v in _wide_cells(answers, (_json(row[7]) or {}) if display else {}, row[0], display).items():
+                col = values.get(c)
+                if col is None:
+                    col = values[c] = [None] * n
+                    if c not in field_cols:
+                        field_cols[c] = _field_of(c, answers)
+                col[i] = v
+        fixed = list(zip(*part, strict=True))
+        spill.add([("submission_id", pa.array(fixed[0], pa.string())), ("form_id", pa.array(fixed[1], pa.string())),
+                   ("request_id", pa.array(fixed[2], pa.string())), ("submitted_at", _times(fixed[3])),
+                   ("updated_at", _times(fixed[4])), ("edit_count", pa.array(fixed[5], pa.int64()))], values)
+    field_cols = _order_columns(field_cols, fields, order)
+    headers = _headers(field_cols, labels)[len(WIDE_FIXED):]
+    return spill.stream(WIDE_SCHEMA, list(zip(field_cols, headers, strict=True)))
+
+
+def _long_stream(store: Store, *, form_id: str | None, since: datetime | date | None,
+                 labels: dict[str, str] | None, fields: list[str] | None) -> _TableStream:
+    a, s = AnswerRow.__table__.c, SubmissionRow.__table__.c  # type: ignore[attr-defined]
+    stmt = (select(a.submission_id, s.form_id, a.field_key, a.instance, a.row_key, a.member_key, a.value_json,
+                   a.display_text).join_from(AnswerRow.__table__, SubmissionRow.__table__,  # type: ignore[attr-defined]
+                                             s.id == a.submission_id))
+    if form_id is not None:
+        stmt = stmt.where(s.form_id == form_id)
+    if (ms := _since_ms(since)) is not None:
+        stmt = stmt.where(s.submitted_at >= ms)
     if fields is not None:
-        stmt = stmt.where(AnswerRow.field_key.in_(fields))
-    stmt = stmt.order_by(SubmissionRow.submitted_at, AnswerRow.submission_id, AnswerRow.field_key,
-                         AnswerRow.instance, AnswerRow.row_key, AnswerRow.member_key)
-    rows = [[a.submission_id, fid, a.field_key, a.instance, a.row_key, a.member_key, a.value_json, a.display_text]
-            for part in _chunks(store, stmt) for a, fid in part]
-    df = pd.DataFrame(rows, columns=LONG_COLUMNS, dtype=object)
-    df["instance"] = df["instance"].astype("int64")
+        stmt = stmt.where(a.field_key.in_(fields))
+    stmt = stmt.order_by(s.submitted_at, a.submission_id, a.field_key, a.instance, a.row_key, a.member_key)
+    types = {c: pa.int64() if c == "instance" else pa.string() for c in LONG_COLUMNS}
+    names = list(LONG_COLUMNS)
     if labels:
-        df.insert(3, "field_label", df["field_key"].map(lambda k: labels.get(k, k)))
-    return df
+        names.insert(3, "field_label")
+    schema = pa.schema([(c, types.get(c, pa.string())) for c in names])
+    label_keys = pa.array(list(labels), pa.string()) if labels else None
+    label_titles = pa.array(list(labels.values()), pa.string()) if labels else None
+
+    def batches() -> Iterator[pa.RecordBatch]:
+        for part in _partitions(store, stmt):
+            columns = list(zip(*part, strict=True))
+            arrays = [pa.array(v, types[c]) for c, v in zip(LONG_COLUMNS, columns, strict=True)]
+            if label_keys is not None:
+                titles = pc.take(label_titles, pc.index_in(arrays[2], value_set=label_keys))
+                arrays.insert(3, pc.coalesce(titles, arrays[2]))
+            yield pa.RecordBatch.from_arrays(arrays, schema=schema)
+
+    return _TableStream("long", schema, batches, lambda: _count(store, stmt))
 
 
-def requests_frame(store: Store, *, form_id: str | None = None, since: datetime | date | None = None,
-                   status: str | None = None) -> pd.DataFrame:
-    """One row per request (ordered by creation, then id): ``REQUEST_COLUMNS`` then one
-    ``metadata.<key>`` column per metadata key, in first-seen order. ``since`` keeps
-    requests created at or after it."""
-    stmt = select(RequestRow)
+def _requests_stream(store: Store, tmpdir: Path, *, form_id: str | None, since: datetime | date | None,
+                     status: str | None) -> _TableStream:
+    r = RequestRow.__table__.c  # type: ignore[attr-defined]
+    plain = [c for c in REQUEST_COLUMNS if c != "request_id"]
+    stmt = select(r.id, *[r[c] for c in plain], r.metadata)
     if form_id is not None:
-        stmt = stmt.where(RequestRow.form_id == form_id)
+        stmt = stmt.where(r.form_id == form_id)
     if status is not None:
-        stmt = stmt.where(RequestRow.status == status)
+        stmt = stmt.where(r.status == status)
     if (ms := _since_ms(since)) is not None:
-        stmt = stmt.where(RequestRow.created_at >= ms)
-    stmt = stmt.order_by(RequestRow.created_at, RequestRow.id)
-    records: list[dict[str, Any]] = []
-    meta_keys: dict[str, None] = {}
-    for part in _chunks(store, stmt):
-        for (r,) in part:
-            rec = {c: getattr(r, c) for c in REQUEST_COLUMNS if c != "request_id"}
-            rec["request_id"] = r.id
-            for c in ("created_at", "expires_at", "completed_at", "expired_at", "canceled_at", "updated_at"):
-                rec[c] = _ts(rec[c])
-            for k, v in (r.metadata_ or {}).items():
-                meta_keys.setdefault(k)
-                rec[f"\0{k}"] = _raw_cell(v)
-            records.append(rec)
-    columns = REQUEST_COLUMNS + [f"metadata.{k}" for k in meta_keys]
-    df = pd.DataFrame([[r.get(c) for c in REQUEST_COLUMNS] + [r.get(f"\0{k}") for k in meta_keys] for r in records],
-                      columns=columns, dtype=object)
-    for c in ("created_at", "expires_at", "completed_at", "expired_at", "canceled_at", "updated_at"):
-        df[c] = pd.to_datetime(df[c], utc=True)
-    for k in meta_keys:
-        df[f"metadata.{k}"] = _uniform(df[f"metadata.{k}"])
-    return df
+        stmt = stmt.where(r.created_at >= ms)
+    stmt = stmt.order_by(r.created_at, r.id)
+    fixed = pa.schema([(c, TIMESTAMP if c in _REQUEST_TIMES else pa.string()) for c in REQUEST_COLUMNS])
+    spill = _Spill(tmpdir, "requests")
+    keys: dict[str, None] = {}  # metadata keys, first seen first
+    for part in _partitions(store, stmt):
+        columns = list(zip(*part, strict=True))
+        values: dict[str, list[Any]] = {}
+        for i, meta in enumerate(columns[-1]):
+            for k, v in (_json(meta) or {}).items():
+                keys.setdefault(k)
+                values.setdefault(k, [None] * len(part))[i] = v if v is None or isinstance(v, str | int | float) \
+                    else json.dumps(v, ensure_ascii=False)
+        spill.add([(c, _times(v) if c in _REQUEST_TIMES else pa.array(v, pa.string()))
+                   for c, v in zip(REQUEST_COLUMNS, columns, strict=False)], values)
+    return spill.stream(fixed, [(k, f"metadata.{k}") for k in keys])
 
 
 # ---------------------------------------------------------------------------------------
-# Writers
+# Writers: each takes the tables and writes batch by batch, returning the rows written
 # ---------------------------------------------------------------------------------------
 
 
-def _neutralised(df: pd.DataFrame) -> pd.DataFrame:
-    out = df.copy()
-    for c in out.columns:
-        if out[c].dtype == object:
-            # built as a list: Series.map would turn a column of ints and None into floats
-            out[c] = pd.Series([neutralise(v) for v in out[c]], index=out.index, dtype=object)
-    out.columns = [neutralise(c) for c in out.columns]
+def _csv_batch(batch: pa.RecordBatch, schema: pa.Schema) -> pa.RecordBatch:
+    """A batch as CSV cells: formula text neutralised, booleans as ``True``/``False``."""
+    arrays = []
+    for col in batch.columns:
+        if pa.types.is_boolean(col.type):
+            col = pc.if_else(col, "True", "False")
+        arrays.append(neutralise_array(col))
+    return pa.RecordBatch.from_arrays(arrays, schema=schema)
+
+
+def _csv_schema(schema: pa.Schema) -> pa.Schema:
+    return pa.schema([(neutralise(f.name), pa.string() if pa.types.is_boolean(f.type) else f.type)
+                      for f in schema])
+
+
+def _write_csv(table: _TableStream, out: Path) -> int:
+    schema = _csv_schema(table.schema)
+    rows = 0
+    with pacsv.CSVWriter(out, schema) as w:
+        for batch in table.batches():
+            w.write_batch(_csv_batch(batch, schema))
+            rows += batch.num_rows
+    return rows
+
+
+def _write_parquet(table: _TableStream, out: Path) -> int:
+    rows = 0
+    with pq.ParquetWriter(out, table.schema) as w:
+        for batch in table.batches():
+            w.write_batch(batch)
+            rows += batch.num_rows
+    return rows
+
+
+def _xlsx_widths(schema: pa.Schema, first: pa.RecordBatch | None) -> list[int]:
+    """Column widths in characters: the longest of the header and the first
+    ``WIDTH_SAMPLE_ROWS`` cells, plus 2, between 8 and 60."""
+    widths = []
+    for i, f in enumerate(schema):
+        width = len(str(f.name))
+        if first is not None and first.num_rows:
+            col = first.column(i).slice(0, WIDTH_SAMPLE_ROWS)
+            if pa.types.is_timestamp(f.type):
+                width = max(width, 19 if col.null_count < len(col) else 0)  # YYYY-MM-DD HH:MM:SS
+            else:
+                longest = pc.max(pc.utf8_length(col.cast(pa.string()))).as_py()
+                width = max(width, longest or 0)
+        widths.append(min(max(width + 2, 8), 60))
+    return widths
+
+
+def xlsx_columns(batch: pa.RecordBatch) -> list[list[Any]]:
+    """A batch as Python columns ready for xlsxwriter, the cells the XLSX export writes:
+    formula text neutralised, times as Excel serial day numbers (UTC: Excel has no time
+    zones)."""
+    out = []
+    for col in batch.columns:
+        if pa.types.is_timestamp(col.type):
+            days = pc.divide(col.cast(pa.int64()).cast(pa.float64()), float(_DAY_MS))
+            out.append(pc.add(days, float(_EXCEL_EPOCH_DAYS)).to_pylist())
+        else:
+            out.append(neutralise_array(col).to_pylist())
     return out
 
 
-def _write_xlsx(frames: dict[str, pd.DataFrame], out: Path) -> None:
-    options = {"strings_to_formulas": False, "strings_to_urls": False, "strings_to_numbers": False}
-    with pd.ExcelWriter(out, engine="xlsxwriter", engine_kwargs={"options": options}) as writer:
-        bold = writer.book.add_format({"bold": True})
-        for name, df in frames.items():
-            df = _neutralised(df)
-            for c in df.columns:  # Excel has no time zones: times are written as naive UTC
-                if isinstance(df[c].dtype, pd.DatetimeTZDtype):
-                    df[c] = df[c].dt.tz_localize(None)
-            df.to_excel(writer, sheet_name=name, index=False, header=False, startrow=1)
-            ws = writer.sheets[name]
-            for i, c in enumerate(df.columns):
-                ws.write_string(0, i, str(c), bold)
-                cells = df[c].head(1000).map(lambda v: "" if v is None or v is pd.NaT else str(v))
-                width = max([len(str(c)), *cells.map(len).tolist()]) + 2
-                ws.set_column(i, i, min(max(width, 8), 60))
-            ws.freeze_panes(1, 0)
-            ws.autofilter(0, 0, len(df), max(len(df.columns) - 1, 0))
+def _write_sheet(book: Any, table: _TableStream, bold: Any, date_fmt: Any) -> int:
+    ws = book.add_worksheet(table.name)
+    batches = table.batches()
+    first = next(batches, None)
+    ncols = len(table.schema)
+    for i, width in enumerate(_xlsx_widths(table.schema, first)):
+        ws.set_column(i, i, width)
+    for i, f in enumerate(table.schema):
+        ws.write_string(0, i, str(neutralise(f.name)), bold)
+    ws.freeze_panes(1, 0)
+    times = [i for i, f in enumerate(table.schema) if pa.types.is_timestamp(f.type)]
+    row = 1
+    write_row, write_number = ws.write_row, ws.write_number
+    for batch in itertools.chain([] if first is None else [first], batches):
+        if row + batch.num_rows > XLSX_MAX_ROWS:  # rows stored since the count: refuse, never drop
+            raise ValueError(_too_long(table.name, row - 1 + batch.num_rows))
+        columns = xlsx_columns(batch)
+        time_cols = [(i, columns[i]) for i in times]
+        for i in times:  # written with the date format below; None leaves the cell out here
+            columns[i] = [None] * batch.num_rows
+        for j, cells in enumerate(zip(*columns, strict=True)):
+            write_row(row + j, 0, cells)
+            for i, col in time_cols:
+                if col[j] is not None:
+                    write_number(row + j, i, col[j], date_fmt)
+        row += batch.num_rows
+    ws.autofilter(0, 0, row - 1, max(ncols - 1, 0))
+    return row - 1
+
+
+def _too_long(name: str, rows: int) -> str:
+    return (f"table {name!r} has {rows:,} rows; an XLSX sheet holds at most {XLSX_MAX_ROWS - 1:,} rows under its "
+            f"header: export it as csv or parquet, or narrow it with --form / --since")
+
+
+def _write_xlsx(tables: list[_TableStream], out: Path) -> dict[str, int]:
+    options = {"constant_memory": True, "strings_to_formulas": False, "strings_to_urls": False,
+               "strings_to_numbers": False}
+    book = xlsxwriter.Workbook(str(out), options)
+    try:
+        bold = book.add_format({"bold": True})
+        date_fmt = book.add_format({"num_format": "yyyy-mm-dd hh:mm:ss"})
+        return {t.name: _write_sheet(book, t, bold, date_fmt) for t in tables}
+    finally:
+        book.close()
 
 
 def export(store: Store, fmt: Format, out: Path, *, table: Table | Literal["all"] = "wide",
            form_id: str | None = None, since: datetime | date | None = None, status: str | None = None,
            display: bool = False, labels: dict[str, str] | None = None,
-           fields: list[str] | None = None) -> ExportReport:
+           fields: list[str] | None = None, order: list[str] | None = None) -> ExportReport:
     """Write one table of the store (``table``: ``wide``, ``long`` or ``requests``; ``all``
-    writes the three as sheets of one XLSX workbook) to ``out`` as ``fmt``.
+    writes the three as sheets of one XLSX workbook) to ``out`` as ``fmt``, streaming:
+    memory is bounded by one batch of ``CHUNK_ROWS`` rows, not by the table.
 
     Filters: ``form_id``; ``since`` (submissions submitted, requests created, at or after
     it; a naive datetime or a date is UTC); ``status`` (requests only). ``display`` puts
     display text in the wide table instead of raw answers; ``labels`` (field key ->
-    question title) become its headers; ``fields`` picks and orders its field columns.
+    question title) become its headers; ``fields`` picks and orders its field columns;
+    ``order`` (the form's field keys in ``fields.list`` order) orders them without
+    dropping any: keys it does not name follow, in first-seen order.
 
     A bad argument, or a table too long for one worksheet, is a ``ValueError`` and no
-    file is written."""
+    file is written; a failure while writing leaves no file either."""
     if fmt not in FORMATS:
         raise ValueError(f"format must be one of {', '.join(FORMATS)}, got {fmt!r}")
     if table not in (*TABLES, "all"):
@@ -324,25 +569,35 @@ def export(store: Store, fmt: Format, out: Path, *, table: Table | Literal["all"
     if not out.parent.is_dir():
         raise ValueError(f"cannot write {out}: directory {out.parent} does not exist")
     names = list(TABLES) if table == "all" else [table]
-    frames: dict[str, pd.DataFrame] = {}
-    for name in names:
-        if name == "wide":
-            frames[name] = wide_frame(store, form_id=form_id, since=since, display=display, labels=labels,
-                                      fields=fields)
-        elif name == "long":
-            frames[name] = long_frame(store, form_id=form_id, since=since, labels=labels, fields=fields)
-        else:
-            frames[name] = requests_frame(store, form_id=form_id, since=since, status=status)
+    # Spilled batches go beside the output: the space the export needs is there anyway.
+    with tempfile.TemporaryDirectory(prefix=f".{out.name}.", dir=out.parent) as tmpdir:
+        tables: list[_TableStream] = []
+        for name in names:
+            if name == "wide":
+                tables.append(_wide_stream(store, Path(tmpdir), form_id=form_id, since=since, display=display,
+                                           labels=labels, fields=fields, order=order))
+            elif name == "long":
+                tables.append(_long_stream(store, form_id=form_id, since=since, labels=labels, fields=fields))
+            else:
+                tables.append(_requests_stream(store, Path(tmpdir), form_id=form_id, since=since, status=status))
+        return _write(tables, fmt, out)
+
+
+def _write(tables: list[_TableStream], fmt: Format, out: Path) -> ExportReport:
     if fmt == "xlsx":
-        for name, df in frames.items():
-            if len(df) + 1 > XLSX_MAX_ROWS:
-                raise ValueError(f"table {name!r} has {len(df):,} rows; an XLSX sheet holds at most "
-                                 f"{XLSX_MAX_ROWS - 1:,} rows under its header: export it as csv or parquet, "
-                                 f"or narrow it with --form / --since")
-        _write_xlsx(frames, out)
-    elif fmt == "csv":
-        _neutralised(frames[names[0]]).to_csv(out, index=False)
-    else:
-        frames[names[0]].to_parquet(out, engine="pyarrow", index=False)
-    return ExportReport(path=str(out), format=fmt, rows={n: len(df) for n, df in frames.items()},
-                        columns={n: [str(c) for c in df.columns] for n, df in frames.items()})
+        for t in tables:  # counted first: a sheet is refused before anything is written
+            if (n := t.count()) + 1 > XLSX_MAX_ROWS:
+                raise ValueError(_too_long(t.name, n))
+    tmp = out.with_name(f".{out.name}.{os.getpid()}.partial")
+    try:
+        if fmt == "xlsx":
+            rows = _write_xlsx(tables, tmp)
+        elif fmt == "csv":
+            rows = {tables[0].name: _write_csv(tables[0], tmp)}
+        else:
+            rows = {tables[0].name: _write_parquet(tables[0], tmp)}
+        os.replace(tmp, out)
+    finally:
+        tmp.unlink(missing_ok=True)
+    return ExportReport(path=str(out), format=fmt, rows=rows,
+                        columns={t.name: [str(n) for n in t.schema.names] for t in tables})

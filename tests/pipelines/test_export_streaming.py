@@ -1,0 +1,276 @@
+"""The export streams in batches: batches crossing column and type changes give the same
+file as one batch (SQLite and PostgreSQL), formula text is neutralised column-wise,
+the wide columns follow the form's field order, memory stays bounded by a batch, and
+a failed export leaves nothing behind."""
+
+from __future__ import annotations
+
+import asyncio
+import tracemalloc
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import openpyxl
+import pandas as pd
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+from sqlalchemy import insert
+from typer.testing import CliRunner
+
+from connector.store import AnswerRow, Store, SubmissionRow, answer_rows
+from pipelines import export as export_mod
+from pipelines.cli import app
+from pipelines.export import WIDE_FIXED, export, neutralise, neutralise_array
+from tests.connector.conftest import db_url, pg_database  # noqa: F401  (fixtures)
+from tests.pipelines.test_export import T0, read_csv, read_sheet, sub_event
+
+
+def varied(i: int) -> tuple[dict[str, Any], dict[str, Any]]:
+    """Answers whose keys and kinds change from one submission to the next, so batches of
+    a few rows each see different columns and types."""
+    answers: dict[str, Any] = {"name": f"=evil{i}" if i % 3 == 0 else f"Person {i}",
+                               "score": i if i < 10 else i + 0.5,
+                               "grid": {"a": "x"} if i < 12 else {"a": "y", "b": "z"}}
+    if i < 5:
+        answers["code"] = i
+    elif i >= 15:
+        answers["code"] = f"c{i}"
+    if i >= 20:
+        answers["late"] = True
+    if i % 4 == 0:
+        answers["tags"] = ["red", "blue"]
+    return answers, {k: str(v) for k, v in answers.items() if k != "grid"} | {
+        "grid": ", ".join(f"{r.upper()}: {c.upper()}" for r, c in answers["grid"].items())}
+
+
+@pytest.fixture
+def varied_store(db_url: str) -> Iterator[Store]:  # noqa: F811
+    s = Store(db_url)
+    s.migrate()
+    s.store_events([sub_event(f"evt_{i}", f"sub_{i:03d}", "form_v", T0 + i * 1000, *varied(i)) for i in range(23)])
+    try:
+        yield s
+    finally:
+        s.close()
+
+
+@pytest.mark.parametrize("table", ["wide", "long", "requests"])
+def test_batches_across_boundaries_equal_one_batch(varied_store: Store, tmp_path: Path, table: str,
+                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    one = export(varied_store, "parquet", tmp_path / "one.parquet", table=table)  # type: ignore[arg-type]
+    monkeypatch.setattr(export_mod, "CHUNK_ROWS", 5)  # 23 submissions: five batches
+    many = export(varied_store, "parquet", tmp_path / "many.parquet", table=table)  # type: ignore[arg-type]
+    assert many == one.model_copy(update={"path": str(tmp_path / "many.parquet")})
+    assert pq.read_table(tmp_path / "many.parquet").equals(pq.read_table(tmp_path / "one.parquet"))
+    for fmt in ("csv", "xlsx"):
+        export(varied_store, fmt, tmp_path / f"many.{fmt}", table=table)  # type: ignore[arg-type]
+    monkeypatch.setattr(export_mod, "CHUNK_ROWS", 50_000)
+    for fmt in ("csv", "xlsx"):
+        export(varied_store, fmt, tmp_path / f"one.{fmt}", table=table)  # type: ignore[arg-type]
+    assert (tmp_path / "many.csv").read_bytes() == (tmp_path / "one.csv").read_bytes()
+    assert read_sheet(tmp_path / "many.xlsx", table) == read_sheet(tmp_path / "one.xlsx", table)
+
+
+def test_wide_columns_and_kinds_settle_over_all_batches(varied_store: Store, tmp_path: Path,
+                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(export_mod, "CHUNK_ROWS", 5)
+    report = export(varied_store, "parquet", tmp_path / "w.parquet")
+    # first-seen order, though "tags", "late" and "grid.b" first appear in later batches
+    assert report.columns["wide"][len(WIDE_FIXED):] == ["name", "score", "grid.a", "code", "tags", "grid.b", "late"]
+    t = pq.read_table(tmp_path / "w.parquet")
+    assert t.schema.field("score").type == pa.float64()  # integers, then floats: numbers
+    assert t.schema.field("code").type == pa.string()  # integers, then text: all text
+    assert t.schema.field("late").type == pa.bool_()
+    rows = t.to_pylist()
+    assert [r["code"] for r in rows[:6]] == ["0", "1", "2", "3", "4", None]
+    assert rows[15]["code"] == "c15" and rows[0]["score"] == 0 and rows[10]["score"] == 10.5
+    assert [r["late"] for r in rows[19:]] == [None, True, True, True]
+    assert rows[11]["grid.b"] is None and rows[12]["grid.b"] == "z"
+    assert rows[0]["tags"] == '["red", "blue"]' and rows[1]["tags"] is None
+    assert rows[0]["name"] == "=evil0"  # Parquet keeps the text as stored
+    export(varied_store, "csv", tmp_path / "w.csv")
+    csv_rows = read_csv(tmp_path / "w.csv")
+    assert [r["name"] for r in csv_rows[:4]] == ["'=evil0", "Person 1", "Person 2", "'=evil3"]
+    assert [r["late"] for r in csv_rows[19:]] == ["", "True", "True", "True"]
+    assert csv_rows[10]["score"] == "10.5" and csv_rows[0]["code"] == "0"
+
+
+NASTY = ["=1+2", "+33 6", "-5", "@SUM(A1)", "\tx", "\rx", "a=b", "", " =x", "'=x", "==", "=", "é=",
+         "=é ünïcode", "line\n=two", "-", None]
+
+
+def test_neutralise_array_matches_neutralise() -> None:
+    got = neutralise_array(pa.array(NASTY, pa.string())).to_pylist()
+    assert got == [neutralise(v) for v in NASTY]
+    assert got[0] == "'=1+2" and got[6] == "a=b" and got[-1] is None
+    assert neutralise_array(pa.array([-5, 3])).to_pylist() == [-5, 3]  # numbers are not formulas
+    chunked = pa.chunked_array([NASTY[:5], NASTY[5:]], pa.string())
+    assert neutralise_array(chunked).to_pylist() == [neutralise(v) for v in NASTY]
+
+
+def test_formula_text_neutralised_in_csv_and_xlsx_over_batches(tmp_path: Path,
+                                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    s = Store(f"sqlite:///{tmp_path / 'n.db'}")
+    s.migrate()
+    s.store_events([sub_event(f"evt_{i}", f"sub_{i:03d}", "form_n", T0 + i, {"v": v}, {"v": v})
+                    for i, v in enumerate(v for v in NASTY if v is not None)])
+    monkeypatch.setattr(export_mod, "CHUNK_ROWS", 4)
+    export(s, "csv", tmp_path / "n.csv", table="long")
+    export(s, "xlsx", tmp_path / "n.xlsx", table="long")
+    want = [neutralise(v) for v in NASTY if v is not None]
+    assert [r["display_text"] for r in pd.read_csv(tmp_path / "n.csv", dtype=str, keep_default_na=False)
+            .to_dict("records")] == want
+    ws = openpyxl.load_workbook(tmp_path / "n.xlsx")["long"]
+    cells = [c for row in ws.iter_rows(min_row=2) for c in row]
+    assert all(c.data_type != "f" for c in cells)
+    # openpyxl shows a carriage return in a cell as Excel's escape _x000D_ (Excel reads it back as \r)
+    assert [(r[7] or "").replace("_x000D_", "\r") for r in ws.iter_rows(min_row=2, values_only=True)] == want
+    s.close()
+
+
+def test_order_puts_the_forms_fields_first_and_keeps_the_rest(varied_store: Store, tmp_path: Path) -> None:
+    report = export(varied_store, "csv", tmp_path / "o.csv", order=["late", "grid", "name", "gone"])
+    assert report.columns["wide"][len(WIDE_FIXED):] == ["late", "grid.a", "grid.b", "name", "score", "code", "tags"]
+    back = read_csv(tmp_path / "o.csv")
+    assert list(back[0])[len(WIDE_FIXED):] == report.columns["wide"][len(WIDE_FIXED):]
+    assert back[22]["late"] == "True" and back[22]["grid.b"] == "z"
+
+
+async def test_cli_wide_columns_follow_fields_list_without_labels(sandbox: Any, tmp_path: Path) -> None:
+    from connector.client import FormClient
+
+    form = sandbox.pro.forms["Contact"]
+    async with FormClient(sandbox.base_url, sandbox.pro.token) as fc:
+        keys = [f.key for f in (await fc.list_fields(form)).items]
+    assert len(keys) >= 3
+    db = tmp_path / "o.db"
+    s = Store(f"sqlite:///{db}")
+    s.migrate()
+    backwards = {k: f"v-{k}" for k in reversed(keys)} | {"extra": "kept"}  # stored in reverse field order
+    s.store_events([sub_event("evt_o", "sub_o", form, T0, backwards, backwards)])
+    s.close()
+    out = tmp_path / "o.csv"
+    env = {"FORMSYNC_STORE__URL": f"sqlite:///{db}", "FORMSYNC_SERVICE__BASE_URL": sandbox.base_url,
+           "FORMSYNC_SERVICE__TOKEN": sandbox.pro.token}
+
+    def run(environ: dict[str, str]) -> Any:
+        return CliRunner().invoke(app, ["export", "--format", "csv", "--out", str(out), "--form", form], env=environ)
+
+    result = await asyncio.to_thread(run, env)
+    assert result.exit_code == 0, result.output
+    assert list(read_csv(out)[0])[len(WIDE_FIXED):] == [*keys, "extra"]
+    # the service out of reach: a warning, and the export still runs, in first-seen order
+    result = await asyncio.to_thread(run, env | {"FORMSYNC_SERVICE__BASE_URL": "http://127.0.0.1:9",
+                                                 "FORMSYNC_SERVICE__MAX_RETRIES": "0"})
+    assert result.exit_code == 0, result.output
+    assert "cannot read the field order of form" in result.stderr
+    assert list(read_csv(out)[0])[len(WIDE_FIXED):] == [*reversed(keys), "extra"]
+
+
+def bulk_store(path: Path, submissions: int) -> int:
+    """A store of ``submissions`` submissions of 17 answer rows each, inserted in bulk;
+    returns the answer rows."""
+    s = Store(f"sqlite:///{path}")
+    s.migrate()
+    total = 0
+    with s.engine.begin() as conn:
+        subs, rows = [], []
+        for i in range(submissions):
+            answers = {"name": f"Person {i}", "age": i % 90, "note": f"=note {i}", "colors": ["red", "blue"],
+                       "grid": {"speed": "good", "price": "bad", "support": "ok"},
+                       "people": [{"first": "Ann", "last": "Lee"}, {"first": "Bo", "last": "Ng"}],
+                       "q1": "a", "q2": "b", "q3": "c", "q4": 1.5, "agree": True, "more": "x" * 40}
+            sid = f"sub_{i:08d}"
+            subs.append({"id": sid, "form_id": "form_m", "submitted_at": T0 + i, "edit_count": 0,
+                         "is_completed": True, "answers": answers, "display": {}, "source": "sync",
+                         "observed_at": T0, "stored_at": T0})
+            rows += answer_rows(sid, answers, {})
+        conn.execute(insert(SubmissionRow.__table__), subs)  # type: ignore[attr-defined]
+        conn.execute(insert(AnswerRow.__table__), rows)  # type: ignore[attr-defined]
+        total = len(rows)
+    s.close()
+    return total
+
+
+def test_memory_is_bounded_by_a_batch_not_the_table(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    rows = bulk_store(tmp_path / "m.db", 3000)
+    assert rows == 51_000
+    s = Store(f"sqlite:///{tmp_path / 'm.db'}")
+    monkeypatch.setattr(export_mod, "CHUNK_ROWS", 1000)
+    # The Python objects of the whole long table, read at once, as a yardstick.
+    tracemalloc.start()
+    try:
+        with s.engine.connect() as conn:
+            whole = conn.exec_driver_sql("SELECT * FROM formsync_answers").fetchall()
+        _, whole_peak = tracemalloc.get_traced_memory()
+        del whole
+        peaks = {}
+        for fmt in ("parquet", "csv"):
+            tracemalloc.reset_peak()
+            report = export(s, fmt, tmp_path / f"m.{fmt}", table="long")  # type: ignore[arg-type]
+            assert report.rows == {"long": rows}
+            peaks[f"long {fmt}"] = tracemalloc.get_traced_memory()[1]
+        for fmt in ("parquet", "xlsx"):  # XLSX of the wide table: xlsxwriter's cost per cell is slow when traced
+            tracemalloc.reset_peak()
+            assert export(s, fmt, tmp_path / f"w.{fmt}").rows == {"wide": 3000}  # type: ignore[arg-type]
+            peaks[f"wide {fmt}"] = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+        s.close()
+    assert whole_peak > 20 * 2**20, whole_peak  # the yardstick is big enough to tell
+    for fmt, peak in peaks.items():
+        assert peak < whole_peak / 4, (fmt, peak, whole_peak)
+    assert pq.read_metadata(tmp_path / "m.parquet").num_rows == rows
+
+
+def test_a_failed_export_leaves_no_file(varied_store: Store, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "keep.csv").write_text("old\n")
+    calls = 0
+    real = export_mod._csv_batch
+
+    def failing(batch: pa.RecordBatch, schema: pa.Schema) -> pa.RecordBatch:
+        nonlocal calls
+        calls += 1
+        if calls == 3:
+            raise OSError("disk full")
+        return real(batch, schema)
+
+    monkeypatch.setattr(export_mod, "CHUNK_ROWS", 5)
+    monkeypatch.setattr(export_mod, "_csv_batch", failing)
+    with pytest.raises(OSError, match="disk full"):
+        export(varied_store, "csv", out / "keep.csv")
+    assert sorted(p.name for p in out.iterdir()) == ["keep.csv"]  # no partial file, no spill left
+    assert (out / "keep.csv").read_text() == "old\n"  # what was there is untouched
+
+
+def test_filters_bind_on_each_database(varied_store: Store, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The compiled selects carry their parameters (an IN list, a time, a form) on SQLite
+    and PostgreSQL alike."""
+    from datetime import UTC, datetime
+
+    monkeypatch.setattr(export_mod, "CHUNK_ROWS", 5)
+    since = datetime.fromtimestamp((T0 + 20_000) / 1000, tz=UTC)
+    export(varied_store, "parquet", tmp_path / "l.parquet", table="long", fields=["late", "grid"], since=since,
+           form_id="form_v")
+    got = pq.read_table(tmp_path / "l.parquet").to_pylist()
+    assert sorted({(r["submission_id"], r["field_key"]) for r in got}) == [
+        (f"sub_{i:03d}", k) for i in (20, 21, 22) for k in ("grid", "late")]
+    assert len(got) == 9  # grid has rows a and b, late one row, in each of three submissions
+    report = export(varied_store, "csv", tmp_path / "none.csv", table="long", form_id="form_other")
+    assert report.rows == {"long": 0}
+
+
+def test_xlsx_rows_stored_after_the_count_are_refused_not_dropped(varied_store: Store, tmp_path: Path,
+                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    # A sync storing rows between the count and the write is played by a count that says fewer.
+    monkeypatch.setattr(export_mod, "XLSX_MAX_ROWS", 21)  # 20 rows under the header; the store has 23
+    monkeypatch.setattr(export_mod, "_count", lambda store, stmt: 5)
+    monkeypatch.setattr(export_mod, "CHUNK_ROWS", 5)
+    out = tmp_path / "l.xlsx"
+    with pytest.raises(ValueError, match=r"table 'long' has 25 rows; an XLSX sheet holds at most 20 rows"):
+        export(varied_store, "xlsx", out, table="long")  # the fifth batch of five would pass the limit
+    assert [p.name for p in tmp_path.iterdir() if not p.name.startswith("store.db")] == []
