@@ -41,13 +41,6 @@ async def client(sandbox: Sandbox) -> AsyncIterator[FormClient]:
         yield fc
 
 
-@pytest.fixture
-def store(tmp_path: Path) -> Store:
-    s = Store(f"sqlite:///{tmp_path}/s.db")
-    s.migrate()
-    return s
-
-
 async def faults_done(sandbox: Sandbox, client: FormClient, job: str) -> dict[str, int]:
     """Clear the plan, check it injected every kind of fault, and keep the figures."""
     view = (await sandbox.helper("faults.clear")).data

@@ -34,13 +34,6 @@ async def client(sandbox: Sandbox) -> AsyncIterator[FormClient]:
         yield fc
 
 
-@pytest.fixture
-def store(tmp_path: Path) -> Store:
-    s = Store(f"sqlite:///{tmp_path}/s.db")
-    s.migrate()
-    return s
-
-
 def sheet_rows(n: int = 60, *, bad: bool = True) -> list[dict[str, str]]:
     rows = []
     for i in range(n):

@@ -34,13 +34,6 @@ async def client(sandbox: Sandbox) -> AsyncIterator[FormClient]:
         yield fc
 
 
-@pytest.fixture
-def store(tmp_path: Path) -> Store:
-    s = Store(f"sqlite:///{tmp_path}/s.db")
-    s.migrate()
-    return s
-
-
 async def server_calls(sandbox: Sandbox, ws: str = "pro") -> int:
     """The API calls the workspace's token made so far, counted by the sandbox."""
     return int((await sandbox.helper("calls.list", ws=ws)).data["count"])

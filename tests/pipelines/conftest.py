@@ -1,0 +1,18 @@
+"""Fixtures shared by the pipeline tests."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from connector.store import Store
+
+
+@pytest.fixture
+def store(tmp_path: Path) -> Store:
+    """An empty, migrated connector store on a SQLite file in ``tmp_path`` (a module may
+    override it with a filled one)."""
+    s = Store(f"sqlite:///{tmp_path}/s.db")
+    s.migrate()
+    return s
