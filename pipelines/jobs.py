@@ -168,8 +168,11 @@ def describe_settings_error(error: ValidationError, config: Path | None) -> str:
             key = ".".join(str(p) for p in loc[2:]) or "(the job)"
             where = f"job {name!r}: {key}"
         msg = err["msg"].removeprefix("Value error, ")
-        lines.append(f"{where}: {msg}" + (f" (got {err['input']!r})" if err["type"] != "missing"
-                                          and not isinstance(err.get("input"), dict) else ""))
+        # Only a job's own settings are echoed: anywhere else the value may be a token or a
+        # secret (a misspelled key, a secret given as text instead of a list).
+        shown = (loc[0] == "jobs" and err["type"] not in ("missing", "extra_forbidden")
+                 and not isinstance(err.get("input"), dict | list))
+        lines.append(f"{where}: {msg}" + (f" (got {err['input']!r})" if shown else ""))
     return "; ".join(lines)
 
 

@@ -470,6 +470,22 @@ def test_bad_job_config_is_a_clear_error_and_starts_nothing(case: str, tmp_path:
     assert not db.exists()  # nothing was started, not even the database
 
 
+@pytest.mark.parametrize("misplaced", [
+    '[service]\ntokn = "fb_Misplaced0000000000000000000000"\n',  # a misspelled key
+    '[receiver]\nwebhook_secrets = "whsec_Misplaced000000000000000000"\n',  # text where a list belongs
+])
+def test_a_settings_error_in_run_or_status_never_echoes_a_secret(misplaced: str, tmp_path: Path) -> None:
+    cfg = tmp_path / "c.toml"
+    cfg.write_text(f'{misplaced}[store]\nurl = "sqlite:///{tmp_path}/s.db"\n'
+                   '[[jobs]]\nid = "p"\nkind = "poll"\ninterval_seconds = 5\n')
+    for command in ("run", "status"):
+        res = CliRunner().invoke(app, [command, "--config", str(cfg)], env={"COLUMNS": "400"})
+        assert res.exit_code == 2, (command, res.output)
+        assert "Misplaced" not in res.output, (command, res.output)
+        text = " ".join(res.output.split())
+        assert "tokn" in text or "webhook_secrets" in text, "the error still names the setting"
+
+
 def test_a_job_talking_to_the_service_needs_a_token(tmp_path: Path) -> None:
     cfg = tmp_path / "c.toml"
     cfg.write_text(f'[store]\nurl = "sqlite:///{tmp_path}/s.db"\n[[jobs]]\nid = "p"\nkind = "poll"\n'
