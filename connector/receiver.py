@@ -50,7 +50,7 @@ import math
 import signal
 import time
 from collections.abc import AsyncIterator, Callable, Iterable, Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -553,16 +553,17 @@ def stop_on_signals(stop: asyncio.Event) -> Iterator[None]:
 async def run_receiver(store: Store, settings: ReceiverSettings, *, host: str | None = None, port: int | None = None,
                        on_ready: Callable[[str], None] | None = None, stop: asyncio.Event | None = None,
                        custom_scheme: CustomScheme | None = None, max_batch: int = DEFAULT_MAX_BATCH,
-                       shutdown_timeout: float = 30.0) -> None:
+                       shutdown_timeout: float = 30.0, handle_signals: bool = True) -> None:
     """Serve the receiver on ``host``:``port`` (default: the settings') until SIGINT or
-    SIGTERM (or until ``stop`` is set). ``on_ready`` gets the base URL once listening
+    SIGTERM (or until ``stop`` is set; with ``handle_signals`` false the caller owns the
+    signals and sets ``stop``). ``on_ready`` gets the base URL once listening
     (``port`` 0 picks a free port). On shutdown the server stops taking connections, the
     requests in flight finish within ``shutdown_timeout`` seconds, and every queued
     event is committed before this returns. The store is not migrated or closed here."""
     app = create_receiver_app(store, settings, custom_scheme=custom_scheme, max_batch=max_batch)
     stop = stop or asyncio.Event()
     runner = web.AppRunner(app, handle_signals=False, shutdown_timeout=shutdown_timeout)
-    with stop_on_signals(stop):
+    with stop_on_signals(stop) if handle_signals else nullcontext():
         await runner.setup()
         try:
             site = web.TCPSite(runner, host or settings.host, settings.port if port is None else port)

@@ -130,7 +130,7 @@ class JobRuntime:
         if job is None:  # removed from the config since it was stored: reconciling removes it
             log.warning("job %s is not configured any more; skipped", job_id)
             return
-        run_id = self._start(job)
+        run_id = await asyncio.to_thread(self._start, job)  # database work off the loop
         log.info("job %s (%s) started", job.id, job.kind)
         try:
             report = await self._dispatch(job, self.params[job.id])
@@ -139,11 +139,11 @@ class JobRuntime:
             raise
         except Exception as e:  # any failure of a run is recorded for status, and the scheduler goes on
             log.exception("job %s failed", job.id)
-            self._finish(run_id, "error", error=f"{type(e).__name__}: {e}")
+            await asyncio.to_thread(self._finish, run_id, "error", error=f"{type(e).__name__}: {e}")
             return
         summary = summarise(job.kind, report)
         outcome = "stopped" if getattr(report, "stopped", False) else "ok"
-        self._finish(run_id, outcome, summary=summary)
+        await asyncio.to_thread(self._finish, run_id, outcome, summary=summary)
         log.info("job %s %s: %s", job.id, outcome, summary)
 
     async def _dispatch(self, job: JobSettings, params: Any) -> BaseModel:
@@ -210,6 +210,15 @@ def reconcile(scheduler: AsyncIOScheduler, jobs: list[JobSettings]) -> None:
         scheduler.remove_job(job_id)
 
 
+class _StoreJobStore(SQLAlchemyJobStore):
+    """The job store on the store's own engine. APScheduler disposes its job store's
+    engine on shutdown; this one stays open for the receiver, the running jobs and the
+    next term as leader, and closes with the store."""
+
+    def shutdown(self) -> None:
+        pass
+
+
 async def _pause(stop: asyncio.Event, seconds: float) -> None:
     try:
         await asyncio.wait_for(stop.wait(), seconds)
@@ -223,14 +232,14 @@ async def _lead(settings: Settings, store: Store, params: dict[str, Any], lock: 
     the way out, let running jobs finish (``stop_timeout_seconds``) and stop the scheduler."""
     global _active
     rt = JobRuntime(settings, store, params)
-    stale = rt.mark_interrupted()
+    stale = await asyncio.to_thread(rt.mark_interrupted)
     if stale:
         log.warning("%d job run(s) of a previous scheduler were interrupted", stale)
     scheduler = AsyncIOScheduler(
-        jobstores={"default": SQLAlchemyJobStore(engine=store.engine, tablename=JOBSTORE_TABLE)},
+        jobstores={"default": _StoreJobStore(engine=store.engine, tablename=JOBSTORE_TABLE)},
         job_defaults={"coalesce": True, "max_instances": 1}, timezone=UTC)
     scheduler.add_listener(rt.on_submitted, EVENT_JOB_SUBMITTED)
-    scheduler.add_listener(lambda e: _missed(e), EVENT_JOB_MISSED)
+    scheduler.add_listener(_missed, EVENT_JOB_MISSED)
     _active = rt
     scheduler.start(paused=True)
     try:
@@ -242,7 +251,7 @@ async def _lead(settings: Settings, store: Store, params: dict[str, Any], lock: 
         check = min(options.lock_poll_seconds, options.lease_seconds / 3)
         while not stop.is_set():
             await _pause(stop, check)
-            if not stop.is_set() and not lock.still_held():
+            if not stop.is_set() and not await asyncio.to_thread(lock.still_held):
                 log.error("lost the scheduler lock; stopping the scheduler here")
                 break
     finally:
@@ -252,7 +261,7 @@ async def _lead(settings: Settings, store: Store, params: dict[str, Any], lock: 
             log.info("waiting for %d running job(s) to stop", len(rt.running))
             await asyncio.wait(set(rt.running), timeout=options.stop_timeout_seconds)
         left = set(rt.running)
-        scheduler.shutdown(wait=False)  # cancels what is still running after the timeout
+        scheduler.shutdown(wait=False)  # cancels the job tasks still running after the timeout
         if left:
             await asyncio.wait(left, timeout=5)
         _active = None
@@ -277,13 +286,14 @@ async def serve(settings: Settings, store: Store, *, stop: asyncio.Event | None 
     with stop_on_signals(stop):
         receiver: asyncio.Task[None] | None = None
         if settings.receiver.enabled:
-            receiver = asyncio.create_task(run_receiver(store, settings.receiver, stop=stop, on_ready=on_receiver_ready))
+            receiver = asyncio.create_task(run_receiver(store, settings.receiver, stop=stop, on_ready=on_receiver_ready,
+                                                        handle_signals=False))
+            # A receiver that ends (a port in use) stops the scheduler too, leading or not.
+            receiver.add_done_callback(lambda _: stop.set())
         lock = leader_lock(store, lease_seconds=options.lease_seconds)
         waiting_said = False
         try:
             while not stop.is_set():
-                if receiver is not None and receiver.done():
-                    break
                 if settings.jobs and await asyncio.to_thread(lock.try_acquire):
                     waiting_said = False
                     await _lead(settings, store, params, lock, stop, options, on_state)
@@ -295,7 +305,7 @@ async def serve(settings: Settings, store: Store, *, stop: asyncio.Event | None 
                     waiting_said = True
                 await _pause(stop, options.lock_poll_seconds)
         finally:
-            lock.release()
+            await asyncio.to_thread(lock.release)
             stop.set()
             if receiver is not None:
                 await receiver  # raises the receiver's own error (a port in use) if it failed

@@ -10,6 +10,7 @@ import asyncio
 import csv
 import os
 import signal
+import socket
 import sys
 import time
 from collections.abc import Callable
@@ -660,6 +661,28 @@ async def test_receiver_runs_beside_the_jobs_when_enabled(fast: Sandbox, tmp_pat
         async with sandbox.http.get(urls[0] + "/healthz"):
             pass
     store.close()
+
+
+async def test_a_receiver_that_cannot_listen_stops_a_leading_scheduler_with_its_error(
+        fast: Sandbox, tmp_path: Path) -> None:
+    sandbox = fast
+    taken = socket.socket()
+    taken.bind(("127.0.0.1", 0))
+    taken.listen()
+    try:
+        port = taken.getsockname()[1]
+        db = f"sqlite:///{tmp_path}/store.db"
+        receiver = f'[receiver]\nenabled = true\nport = {port}\ncallback_secrets = ["{sandbox.pro.signing_secret}"]\n'
+        jobs = (f'[[jobs]]\nid = "sync"\nkind = "sync"\ninterval_seconds = 1\n'
+                f'params = {{ form = "{sandbox.pro.forms["Contact"]}" }}\n')
+        settings = load_settings(config(tmp_path, sandbox, db, jobs, extra=receiver))
+        store = Store(db)
+        store.migrate()
+        with pytest.raises(OSError):  # the port in use, reported rather than scheduling on without a receiver
+            await asyncio.wait_for(serve(settings, store), 20)
+        store.close()
+    finally:
+        taken.close()
 
 
 def test_the_example_config_jobs_are_valid(tmp_path: Path) -> None:
