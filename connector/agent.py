@@ -57,11 +57,12 @@ class AgentClient:
 
     Tool calls spend the same per-token budget as JSON-RPC calls, so they wait for the
     token's shared pacer (see :func:`connector.pacing.shared_pacer`): a FormClient and an
-    AgentClient of one token in one event loop never exceed ``calls_per_minute`` calls,
-    or ``creates_per_minute`` creates, together in any 60-second window."""
+    AgentClient of one token in one event loop never exceed the token's calls, or
+    creates, together in any window. Limits left unset here keep what the token's pacer
+    has (a FormClient's), or the service's 120 calls and 60 creates a minute."""
 
     def __init__(self, base_url: str, token: str | SecretStr, *, timeout: float = 30.0,
-                 calls_per_minute: int = 120, creates_per_minute: int = 60,
+                 calls_per_minute: int | None = None, creates_per_minute: int | None = None,
                  clock: Clock = time.monotonic, sleep: Sleep = asyncio.sleep) -> None:
         self.base_url = base_url.rstrip("/")
         self.url = self.base_url + "/api/mcp"
@@ -107,8 +108,8 @@ class AgentClient:
     async def call(self, tool: str, arguments: dict[str, Any] | None = None) -> dict[str, Any]:
         """Call a tool; return its JSON result, or raise AgentToolError on a failure result."""
         assert self.session is not None and self.pacer is not None, "use AgentClient as an async context manager"
-        await self.pacer.acquire(create=tool in CREATE_TOOLS)
-        result = await self.session.call_tool(tool, arguments or {})
+        async with self.pacer.slot(create=tool in CREATE_TOOLS):  # logged when the answer is back
+            result = await self.session.call_tool(tool, arguments or {})
         text = next((c.text for c in result.content if isinstance(c, TextContent)), None)
         try:
             payload = json.loads(text) if text is not None else {}

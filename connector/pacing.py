@@ -175,17 +175,20 @@ _PACERS: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, dict[tuple[str, st
     weakref.WeakKeyDictionary())
 
 
-def shared_pacer(base_url: str, token_key: str, calls_per_minute: int = 120, creates_per_minute: int = 60, *,
-                 window: float = 60.0, clock: Clock = time.monotonic, sleep: Sleep = asyncio.sleep) -> Pacer:
+def shared_pacer(base_url: str, token_key: str, calls_per_minute: int | None = None,
+                 creates_per_minute: int | None = None, *, window: float | None = None,
+                 clock: Clock = time.monotonic, sleep: Sleep = asyncio.sleep) -> Pacer:
     """The one Pacer for a (service, token) pair in this event loop, so separate clients
     of one token share its budget. ``token_key`` identifies the token without being it
-    (a hash). The first client creates the pacer (with its ``clock`` and ``sleep``);
-    limits follow the latest configuration."""
+    (a hash). The first client creates the pacer (with its ``clock`` and ``sleep``, and
+    120 calls / 60 creates per 60 s for what it leaves unset); a later client changes
+    only the limits it sets."""
     pacers = _PACERS.setdefault(asyncio.get_running_loop(), {})
     key = (base_url, token_key)
     pacer = pacers.get(key)
     if pacer is None:
-        pacer = pacers[key] = Pacer(calls_per_minute, creates_per_minute, window=window, clock=clock, sleep=sleep)
+        pacer = pacers[key] = Pacer(calls_per_minute or 120, creates_per_minute or 60, window=window or 60.0,
+                                    clock=clock, sleep=sleep)
     else:
         pacer.configure(calls_per_minute, creates_per_minute, window)
     return pacer

@@ -82,3 +82,14 @@ async def test_agent_and_rpc_clients_of_one_token_share_one_pacer(sandbox):
         await agent.call("fields_list", {"formId": sandbox.pro.forms["Contact"]})  # the 4th call in the window
         assert slept == [pytest.approx(60 + DEFAULT_MARGIN), pytest.approx(60 + DEFAULT_MARGIN)]
     assert token not in repr(agent)
+
+
+async def test_an_agent_client_keeps_the_limits_and_window_a_form_client_set(sandbox):
+    token = sandbox.pro.token
+    async with FormClient(sandbox.base_url, token, calls_per_minute=7, creates_per_minute=3,
+                          rate_window=5.0) as fc, AgentClient(sandbox.base_url, token) as agent:
+        assert agent.pacer is fc.pacer
+        assert (fc.pacer.calls.limit, fc.pacer.creates.limit, fc.pacer.calls.seconds) == (7, 3, 5.0)
+        async with AgentClient(sandbox.base_url, token, creates_per_minute=2) as stricter:
+            assert stricter.pacer is fc.pacer and fc.pacer.creates.limit == 2, "a limit it sets applies"
+            assert (fc.pacer.calls.limit, fc.pacer.calls.seconds) == (7, 5.0), "the others stay"
