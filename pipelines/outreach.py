@@ -536,12 +536,13 @@ async def run_outreach(client: FormClient, store: Store, sheet: Path, form_id: s
                     s.add(row_rec)
                 problems.append((number, Problem(column="", problem=f"create failed: {e}")))
                 continue
+            # Stored as pending (with its form, as a form's poll job looks for it) before the row is
+            # marked sent: if this fails, the next run sends the row again, deduplicated by its key.
+            store.upsert_requests([{**created.model_dump(exclude_none=True), "formId": form_id}], source="poll")
             with store.session() as s:
                 row_rec = s.exec(select(OutreachRow).where(OutreachRow.idempotency_key == key)).one()
                 row_rec.state, row_rec.request_id, row_rec.error, row_rec.updated_at = "sent", created.id, None, _now()
                 s.add(row_rec)
-            # Stored as pending, so a poll job (setups without a receiver) keeps it up to date.
-            store.upsert_requests([created], source="poll")
             sent += 1
     finally:
         if bar is not None:

@@ -17,9 +17,10 @@ from typer.testing import CliRunner
 
 from connector.client import FormClient
 from connector.models import FieldDescriptor, Option
-from connector.store import OutreachRow, Store
+from connector.store import OutreachRow, RequestRow, Store
 from pipelines.cli import app
 from pipelines.outreach import RowParams, idempotency_key, row_identity, run_outreach, validate_row
+from pipelines.poll import poll_once
 from tests.conftest import Sandbox
 
 FAST = {"callsPerMinute": 10000, "createsPerMinute": 10000}
@@ -157,6 +158,25 @@ async def test_xlsx_input_and_test_requests(sandbox: Sandbox, client: FormClient
     assert (rep.rows, rep.sent, rep.invalid) == (5, 5, 0)
     got = [r async for r in client.iter_requests(form_id=form, include_test=True) if r.externalId == "c-3"]
     assert len(got) == 1 and got[0].isTest
+
+
+async def test_sent_requests_are_stored_with_their_form_so_a_poll_of_that_form_follows_them(
+        sandbox: Sandbox, client: FormClient, store: Store, tmp_path: Path) -> None:
+    form = sandbox.pro.forms["Contact"]
+    path = write_csv(tmp_path / "c.csv", sheet_rows(3, bad=False))
+    rep = await run_outreach(client, store, path, form, job="p", report_path=tmp_path / "r.csv", progress=False)
+    assert rep.sent == 3
+    with store.reader() as s:
+        stored = {r.id: r for r in s.exec(select(RequestRow))}
+    assert len(stored) == 3 and {(r.form_id, r.status) for r in stored.values()} == {(form, "pending")}
+    first = sorted(stored)[0]
+    done = await sandbox.helper("requests.complete", {"requestId": first, "answers": {
+        "name": "Ada", "email": "ada@example.com"}})
+    assert done.ok, done.body
+    report = await poll_once(client, store, form_id=form)
+    assert (report.completed, report.still_pending) == (1, 2)
+    with store.reader() as s:
+        assert s.get(RequestRow, first).status == "completed"
 
 
 async def test_dry_run_makes_no_create_call(sandbox: Sandbox, client: FormClient, store: Store,
