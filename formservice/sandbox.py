@@ -611,14 +611,15 @@ async def start(data_dir: Path, *, host: str = "127.0.0.1", port: int = 0, seed:
     await runner.setup()
     try:
         await web.TCPSite(runner, host, port).start()
-    except BaseException:
+        bound = runner.addresses[0][1]
+        shown_host = "127.0.0.1" if host in ("0.0.0.0", "") else host
+        service.base_url = f"http://{shown_host}:{bound}"
+        credentials = prepare(service, data_dir, seed)
+    except BaseException:  # a port in use, a bad seed: nothing stays bound or open
         await runner.cleanup()
         service.engine.dispose()
         raise
-    bound = runner.addresses[0][1]
-    shown_host = "127.0.0.1" if host in ("0.0.0.0", "") else host
-    service.base_url = f"http://{shown_host}:{bound}"
-    return runner, service, prepare(service, data_dir, seed)
+    return runner, service, credentials
 
 
 async def serve(host: str, port: int, data_dir: Path, seed: Path | None, credentials_file: Path | None,

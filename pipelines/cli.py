@@ -391,8 +391,10 @@ def demo(
 
     Example: [bold]formsync demo --out /tmp/formsync-demo[/bold]
     """
+    import aiohttp
     from rich.console import Console
 
+    from connector.errors import FormsyncError
     from pipelines.demo import DemoError, OutDirError, render_summary, run_demo
 
     logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
@@ -401,8 +403,10 @@ def demo(
         summary = asyncio.run(run_demo(out, console=console, progress=not quiet))
     except OutDirError as e:
         raise typer.BadParameter(str(e), param_hint="--out") from None
-    except DemoError as e:
-        typer.echo(f"error: {e}", err=True)
+    except (DemoError, FormsyncError, aiohttp.ClientError, OSError) as e:
+        # What the demo cannot do (a port, the disk, a call refused) is said in one line; the
+        # state under OUT/.state is consistent, and the next run goes on from it.
+        typer.echo(f"error: the demo stopped: {e}", err=True)
         raise typer.Exit(1) from None
     render_summary(summary, console)
 

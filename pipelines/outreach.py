@@ -329,6 +329,10 @@ def _document_path(cell: str, base: Path) -> Path:
     return path if path.is_absolute() else base / path
 
 
+class DocumentUnreadable(Exception):
+    """A row's document file could not be read when its request was sent."""
+
+
 class _Documents:
     """The job's uploaded documents: one ``documents.create`` and PUT per distinct file
     content (by SHA-256), recorded in the job's settings so a re-run reuses them too."""
@@ -339,28 +343,37 @@ class _Documents:
             rec = s.get(OutreachJob, job)
             self.ids: dict[str, str] = dict(((rec.settings if rec else None) or {}).get("documents", {}))
         self.uploads = 0
+        self.digests: dict[Path, str] = {}  # each file is read and hashed once per run
 
     async def refs(self, params: RowParams) -> list[dict[str, str]]:
         """The ``documents`` param of a row, uploading any file not uploaded yet."""
         refs = []
         for key, cell in sorted(params.documents.items()):
             path = _document_path(cell, self.base)
-            data = path.read_bytes()
-            digest = hashlib.sha256(data).hexdigest()
-            doc_id = self.ids.get(digest)
-            if doc_id is None:
-                upload = await self.client.create_document(self.form_id, path.name, document_type(path) or "",
-                                                           len(data), sha256=digest)
-                await self.client.upload_document(upload, data)
-                doc_id = self.ids[digest] = upload.id
-                self.uploads += 1
-                with self.store.session() as s:  # recorded before any request refers to it
-                    rec = s.get(OutreachJob, self.job)
-                    if rec is not None:
-                        rec.settings = {**(rec.settings or {}), "documents": dict(self.ids)}
-                        s.add(rec)
-            refs.append({"documentId": doc_id, **({"field": key} if key else {})})
+            digest = self.digests.get(path)
+            if digest is None:
+                try:
+                    data = await asyncio.to_thread(path.read_bytes)
+                except OSError as e:
+                    raise DocumentUnreadable(f"document {str(path)!r} cannot be read: {e.strerror or e}") from e
+                digest = hashlib.sha256(data).hexdigest()
+                if digest not in self.ids:
+                    await self._upload(path, data, digest)
+                self.digests[path] = digest  # only once its document exists
+            refs.append({"documentId": self.ids[digest], **({"field": key} if key else {})})
         return refs
+
+    async def _upload(self, path: Path, data: bytes, digest: str) -> None:
+        upload = await self.client.create_document(self.form_id, path.name, document_type(path) or "", len(data),
+                                                   sha256=digest)
+        await self.client.upload_document(upload, data)
+        self.ids[digest] = upload.id
+        self.uploads += 1
+        with self.store.session() as s:  # recorded before any request refers to it
+            rec = s.get(OutreachJob, self.job)
+            if rec is not None:
+                rec.settings = {**(rec.settings or {}), "documents": dict(self.ids)}
+                s.add(rec)
 
 
 # ======================================================================================
@@ -528,7 +541,7 @@ async def run_outreach(client: FormClient, store: Store, sheet: Path, form_id: s
                 created = await client.create_request(
                     form_id, recipient=params.recipient or {}, **_optional(params, delivery, callback_url, test),
                     **extra, idempotency_key=key)
-            except FormsyncError as e:
+            except (FormsyncError, DocumentUnreadable) as e:  # refused, or a file gone since validation
                 failed += 1
                 with store.session() as s:
                     row_rec = s.exec(select(OutreachRow).where(OutreachRow.idempotency_key == key)).one()

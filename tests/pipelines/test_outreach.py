@@ -19,7 +19,15 @@ from connector.client import FormClient
 from connector.models import FieldDescriptor, Option
 from connector.store import OutreachRow, RequestRow, Store
 from pipelines.cli import app
-from pipelines.outreach import RowParams, idempotency_key, row_identity, run_outreach, validate_row
+from pipelines.outreach import (
+    DocumentUnreadable,
+    RowParams,
+    _Documents,
+    idempotency_key,
+    row_identity,
+    run_outreach,
+    validate_row,
+)
 from pipelines.poll import poll_once
 from tests.conftest import Sandbox
 
@@ -170,8 +178,9 @@ async def test_sent_requests_are_stored_with_their_form_so_a_poll_of_that_form_f
         stored = {r.id: r for r in s.exec(select(RequestRow))}
     assert len(stored) == 3 and {(r.form_id, r.status) for r in stored.values()} == {(form, "pending")}
     first = sorted(stored)[0]
+    prefilled = (await client.get_request(first)).prefill or {}  # readonly keys keep their prefilled value
     done = await sandbox.helper("requests.complete", {"requestId": first, "answers": {
-        "name": "Ada", "email": "ada@example.com"}})
+        "name": "Ada", "email": "ada@example.com", **prefilled}})
     assert done.ok, done.body
     report = await poll_once(client, store, form_id=form)
     assert (report.completed, report.still_pending) == (1, 2)
@@ -357,6 +366,14 @@ async def test_a_create_refused_by_the_service_is_failed_reported_and_retried_ne
 
 PDF = b"%PDF-1.4\n" + bytes(range(200)) + b"\n%%EOF\n"
 PNG = b"\x89PNG\r\n\x1a\n" + bytes(range(120))
+
+
+async def test_a_document_file_gone_since_validation_fails_its_row_with_a_clear_error(
+        sandbox: Sandbox, client: FormClient, store: Store, tmp_path: Path) -> None:
+    docs = _Documents(client, store, "gone", sandbox.pro.forms["Approval"], tmp_path)
+    with pytest.raises(DocumentUnreadable, match="gone.pdf' cannot be read"):
+        await docs.refs(RowParams(documents={"": "gone.pdf"}))
+    assert docs.uploads == 0 and docs.ids == {} and docs.digests == {}
 
 
 async def test_document_column_uploads_each_distinct_file_once_and_reuses_it(
