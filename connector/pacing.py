@@ -7,9 +7,8 @@ between the moment the client sends it and the moment the answer comes back. A s
 admitted through :meth:`Pacer.slot` is logged at the time its answer came back (and
 counted as "now" while it is in flight), so the next send that depends on it can never
 reach the service less than a window after it did, whatever the latency. That needs no
-margin for latency, so the pacer runs at the limit itself (a fixed 0.25 s margin cost
-0.4 % of a 60 s window, and 5 % of a 5 s one). ``margin`` is left only for the clocks'
-granularity."""
+margin for latency, so the pacer runs at the limit itself; ``margin`` covers only the
+clocks' granularity."""
 
 from __future__ import annotations
 

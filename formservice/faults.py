@@ -2,8 +2,9 @@
 
 The plan is data (a seed and a list of rules) and the decision is a pure function of the
 plan, the rules' counters, the call number and the method name, so a seed replays the
-same faults call for call. The HTTP binding (``formservice/rpc.py``) applies the
-decision; the domain never sees it.
+same faults call for call. The bindings apply the decision (``formservice/rpc.py`` to
+``/api/v1`` calls, ``formservice/mcp.py`` to the agent endpoint's ``tools/call``); the
+domain never sees it.
 
 Kinds of fault:
 
@@ -11,7 +12,7 @@ Kinds of fault:
   ``details.retryAfterMs``.
 - ``error_5xx``: the call is refused, not run: 500 INTERNAL_ERROR in the API envelope, or
   a proxy's bare 502/503/504 page.
-- ``latency``: the answer is held back ``latencyMs``; it combines with the others.
+- ``latency``: the call waits ``latencyMs`` before it runs; it combines with the others.
 - ``reset``: the call runs and commits, then the connection is closed after part of the
   response was sent.
 - ``drop_after_commit``: the call runs and commits, then the connection is closed before
@@ -77,7 +78,7 @@ class FaultRule(Params):
 
 class FaultPlan(Params):
     """``faults.set`` params: a seed (the same seed replays the same faults) and the rules,
-    tried in order for every ``/api/v1`` call; the first refusing or dropping rule that
+    tried in order for every ``/api/v1`` call and ``tools/call``; the first refusing or dropping rule that
     fires decides the call, and every firing latency rule adds its delay."""
 
     seed: Annotated[int, Field(ge=0, le=2**63 - 1)] = 0
@@ -210,7 +211,8 @@ class FaultInjector:
         self.injected = dict.fromkeys(KINDS, 0)
 
     def next(self, method: str) -> Fault:
-        """The fault for the next ``/api/v1`` call of ``method`` (none without a plan)."""
+        """The fault for the next call of ``method`` (an API method or an agent tool; none
+        without a plan)."""
         if self.plan is None:
             return Fault()
         fault = decide(self.plan, self.state, method)

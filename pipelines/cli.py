@@ -304,12 +304,15 @@ def _field_titles(settings: Any, form: str | None) -> tuple[dict[str, str], list
     return {f.key: f.title or f.key for f in fields}, [f.key for f in fields]
 
 
-def _list_fields(settings: Any, form: str) -> list[Any]:
-    """The form's fields from one fields.list call (a ``FormsyncError`` when it fails)."""
+def _list_fields(settings: Any, form: str, *, retries: int | None = None) -> list[Any]:
+    """The form's fields from one fields.list call (a ``FormsyncError`` when it fails);
+    ``retries`` overrides the configured retries."""
     from connector.client import FormClient
 
+    overrides = {} if retries is None else {"max_retries": retries}
+
     async def fetch() -> list[Any]:
-        async with FormClient.from_settings(settings.service) as fc:
+        async with FormClient.from_settings(settings.service, **overrides) as fc:
             return (await fc.list_fields(form)).items
 
     return asyncio.run(fetch())
@@ -322,7 +325,8 @@ def _field_order(settings: Any, form: str) -> list[str] | None:
     from connector.errors import FormsyncError
 
     try:
-        return [f.key for f in _list_fields(settings, form)]
+        # A nicety for an export that needs only the store: one try, no waiting on retries.
+        return [f.key for f in _list_fields(settings, form, retries=0)]
     except FormsyncError as e:
         typer.echo(f"warning: cannot read the field order of form {form} ({e}); the field columns follow "
                    f"the order in which answers were first seen", err=True)

@@ -15,6 +15,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from html.parser import HTMLParser
+from urllib.parse import urljoin
 
 import aiohttp
 
@@ -155,14 +156,15 @@ class _FormParser(HTMLParser):
 
 def parse_page_form(html: str, page_url: str = "") -> PageForm:
     """The first ``<form>`` of ``html`` with its named controls. ``action`` is the form's
-    action, or ``page_url`` when it has none (a form posts back to its own page). A page
+    action resolved against ``page_url`` (the page itself when it has none: a form posts
+    back to its own page). A page
     without a form is a ``ValueError``."""
     p = _FormParser()
     p.feed(html)
     p.close()
     if p.form is None:
         raise ValueError("the page has no <form>: it is not a form page (a closed or thank-you page?)")
-    return PageForm(method=(p.form.get("method") or "get").lower(), action=p.form.get("action") or page_url,
+    return PageForm(method=(p.form.get("method") or "get").lower(), action=urljoin(page_url, p.form.get("action") or ""),
                     enctype=(p.form.get("enctype") or "application/x-www-form-urlencoded").lower(),
                     controls=tuple(p.controls))
 

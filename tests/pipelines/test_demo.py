@@ -330,6 +330,13 @@ def test_form_data_is_what_a_browser_posts() -> None:
     assert form.blanks() == {"topic", "agree"}
 
 
+def test_a_relative_form_action_is_resolved_against_the_page() -> None:
+    page = '<form method="post" action="/r/rq_1/submit"><input name="a" value="1"></form>'
+    assert parse_page_form(page, "http://127.0.0.1:9/r/rq_1").action == "http://127.0.0.1:9/r/rq_1/submit"
+    assert parse_page_form(page.replace("/r/rq_1/submit", "https://other.test/x"),
+                           "http://127.0.0.1:9/r/rq_1").action == "https://other.test/x"
+
+
 def test_fill_enters_answers_and_names_what_cannot_be_entered() -> None:
     form = parse_page_form(PAGE)
     filled = fill(form, {"topic": "support", "message": "Hi", "rating": "1", "tags": ["b"], "agree": "on"})
