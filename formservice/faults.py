@@ -24,14 +24,14 @@ from __future__ import annotations
 import random
 from collections.abc import Collection
 from dataclasses import dataclass, field
-from typing import Annotated, Literal, Self
+from typing import Annotated, Literal, Self, get_args
 
 from pydantic import Field, model_validator
 
 from .domain.base import Params, Result
 
 Kind = Literal["rate_limited", "error_5xx", "latency", "reset", "drop_after_commit"]
-KINDS: tuple[str, ...] = ("rate_limited", "error_5xx", "latency", "reset", "drop_after_commit")
+KINDS: tuple[str, ...] = get_args(Kind)
 # The members that shape one kind's fault, and may only be given on a rule of that kind.
 KIND_OPTIONS = {"retryAfterMs": "rate_limited", "status": "error_5xx", "latencyMs": "latency"}
 LOG_LIMIT = 10_000  # injected faults remembered for faults.get

@@ -136,7 +136,7 @@ class Service:
             if source is not self._seed_copy:
                 source.close()
         self.clock.offset_ms = int(self._meta("clock_offset_ms") or 0)
-        self.set_limits(**vars(replace(self._initial_limits)))
+        self.set_limits(**vars(self._initial_limits))
         for window in (self.calls, self.creates, self.failed_auth):
             window.reset()
         self.call_log.clear()
