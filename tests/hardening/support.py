@@ -9,7 +9,6 @@ import contextlib
 import json
 import os
 import shutil
-import signal
 import subprocess
 import sys
 import tempfile
@@ -121,14 +120,20 @@ def sandbox_process(data_dir: Path, *, env: dict[str, str] | None = None,
         creds = json.loads(creds_file.read_text())
         yield SandboxProcess(proc, creds["baseUrl"], creds)
     finally:
-        proc.terminate()
-        try:
-            proc.wait(30)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(30)
+        _stop(proc)
         out.close()
         err.close()
+
+
+def _stop(proc: subprocess.Popen[bytes]) -> None:
+    """SIGTERM a process still running, and kill it if it has not ended within 30 s."""
+    if proc.poll() is None:
+        proc.terminate()
+    try:
+        proc.wait(30)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait(30)
 
 
 @contextlib.contextmanager
@@ -152,13 +157,7 @@ def receive_process(config: Path, out_dir: Path, *, db: str | None = None, name:
             time.sleep(0.05)
         yield proc, out_path.read_text().split("listening on ", 1)[1].split()[0]
     finally:
-        if proc.poll() is None:
-            proc.send_signal(signal.SIGTERM)
-            try:
-                proc.wait(30)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait(30)
+        _stop(proc)
         out.close()
         err.close()
 

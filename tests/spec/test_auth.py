@@ -276,8 +276,12 @@ async def test_sandbox_helpers_add_and_remove_a_member(sandbox):
     assert removed == {"userId": added["userId"], "removed": True, "tokensDeleted": 1}
     (await me(sandbox, added["token"])).expect("UNAUTHORIZED", 401)
     (await sandbox.helper("members.remove", {"userId": added["userId"]})).expect("NOT_FOUND", 404, field="userId")
+    with sandbox.service.session() as s:
+        before = len(s.exec(select(Member)).all()), len(s.exec(select(User)).all())
     (await sandbox.helper("members.add", {"email": "not-an-email", "name": "X"})).expect(
         "VALIDATION_ERROR", 400, field="email")
+    with sandbox.service.session() as s:
+        assert (len(s.exec(select(Member)).all()), len(s.exec(select(User)).all())) == before, "nothing stored"
     assert (await me(sandbox, sandbox.pro.token)).status == 200, "the caller's token is untouched"
 
 
