@@ -3,6 +3,7 @@
 * PostgreSQL: a session advisory lock (``pg_try_advisory_lock``) held on a dedicated
   connection. When the holder dies, its connection closes and PostgreSQL releases the
   lock at once, so a waiting process takes over on its next attempt.
+* MySQL / MariaDB: a named lock (``GET_LOCK``), held the same way by its session.
 * SQLite: a lease row (``formsync_scheduler_lease``) that the holder renews; another
   process may take it once ``expires_at`` has passed (the holder died or hung).
 
@@ -49,11 +50,15 @@ class LeaderLock(Protocol):
 
 
 class AdvisoryLock:
-    """A PostgreSQL session advisory lock on a connection of its own."""
+    """A PostgreSQL session advisory lock on a connection of its own (or, subclassed, any
+    lock that lives as long as its session)."""
+
+    take = "SELECT pg_try_advisory_lock(:k)"
+    give = "SELECT pg_advisory_unlock(:k)"
 
     def __init__(self, store: Store, name: str = LOCK_NAME) -> None:
         self.store = store
-        self.key = advisory_key(name)
+        self.key: int | str = advisory_key(name)
         self.conn: Connection | None = None
 
     def _drop(self) -> None:
@@ -69,7 +74,7 @@ class AdvisoryLock:
         try:
             if self.conn is None:
                 self.conn = self.store.engine.connect().execution_options(isolation_level="AUTOCOMMIT")
-            got = bool(self.conn.execute(text("SELECT pg_try_advisory_lock(:k)"), {"k": self.key}).scalar())
+            got = self.conn.execute(text(self.take), {"k": self.key}).scalar() == 1
         except Exception as e:  # the database is unreachable: not the leader, try again later
             log.warning("cannot reach the database for the scheduler lock: %s", e)
             self._drop()
@@ -92,10 +97,22 @@ class AdvisoryLock:
     def release(self) -> None:
         if self.conn is not None:
             try:
-                self.conn.execute(text("SELECT pg_advisory_unlock(:k)"), {"k": self.key})
+                self.conn.execute(text(self.give), {"k": self.key})
             except Exception:  # closing the session below releases it anyway
                 pass
             self._drop()
+
+
+class NamedLock(AdvisoryLock):
+    """A MySQL / MariaDB named lock (``GET_LOCK``, not waiting) on a connection of its
+    own: like PostgreSQL's advisory lock, the server frees it when the session ends."""
+
+    take = "SELECT GET_LOCK(:k, 0)"
+    give = "SELECT RELEASE_LOCK(:k)"
+
+    def __init__(self, store: Store, name: str = LOCK_NAME) -> None:
+        super().__init__(store, name)
+        self.key = name
 
 
 class LeaseLock:
@@ -145,7 +162,10 @@ class LeaseLock:
 
 
 def leader_lock(store: Store, *, lease_seconds: float = 30.0) -> LeaderLock:
-    """The lock that fits the store's database: advisory on PostgreSQL, a lease otherwise."""
+    """The lock that fits the store's database: advisory on PostgreSQL, named on MySQL /
+    MariaDB, a lease otherwise."""
     if store.engine.dialect.name == "postgresql":
         return AdvisoryLock(store)
+    if store.engine.dialect.name == "mysql":
+        return NamedLock(store)
     return LeaseLock(store, ttl_seconds=lease_seconds)

@@ -30,6 +30,7 @@ from .mapping import (
     submission_rows,
 )
 from .merge import REQUEST_MERGE, merge, write_submissions
+from .mysql import MySQLWriter
 from .postgresql import PostgreSQLWriter
 from .sqlite import READ_OPTION, SQLiteWriter
 from .tables import CURSORS, EVENTS, SyncCursor
@@ -40,7 +41,7 @@ _RETRIES = 5  # a transient conflict (see Writer.retryable): the whole transacti
 
 # The writer of each database, by SQLAlchemy backend name: a new database is a module
 # with its writer, and one line here.
-WRITERS: dict[str, type[Writer]] = {"sqlite": SQLiteWriter, "postgresql": PostgreSQLWriter}
+WRITERS: dict[str, type[Writer]] = {"sqlite": SQLiteWriter, "postgresql": PostgreSQLWriter, "mysql": MySQLWriter}
 
 
 def _normalise_url(url: str | Path) -> str:
@@ -49,6 +50,9 @@ def _normalise_url(url: str | Path) -> str:
     for bare in ("postgresql://", "postgres://"):
         if url.startswith(bare):  # psycopg 3 is the driver this distribution installs
             return "postgresql+psycopg://" + url[len(bare):]
+    for bare in ("mysql://", "mariadb://", "mariadb+pymysql://"):
+        if url.startswith(bare):  # PyMySQL is the driver this distribution installs
+            return "mysql+pymysql://" + url[len(bare):]
     return url
 
 
@@ -74,14 +78,15 @@ class Store:
         self.clock = clock
         writer = WRITERS.get(make_url(self.url).get_backend_name())
         if writer is None:
-            raise ValueError(f"unsupported database URL {self.url!r}: use sqlite:///path.db or "
-                             f"postgresql+psycopg://user@host/db")
+            shown = make_url(self.url).render_as_string(hide_password=True)
+            raise ValueError(f"unsupported database URL {shown!r}: use sqlite:///path.db, "
+                             f"postgresql+psycopg://user@host/db or mysql+pymysql://user@host/db")
         self._writer: type[Writer] = writer
         self.engine: Engine = writer.create_engine(self.url, echo=echo)
 
     @property
     def backend(self) -> str:
-        """The database's kind, as SQLAlchemy names it: ``sqlite`` or ``postgresql``."""
+        """The database's kind, as SQLAlchemy names it: ``sqlite``, ``postgresql`` or ``mysql``."""
         return self.engine.dialect.name
 
     def close(self) -> None:
@@ -103,8 +108,11 @@ class Store:
         cfg = alembic_config(self.url)
         with self.engine.begin() as conn:
             self._writer.lock_migrations(conn)
-            cfg.attributes["connection"] = conn
-            command.upgrade(cfg, "head")
+            try:
+                cfg.attributes["connection"] = conn
+                command.upgrade(cfg, "head")
+            finally:
+                self._writer.unlock_migrations(conn)
 
     # -- sessions -------------------------------------------------------------------
 

@@ -37,6 +37,11 @@ class Writer(Protocol):
         ...
 
     @classmethod
+    def unlock_migrations(cls, conn: Connection) -> None:
+        """Release what ``lock_migrations`` took, where it outlives the transaction."""
+        ...
+
+    @classmethod
     def retryable(cls, error: BaseException) -> bool:
         """Whether ``error`` (raised by a write) means the whole transaction may run again."""
         ...
@@ -89,9 +94,9 @@ def by_keys(rows: Sequence[Mapping[str, Any]]) -> Iterator[tuple[tuple[str, ...]
     yield from groups.items()
 
 
-def quote(col: str) -> str:
+def quote(col: str, char: str = '"') -> str:
     """A quoted column name ("metadata" is one; quoting every column keeps statements uniform)."""
-    return f'"{col}"'
+    return f"{char}{col}{char}"
 
 
 class SQLWriter:
@@ -101,6 +106,7 @@ class SQLWriter:
     A database's writer subclasses it and fills in the parts marked below."""
 
     placeholder: ClassVar[str] = "?"
+    quote_char: ClassVar[str] = '"'  # MySQL quotes names with backticks
     insert: ClassVar[Callable[[Table], Any]]  # the dialect's INSERT … ON CONFLICT construct
 
     def __init__(self, conn: Connection) -> None:
@@ -111,6 +117,10 @@ class SQLWriter:
     @classmethod
     def lock_migrations(cls, conn: Connection) -> None:
         """Nothing to do where the migration's own transaction already serialises them."""
+
+    @classmethod
+    def unlock_migrations(cls, conn: Connection) -> None:
+        """Release what ``lock_migrations`` took, where it outlives the transaction."""
 
     @classmethod
     def retryable(cls, error: BaseException) -> bool:
@@ -150,6 +160,15 @@ class SQLWriter:
         # A JSON column is in ``cols`` only when the row carries it; a default column may not be.
         return tuple([self.json(row[c]) if c in js else row[c] if c in row else defaults[c] for c in cols])
 
+    def quote(self, col: str) -> str:
+        """``col`` quoted in this database's way."""
+        return quote(col, self.quote_char)
+
+    def conflict_free_insert(self, table: str, cols: Sequence[str]) -> str:
+        """An insert of one row of ``cols`` that does nothing when its id is stored."""
+        return (f"INSERT INTO {table} ({', '.join(self.quote(c) for c in cols)}) "
+                f"VALUES ({self.marks(len(cols))}) ON CONFLICT (id) DO NOTHING")
+
     def marks(self, n: int) -> str:
         """``n`` placeholders, comma separated."""
         return ", ".join([self.placeholder] * n)
@@ -185,12 +204,7 @@ class SQLWriter:
         inserted: set[str] = set()
         for keys, group in by_keys(rows):
             cols = tuple(sorted({*keys, *(c for c in _DEFAULTS[table] if c not in keys)}))
-
-            def build(cols: tuple[str, ...] = cols) -> str:
-                return (f"INSERT INTO {table} ({', '.join(quote(c) for c in cols)}) "
-                        f"VALUES ({self.marks(len(cols))}) ON CONFLICT (id) DO NOTHING")
-
-            sql = self.sql(("insert", table, cols), build)
+            sql = self.sql(("insert", table, cols), lambda cols=cols: self.conflict_free_insert(table, cols))
             inserted |= self.run_inserts(sql, group, [self.params(table, cols, r) for r in group])
         return inserted
 
@@ -212,8 +226,8 @@ class SQLWriter:
         p = self.placeholder
 
         def build() -> str:
-            sets = ", ".join(f"{quote(c)} = COALESCE({quote(c)}, {p})" if c in coalesce else f"{quote(c)} = {p}"
-                             for c in cols)
+            q = self.quote
+            sets = ", ".join(f"{q(c)} = COALESCE({q(c)}, {p})" if c in coalesce else f"{q(c)} = {p}" for c in cols)
             return f"UPDATE {table} SET {sets} WHERE id = {p}"
 
         sql = self.sql(("update", table, cols, coalesce & set(cols)), build)

@@ -28,10 +28,10 @@ from connector.settings import load_settings
 from connector.store import JobRun, OutreachRow, RequestRow, Store
 from pipelines.cli import app
 from pipelines.jobs import check_jobs, trigger_for
-from pipelines.leader import AdvisoryLock, LeaseLock
+from pipelines.leader import AdvisoryLock, LeaseLock, NamedLock, leader_lock
 from pipelines.scheduler import JOBSTORE_TABLE, SchedulerOptions, serve
 from tests.conftest import Sandbox
-from tests.connector.conftest import db_url, pg_database  # noqa: F401  (fixtures)
+from tests.connector.conftest import db_url, mysql_database, pg_database  # noqa: F401  (fixtures)
 
 FAST = {"callsPerMinute": 10000, "createsPerMinute": 10000}
 HEADER = ["externalId", "name", "email", "topic"]
@@ -247,10 +247,12 @@ def test_lease_lock_on_sqlite(tmp_path: Path) -> None:
     store.close()
 
 
-@pytest.mark.parametrize("db_url", ["postgresql"], indirect=True)
-def test_advisory_lock_on_postgresql(db_url: str) -> None:  # noqa: F811
+@pytest.mark.parametrize("db_url", ["postgresql", "mysql"], indirect=True)
+def test_session_lock_on_postgresql_and_mysql(db_url: str) -> None:  # noqa: F811
     s1, s2 = Store(db_url), Store(db_url)
-    a, b = AdvisoryLock(s1), AdvisoryLock(s2)
+    a, b = leader_lock(s1), leader_lock(s2)
+    assert isinstance(a, AdvisoryLock) and isinstance(b, AdvisoryLock)
+    assert type(a) is (NamedLock if s1.backend == "mysql" else AdvisoryLock)
     try:
         assert a.try_acquire() and not b.try_acquire()
         assert a.still_held()
@@ -299,7 +301,7 @@ async def ended(proc: asyncio.subprocess.Process, limit: float = 20) -> int:
 
 
 @pytest.mark.slow  # two child processes, a SIGKILL and a takeover: bounded, about 15-30 s
-@pytest.mark.parametrize("db_url", ["postgresql"], indirect=True)
+@pytest.mark.parametrize("db_url", ["postgresql", "mysql"], indirect=True)
 async def test_two_processes_never_run_a_job_twice_and_the_second_takes_over(
         fast: Sandbox, db_url: str, tmp_path: Path) -> None:  # noqa: F811
     form = fast.pro.forms["Contact"]

@@ -1,0 +1,119 @@
+"""The MySQL / MariaDB writer (PyMySQL): id lists travel as one sequence parameter
+(expanded by the driver), an insert of a new id reports itself by its row count, and the
+rows a merge reads are locked in id order. A deadlock or lock wait timeout runs the
+transaction again; concurrent migrations are serialised by a named lock (``GET_LOCK``).
+
+MySQL needs a length for every ``VARCHAR``: the schema's unsized strings (``sa.String()``)
+are created as ``VARCHAR(191)`` in a primary key (four of them fit InnoDB's 3072-byte key
+in utf8mb4), ``TEXT`` for URLs, and ``VARCHAR(255)`` otherwise."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from sqlalchemy import String, text
+from sqlalchemy.dialects import mysql as mysql_dialect
+from sqlalchemy.engine import Connection, Engine
+from sqlalchemy.ext.compiler import compiles
+from sqlmodel import create_engine
+
+from .mapping import SyncMark
+from .writer import SQLWriter
+
+MIGRATION_LOCK = "formsync-migrate"  # the named lock of Store.migrate
+MIGRATION_LOCK_SECONDS = 300
+_RETRY_CODES = (1213, 1205)  # deadlock found, lock wait timeout exceeded
+
+
+@compiles(String, "mysql")
+def _unsized_string(type_: String, compiler: Any, **kw: Any) -> str:
+    if type_.length is not None:
+        return str(compiler.visit_string(type_, **kw))
+    column = kw.get("type_expression")
+    name = str(getattr(column, "name", ""))
+    if getattr(column, "primary_key", False):
+        return "VARCHAR(191)"
+    if name == "url" or name.endswith("_url"):
+        return "TEXT"
+    return "VARCHAR(255)"
+
+
+class MySQLWriter(SQLWriter):
+    """Writes on MySQL and MariaDB."""
+
+    placeholder = "%s"
+    quote_char = "`"
+    insert = staticmethod(mysql_dialect.insert)
+
+    @classmethod
+    def create_engine(cls, url: str, *, echo: bool) -> Engine:
+        """A MySQL engine in utf8mb4 and UTC that checks a pooled connection before use;
+        transactions read committed (a merge locks the rows it reads, like PostgreSQL's)."""
+        engine = create_engine(url, echo=echo, pool_pre_ping=True, isolation_level="READ COMMITTED",
+                               connect_args={"charset": "utf8mb4", "init_command": "SET time_zone = '+00:00'"})
+        return engine
+
+    @classmethod
+    def lock_migrations(cls, conn: Connection) -> None:
+        """Concurrent first starts would race to create the tables: one waits for the other."""
+        got = conn.execute(text("SELECT GET_LOCK(:n, :t)"), {"n": MIGRATION_LOCK, "t": MIGRATION_LOCK_SECONDS})
+        if got.scalar() != 1:
+            raise TimeoutError(f"another process held the migration lock for {MIGRATION_LOCK_SECONDS} s")
+
+    @classmethod
+    def unlock_migrations(cls, conn: Connection) -> None:
+        """A named lock belongs to the session, not the transaction: give it back."""
+        conn.execute(text("SELECT RELEASE_LOCK(:n)"), {"n": MIGRATION_LOCK})
+
+    @classmethod
+    def retryable(cls, error: BaseException) -> bool:
+        """A deadlock or lock wait timeout: the transaction may run again."""
+        args = getattr(getattr(error, "orig", None), "args", ())
+        return bool(args) and args[0] in _RETRY_CODES
+
+    def ids_param(self, ids: Sequence[str]) -> Any:
+        return tuple(ids) or ("",)  # the driver writes a sequence as (a, b, …); () is not SQL
+
+    def in_ids(self, col: str) -> str:
+        return f"{col} IN %s"
+
+    def lock_clause(self) -> str:
+        return " ORDER BY id FOR UPDATE"
+
+    def conflict_free_insert(self, table: str, cols: Sequence[str]) -> str:
+        # INSERT IGNORE skips a row whose id is stored (row count 0). It would also turn
+        # other errors into warnings, but every row comes from the mapping with all its
+        # NOT NULL columns and no other unique key, so the duplicate id is the one case.
+        return (f"INSERT IGNORE INTO {table} ({', '.join(self.quote(c) for c in cols)}) "
+                f"VALUES ({self.marks(len(cols))})")
+
+    def run_inserts(self, sql: str, rows: Sequence[Mapping[str, Any]], params: list[tuple[Any, ...]]) -> set[str]:
+        inserted: set[str] = set()
+        for r, p in zip(rows, params, strict=True):
+            if self.cur.execute(sql, p) == 1:
+                inserted.add(r["id"])
+        return inserted
+
+    def set_cursor(self, form_id: str, mark: SyncMark, stream: str, now: int) -> None:
+        # MySQL's upsert has no WHERE: insert the row if absent, then move it forward only.
+        self.cur.execute(
+            "INSERT INTO formsync_sync_cursors (form_id, stream, last_created_at, last_id, updated_at) "
+            "VALUES (%s, %s, %s, %s, %s) ON DUPLICATE KEY UPDATE form_id = form_id",
+            (form_id, stream, mark.created_at, mark.submission_id, now))
+        self.cur.execute(
+            "UPDATE formsync_sync_cursors SET last_created_at = %s, last_id = %s, updated_at = %s "
+            "WHERE form_id = %s AND stream = %s AND (last_created_at, last_id) < (%s, %s)",
+            (mark.created_at, mark.submission_id, now, form_id, stream, mark.created_at, mark.submission_id))
+
+
+def compare_column_type(context: Any, inspected_column: Any, metadata_column: Any, inspected_type: Any,
+                        metadata_type: Any) -> bool | None:
+    """Alembic's type comparison for the store's schema: an unsized string stored with
+    the size (or as the TEXT) MySQL needs is no difference; anything else is left to
+    Alembic (None)."""
+    declared = getattr(metadata_type, "impl", metadata_type)  # sqlmodel's AutoString decorates a String
+    if context.dialect.name == "mysql" and isinstance(inspected_type, String) \
+            and isinstance(declared, String) and declared.length is None:
+        return False
+    return None
