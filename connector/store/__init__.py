@@ -36,6 +36,7 @@ from .tables import (
     OUTREACH_STATES,
     VERSION_TABLE,
     AnswerRow,
+    FormField,
     JobRun,
     OutreachJob,
     OutreachRow,
@@ -46,10 +47,12 @@ from .tables import (
     SubmissionRow,
     SyncCursor,
 )
+from .views import VIEW_PREFIX, FormView, ViewColumn, select_sql, view_name
 
 __all__ = [
+    "VIEW_PREFIX", "FormView", "ViewColumn", "select_sql", "view_name",
     "ANSWER_COLUMNS", "METADATA", "NAMING_CONVENTION", "OUTREACH_STATES", "SOURCES", "SQLITE_BUSY_TIMEOUT_MS",
-    "TERMINAL_STATUSES", "VERSION_TABLE", "WRITERS", "AnswerRow", "EventRows", "Incoming", "JobRun", "OutreachJob",
+    "TERMINAL_STATUSES", "VERSION_TABLE", "WRITERS", "AnswerRow", "EventRows", "FormField", "Incoming", "JobRun", "OutreachJob",
     "OutreachRow", "RawEvent", "RequestRow", "SchedulerLease", "Source", "Store", "StoreModel", "StoreOutcome",
     "SubmissionRow", "SyncCursor", "SyncMark", "alembic_config", "answer_rows", "answer_tuples", "display_text",
     "compare_column_type", "epoch_ms", "event_to_rows", "is_matrix", "list_ts_ms", "request_rank", "submission_rank", "value_text",

@@ -4,6 +4,7 @@ transient conflict where the database has them), and applies the schema's migrat
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
@@ -17,6 +18,7 @@ from sqlalchemy.exc import DBAPIError, OperationalError
 from sqlmodel import Session
 
 from ..models import Event
+from .keeper import ViewKeeper
 from .mapping import (
     SOURCES,
     EventRows,
@@ -34,7 +36,10 @@ from .mysql import MySQLWriter
 from .postgresql import PostgreSQLWriter
 from .sqlite import READ_OPTION, SQLiteWriter
 from .tables import CURSORS, EVENTS, SyncCursor
+from .views import FormView
 from .writer import Writer
+
+log = logging.getLogger("formsync.store")
 
 T = TypeVar("T")
 _RETRIES = 5  # a transient conflict (see Writer.retryable): the whole transaction is run again
@@ -83,6 +88,7 @@ class Store:
                              f"postgresql+psycopg://user@host/db or mysql+pymysql://user@host/db")
         self._writer: type[Writer] = writer
         self.engine: Engine = writer.create_engine(self.url, echo=echo)
+        self._views = ViewKeeper(self.engine, clock)
 
     @property
     def backend(self) -> str:
@@ -191,6 +197,7 @@ class Store:
             return new
 
         new = self._write_tx(work) if firsts else set()
+        self._learn_fields([m.submission for m in firsts.values() if m.submission and m.raw["id"] in new])
         outcomes = []
         for m in mapped:
             eid = m.raw["id"]
@@ -233,7 +240,38 @@ class Store:
                 w.set_cursor(form_id, cursor, stream, now)
             return written
 
-        return self._write_tx(work)
+        written = self._write_tx(work)
+        self._learn_fields(rows)
+        return written
+
+    # -- the typed views of the forms ------------------------------------------------------
+
+    def _learn_fields(self, rows: Sequence[Mapping[str, Any]]) -> None:
+        """After a write: a form or field seen for the first time gets its view (re)built.
+        The rows are stored already, so a failure here is logged, never raised."""
+        try:
+            self._views.learn(rows)
+        except Exception as e:  # the view catches up at the next change or `formsync views`
+            log.warning("could not update the typed view of a form: %s", e)
+
+    def record_fields(self, form_id: str, items: Sequence[Mapping[str, Any] | BaseModel]) -> FormView:
+        """Store a form's ``fields.list`` items as its field list (their order, types,
+        titles and choices) and rebuild its view ``formsync_form_<slug>``. A field no
+        longer listed keeps its column while stored submissions answer it."""
+        plain = [i.model_dump(exclude_none=True) if isinstance(i, BaseModel) else dict(i) for i in items]
+        return self._views.record_list(form_id, plain)
+
+    def refresh_views(self, form_ids: Sequence[str] | None = None) -> list[FormView]:
+        """Learn the fields answered in the stored submissions (of ``form_ids``, or of
+        every form) that no field list holds yet, and (re)build every such form's view.
+        Returns the views of those forms."""
+        self._views.learn_stored(form_ids)
+        forms = self._views.forms() if form_ids is None else list(form_ids)
+        return [self._views.rebuild(f) for f in forms if f in set(self._views.forms())]
+
+    def views(self) -> list[FormView]:
+        """The typed view of every form the store knows (name, form, columns), by form id."""
+        return self._views.views()
 
     # -- sync cursors ---------------------------------------------------------------
 

@@ -31,8 +31,8 @@ from connector.store import (
     SyncCursor,
     SyncMark,
     alembic_config,
-    compare_column_type,
     answer_rows,
+    compare_column_type,
     event_to_rows,
 )
 
