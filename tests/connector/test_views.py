@@ -4,8 +4,8 @@ MariaDB: built when a form or field first appears, typed from fields.list, and p
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 import json
+from collections.abc import Iterator
 from datetime import date
 from typing import Any
 
