@@ -511,6 +511,49 @@ def status(
     Console().print(render_status(report))
 
 
+@app.command()
+def views(
+    config: ConfigOption = None,
+    form: Annotated[str | None, typer.Option(help="Only this form id (default: every form the store knows).")]
+    = None,
+) -> None:
+    """Create or update the typed view of each form in your database
+    ([bold]formsync_form_<form id>[/bold]: one row per submission, one typed column per field)
+    and list them as JSON. With service.token, each form's fields.list types and orders
+    the columns; without it, the types come from the stored answers.
+
+    Example: [bold]formsync views --config formsync.toml[/bold]
+    """
+    from pydantic import ValidationError
+
+    from connector.client import FormClient
+    from connector.settings import load_settings
+    from pipelines.views import refresh_views
+
+    try:
+        settings = load_settings(config)
+    except FileNotFoundError as e:
+        raise typer.BadParameter(str(e), param_hint="--config") from None
+    except ValidationError as e:
+        raise typer.BadParameter(f"invalid settings: {e}", param_hint="--config") from None
+    store = _migrated_store(settings.store.url)
+
+    async def run() -> str:
+        if settings.service.token is None:
+            return (await refresh_views(store, None, form_id=form)).model_dump_json()
+        async with FormClient.from_settings(settings.service) as fc:
+            return (await refresh_views(store, fc, form_id=form)).model_dump_json()
+
+    try:
+        report = asyncio.run(run())
+    except Exception as e:  # the database refused a view (e.g. a view of the user's own depends on it)
+        typer.echo(f"error: cannot update the views: {_first_line(e)}", err=True)
+        raise typer.Exit(1) from None
+    finally:
+        store.close()
+    typer.echo(report)
+
+
 def main() -> None:
     app()
 

@@ -14,6 +14,7 @@ from sqlalchemy import and_, insert, select, update
 from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.exc import IntegrityError
 
+from .sqlite import READ_OPTION
 from .tables import FORM_FIELDS, SUBMISSIONS
 from .views import DIALECTS, FormView, ViewField, fields_from_list, select_sql, value_type, view_columns
 
@@ -26,6 +27,7 @@ class ViewKeeper:
 
     def __init__(self, engine: Engine, clock: Any) -> None:
         self.engine = engine
+        self.reads = engine.execution_options(**{READ_OPTION: True})  # no write lock on SQLite
         self.clock = clock
         self._known: dict[str, set[str]] = {}  # form id -> field keys in its list
         self._lock = threading.Lock()
@@ -53,7 +55,7 @@ class ViewKeeper:
     def _known_keys(self, form_id: str) -> set[str]:
         known = self._known.get(form_id)
         if known is None:
-            with self.engine.connect() as conn:
+            with self.reads.connect() as conn:
                 known = self._known[form_id] = set(conn.execute(
                     select(FORM_FIELDS.c.field_key).where(FORM_FIELDS.c.form_id == form_id)).scalars())
         return known
@@ -113,17 +115,21 @@ class ViewKeeper:
         stmt = select(SUBMISSIONS.c.form_id, SUBMISSIONS.c.answers).order_by(SUBMISSIONS.c.submitted_at)
         if form_ids is not None:
             stmt = stmt.where(SUBMISSIONS.c.form_id.in_(form_ids))
-        changed: set[str] = set()
-        with self.engine.connect() as conn:
+        seen: dict[str, dict[str, Any]] = {}  # form id -> key -> first non-null value
+        with self.reads.connect() as conn:
             for part in conn.execution_options(yield_per=5000).execute(stmt).partitions():
-                changed.update(self.learn([{"form_id": f, "answers": _doc(a)} for f, a in part]))
-        return sorted(changed)
+                for form_id, answers in part:
+                    mine = seen.setdefault(form_id, {})
+                    for k, v in (_doc(answers) or {}).items():
+                        if v is not None:
+                            mine.setdefault(k, v)
+        return self.learn([{"form_id": f, "answers": a} for f, a in seen.items()])
 
     # -- the views --------------------------------------------------------------------
 
     def forms(self) -> list[str]:
         """The forms with a field list, by id."""
-        with self.engine.connect() as conn:
+        with self.reads.connect() as conn:
             return list(conn.execute(select(FORM_FIELDS.c.form_id).distinct().order_by(FORM_FIELDS.c.form_id))
                         .scalars())
 
@@ -163,7 +169,7 @@ class ViewKeeper:
 
     def views(self) -> list[FormView]:
         """The view of every form with a field list, as its list makes it now."""
-        with self.engine.connect() as conn:
+        with self.reads.connect() as conn:
             return [self.view_of(conn, f) for f in self.forms()]
 
 
