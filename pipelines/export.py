@@ -18,6 +18,7 @@ import json
 import os
 import tempfile
 from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import date, datetime
 from pathlib import Path
@@ -571,16 +572,39 @@ def export(store: Store, fmt: Format, out: Path, *, table: Table | Literal["all"
     names = list(TABLES) if table == "all" else [table]
     # Spilled batches go beside the output: the space the export needs is there anyway.
     with tempfile.TemporaryDirectory(prefix=f".{out.name}.", dir=out.parent) as tmpdir:
-        tables: list[_TableStream] = []
-        for name in names:
-            if name == "wide":
-                tables.append(_wide_stream(store, Path(tmpdir), form_id=form_id, since=since, display=display,
-                                           labels=labels, fields=fields, order=order))
-            elif name == "long":
-                tables.append(_long_stream(store, form_id=form_id, since=since, labels=labels, fields=fields))
-            else:
-                tables.append(_requests_stream(store, Path(tmpdir), form_id=form_id, since=since, status=status))
+        tables = [_stream(store, name, Path(tmpdir), form_id=form_id, since=since, status=status,  # type: ignore[arg-type]
+                          display=display, labels=labels, fields=fields, order=order) for name in names]
         return _write(tables, fmt, out)
+
+
+def _stream(store: Store, name: Table, tmpdir: Path, *, form_id: str | None, since: datetime | date | None,
+            status: str | None, display: bool, labels: dict[str, str] | None, fields: list[str] | None,
+            order: list[str] | None) -> _TableStream:
+    if name == "wide":
+        return _wide_stream(store, tmpdir, form_id=form_id, since=since, display=display, labels=labels,
+                            fields=fields, order=order)
+    if name == "long":
+        return _long_stream(store, form_id=form_id, since=since, labels=labels, fields=fields)
+    return _requests_stream(store, tmpdir, form_id=form_id, since=since, status=status)
+
+
+@contextmanager
+def table_batches(store: Store, table: Table, *, form_id: str | None = None, since: datetime | date | None = None,
+                  status: str | None = None, display: bool = False, labels: dict[str, str] | None = None,
+                  fields: list[str] | None = None, order: list[str] | None = None,
+                  ) -> Iterator[tuple[pa.Schema, Iterator[pa.RecordBatch]]]:
+    """The Arrow schema and record batches of one table, exactly as ``export`` writes
+    them (same arguments), for readers other than the file writers (``pipelines.frames``).
+    The batches are valid inside the ``with`` block (a wide table spills its batches to a
+    temporary directory, removed at its end)."""
+    if table not in TABLES:
+        raise ValueError(f"table must be one of {', '.join(TABLES)}, got {table!r}")
+    if status is not None and status not in REQUEST_STATUSES:
+        raise ValueError(f"status must be one of {', '.join(REQUEST_STATUSES)}, got {status!r}")
+    with tempfile.TemporaryDirectory(prefix="formsync-batches-") as tmpdir:
+        stream = _stream(store, table, Path(tmpdir), form_id=form_id, since=since, status=status, display=display,
+                         labels=labels, fields=fields, order=order)
+        yield stream.schema, stream.batches()
 
 
 def _write(tables: list[_TableStream], fmt: Format, out: Path) -> ExportReport:
