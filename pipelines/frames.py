@@ -45,6 +45,19 @@ def _json_columns(store: Store, form: str | None) -> set[str]:
     return {k for k, ks in kinds.items() if ks == {"json"}}
 
 
+Since = datetime | date | str | None
+
+
+def _since(since: Since) -> datetime | date | None:
+    """``since`` as the export takes it: an ISO date or time string is parsed (naive is UTC)."""
+    if isinstance(since, str):
+        try:
+            return datetime.fromisoformat(since)
+        except ValueError:
+            raise ValueError(f"since: expected an ISO date or time such as 2026-01-31, got {since!r}") from None
+    return since
+
+
 def _frame(batch: pa.RecordBatch, json_cols: set[str]) -> pd.DataFrame:
     df = batch.to_pandas(types_mapper=_NULLABLE.get)
     for col in json_cols & set(df.columns):
@@ -68,47 +81,48 @@ def _one(frames: Iterator[pd.DataFrame]) -> pd.DataFrame:
     return parts[0] if len(parts) == 1 else pd.concat(parts, ignore_index=True)
 
 
-def iter_wide(store: Store, *, form: str | None = None, since: datetime | date | None = None,
+def iter_wide(store: Store, *, form: str | None = None, since: Since = None,
               display: bool = False, fields: list[str] | None = None,
               order: list[str] | None = None) -> Iterator[pd.DataFrame]:
     """The wide table (one row per submission) as frames of at most ``CHUNK_ROWS`` rows,
     every frame with the same columns and dtypes. Arguments as ``pipelines.export.export``:
-    ``form`` (a form id), ``since`` (submitted at or after; naive is UTC), ``display``
+    ``form`` (a form id), ``since`` (submitted at or after: a date, a datetime or an ISO
+    string; naive is UTC), ``display``
     (display text instead of raw answers), ``fields`` (pick and order field columns),
     ``order`` (the form's field keys first, in that order)."""
     json_cols = set() if display else _json_columns(store, form)
-    yield from _frames(store, "wide", json_cols, form_id=form, since=since, display=display, fields=fields,
+    yield from _frames(store, "wide", json_cols, form_id=form, since=_since(since), display=display, fields=fields,
                        order=order)
 
 
-def wide(store: Store, *, form: str | None = None, since: datetime | date | None = None, display: bool = False,
+def wide(store: Store, *, form: str | None = None, since: Since = None, display: bool = False,
          fields: list[str] | None = None, order: list[str] | None = None) -> pd.DataFrame:
     """The wide table as one frame (see ``iter_wide``)."""
     return _one(iter_wide(store, form=form, since=since, display=display, fields=fields, order=order))
 
 
-def iter_long(store: Store, *, form: str | None = None, since: datetime | date | None = None,
+def iter_long(store: Store, *, form: str | None = None, since: Since = None,
               fields: list[str] | None = None) -> Iterator[pd.DataFrame]:
     """The long table (one row per answer: field key, group instance, matrix row, group
     member, the value as JSON text and its display text) as frames of at most
     ``CHUNK_ROWS`` rows."""
-    yield from _frames(store, "long", set(), form_id=form, since=since, fields=fields)
+    yield from _frames(store, "long", set(), form_id=form, since=_since(since), fields=fields)
 
 
-def long(store: Store, *, form: str | None = None, since: datetime | date | None = None,
+def long(store: Store, *, form: str | None = None, since: Since = None,
          fields: list[str] | None = None) -> pd.DataFrame:
     """The long table as one frame (see ``iter_long``)."""
     return _one(iter_long(store, form=form, since=since, fields=fields))
 
 
-def iter_requests(store: Store, *, form: str | None = None, since: datetime | date | None = None,
+def iter_requests(store: Store, *, form: str | None = None, since: Since = None,
                   status: str | None = None) -> Iterator[pd.DataFrame]:
     """The requests (status, outcome, recipient, times, ``metadata.<key>`` columns) as
     frames of at most ``CHUNK_ROWS`` rows; ``since`` filters on the creation time."""
-    yield from _frames(store, "requests", set(), form_id=form, since=since, status=status)
+    yield from _frames(store, "requests", set(), form_id=form, since=_since(since), status=status)
 
 
-def requests(store: Store, *, form: str | None = None, since: datetime | date | None = None,
+def requests(store: Store, *, form: str | None = None, since: Since = None,
              status: str | None = None) -> pd.DataFrame:
     """The requests as one frame (see ``iter_requests``)."""
     return _one(iter_requests(store, form=form, since=since, status=status))

@@ -46,6 +46,9 @@ def test_wide_frame_is_typed(store: Store) -> None:
     assert df["topic"].iloc[0] == "sales" and df["grid.speed"].iloc[0] == "good"
     assert df["colors"].iloc[0] == ["red", "blue"] and df["cv"].iloc[0] == [{"name": "cv.pdf", "size": 10}]
     assert df["colors"].iloc[3] is None
+    # T0 is 2026-05-28 20:26:40 UTC, one submission a second
+    assert frames.wide(store, form="form_contact", since="2026-05-28T20:26:41")["submission_id"].tolist()[:2] == \
+        ["sub_1", "sub_2"]
     shown = frames.wide(store, form="form_contact", display=True)
     assert shown["topic"].iloc[0] == "Sales"  # the label
 
