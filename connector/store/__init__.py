@@ -47,10 +47,10 @@ from .tables import (
     SubmissionRow,
     SyncCursor,
 )
-from .views import VIEW_PREFIX, FormView, ViewColumn, select_sql, view_name
+from .views import VIEW_PREFIX, FormView, ViewColumn, answer_json, select_sql, view_name
 
 __all__ = [
-    "VIEW_PREFIX", "FormView", "ViewColumn", "select_sql", "view_name",
+    "VIEW_PREFIX", "FormView", "ViewColumn", "answer_json", "select_sql", "view_name",
     "ANSWER_COLUMNS", "METADATA", "NAMING_CONVENTION", "OUTREACH_STATES", "SOURCES", "SQLITE_BUSY_TIMEOUT_MS",
     "TERMINAL_STATUSES", "VERSION_TABLE", "WRITERS", "AnswerRow", "EventRows", "FormField", "Incoming", "JobRun", "OutreachJob",
     "OutreachRow", "RawEvent", "RequestRow", "SchedulerLease", "Source", "Store", "StoreModel", "StoreOutcome",

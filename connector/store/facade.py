@@ -269,6 +269,11 @@ class Store:
         forms = self._views.forms() if form_ids is None else list(form_ids)
         return [self._views.rebuild(f) for f in forms if f in set(self._views.forms())]
 
+    def field_keys(self, form_id: str | None = None) -> list[str]:
+        """The field keys the store knows of ``form_id`` (or of every form), in each form's
+        field order: every key any stored submission of the form answers."""
+        return self._views.field_keys(form_id)
+
     def views(self) -> list[FormView]:
         """The typed view of every form the store knows (name, form, columns), by form id."""
         return self._views.views()

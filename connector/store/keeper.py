@@ -117,7 +117,7 @@ class ViewKeeper:
             stmt = stmt.where(SUBMISSIONS.c.form_id.in_(form_ids))
         seen: dict[str, dict[str, Any]] = {}  # form id -> key -> first non-null value
         with self.reads.connect() as conn:
-            for part in conn.execution_options(yield_per=5000).execute(stmt).partitions():
+            for part in conn.execution_options(yield_per=500).execute(stmt).partitions():
                 for form_id, answers in part:
                     mine = seen.setdefault(form_id, {})
                     for k, v in (_doc(answers) or {}).items():
@@ -126,6 +126,21 @@ class ViewKeeper:
         return self.learn([{"form_id": f, "answers": a} for f, a in seen.items()])
 
     # -- the views --------------------------------------------------------------------
+
+    def field_keys(self, form_id: str | None) -> list[str]:
+        """The field keys of ``form_id`` (or of every form), in field-list order; a form
+        with submissions but no field list (stored before lists were kept) is learnt first."""
+        with self.reads.connect() as conn:
+            stored = set(conn.execute(select(SUBMISSIONS.c.form_id).distinct()).scalars())
+            listed = set(conn.execute(select(FORM_FIELDS.c.form_id).distinct()).scalars())
+        missing = sorted((stored if form_id is None else stored & {form_id}) - listed)
+        if missing:
+            self.learn_stored(missing)
+        stmt = select(FORM_FIELDS.c.field_key).order_by(FORM_FIELDS.c.position, FORM_FIELDS.c.form_id)
+        if form_id is not None:
+            stmt = stmt.where(FORM_FIELDS.c.form_id == form_id)
+        with self.reads.connect() as conn:
+            return list(dict.fromkeys(conn.execute(stmt).scalars()))
 
     def forms(self) -> list[str]:
         """The forms with a field list, by id."""

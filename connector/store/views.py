@@ -224,3 +224,15 @@ def fields_from_list(items: Iterable[Mapping[str, Any]]) -> list[ViewField]:
     an answer (documents) are left out."""
     return [ViewField(str(i["key"]), str(i.get("type") or "json"), i.get("title") or None)
             for i in items if i.get("type") not in NOT_ANSWERED]
+
+
+# -- reading answers per key (the wide export) -------------------------------------------------
+
+def answer_json(dialect: str, doc: str, key: str) -> str:
+    """SQL giving the JSON text of one key of the JSON document column ``doc`` (NULL when
+    the key is absent), in one lookup of the document."""
+    if dialect == "sqlite":
+        return f"{doc} -> {_path(key)}"
+    if dialect == "postgresql":
+        return f"({doc} -> {_lit(key)})::text"
+    return f"JSON_EXTRACT({doc}, {_path(key)})"
