@@ -4,7 +4,8 @@ Run: ``.venv/bin/python bench/export.py [--rows 1000000] [--xlsx-rows 1000000]``
 
 Fills a SQLite store in a temporary directory with completed submissions of 17 answer
 rows each (12 answers: text, number, multi-choice, a three-row matrix, a two-instance
-group, a file, ...) until it holds ``--rows`` answer rows, by bulk Core inserts. Then,
+group, a file, ...) until it holds ``--rows`` answer rows, by bulk Core inserts (then
+the form's field list is learnt, as the store's own writes do). Then,
 for the long table (one row per answer) and the wide table (one row per submission):
 
 * our export (``pipelines.export.export``: read in batches, shape, neutralise, write)
@@ -95,6 +96,9 @@ def build_store(path: Path, answer_rows_wanted: int) -> tuple[int, int]:
             conn.execute(insert(SubmissionRow.__table__), subs)  # type: ignore[attr-defined]
             conn.execute(insert(AnswerRow.__table__), rows)  # type: ignore[attr-defined]
             answers_total += len(rows)
+    # The store's own writes learn each form's fields as they go (its typed views, the
+    # wide export's columns); the bulk inserts above bypass them, so learn them here.
+    store.refresh_views()
     store.close()
     return n, answers_total
 
