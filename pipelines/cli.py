@@ -35,7 +35,7 @@ def sandbox(
 
     Example: [bold]formsync sandbox --port 0 --data-dir /tmp/fs --credentials-file /tmp/fs/creds.json[/bold]
     """
-    from formservice.sandbox import serve
+    from formservice.sandbox.runner import serve
 
     logging.basicConfig(level=logging.INFO if verbose else logging.WARNING,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
