@@ -360,7 +360,7 @@ def _choices(items: list[dict[str, Any]], field: str) -> list[dict[str, str]]:
     for c in items:
         key = c.get("key")
         if not key:
-            key = fieldtypes._unique(fieldtypes.slug(c["label"]), taken)
+            key = fieldtypes.unique_key(fieldtypes.slug(c["label"]), taken)
             taken.add(key)
         out.append({"key": key, "label": c["label"]})
     return out

@@ -31,7 +31,7 @@ from ..tables import (
 )
 from . import events, fieldtypes, schedule
 from .base import Ctx, Page, Params, Result, keyset_page, method
-from .settings import _check_language, settings_of
+from .settings import check_language, settings_of
 from .submissions import check_answers, display_of, questions, raise_answer_errors, record_submission
 from .translation_drafts import published_languages
 
@@ -493,7 +493,7 @@ def own_request(ctx: Ctx, request_id: str) -> Request:
 def check_request_language(ctx: Ctx, form: Form, tag: str) -> str:
     """The request's ``language`` in canonical BCP-47 form: the form's own language or one
     it has a published translation in (notes section 2), else VALIDATION_ERROR listing them."""
-    language = _check_language("language", tag)
+    language = check_language("language", tag)
     valid = [settings_of(form, ctx.workspace.plan).language,
              *published_languages(ctx.session, form.id)]
     if language not in valid:

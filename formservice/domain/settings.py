@@ -312,7 +312,8 @@ def canonical_language(tag: str) -> str | None:
     return "-".join(out)
 
 
-def _check_language(field: str, tag: str) -> str:
+def check_language(field: str, tag: str) -> str:
+    """``tag`` in its canonical BCP-47 form, or VALIDATION_ERROR naming ``field``."""
     canon = canonical_language(tag)
     if canon is None:
         raise validation(f"{field}: {tag!r} is not a BCP-47 language tag such as en, de-CH or zh-Hant-TW.",
@@ -405,7 +406,7 @@ def _normalise(ctx: Ctx, form: Form, name: str, value: Any) -> Any:
     """The value to store for one sent field (REMOVE: revert to the default), or a
     VALIDATION_ERROR naming what is wrong."""
     checks: dict[str, Callable[[Any], Any]] = {
-        "language": lambda v: _check_language("language", v),
+        "language": lambda v: check_language("language", v),
         "notificationEmails": _check_emails,
         "respondentNotificationTo": lambda v: _check_email_field(form, name, v),
         "respondentReminderTo": lambda v: _check_email_field(form, name, v),
@@ -523,7 +524,7 @@ class EntryPage(Page):
     items: list[Entry]
 
 
-def _field_sources(snapshot: Snapshot | None) -> list[tuple[str, str]]:
+def field_sources(snapshot: Snapshot | None) -> list[tuple[str, str]]:
     """(key, source) of the published questions' titles and option labels."""
     out: list[tuple[str, str]] = []
     for d in (snapshot.fields or []) if snapshot else []:
@@ -539,12 +540,12 @@ def translations_list_entries(ctx: Ctx, p: EntriesParams) -> EntryPage:
     then the published questions' titles and option labels, with their translation into
     ``language`` (null when not translated or no language is named)."""
     form = ctx.form(p.formId)
-    language = _check_language("language", p.language) if p.language is not None else None
+    language = check_language("language", p.language) if p.language is not None else None
     rows = {e.key: e for e in ctx.session.exec(select(TranslationEntry).where(TranslationEntry.form_id == form.id))}
     settings_keys = [f"settings.{n}" for n in TRANSLATABLE]
     sources = [(k, rows[k].source) for k in settings_keys if k in rows]
     snapshot = ctx.session.get(Snapshot, form.snapshot_id) if form.snapshot_id else None
-    sources += _field_sources(snapshot)
+    sources += field_sources(snapshot)
     start = 0
     if p.cursor is not None:
         (start,) = decode_cursor(p.cursor, 1)
