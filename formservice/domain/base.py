@@ -121,7 +121,7 @@ class Ctx:
 @dataclass(frozen=True)
 class Method:
     name: str
-    fn: Callable[[Ctx, Any], Any]
+    fn: Callable[[Any, Any], Any]  # (Ctx, params), or (Service, params) when is_async
     params: type[Params]
     result: type[BaseModel] | None
     summary: str

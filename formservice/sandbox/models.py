@@ -232,7 +232,7 @@ class EventItem(TypedDict):
     test: bool
     requestId: str | None
     submissionId: str | None
-    payload: dict[str, Any]
+    payload: dict[str, Any] | None
     deliveries: list[DeliveryItem]
 
 

@@ -19,10 +19,11 @@ def mail_list(ctx: Ctx, p: MailParams) -> MailList:
     if p.requestId is not None:
         stmt = stmt.where(Mail.request_id == p.requestId)
     rows = ctx.session.exec(stmt.order_by(Mail.created_at)).all()
-    return {"items": [MailItem(id=m.id, kind=m.kind, to=m.to, subject=m.subject, body=m.body, status=m.status,
-                               requestId=m.request_id, submissionId=m.submission_id, createdAt=m.created_at,
-                               **{"from": m.sender})
-                      for m in rows]}
+    items: list[MailItem] = [{"id": m.id, "kind": m.kind, "to": m.to, "from": m.sender, "subject": m.subject,
+                              "body": m.body, "status": m.status, "requestId": m.request_id,
+                              "submissionId": m.submission_id, "createdAt": m.created_at}
+                             for m in rows]
+    return {"items": items}
 
 
 @helper("events.list")

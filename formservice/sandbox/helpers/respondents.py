@@ -40,9 +40,9 @@ def share_links_submit(ctx: Ctx, p: ShareSubmitParams) -> ShareSubmitted:
     submission (``editToken``, from its ``editUrl``). The form's password gate applies."""
     token = sharelinks.token_from_url(p.url)
     link = sharelinks.find_link(ctx.session, token) if token else None
-    if link is None:
+    form = ctx.session.get(Form, link.form_id) if link is not None else None
+    if link is None or form is None:
         raise not_found("Share link", field="url", reason="UNKNOWN_SHARE_LINK")
-    form = ctx.session.get(Form, link.form_id)
     state = sharelinks.link_state(ctx.session, link, form, ctx.now)
     if state is not None:
         raise sharelinks.link_closed(state)
