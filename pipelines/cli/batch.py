@@ -31,7 +31,7 @@ def poll(
     with command(config) as ctx:
         from pipelines.poll import poll_once
 
-        ctx.service_settings()
+        ctx.service_settings()  # a missing token is said before the database is created
         store = ctx.store()
         print_report(ctx.with_client(lambda fc: poll_once(fc, store, form_id=form)))
 
