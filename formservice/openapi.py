@@ -7,7 +7,7 @@ from typing import Any
 
 from aiohttp import web
 from pydantic import BaseModel
-from pydantic.json_schema import models_json_schema
+from pydantic.json_schema import JsonSchemaMode, models_json_schema
 
 from .domain.base import METHODS
 from .errors import CODES, HTTP_STATUS
@@ -65,7 +65,7 @@ def build() -> dict[str, Any]:
     """The OpenAPI 3.1 document: one operation, ``POST /api/v1``, whose body is one of
     the per-method envelopes (``method`` is the discriminator)."""
     methods = [METHODS[n] for n in sorted(METHODS)]
-    models: list[tuple[type, str]] = []
+    models: list[tuple[type[BaseModel], JsonSchemaMode]] = []
     for m in methods:
         models.append((m.params, "validation"))
         if m.result is not None:

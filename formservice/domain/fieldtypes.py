@@ -20,7 +20,7 @@ import re
 from collections.abc import Callable, Collection
 from dataclasses import dataclass
 from datetime import date, time
-from typing import Any
+from typing import Any, TypeGuard
 
 KEY_RE = re.compile(r"^[A-Za-z0-9_.-]{1,64}$")
 EMAIL_RE = re.compile(r"^[^@\s]+@[^@\s]+\.[^@\s]+$")
@@ -141,7 +141,7 @@ def _clean_key(key: str) -> str:
 
 
 def unique_key(base: str, taken: set[str]) -> str:
-    """``base``, or ``base_2``, ``base_3``, ... : the first one not in ``taken``."""
+    """``base``, or ``base_2``, ``base_3``... the first one not in ``taken``."""
     key, n = base, 2
     while key in taken:
         key, n = f"{base}_{n}", n + 1
@@ -207,7 +207,7 @@ def _need(cond: bool, message: str, expected: str, valid: list[Any] | None = Non
         raise FieldValueError(message, expected=expected, valid_values=valid)
 
 
-def _is_number(v: Any) -> bool:
+def _is_number(v: object) -> TypeGuard[int | float]:
     """A JSON number a form can hold: not a boolean, and finite as a double (JSON parsers
     accept NaN and Infinity, which no JSON answer can carry back out)."""
     if isinstance(v, bool) or not isinstance(v, int | float):

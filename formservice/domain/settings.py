@@ -129,10 +129,14 @@ GATES: dict[str, tuple[str, str, str]] = {
 }
 
 
+class FormIdParams(Params):
+    formId: str
+
+
 def _update_fields() -> dict[str, Any]:
     """The update params: each writable setting with its own type and constraints, every
     one optional (only sent fields are written)."""
-    fields: dict[str, Any] = {"formId": (str, ...)}
+    fields: dict[str, Any] = {}  # formId comes from the base
     for name in WRITABLE:
         info = Settings.model_fields[name]
         annotation = Annotated[(info.annotation, *info.metadata)] if info.metadata else info.annotation
@@ -143,8 +147,7 @@ def _update_fields() -> dict[str, Any]:
     return fields
 
 
-SettingsUpdateParams: type[Params] = create_model(  # type: ignore[call-overload]
-    "SettingsUpdateParams", __base__=Params, **_update_fields())
+SettingsUpdateParams = create_model("SettingsUpdateParams", __base__=FormIdParams, **_update_fields())
 
 
 # -- reading ---------------------------------------------------------------------------
@@ -206,10 +209,6 @@ class SettingsDoc(Result):
     fromAddress: str  # the sender actually used: the chosen domain's, or the default
     payment: Payment
     fixedDeletionAt: int | None  # a deletion date set in the form builder; retention days clear it
-
-
-class FormIdParams(Params):
-    formId: str
 
 
 def _verified_domains(ctx: Ctx) -> list[dict[str, Any]]:
@@ -313,7 +312,7 @@ def canonical_language(tag: str) -> str | None:
 
 
 def check_language(field: str, tag: str) -> str:
-    """``tag`` in its canonical BCP-47 form, or VALIDATION_ERROR naming ``field``."""
+    """``tag`` in canonical BCP-47 form; a VALIDATION_ERROR at ``field`` when it is not one."""
     canon = canonical_language(tag)
     if canon is None:
         raise validation(f"{field}: {tag!r} is not a BCP-47 language tag such as en, de-CH or zh-Hant-TW.",
@@ -557,7 +556,7 @@ def translations_list_entries(ctx: Ctx, p: EntriesParams) -> EntryPage:
     for key, source in page:
         done = (rows[key].translations or {}) if key in rows else {}
         items.append(Entry(key=key, source=source,
-                           translation=(done.get(language) or done.get(p.language)) if language else None))
+                           translation=(done.get(language) or done.get(p.language or language)) if language else None))
     end = start + len(page)
     nxt = encode_cursor([end]) if end < len(sources) else None
     return EntryPage(items=items, nextCursor=nxt, hasMore=nxt is not None, canPaginate=True)
