@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from sqlmodel import select
+from sqlmodel import col, select
 
 from ...domain.base import Ctx
 from ...tables import Delivery, DeliveryAttempt, Event, Mail
@@ -18,7 +18,7 @@ def mail_list(ctx: Ctx, p: MailParams) -> MailList:
         stmt = stmt.where(Mail.to == p.to)
     if p.requestId is not None:
         stmt = stmt.where(Mail.request_id == p.requestId)
-    rows = ctx.session.exec(stmt.order_by(Mail.created_at)).all()
+    rows = ctx.session.exec(stmt.order_by(col(Mail.created_at))).all()
     items: list[MailItem] = [{"id": m.id, "kind": m.kind, "to": m.to, "from": m.sender, "subject": m.subject,
                               "body": m.body, "status": m.status, "requestId": m.request_id,
                               "submissionId": m.submission_id, "createdAt": m.created_at}
@@ -38,16 +38,16 @@ def events_list(ctx: Ctx, p: EventsParams) -> EventList:
         stmt = stmt.where(Event.form_id == p.formId)
     items = [EventItem(id=ev.id, type=ev.type, createdAt=ev.created_at, test=ev.test, requestId=ev.request_id,
                        submissionId=ev.submission_id, payload=ev.payload, deliveries=deliveries_of(ctx, ev.id))
-             for ev in ctx.session.exec(stmt.order_by(Event.created_at)).all()]
+             for ev in ctx.session.exec(stmt.order_by(col(Event.created_at))).all()]
     return {"items": items}
 
 
 def deliveries_of(ctx: Ctx, event_id: str) -> list[DeliveryItem]:
     """The deliveries of one event, oldest first, each with its attempts."""
     out: list[DeliveryItem] = []
-    for d in ctx.session.exec(select(Delivery).where(Delivery.event_id == event_id).order_by(Delivery.created_at)):
+    for d in ctx.session.exec(select(Delivery).where(Delivery.event_id == event_id).order_by(col(Delivery.created_at))):
         attempts = ctx.session.exec(select(DeliveryAttempt).where(DeliveryAttempt.delivery_id == d.id)
-                                    .order_by(DeliveryAttempt.id)).all()
+                                    .order_by(col(DeliveryAttempt.id))).all()
         out.append(DeliveryItem(id=d.id, kind=d.kind, targetUrl=d.target_url, state=d.state,
                                 attemptCount=d.attempt_count, nextAttemptAt=d.next_attempt_at,
                                 subscriptionId=d.subscription_id,
