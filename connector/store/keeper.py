@@ -20,6 +20,7 @@ from .views import DIALECTS, FormView, ViewField, fields_from_list, select_sql, 
 
 log = logging.getLogger("formsync.store")
 _VIEW_LOCK = 7410118  # PostgreSQL advisory lock key serialising view rebuilds
+_HOOK_LOCK_SECONDS = 2  # how long a write's hook waits to replace a view being read
 
 
 class ViewKeeper:
@@ -30,6 +31,7 @@ class ViewKeeper:
         self.reads = engine.execution_options(**{READ_OPTION: True})  # no write lock on SQLite
         self.clock = clock
         self._known: dict[str, set[str]] = {}  # form id -> field keys in its list
+        self._stale: set[str] = set()  # forms whose list changed since their view was built
         self._lock = threading.Lock()
 
     # -- learning fields ------------------------------------------------------------
@@ -49,7 +51,10 @@ class ViewKeeper:
                         new.setdefault(form_id, {}).setdefault(key, value_type(value))
             for form_id, fields in new.items():
                 self._add_learnt(form_id, fields)
-                self.rebuild(form_id)
+            self._stale.update(new)
+            for form_id in sorted(self._stale):  # a view not replaced last time is tried again
+                self.rebuild(form_id, wait=False)
+                self._stale.discard(form_id)
         return sorted(new)
 
     def _known_keys(self, form_id: str) -> set[str]:
@@ -166,17 +171,27 @@ class ViewKeeper:
         # Driver-level: the statement is SQL text with no parameters (no bind or % parsing).
         return conn.exec_driver_sql(sql + " LIMIT 1").first() is not None
 
-    def rebuild(self, form_id: str) -> FormView:
-        """(Re)create the form's view from its field list."""
+    def rebuild(self, form_id: str, *, wait: bool = True) -> FormView:
+        """(Re)create the form's view from its field list. Replacing a view waits for the
+        queries reading it; without ``wait`` (a write's hook, which must not hold up the
+        receiver behind a long query) it gives up after ``_HOOK_LOCK_SECONDS``."""
         with self.engine.begin() as conn:
             view = self.view_of(conn, form_id)
             body = select_sql(conn.dialect.name, view)
             q = DIALECTS[conn.dialect.name].quote
             name = f"{q}{view.name}{q}"
             if conn.dialect.name == "mysql":
-                conn.exec_driver_sql(f"CREATE OR REPLACE VIEW {name} AS {body}")
+                if not wait:
+                    conn.exec_driver_sql(f"SET SESSION lock_wait_timeout = {_HOOK_LOCK_SECONDS}")
+                try:
+                    conn.exec_driver_sql(f"CREATE OR REPLACE VIEW {name} AS {body}")
+                finally:
+                    if not wait:
+                        conn.exec_driver_sql("SET SESSION lock_wait_timeout = DEFAULT")
             else:
                 if conn.dialect.name == "postgresql":
+                    if not wait:
+                        conn.exec_driver_sql(f"SET LOCAL lock_timeout = '{_HOOK_LOCK_SECONDS}s'")
                     conn.exec_driver_sql(f"SELECT pg_advisory_xact_lock({_VIEW_LOCK})")
                 conn.exec_driver_sql(f"DROP VIEW IF EXISTS {name}")
                 conn.exec_driver_sql(f"CREATE VIEW {name} AS {body}")
