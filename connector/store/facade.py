@@ -14,7 +14,7 @@ from typing import Any, TypeVar
 from pydantic import BaseModel
 from sqlalchemy import delete, text
 from sqlalchemy.engine import Connection, Engine, make_url
-from sqlalchemy.exc import DBAPIError, OperationalError
+from sqlalchemy.exc import DBAPIError, IntegrityError, OperationalError
 from sqlmodel import Session
 
 from ..models import Event
@@ -159,8 +159,10 @@ class Store:
                 except driver_error as e:
                     # Raised by the driver-level writes: as SQLAlchemy's own class
                     # (IntegrityError, OperationalError, ...), as its execute would raise.
+                    if self._writer.refused(e):  # a constraint the driver files elsewhere
+                        raise IntegrityError(None, None, e) from e
                     raise DBAPIError.instance(None, None, e, driver_error, dialect=self.engine.dialect) from e
-            except OperationalError as e:
+            except (OperationalError, IntegrityError) as e:
                 if not self._writer.retryable(e) or attempt == _RETRIES - 1:
                     raise
                 time.sleep(0.01 * (attempt + 1))

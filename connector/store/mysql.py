@@ -1,7 +1,9 @@
 """The MySQL / MariaDB writer (PyMySQL): id lists travel as one sequence parameter
-(expanded by the driver), an insert of a new id reports itself by its row count, and the
-rows a merge reads are locked in id order. A deadlock or lock wait timeout runs the
-transaction again; concurrent migrations are serialised by a named lock (``GET_LOCK``).
+(expanded by the driver), new rows are the ones whose id a read finds missing (inserted
+together by one multi-row INSERT), and the rows a merge reads are locked in id order. A
+deadlock, a lock wait timeout, or a duplicate id (another transaction inserted the same
+id since the read) runs the transaction again; concurrent migrations are serialised by a
+named lock (``GET_LOCK``).
 
 MySQL needs a length for every ``VARCHAR``: the schema's unsized strings (``sa.String()``)
 are created as ``VARCHAR(191)`` in a primary key (four of them fit InnoDB's 3072-byte key
@@ -23,7 +25,8 @@ from .writer import SQLWriter
 
 MIGRATION_LOCK = "formsync-migrate"  # the named lock of Store.migrate
 MIGRATION_LOCK_SECONDS = 300
-_RETRY_CODES = (1213, 1205)  # deadlock found, lock wait timeout exceeded
+_RETRY_CODES = (1213, 1205, 1062)  # deadlock found, lock wait timeout exceeded, duplicate key
+_REFUSAL_CODES = (4025, 3819)  # CHECK constraint failed (MariaDB, MySQL): PyMySQL raises OperationalError
 
 
 @compiles(String, "mysql")
@@ -72,6 +75,11 @@ class MySQLWriter(SQLWriter):
         args = getattr(getattr(error, "orig", None), "args", ())
         return bool(args) and args[0] in _RETRY_CODES
 
+    @classmethod
+    def refused(cls, error: BaseException) -> bool:
+        """A CHECK constraint refused a row (PyMySQL files it as an OperationalError)."""
+        return bool(error.args) and error.args[0] in _REFUSAL_CODES
+
     def ids_param(self, ids: Sequence[str]) -> Any:
         return tuple(ids) or ("",)  # the driver writes a sequence as (a, b, …); () is not SQL
 
@@ -81,19 +89,24 @@ class MySQLWriter(SQLWriter):
     def lock_clause(self) -> str:
         return " ORDER BY id FOR UPDATE"
 
+    def insert_new(self, table: str, rows: Sequence[Mapping[str, Any]]) -> set[str]:
+        """Insert the rows whose id is not stored yet; the ids inserted. MySQL has no
+        ``ON CONFLICT DO NOTHING`` that reports which rows it skipped (``INSERT IGNORE``
+        would also silence a refused row), so the stored ids are read first: a row
+        another transaction inserts meanwhile makes this insert fail with a duplicate
+        key, and the transaction runs again (see ``retryable``)."""
+        if not rows:
+            return set()
+        self.cur.execute(f"SELECT id FROM {table} WHERE id IN %s", (self.ids_param([r["id"] for r in rows]),))
+        stored = {r[0] for r in self.cur.fetchall()}
+        return super().insert_new(table, [r for r in rows if r["id"] not in stored])
+
     def conflict_free_insert(self, table: str, cols: Sequence[str]) -> str:
-        # INSERT IGNORE skips a row whose id is stored (row count 0). It would also turn
-        # other errors into warnings, but every row comes from the mapping with all its
-        # NOT NULL columns and no other unique key, so the duplicate id is the one case.
-        return (f"INSERT IGNORE INTO {table} ({', '.join(self.quote(c) for c in cols)}) "
-                f"VALUES ({self.marks(len(cols))})")
+        return f"INSERT INTO {table} ({', '.join(self.quote(c) for c in cols)}) VALUES ({self.marks(len(cols))})"
 
     def run_inserts(self, sql: str, rows: Sequence[Mapping[str, Any]], params: list[tuple[Any, ...]]) -> set[str]:
-        inserted: set[str] = set()
-        for r, p in zip(rows, params, strict=True):
-            if self.cur.execute(sql, p) == 1:
-                inserted.add(r["id"])
-        return inserted
+        self.cur.executemany(sql, params)  # one multi-row INSERT; any refusal fails the transaction
+        return {r["id"] for r in rows}
 
     def set_cursor(self, form_id: str, mark: SyncMark, stream: str, now: int) -> None:
         # MySQL's upsert has no WHERE: insert the row if absent, then move it forward only.

@@ -46,6 +46,12 @@ class Writer(Protocol):
         """Whether ``error`` (raised by a write) means the whole transaction may run again."""
         ...
 
+    @classmethod
+    def refused(cls, error: BaseException) -> bool:
+        """Whether the driver's ``error`` is the database refusing the data (a constraint)
+        though the driver does not raise it as an integrity error."""
+        ...
+
     def known_json(self, value: Any, text: str) -> None:
         """``text`` is already the JSON of ``value``: use it as is."""
         ...
@@ -121,6 +127,11 @@ class SQLWriter:
     @classmethod
     def unlock_migrations(cls, conn: Connection) -> None:
         """Release what ``lock_migrations`` took, where it outlives the transaction."""
+
+    @classmethod
+    def refused(cls, error: BaseException) -> bool:
+        """The driver's own error classes say it."""
+        return False
 
     @classmethod
     def retryable(cls, error: BaseException) -> bool:
