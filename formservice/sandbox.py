@@ -17,6 +17,7 @@ from pydantic import Field
 from sqlmodel import select
 
 from . import rpc
+from .dialect import Dialect
 from .domain import auth
 from .domain.base import Ctx, Method, Params, Result, method_registry
 from .errors import ApiError, not_found
@@ -539,6 +540,22 @@ def faults_set(ctx: Ctx, p: FaultPlan) -> FaultsView:
     return ctx.service.faults.view()
 
 
+class DialectParams(Params):
+    dialect: Dialect
+
+
+class DialectView(Result):
+    dialect: Dialect
+
+
+@helper("dialect.set")
+def dialect_set(ctx: Ctx, p: DialectParams) -> DialectView:
+    """Answer later ``/api/v1`` calls in ``full`` (everything) or ``minimal`` (only what
+    the spec shows; see formservice/dialect.py). ``reset`` keeps it."""
+    ctx.service.dialect = p.dialect
+    return DialectView(dialect=p.dialect)
+
+
 @helper("faults.get")
 def faults_get(ctx: Ctx, p: NoParams) -> FaultsView:
     """The fault plan in force, the calls it met and the faults it injected."""
@@ -598,15 +615,17 @@ async def handle(request: web.Request) -> web.Response:
 # -- running -----------------------------------------------------------------------
 
 
-async def start(data_dir: Path, *, host: str = "127.0.0.1", port: int = 0, seed: Path | None = None
-                ) -> tuple[web.AppRunner, Service, dict[str, Any]]:
+async def start(data_dir: Path, *, host: str = "127.0.0.1", port: int = 0, seed: Path | None = None,
+                dialect: Dialect = "full") -> tuple[web.AppRunner, Service, dict[str, Any]]:
     """Start the sandbox in the running event loop (no signal handlers, nothing printed):
     bind ``host``:``port`` (0 picks a free port), seed ``data_dir`` on first start (or
     reuse what it holds) and return the runner (``await runner.cleanup()`` stops it), the
-    service and the credentials. ``OSError`` when the port cannot be bound."""
+    service and the credentials. ``dialect`` ``minimal`` answers only what the spec shows
+    (formservice/dialect.py). ``OSError`` when the port cannot be bound."""
     from .app import create_app
 
     service = Service(data_dir)
+    service.dialect = dialect
     runner = web.AppRunner(create_app(service), handle_signals=False, access_log=None)
     await runner.setup()
     try:
@@ -623,10 +642,11 @@ async def start(data_dir: Path, *, host: str = "127.0.0.1", port: int = 0, seed:
 
 
 async def serve(host: str, port: int, data_dir: Path, seed: Path | None, credentials_file: Path | None,
-                ready: asyncio.Event | None = None, stop: asyncio.Event | None = None) -> None:
+                ready: asyncio.Event | None = None, stop: asyncio.Event | None = None,
+                dialect: Dialect = "full") -> None:
     """Run the sandbox until ``stop`` is set (or SIGINT/SIGTERM): bind, seed on first
-    start, write the credentials file, serve."""
-    runner, service, creds = await start(data_dir, host=host, port=port, seed=seed)
+    start, write the credentials file, serve (in ``dialect``)."""
+    runner, service, creds = await start(data_dir, host=host, port=port, seed=seed, dialect=dialect)
     if credentials_file is not None:
         credentials_file.parent.mkdir(parents=True, exist_ok=True)
         credentials_file.write_text(json.dumps(creds, indent=2))

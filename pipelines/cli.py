@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from enum import Enum
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -11,6 +12,13 @@ import typer
 
 app = typer.Typer(no_args_is_help=True, add_completion=False, rich_markup_mode="rich",
                   help="formsync: connect your data to the Form Collection Service.")
+
+
+class SandboxDialect(str, Enum):
+    """How much of each answer the sandbox sends (formservice/dialect.py)."""
+
+    full = "full"
+    minimal = "minimal"
 
 
 @app.callback()
@@ -29,6 +37,9 @@ def sandbox(
     credentials_file: Annotated[Path | None, typer.Option(
         help="Write baseUrl, workspaces, tokens and signing secrets here (JSON).")] = None,
     verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Log every request.")] = False,
+    dialect: Annotated[SandboxDialect, typer.Option(
+        help="full: answer everything; minimal: only the fields and error parts the spec shows.")]
+    = SandboxDialect.full,
 ) -> None:
     """Run the local Form Collection Service: JSON-RPC, agent endpoint, recipient pages
     and test helpers, on SQLite.
@@ -42,7 +53,8 @@ def sandbox(
     if seed is not None and not seed.exists():
         raise typer.BadParameter(f"seed file {seed} does not exist", param_hint="--seed")
     try:
-        asyncio.run(serve(host, port, data_dir, seed, credentials_file))
+        asyncio.run(serve(host, port, data_dir, seed, credentials_file, dialect="minimal" if dialect is SandboxDialect.minimal
+                          else "full"))
     except KeyboardInterrupt:
         pass
 
