@@ -286,9 +286,9 @@ class FormClient:
         if envelope["ok"]:
             self._token_state = "accepted"
             return envelope.get("data")
-        err = errors.from_envelope(envelope.get("error") if isinstance(envelope.get("error"), dict) else {},
-                                   status, method, headers=answer_headers, token=self._token_state,
-                                   window=self.rate_window)
+        error = envelope.get("error")
+        err = errors.from_envelope(error if isinstance(error, dict) else {}, status, method,
+                                   headers=answer_headers, token=self._token_state, window=self.rate_window)
         self._note_token(err)
         raise err
 

@@ -35,6 +35,9 @@ from formservice.service import _import_domain
 
 E = TypeVar("E", bound=BaseException)
 
+# Functional tests are marked `dialects` and run against both sandbox dialects (tests/conftest.py);
+# the retry and pacing ones are about timing and run on the full dialect only.
+
 # Which API methods each tour test calls through the client (checked against the
 # sandbox's own call log); together they must cover every method the service offers.
 TOURS: dict[str, set[str]] = {
