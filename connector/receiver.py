@@ -66,7 +66,6 @@ from prometheus_client import (
 )
 from pydantic import SecretStr, ValidationError
 from sqlalchemy import exc as sa_exc
-from sqlalchemy import text
 
 from .models import Event
 from .settings import ReceiverSettings
@@ -483,8 +482,7 @@ class Receiver:
     # -- health and metrics -----------------------------------------------------------
 
     def _ping(self) -> None:
-        with self.store.engine.connect() as conn:
-            conn.execute(text("SELECT 1"))
+        self.store.ping()
 
     async def healthz(self, _request: web.Request) -> web.Response:
         try:
@@ -536,7 +534,7 @@ def stop_on_signals(stop: asyncio.Event) -> Iterator[None]:
     """Set ``stop`` on SIGINT or SIGTERM while the block runs (where this thread may take
     signals: only the main thread's event loop can)."""
     loop = asyncio.get_running_loop()
-    handled: list[int] = []
+    handled: list[signal.Signals] = []
     for sig in (signal.SIGINT, signal.SIGTERM):
         try:
             loop.add_signal_handler(sig, stop.set)
