@@ -2,17 +2,9 @@
 
 from __future__ import annotations
 
-from ...dialect import Dialect
-from ...domain.base import Ctx, Params, Result
+from ...domain.base import Ctx
+from ..models import DialectParams, DialectView
 from .registry import helper
-
-
-class DialectParams(Params):
-    dialect: Dialect
-
-
-class DialectView(Result):
-    dialect: Dialect
 
 
 @helper("dialect.set")
