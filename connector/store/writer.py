@@ -6,12 +6,18 @@ the drivers reuse their prepared statements, and rows travel as plain tuples (th
 writes are the receiver's hot path). One module per database holds its writer, named
 after the technology (``sqlite``, ``postgresql``); a writer class also carries what
 differs between databases outside one transaction (how the engine is made, how
-migrations are serialised, which errors mean "run the transaction again")."""
+migrations are serialised, which errors mean "run the transaction again", the leader
+lock, how long reads stream, whether the database exists yet).
+
+A new database is one module: a ``SQLWriter`` subclass filling in the parts marked
+below (and overriding any shared statement its SQL writes otherwise), registered by its
+SQLAlchemy backend name in ``facade.WRITERS``."""
 
 from __future__ import annotations
 
 import json
 from collections.abc import Callable, Iterator, Mapping, Sequence
+from functools import partial
 from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 
 from sqlalchemy import JSON, Table, tuple_
@@ -198,8 +204,13 @@ class SQLWriter:
         """A condition: ``col`` is among the ids of one ``ids_param`` parameter."""
         raise NotImplementedError
 
+    def insert_statement(self, table: str, cols: Sequence[str]) -> str:
+        """An insert of one row into ``table`` that skips a row whose id is stored."""
+        return (f"INSERT INTO {table} ({', '.join(quote(c) for c in cols)}) "
+                f"VALUES ({self.marks(len(cols))}) ON CONFLICT (id) DO NOTHING")
+
     def run_inserts(self, sql: str, rows: Sequence[Mapping[str, Any]], params: list[tuple[Any, ...]]) -> set[str]:
-        """Run an ``INSERT … ON CONFLICT (id) DO NOTHING`` per row; the ids inserted."""
+        """Run ``insert_statement`` once per row; the ids inserted."""
         raise NotImplementedError
 
     def upsert(self, table: Table) -> Any:
@@ -224,11 +235,7 @@ class SQLWriter:
         for keys, group in by_keys(rows):
             cols = tuple(sorted({*keys, *(c for c in _DEFAULTS[table] if c not in keys)}))
 
-            def build(cols: tuple[str, ...] = cols) -> str:
-                return (f"INSERT INTO {table} ({', '.join(quote(c) for c in cols)}) "
-                        f"VALUES ({self.marks(len(cols))}) ON CONFLICT (id) DO NOTHING")
-
-            sql = self.sql(("insert", table, cols), build)
+            sql = self.sql(("insert", table, cols), partial(self.insert_statement, table, cols))
             inserted |= self.run_inserts(sql, group, [self.params(table, cols, r) for r in group])
         return inserted
 
