@@ -265,7 +265,8 @@ async def serve(settings: Settings, store: Store, *, stop: asyncio.Event | None 
         waiting_said = False
         try:
             while not stop.is_set():
-                if settings.jobs and await asyncio.to_thread(lock.try_acquire):
+                held = await asyncio.to_thread(lock.try_acquire) if settings.jobs else False
+                if held:
                     waiting_said = False
                     await _lead(settings, store, params, lock, stop, options, on_state)
                     continue

@@ -21,7 +21,7 @@ class ScheduledJobs:
         """An APScheduler ``SQLAlchemyJobStore`` keeping its jobs in ``table``. It stays
         open when the scheduler shuts down (the receiver, the running jobs and a later
         term as leader use the same engine); it closes with the store."""
-        from apscheduler.jobstores.sqlalchemy import SQLAlchemyJobStore  # type: ignore[import-untyped]
+        from apscheduler.jobstores.sqlalchemy import SQLAlchemyJobStore
 
         class _StoreJobStore(SQLAlchemyJobStore):  # type: ignore[misc]
             def shutdown(self) -> None:
