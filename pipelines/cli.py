@@ -354,11 +354,12 @@ def outreach(
     """
     from connector.client import FormClient
     from connector.errors import FormsyncError
-    from pipelines.outreach import run_outreach
+    from pipelines.outreach import SHEET_SUFFIXES, run_outreach
+    from pipelines.outreach.show import plan_lines, progress_bar
 
     if not sheet.is_file():
         raise typer.BadParameter(f"sheet {sheet} does not exist", param_hint="SHEET")
-    if sheet.suffix.lower() not in (".csv", ".xlsx", ".xlsm"):
+    if sheet.suffix.lower() not in SHEET_SUFFIXES:
         raise typer.BadParameter(f"unsupported sheet type {sheet.suffix!r}; use .csv or .xlsx", param_hint="SHEET")
     settings, store = _open(config)
     name = job or sheet.stem
@@ -366,11 +367,12 @@ def outreach(
 
     async def run() -> str:
         async with FormClient.from_settings(settings.service) as fc:
-            return (await run_outreach(
-                fc, store, sheet, form, job=name, mapping=out.mapping, delivery=out.delivery,
-                callback_url=out.callback_url, dry_run=dry_run, test=test,
-                report_path=report or out.report_dir / f"{name}-report.csv", progress=not dry_run,
-            )).model_dump_json()
+            with progress_bar(show=not dry_run) as progress:
+                done = await run_outreach(
+                    fc, store, sheet, form, job=name, mapping=out.mapping, delivery=out.delivery,
+                    callback_url=out.callback_url, dry_run=dry_run, test=test,
+                    report_path=report or out.report_dir / f"{name}-report.csv", progress=progress)
+        return "\n".join([*(plan_lines(done.plan) if dry_run else []), done.model_dump_json()])
 
     try:
         typer.echo(asyncio.run(run()))
