@@ -88,6 +88,7 @@ class OutreachLedger:
                 return "send"
             if rec.state == "failed" and rec.request_id is None:
                 rec.state, rec.content_hash, rec.row_number, rec.updated_at = "pending", content_hash, row_number, now
+                rec.error = None
             elif rec.content_hash != content_hash:
                 rec.state, rec.row_number, rec.updated_at, rec.error = "changed", row_number, now, CHANGED_ERROR
                 s.add(rec)
