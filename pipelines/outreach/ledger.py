@@ -12,15 +12,13 @@ writes: rejected rows live in the run's report, not in the ledger."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any, Literal
+from collections.abc import Callable, Mapping
+from contextlib import AbstractContextManager
+from typing import Any, Literal, Protocol
 
 from sqlmodel import Session, col, select
 
 from connector.store import OutreachJob, OutreachRow
-
-if TYPE_CHECKING:
-    from connector.store import Store
 
 RowState = Literal["pending", "sending", "sent", "failed", "changed"]
 ROW_STATES: tuple[RowState, ...] = ("pending", "sending", "sent", "failed", "changed")
@@ -30,35 +28,44 @@ Claim = Literal["send", "sent", "changed"]
 CHANGED_ERROR = "content changed since it was recorded; not sent again"
 
 
-class OutreachLedger:
-    """Named operations on the outreach tables, each one short transaction."""
+class Sessions(Protocol):
+    """Where the ledger's transactions come from (the store)."""
 
-    def __init__(self, store: Store) -> None:
-        self.store = store
+    def session(self) -> AbstractContextManager[Session]: ...
+
+    def reader(self) -> AbstractContextManager[Session]: ...
+
+
+class OutreachLedger:
+    """Named operations on the outreach tables, each one short transaction; ``clock``
+    gives the time recorded on each change (epoch ms)."""
+
+    def __init__(self, db: Sessions, clock: Callable[[], int]) -> None:
+        self._db, self._clock = db, clock
 
     # -- jobs -----------------------------------------------------------------------
 
     def open_job(self, job: str, form_id: str, source_path: str, settings: Mapping[str, Any]) -> None:
         """Record the job unless it is recorded already (a re-run keeps the first record)."""
-        now = self.store.clock()
-        with self.store.session() as s:
+        now = self._clock()
+        with self._db.session() as s:
             if s.get(OutreachJob, job) is None:
                 s.add(OutreachJob(name=job, form_id=form_id, source_path=source_path, created_at=now,
                                   updated_at=now, settings=dict(settings)))
 
     def documents(self, job: str) -> dict[str, str]:
         """The job's uploaded documents: file SHA-256 -> document id."""
-        with self.store.reader() as s:
+        with self._db.reader() as s:
             rec = s.get(OutreachJob, job)
             return dict(((rec.settings if rec else None) or {}).get("documents", {}))
 
     def record_documents(self, job: str, ids: Mapping[str, str]) -> None:
         """Remember the job's uploaded documents (file SHA-256 -> document id)."""
-        with self.store.session() as s:
+        with self._db.session() as s:
             rec = s.get(OutreachJob, job)
             if rec is not None:
                 rec.settings = {**(rec.settings or {}), "documents": dict(ids)}
-                rec.updated_at = self.store.clock()
+                rec.updated_at = self._clock()
                 s.add(rec)
 
     # -- rows -----------------------------------------------------------------------
@@ -67,7 +74,7 @@ class OutreachLedger:
         """Of ``rows`` (row key -> content hash), those not already sent with this same
         content, read in one query (a row never goes back from sent, so a run can trust
         this snapshot)."""
-        with self.store.reader() as s:
+        with self._db.reader() as s:
             sent = {r.row_key: r.content_hash for r in s.exec(select(OutreachRow).where(
                 OutreachRow.job_name == job, col(OutreachRow.request_id).is_not(None)))}
         return {key for key, chash in rows.items() if sent.get(key) != chash}
@@ -79,8 +86,8 @@ class OutreachLedger:
         confirmed keeps its state and key. Returns ``send`` for these, ``sent`` when it
         has a request already, ``changed`` when its content differs from the recorded
         one (then marked ``changed``, with the row's number)."""
-        now = self.store.clock()
-        with self.store.session() as s:
+        now = self._clock()
+        with self._db.session() as s:
             rec = self._row(s, job, row_key)
             if rec is None:
                 s.add(OutreachRow(job_name=job, row_key=row_key, row_number=row_number, content_hash=content_hash,
@@ -115,11 +122,11 @@ class OutreachLedger:
         return s.exec(select(OutreachRow).where(OutreachRow.job_name == job, OutreachRow.row_key == row_key)).first()
 
     def _update(self, job: str, row_key: str, state: RowState, *, attempt: bool = False, **values: Any) -> None:
-        with self.store.session() as s:
+        with self._db.session() as s:
             rec = self._row(s, job, row_key)
             if rec is None:
                 raise LookupError(f"outreach job {job!r} has no row {row_key!r}")
-            rec.state, rec.updated_at = state, self.store.clock()
+            rec.state, rec.updated_at = state, self._clock()
             rec.attempts += attempt
             for name, value in values.items():
                 setattr(rec, name, value)

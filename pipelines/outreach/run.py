@@ -45,7 +45,7 @@ async def run_outreach(client: FormClient, store: Store, sheet: Path, form_id: s
     write_report(report_path, plan.rejected)
     result, uploads = SendResult(), 0
     if not dry_run:
-        ledger = OutreachLedger(store)
+        ledger = OutreachLedger(store, store.clock)
         ledger.open_job(job, form_id, str(sheet), {"delivery": delivery, "test": test})
         documents = Documents(client, ledger, job, form_id, sheet.parent)
         sender = Sender(client, store, ledger, documents, job=job, form_id=form_id, stop=stop,

@@ -37,7 +37,7 @@ def store(db_url: str) -> Iterator[Store]:
 
 @pytest.fixture
 def ledger(store: Store) -> OutreachLedger:
-    led = OutreachLedger(store)
+    led = OutreachLedger(store, store.clock)
     led.open_job("job", "form_1", "sheet.csv", {"delivery": "none"})
     return led
 
