@@ -66,7 +66,6 @@ from prometheus_client import (
 )
 from pydantic import SecretStr, ValidationError
 from sqlalchemy import exc as sa_exc
-from sqlalchemy import text
 
 from .models import Event
 from .settings import ReceiverSettings
@@ -483,8 +482,7 @@ class Receiver:
     # -- health and metrics -----------------------------------------------------------
 
     def _ping(self) -> None:
-        with self.store.engine.connect() as conn:
-            conn.execute(text("SELECT 1"))
+        self.store.ping()
 
     async def healthz(self, _request: web.Request) -> web.Response:
         try:

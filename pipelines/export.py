@@ -36,10 +36,10 @@ from connector.store import (
     RequestRow,
     Store,
     SubmissionRow,
-    _is_matrix,
-    _text,
     answer_rows,
+    display_text,
     epoch_ms,
+    is_matrix,
 )
 
 Format = Literal["csv", "xlsx", "parquet"]
@@ -253,34 +253,34 @@ def _wide_cells(answers: dict[str, Any], shown: dict[str, Any], sid: str, displa
         for key, value in answers.items():
             if value is None or isinstance(value, str | int | float):  # bool is an int
                 cells[key] = value
-            elif _is_matrix(value):
+            elif is_matrix(value):
                 for row_key, col in value.items():
                     cells[f"{key}.{row_key}"] = col
             else:
                 cells[key] = _to_json(value)
         return cells
     matrix_parts: dict[tuple[str, str], Any] = {}
-    if any(_is_matrix(v) for v in answers.values()):  # the per-row display segments
+    if any(is_matrix(v) for v in answers.values()):  # the per-row display segments
         for a in answer_rows(sid, answers, shown):
             if a["instance"] == -1 and a["row_key"]:
                 matrix_parts[(a["field_key"], a["row_key"])] = a["display_text"]
     for key, value in answers.items():
-        if _is_matrix(value):
+        if is_matrix(value):
             for row_key in value:
                 cells[f"{key}.{row_key}"] = matrix_parts[(key, row_key)]
         else:
             text = shown.get(key)
-            cells[key] = text if isinstance(text, str) else _text(value if text is None else text)
+            cells[key] = display_text(value, text)
     return cells
 
 
 def _field_of(column: str, answers: dict[str, Any]) -> tuple[str, str | None]:
     """The (field key, matrix row) of a wide column key: ``key``, or ``key.row`` of a
     matrix (a field key may hold a dot itself, so it is looked up, not split)."""
-    if column in answers and not _is_matrix(answers[column]):
+    if column in answers and not is_matrix(answers[column]):
         return column, None
     for key, value in answers.items():
-        if _is_matrix(value) and column.startswith(f"{key}.") and column[len(key) + 1:] in value:
+        if is_matrix(value) and column.startswith(f"{key}.") and column[len(key) + 1:] in value:
             return key, column[len(key) + 1:]
     raise AssertionError(f"column {column!r} comes from no answer")  # _wide_cells made it from one
 

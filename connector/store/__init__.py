@@ -1,0 +1,54 @@
+"""The connector's SQL store: what the receiver, the poller and the sync job bring from
+the service, persisted in the user's own database (SQLite by default, PostgreSQL by URL).
+
+Modules, one concern each: ``tables`` (the schema), ``mapping`` (events and reads to
+rows, pure), ``merge`` (newest wins), ``writer`` (the protocol of a database's writer and
+what writers share), ``sqlite`` and ``postgresql`` (one writer per database), and
+``facade`` (the ``Store``)."""
+
+from .facade import WRITERS, Store, alembic_config
+from .mapping import (
+    ANSWER_COLUMNS,
+    SOURCES,
+    TERMINAL_STATUSES,
+    EventRows,
+    Incoming,
+    Source,
+    StoreOutcome,
+    SyncMark,
+    answer_rows,
+    answer_tuples,
+    display_text,
+    epoch_ms,
+    event_to_rows,
+    is_matrix,
+    list_ts_ms,
+    request_rank,
+    submission_rank,
+    value_text,
+)
+from .sqlite import SQLITE_BUSY_TIMEOUT_MS
+from .tables import (
+    METADATA,
+    NAMING_CONVENTION,
+    OUTREACH_STATES,
+    VERSION_TABLE,
+    AnswerRow,
+    JobRun,
+    OutreachJob,
+    OutreachRow,
+    RawEvent,
+    RequestRow,
+    SchedulerLease,
+    StoreModel,
+    SubmissionRow,
+    SyncCursor,
+)
+
+__all__ = [
+    "ANSWER_COLUMNS", "METADATA", "NAMING_CONVENTION", "OUTREACH_STATES", "SOURCES", "SQLITE_BUSY_TIMEOUT_MS",
+    "TERMINAL_STATUSES", "VERSION_TABLE", "WRITERS", "AnswerRow", "EventRows", "Incoming", "JobRun", "OutreachJob",
+    "OutreachRow", "RawEvent", "RequestRow", "SchedulerLease", "Source", "Store", "StoreModel", "StoreOutcome",
+    "SubmissionRow", "SyncCursor", "SyncMark", "alembic_config", "answer_rows", "answer_tuples", "display_text",
+    "epoch_ms", "event_to_rows", "is_matrix", "list_ts_ms", "request_rank", "submission_rank", "value_text",
+]

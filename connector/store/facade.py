@@ -1,0 +1,258 @@
+"""The ``Store``: the connector's database as its callers see it. It picks the writer of
+the database the URL names, runs every write in one transaction (run again on a
+transient conflict where the database has them), and applies the schema's migrations."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any, TypeVar
+
+from pydantic import BaseModel
+from sqlalchemy import delete, text
+from sqlalchemy.engine import Connection, Engine, make_url
+from sqlalchemy.exc import DBAPIError, OperationalError
+from sqlmodel import Session
+
+from ..models import Event
+from .mapping import (
+    SOURCES,
+    EventRows,
+    Incoming,
+    Source,
+    StoreOutcome,
+    SyncMark,
+    event_to_rows,
+    now_ms,
+    request_rows,
+    submission_rows,
+)
+from .merge import REQUEST_MERGE, merge, write_submissions
+from .postgresql import PostgreSQLWriter
+from .sqlite import READ_OPTION, SQLiteWriter
+from .tables import CURSORS, EVENTS, SyncCursor
+from .writer import Writer
+
+T = TypeVar("T")
+_RETRIES = 5  # a transient conflict (see Writer.retryable): the whole transaction is run again
+
+# The writer of each database, by SQLAlchemy backend name: a new database is a module
+# with its writer, and one line here.
+WRITERS: dict[str, type[Writer]] = {"sqlite": SQLiteWriter, "postgresql": PostgreSQLWriter}
+
+
+def _normalise_url(url: str | Path) -> str:
+    if isinstance(url, Path):
+        return f"sqlite:///{url}"
+    for bare in ("postgresql://", "postgres://"):
+        if url.startswith(bare):  # psycopg 3 is the driver this distribution installs
+            return "postgresql+psycopg://" + url[len(bare):]
+    return url
+
+
+class Store:
+    """The connector's database. ``url`` is a SQLAlchemy URL: ``sqlite:///path.db`` (the
+    default kind; WAL journal, ``synchronous=FULL``, a busy timeout, and every write
+    transaction taking the write lock at its start) or ``postgresql+psycopg://…``.
+    ``clock`` returns the current time in epoch ms (injectable for tests).
+    Call ``migrate()`` once before use.
+
+    Conventions of every write: idempotent and out-of-order safe. An event id is stored
+    once. A submission or request row is only replaced by a newer version of it ("newest
+    wins", see ``submission_rank`` and ``request_rank``); a write that loses changes
+    nothing, except that it may fill in a column still unknown (NULL) whose value never
+    changes. A write only sets the columns its source carries: a ``requests.list`` record
+    has no answers, so it never erases the answers a completion event stored. Every
+    public method runs in its own transaction on its own connection, so the store may be
+    shared by threads (the async receiver calls it from a worker thread)."""
+
+    def __init__(self, url: str | Path = "sqlite:///formsync.db", *, clock: Callable[[], int] = now_ms,
+                 echo: bool = False) -> None:
+        self.url = _normalise_url(url)
+        self.clock = clock
+        writer = WRITERS.get(make_url(self.url).get_backend_name())
+        if writer is None:
+            raise ValueError(f"unsupported database URL {self.url!r}: use sqlite:///path.db or "
+                             f"postgresql+psycopg://user@host/db")
+        self._writer: type[Writer] = writer
+        self.engine: Engine = writer.create_engine(self.url, echo=echo)
+
+    @property
+    def backend(self) -> str:
+        """The database's kind, as SQLAlchemy names it: ``sqlite`` or ``postgresql``."""
+        return self.engine.dialect.name
+
+    def close(self) -> None:
+        """Close every pooled connection."""
+        self.engine.dispose()
+
+    def ping(self) -> None:
+        """Reach the database once (a health check); raises when it is unavailable."""
+        with self.engine.connect() as conn:
+            conn.execute(text("SELECT 1"))
+
+    # -- schema ---------------------------------------------------------------------
+
+    def migrate(self) -> None:
+        """Bring the schema to the newest migration (Alembic, configured in code: no
+        ``alembic.ini`` needed). Safe to run from several processes at once."""
+        from alembic import command
+
+        cfg = alembic_config(self.url)
+        with self.engine.begin() as conn:
+            self._writer.lock_migrations(conn)
+            cfg.attributes["connection"] = conn
+            command.upgrade(cfg, "head")
+
+    # -- sessions -------------------------------------------------------------------
+
+    @contextmanager
+    def session(self) -> Iterator[Session]:
+        """A SQLModel session for reads and ad-hoc writes; committed on success."""
+        with Session(self.engine) as s:
+            yield s
+            s.commit()
+
+    @contextmanager
+    def reader(self) -> Iterator[Session]:
+        """A read-only session. On SQLite it does not take the write lock, so long reads
+        (exports) never hold up the receiver."""
+        with Session(self.engine.execution_options(**{READ_OPTION: True})) as s:
+            yield s
+
+    def _write_tx(self, work: Callable[[Writer], T]) -> T:
+        """``_write`` with the transaction's writer."""
+        def run(conn: Connection) -> T:
+            w = self._writer(conn)  # type: ignore[call-arg]
+            try:
+                return work(w)
+            finally:
+                w.close()
+
+        return self._write(run)
+
+    def _write(self, work: Callable[[Connection], T]) -> T:
+        """Run ``work`` in one transaction; on a transient conflict (a PostgreSQL
+        deadlock or serialization failure) the whole transaction is run again."""
+        driver_error = self.engine.dialect.loaded_dbapi.Error
+        for attempt in range(_RETRIES):
+            try:
+                try:
+                    with self.engine.begin() as conn:
+                        return work(conn)
+                except driver_error as e:
+                    # Raised by the driver-level writes: as SQLAlchemy's own class
+                    # (IntegrityError, OperationalError, ...), as its execute would raise.
+                    raise DBAPIError.instance(None, None, e, driver_error, dialect=self.engine.dialect) from e
+            except OperationalError as e:
+                if not self._writer.retryable(e) or attempt == _RETRIES - 1:
+                    raise
+                time.sleep(0.01 * (attempt + 1))
+        raise AssertionError("unreachable")
+
+    # -- events ---------------------------------------------------------------------
+
+    def store_events(self, events: Sequence[Event | Incoming], *, source: Source = "webhook") -> list[StoreOutcome]:
+        """Store many events in ONE transaction (group commit). Returns one outcome per
+        event, in order: ``stored`` the first time an event id is seen, ``duplicate``
+        afterwards (also for a repeat within the batch); a duplicate changes nothing.
+        Plain ``Event`` items are taken as coming from ``source``. See ``event_to_rows``
+        for what each type writes. All or nothing: on an error nothing is stored."""
+        if source not in SOURCES:
+            raise ValueError(f"source must be one of {', '.join(SOURCES)}, got {source!r}")
+        now = self.clock()
+        items = [e if isinstance(e, Incoming) else Incoming(e, source) for e in events]
+        for i, inc in enumerate(items):
+            if inc.source not in SOURCES:
+                raise ValueError(f"events[{i}].source must be one of {', '.join(SOURCES)}, got {inc.source!r}")
+        mapped = [event_to_rows(inc, now=now) for inc in items]
+        firsts: dict[str, EventRows] = {}
+        for m in mapped:
+            firsts.setdefault(m.raw["id"], m)
+
+        def work(w: Writer) -> set[str]:
+            for m in firsts.values():
+                if m.payload_text is not None:
+                    w.known_json(m.raw["payload"], m.payload_text)
+            new = w.insert_new(EVENTS.name, [m.raw for m in firsts.values()])
+            fresh = [m for m in firsts.values() if m.raw["id"] in new]
+            merge(w, REQUEST_MERGE, [m.request for m in fresh if m.request])
+            write_submissions(w, [m.submission for m in fresh if m.submission])
+            return new
+
+        new = self._write_tx(work) if firsts else set()
+        outcomes = []
+        for m in mapped:
+            eid = m.raw["id"]
+            first = eid in new and firsts.get(eid) is m
+            outcomes.append(StoreOutcome(eid, m.raw["type"], "stored" if first else "duplicate"))
+        return outcomes
+
+    # -- reads from the service ---------------------------------------------------------
+
+    def upsert_requests(self, records: Sequence[Mapping[str, Any] | BaseModel], *,
+                        source: Source = "poll") -> list[str]:
+        """Store request records read from the service (``requests.get``, ``requests.list``
+        or ``requests.create`` shapes, epoch ms), newest wins: a terminal status is never
+        replaced by ``pending``, and otherwise the newer ``updatedAt`` is kept. Only the
+        keys a record carries are written. Returns the ids whose row was inserted or
+        replaced. A malformed record is a ``ValueError`` and nothing is stored."""
+        rows = request_rows(records, source, self.clock())
+        written = self._write_tx(lambda w: merge(w, REQUEST_MERGE, rows))
+        return sorted({r["id"] for r in written})
+
+    def upsert_submissions(self, items: Sequence[Mapping[str, Any] | BaseModel], form_id: str,
+                           form_name: str | None = None, *, source: Source = "sync") -> list[str]:
+        """Store ``submissions.list`` items of one form, newest wins (see
+        ``submission_rank``), with their long-form answers. Returns the ids whose row was
+        inserted or replaced. A malformed item is a ``ValueError`` and nothing is stored."""
+        return self.sync_page(form_id, items, None, form_name=form_name, source=source)
+
+    def sync_page(self, form_id: str, items: Sequence[Mapping[str, Any] | BaseModel], cursor: SyncMark | None, *,
+                  form_name: str | None = None, stream: str = "submissions", source: Source = "sync") -> list[str]:
+        """Store one ``submissions.list`` page and, when ``cursor`` is given, move the
+        form's sync cursor to it: both in the same transaction, so a failure leaves
+        neither. The cursor only moves forward (see ``set_cursor``). Returns the ids whose
+        row was inserted or replaced."""
+        now = self.clock()
+        rows = submission_rows(items, form_id, form_name, source, now)
+
+        def work(w: Writer) -> list[str]:
+            written = write_submissions(w, rows)
+            if cursor is not None:
+                w.set_cursor(form_id, cursor, stream, now)
+            return written
+
+        return self._write_tx(work)
+
+    # -- sync cursors ---------------------------------------------------------------
+
+    def set_cursor(self, form_id: str, mark: SyncMark, stream: str = "submissions") -> None:
+        """Move a form's sync cursor forward to ``mark``. A mark older than the stored one
+        (compared as ``(created_at, submission_id)``) changes nothing; use
+        ``reset_cursor`` to start over."""
+        now = self.clock()
+        self._write_tx(lambda w: w.set_cursor(form_id, mark, stream, now))
+
+    def get_cursor(self, form_id: str, stream: str = "submissions") -> SyncMark | None:
+        """The stored high-water mark of a form's sync, or None before the first."""
+        with self.reader() as s:
+            c = s.get(SyncCursor, (form_id, stream))
+            return SyncMark(c.last_created_at, c.last_id) if c else None
+
+    def reset_cursor(self, form_id: str, stream: str = "submissions") -> None:
+        """Forget a form's sync cursor: the next sync reads the whole list again."""
+        self._write(lambda conn: conn.execute(
+            delete(CURSORS).where(CURSORS.c.form_id == form_id, CURSORS.c.stream == stream)))
+
+
+def alembic_config(url: str) -> Any:
+    """An Alembic ``Config`` for the store's migrations (``connector/migrations``), built in code."""
+    from alembic.config import Config
+
+    cfg = Config()
+    cfg.set_main_option("script_location", str(Path(__file__).parent.parent / "migrations"))
+    cfg.set_main_option("sqlalchemy.url", url.replace("%", "%%"))
+    return cfg

@@ -1,0 +1,69 @@
+"""The SQLite writer, and how the store's SQLite engine is set up: WAL journal,
+``synchronous=FULL``, a busy timeout, foreign keys on, and every write transaction
+taking the write lock at its start (reads do not, so long exports never hold up the
+receiver)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from sqlalchemy import event
+from sqlalchemy.dialects import sqlite as sqlite_dialect
+from sqlalchemy.engine import Connection, Engine
+from sqlmodel import create_engine
+
+from .writer import SQLWriter
+
+SQLITE_BUSY_TIMEOUT_MS = 30_000
+READ_OPTION = "formsync_read"  # execution option of a read-only connection (see Store.reader)
+
+
+class SQLiteWriter(SQLWriter):
+    """Writes on SQLite: id lists travel as one JSON parameter (``json_each``), and an
+    insert reports itself by its row count."""
+
+    placeholder = "?"
+    insert = staticmethod(sqlite_dialect.insert)
+
+    @classmethod
+    def create_engine(cls, url: str, *, echo: bool) -> Engine:
+        """A SQLite engine shared by threads, with the pragmas and transaction starts above."""
+        engine = create_engine(url, echo=echo,
+                               connect_args={"check_same_thread": False, "timeout": SQLITE_BUSY_TIMEOUT_MS / 1000})
+        event.listen(engine, "connect", _on_connect)
+        event.listen(engine, "begin", _on_begin)
+        return engine
+
+    def ids_param(self, ids: Sequence[str]) -> Any:
+        return json.dumps(list(ids))
+
+    def in_ids(self, col: str) -> str:
+        return f"{col} IN (SELECT value FROM json_each(?))"
+
+    def run_inserts(self, sql: str, rows: Sequence[Mapping[str, Any]], params: list[tuple[Any, ...]]) -> set[str]:
+        inserted: set[str] = set()
+        for r, p in zip(rows, params, strict=True):
+            self.cur.execute(sql, p)
+            if self.cur.rowcount == 1:
+                inserted.add(r["id"])
+        return inserted
+
+
+def _on_connect(dbapi_conn: Any, _record: Any) -> None:
+    # Take transaction control from the sqlite3 module so _on_begin decides how each begins.
+    dbapi_conn.isolation_level = None
+    cur = dbapi_conn.cursor()
+    cur.execute("PRAGMA journal_mode=WAL")
+    cur.execute("PRAGMA synchronous=FULL")
+    cur.execute(f"PRAGMA busy_timeout={SQLITE_BUSY_TIMEOUT_MS}")
+    cur.execute("PRAGMA foreign_keys=ON")
+    cur.close()
+
+
+def _on_begin(conn: Connection) -> None:
+    # A write transaction takes the write lock up front: a deferred one that reads first
+    # could not upgrade to a writer while another writer holds the lock (SQLITE_BUSY at
+    # once, without waiting), which would break concurrent group commits.
+    conn.exec_driver_sql("BEGIN" if conn.get_execution_options().get(READ_OPTION) else "BEGIN IMMEDIATE")

@@ -1,0 +1,231 @@
+"""The store's tables. Every timestamp column (``*_at``) is an integer in epoch
+milliseconds, UTC; the one exception is ``SyncCursor.last_created_at``, which keeps the
+service's own string. The migrations (``connector/migrations``) build exactly these."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from sqlalchemy import (
+    JSON,
+    BigInteger,
+    CheckConstraint,
+    Column,
+    ForeignKey,
+    MetaData,
+    Table,
+    Text,
+    UniqueConstraint,
+)
+from sqlalchemy.orm import registry
+from sqlmodel import Field, SQLModel
+
+OUTREACH_STATES: tuple[str, ...] = ("pending", "sending", "sent", "invalid", "failed", "changed")
+# Alembic's bookkeeping table, named so it never meets the user's own Alembic history.
+VERSION_TABLE = "formsync_alembic_version"
+
+# Every index and constraint gets a stable name, the same on SQLite and PostgreSQL, so the
+# migrations can name what they create and later ones can drop it.
+NAMING_CONVENTION = {
+    "ix": "ix_%(column_0_label)s",
+    "uq": "uq_%(table_name)s_%(column_0_N_name)s",
+    "fk": "fk_%(table_name)s_%(column_0_name)s_%(referred_table_name)s",
+    "pk": "pk_%(table_name)s",
+}
+
+
+class StoreModel(SQLModel, registry=registry(metadata=MetaData(naming_convention=NAMING_CONVENTION))):
+    """Base of the connector's tables. It has its own ``MetaData``, so the store's schema
+    (and its migrations) never includes other SQLModel tables living in the same process."""
+
+
+def _json_col() -> Any:
+    # none_as_null: Python None is SQL NULL (not the JSON text 'null'), so IS NULL and
+    # COALESCE treat a missing object as missing.
+    return Field(default=None, sa_column=Column(JSON(none_as_null=True), nullable=True))
+
+
+class RawEvent(StoreModel, table=True):
+    """Every event received, exactly once per event id, as it came."""
+
+    __tablename__ = "formsync_events"
+
+    id: str = Field(primary_key=True)  # evt_…
+    type: str = Field(index=True)
+    source: str  # callback | webhook | poll | sync
+    created_at: int = Field(sa_type=BigInteger)  # the envelope's createdAt
+    api_version: str | None = None
+    test: bool = False
+    received_at: int = Field(sa_type=BigInteger)
+    body: str = Field(sa_type=Text)  # the raw body as received (or as re-serialised when not given)
+    payload: dict[str, Any] | None = _json_col()  # the body parsed as JSON
+
+
+class SubmissionRow(StoreModel, table=True):
+    """One row per submission id: its newest known version."""
+
+    __tablename__ = "formsync_submissions"
+
+    id: str = Field(primary_key=True)  # sub_…
+    form_id: str = Field(index=True)
+    form_name: str | None = None
+    snapshot_id: str | None = None
+    request_id: str | None = Field(default=None, index=True)
+    respondent_email: str | None = None
+    created_at: int | None = Field(default=None, sa_type=BigInteger)  # known from submissions.list only
+    submitted_at: int | None = Field(default=None, sa_type=BigInteger)
+    updated_at: int | None = Field(default=None, sa_type=BigInteger)
+    edit_count: int = 0
+    is_completed: bool = False
+    language: str | None = None
+    answers: dict[str, Any] | None = _json_col()
+    display: dict[str, Any] | None = _json_col()
+    pdf_url: str | None = None
+    source: str  # what brought the stored version: callback | webhook | poll | sync
+    last_event_id: str | None = None  # the event behind the stored version; null when it came from a read
+    observed_at: int = Field(sa_type=BigInteger)  # when the service showed this version (event createdAt or read time)
+    stored_at: int = Field(sa_type=BigInteger)
+
+
+class AnswerRow(StoreModel, table=True):
+    """Answers in long form (see ``answer_rows``). The key never holds NULL, so it works
+    alike on SQLite and PostgreSQL: ``instance`` is -1 outside a repeating group, and
+    ``row_key`` / ``member_key`` are '' where they do not apply."""
+
+    __tablename__ = "formsync_answers"
+
+    submission_id: str = Field(primary_key=True)
+    field_key: str = Field(primary_key=True)
+    instance: int = Field(default=-1, primary_key=True, sa_column_kwargs={"autoincrement": False})
+    row_key: str = Field(default="", primary_key=True)
+    member_key: str = Field(default="", primary_key=True)
+    value_json: str = Field(sa_type=Text)  # the raw answer value as JSON text
+    display_text: str | None = Field(default=None, sa_type=Text)
+
+
+class RequestRow(StoreModel, table=True):
+    """One row per request id: its newest known state."""
+
+    __tablename__ = "formsync_requests"
+
+    id: str = Field(primary_key=True)  # req_…
+    form_id: str | None = Field(default=None, index=True)  # unknown when only an expiry/cancel event was seen
+    workspace_id: str | None = None
+    status: str = Field(index=True)  # pending | completed | expired | canceled
+    delivery_status: str | None = None
+    outcome: str | None = None
+    external_id: str | None = Field(default=None, index=True)
+    metadata_: dict[str, Any] | None = Field(
+        default=None, sa_column=Column("metadata", JSON(none_as_null=True), nullable=True))
+    context: dict[str, Any] | None = _json_col()
+    recipient_email: str | None = None
+    recipient_name: str | None = None
+    language: str | None = None
+    url: str | None = None
+    is_test: bool = False
+    created_at: int | None = Field(default=None, sa_type=BigInteger)
+    expires_at: int | None = Field(default=None, sa_type=BigInteger)
+    completed_at: int | None = Field(default=None, sa_type=BigInteger)
+    expired_at: int | None = Field(default=None, sa_type=BigInteger)
+    canceled_at: int | None = Field(default=None, sa_type=BigInteger)
+    cancel_reason: str | None = None
+    updated_at: int = Field(sa_type=BigInteger)
+    submission_id: str | None = None
+    answers: dict[str, Any] | None = _json_col()
+    display: dict[str, Any] | None = _json_col()
+    source: str
+    last_event_id: str | None = None
+    stored_at: int = Field(sa_type=BigInteger)
+
+
+class OutreachJob(StoreModel, table=True):
+    """A named bulk-outreach job: one sheet sent to one form."""
+
+    __tablename__ = "formsync_outreach_jobs"
+
+    name: str = Field(primary_key=True)
+    form_id: str
+    source_path: str
+    settings: dict[str, Any] | None = _json_col()
+    created_at: int = Field(sa_type=BigInteger)
+    updated_at: int = Field(sa_type=BigInteger)
+
+
+class OutreachRow(StoreModel, table=True):
+    """One sheet row of an outreach job and where it stands."""
+
+    __tablename__ = "formsync_outreach_rows"
+    __table_args__ = (
+        UniqueConstraint("job_name", "row_key", name="uq_formsync_outreach_rows_job_row"),
+        CheckConstraint("state IN ('pending', 'sending', 'sent', 'invalid', 'failed', 'changed')",
+                        name="ck_formsync_outreach_rows_state"),
+    )
+
+    id: int | None = Field(default=None, primary_key=True)
+    job_name: str = Field(sa_column=Column(ForeignKey("formsync_outreach_jobs.name"), nullable=False))
+    row_key: str  # the row's identity in the sheet (an id column, or one derived by the job)
+    row_number: int
+    content_hash: str
+    idempotency_key: str = Field(unique=True)
+    state: str = "pending"
+    request_id: str | None = None
+    error: str | None = Field(default=None, sa_type=Text)
+    attempts: int = 0
+    updated_at: int = Field(sa_type=BigInteger)
+
+
+class SyncCursor(StoreModel, table=True):
+    """The high-water mark of an incremental ``submissions.list`` sync: the newest
+    submission seen, as the service's ``createdAt`` string and its id."""
+
+    __tablename__ = "formsync_sync_cursors"
+
+    form_id: str = Field(primary_key=True)
+    stream: str = Field(default="submissions", primary_key=True)
+    last_created_at: str  # ``YYYY-MM-DD HH:MM:SS`` (UTC), as submissions.list gives it
+    last_id: str
+    updated_at: int = Field(sa_type=BigInteger)
+
+
+class JobRun(StoreModel, table=True):
+    """One run of a scheduled job (``formsync run``): when it started and finished, how
+    it ended (``running`` until then; ``ok``, ``error``, or ``stopped`` when a shutdown
+    stopped it between rows), its error and a short summary, and the process that ran it."""
+
+    __tablename__ = "formsync_job_runs"
+    __table_args__ = (
+        CheckConstraint("outcome IN ('running', 'ok', 'error', 'stopped')", name="ck_formsync_job_runs_outcome"),
+    )
+
+    id: int | None = Field(default=None, primary_key=True)
+    job_id: str = Field(index=True)
+    kind: str
+    scheduled_at: int | None = Field(default=None, sa_type=BigInteger)  # the fire time the scheduler planned
+    started_at: int = Field(sa_type=BigInteger)
+    finished_at: int | None = Field(default=None, sa_type=BigInteger)
+    outcome: str = "running"
+    error: str | None = Field(default=None, sa_type=Text)
+    summary: str | None = Field(default=None, sa_type=Text)
+    pid: int
+    host: str
+
+
+class SchedulerLease(StoreModel, table=True):
+    """Who may run the scheduler (SQLite; PostgreSQL uses an advisory lock instead): the
+    holder renews ``expires_at``; once it has passed, another process may take over."""
+
+    __tablename__ = "formsync_scheduler_lease"
+
+    name: str = Field(primary_key=True)
+    holder: str
+    acquired_at: int = Field(sa_type=BigInteger)
+    expires_at: int = Field(sa_type=BigInteger)
+
+
+# The tables as SQLAlchemy Core sees them, for the writers' statements.
+EVENTS: Table = RawEvent.__table__  # type: ignore[assignment]
+SUBMISSIONS: Table = SubmissionRow.__table__  # type: ignore[assignment]
+ANSWERS: Table = AnswerRow.__table__  # type: ignore[assignment]
+REQUESTS: Table = RequestRow.__table__  # type: ignore[assignment]
+CURSORS: Table = SyncCursor.__table__  # type: ignore[assignment]
+METADATA = StoreModel.metadata  # what the migrations build

@@ -1,0 +1,241 @@
+"""The protocol every database's writer follows, and the statement building they share.
+
+A writer does the store's writes inside one SQLAlchemy transaction, on its DB-API cursor,
+with statements of a fixed text per table and column set: no SQL is compiled per call,
+the drivers reuse their prepared statements, and rows travel as plain tuples (these
+writes are the receiver's hot path). One module per database holds its writer, named
+after the technology (``sqlite``, ``postgresql``); a writer class also carries what
+differs between databases outside one transaction (how the engine is made, how
+migrations are serialised, which errors mean "run the transaction again")."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from typing import Any, ClassVar, Protocol
+
+from sqlalchemy import JSON, Table, tuple_
+from sqlalchemy.engine import Connection, Engine
+
+from .mapping import ANSWER_COLUMNS, SyncMark, answer_tuples
+from .tables import CURSORS, EVENTS, REQUESTS, SUBMISSIONS
+
+
+class Writer(Protocol):
+    """The writes of one transaction (on ``conn``, so they commit with it)."""
+
+    conn: Connection
+
+    @classmethod
+    def create_engine(cls, url: str, *, echo: bool) -> Engine:
+        """An engine for ``url``, configured for this database."""
+        ...
+
+    @classmethod
+    def lock_migrations(cls, conn: Connection) -> None:
+        """Serialise concurrent ``migrate()`` runs for the rest of ``conn``'s transaction."""
+        ...
+
+    @classmethod
+    def retryable(cls, error: BaseException) -> bool:
+        """Whether ``error`` (raised by a write) means the whole transaction may run again."""
+        ...
+
+    def known_json(self, value: Any, text: str) -> None:
+        """``text`` is already the JSON of ``value``: use it as is."""
+        ...
+
+    def insert_new(self, table: str, rows: Sequence[Mapping[str, Any]]) -> set[str]:
+        """Insert the rows (distinct ids) whose id is not stored yet; the ids inserted."""
+        ...
+
+    def ranks(self, table: str, cols: Sequence[str], ids: Sequence[str]) -> dict[str, dict[str, Any]]:
+        """``cols`` of the stored rows among ``ids`` (id -> column -> value), locked for
+        the transaction where the database locks rows."""
+        ...
+
+    def update(self, table: str, keys: Sequence[str], coalesce: frozenset[str],
+               rows: Sequence[Mapping[str, Any]]) -> None:
+        """Set ``keys`` (but ``id``) of each row; a ``coalesce`` column only while NULL."""
+        ...
+
+    def replace_answers(self, latest: Mapping[str, Mapping[str, Any]]) -> None:
+        """Replace the long-form answers of the submissions in ``latest`` (id -> row)."""
+        ...
+
+    def set_cursor(self, form_id: str, mark: SyncMark, stream: str, now: int) -> None:
+        """Move a sync cursor forward to ``mark``; a mark behind the stored one changes nothing."""
+        ...
+
+    def close(self) -> None:
+        """Release the DB-API cursor."""
+        ...
+
+
+_JSON_COLUMNS = {t.name: frozenset(c.name for c in t.c if isinstance(c.type, JSON))
+                 for t in (EVENTS, SUBMISSIONS, REQUESTS)}
+# Python-side column defaults (SQLAlchemy applied them on insert): an insert that lacks
+# one of these NOT NULL columns gets its default.
+_DEFAULTS = {t.name: {c.name: c.default.arg for c in t.c if c.default is not None and not callable(c.default.arg)}
+             for t in (EVENTS, SUBMISSIONS, REQUESTS)}
+_SQL_CACHE: dict[tuple[Any, ...], str] = {}
+
+
+def by_keys(rows: Sequence[Mapping[str, Any]]) -> Iterator[tuple[tuple[str, ...], list[Mapping[str, Any]]]]:
+    """Rows grouped by their set of columns (one statement shape per set)."""
+    groups: dict[tuple[str, ...], list[Mapping[str, Any]]] = {}
+    for r in rows:
+        groups.setdefault(tuple(sorted(r)), []).append(r)
+    yield from groups.items()
+
+
+def quote(col: str) -> str:
+    """A quoted column name ("metadata" is one; quoting every column keeps statements uniform)."""
+    return f'"{col}"'
+
+
+class SQLWriter:
+    """What the writers share: statement texts built once per writer class and shape,
+    JSON serialised once per distinct object in the transaction (the request and
+    submission rows of an event share their answers and display), and row parameters.
+    A database's writer subclasses it and fills in the parts marked below."""
+
+    placeholder: ClassVar[str] = "?"
+    insert: ClassVar[Callable[[Table], Any]]  # the dialect's INSERT … ON CONFLICT construct
+
+    def __init__(self, conn: Connection) -> None:
+        self.conn = conn
+        self.cur = conn.connection.dbapi_connection.cursor()  # type: ignore[union-attr]
+        self._json: dict[int, tuple[Any, str]] = {}
+
+    @classmethod
+    def lock_migrations(cls, conn: Connection) -> None:
+        """Nothing to do where the migration's own transaction already serialises them."""
+
+    @classmethod
+    def retryable(cls, error: BaseException) -> bool:
+        """No error is retried unless the database's writer says so."""
+        return False
+
+    def close(self) -> None:
+        """Release the DB-API cursor."""
+        self.cur.close()
+
+    # -- shared building blocks ---------------------------------------------------------
+
+    def sql(self, key: tuple[Any, ...], build: Callable[[], str]) -> str:
+        """The statement text for ``key`` in this writer's dialect, built once."""
+        key = (type(self), *key)
+        text = _SQL_CACHE.get(key)
+        if text is None:
+            text = _SQL_CACHE[key] = build()
+        return text
+
+    def json(self, value: Any) -> str | None:
+        """``value`` as JSON text, serialised once per object; None is SQL NULL."""
+        if value is None:  # none_as_null: SQL NULL, not the JSON text 'null'
+            return None
+        hit = self._json.get(id(value))
+        if hit is None or hit[0] is not value:
+            hit = self._json[id(value)] = (value, json.dumps(value))
+        return hit[1]
+
+    def known_json(self, value: Any, text: str) -> None:
+        """``text`` is already the JSON of ``value`` (an event's body): use it as is."""
+        self._json[id(value)] = (value, text)
+
+    def params(self, table: str, cols: Sequence[str], row: Mapping[str, Any]) -> tuple[Any, ...]:
+        """The parameters of ``row`` for ``cols``: JSON serialised, defaults filled in."""
+        js, defaults = _JSON_COLUMNS[table], _DEFAULTS[table]
+        # A JSON column is in ``cols`` only when the row carries it; a default column may not be.
+        return tuple([self.json(row[c]) if c in js else row[c] if c in row else defaults[c] for c in cols])
+
+    def marks(self, n: int) -> str:
+        """``n`` placeholders, comma separated."""
+        return ", ".join([self.placeholder] * n)
+
+    # -- the parts a database fills in --------------------------------------------------
+
+    def ids_param(self, ids: Sequence[str]) -> Any:
+        """``ids`` as one parameter for ``in_ids``: one statement shape for any count."""
+        raise NotImplementedError
+
+    def in_ids(self, col: str) -> str:
+        """A condition: ``col`` is among the ids of one ``ids_param`` parameter."""
+        raise NotImplementedError
+
+    def run_inserts(self, sql: str, rows: Sequence[Mapping[str, Any]], params: list[tuple[Any, ...]]) -> set[str]:
+        """Run an ``INSERT … ON CONFLICT (id) DO NOTHING`` per row; the ids inserted."""
+        raise NotImplementedError
+
+    def lock_clause(self) -> str:
+        """What ends a ``ranks`` read to lock the rows it reads ('' where nothing locks)."""
+        return ""
+
+    def insert_answers(self, rows: list[tuple[Any, ...]]) -> None:
+        """Insert answer tuples (``ANSWER_COLUMNS`` order)."""
+        sql = self.sql(("answers-insert",), lambda: (
+            f"INSERT INTO formsync_answers ({', '.join(ANSWER_COLUMNS)}) VALUES ({self.marks(len(ANSWER_COLUMNS))})"))
+        self.cur.executemany(sql, rows)
+
+    # -- the writes -----------------------------------------------------------------
+
+    def insert_new(self, table: str, rows: Sequence[Mapping[str, Any]]) -> set[str]:
+        """Insert the rows (distinct ids) whose id is not stored yet; the ids inserted."""
+        inserted: set[str] = set()
+        for keys, group in by_keys(rows):
+            cols = tuple(sorted({*keys, *(c for c in _DEFAULTS[table] if c not in keys)}))
+
+            def build(cols: tuple[str, ...] = cols) -> str:
+                return (f"INSERT INTO {table} ({', '.join(quote(c) for c in cols)}) "
+                        f"VALUES ({self.marks(len(cols))}) ON CONFLICT (id) DO NOTHING")
+
+            sql = self.sql(("insert", table, cols), build)
+            inserted |= self.run_inserts(sql, group, [self.params(table, cols, r) for r in group])
+        return inserted
+
+    def ranks(self, table: str, cols: Sequence[str], ids: Sequence[str]) -> dict[str, dict[str, Any]]:
+        """``cols`` of the stored rows among ``ids``, locked where the database locks
+        rows (in id order: one lock order for every writer)."""
+        read = ("id", *cols)
+        sql = self.sql(("ranks", table), lambda: (
+            f"SELECT {', '.join(read)} FROM {table} WHERE {self.in_ids('id')}{self.lock_clause()}"))
+        self.cur.execute(sql, (self.ids_param(ids),))
+        return {r[0]: dict(zip(read, r, strict=True)) for r in self.cur.fetchall()}
+
+    def update(self, table: str, keys: Sequence[str], coalesce: frozenset[str],
+               rows: Sequence[Mapping[str, Any]]) -> None:
+        """Set ``keys`` (but ``id``) of each row; a ``coalesce`` column only while NULL."""
+        cols = tuple(k for k in keys if k != "id")
+        if not cols:
+            return
+        p = self.placeholder
+
+        def build() -> str:
+            sets = ", ".join(f"{quote(c)} = COALESCE({quote(c)}, {p})" if c in coalesce else f"{quote(c)} = {p}"
+                             for c in cols)
+            return f"UPDATE {table} SET {sets} WHERE id = {p}"
+
+        sql = self.sql(("update", table, cols, coalesce & set(cols)), build)
+        self.cur.executemany(sql, [(*self.params(table, cols, r), r["id"]) for r in rows])
+
+    def replace_answers(self, latest: Mapping[str, Mapping[str, Any]]) -> None:
+        """Replace the long-form answers of the submissions in ``latest`` (id -> row)."""
+        ids = sorted(latest)
+        self.cur.execute(self.sql(("answers-delete",), lambda: (
+            f"DELETE FROM formsync_answers WHERE {self.in_ids('submission_id')}")), (self.ids_param(ids),))
+        rows = [a for sid in ids for a in answer_tuples(sid, latest[sid]["answers"], latest[sid].get("display"))]
+        if rows:
+            self.insert_answers(rows)
+
+    def set_cursor(self, form_id: str, mark: SyncMark, stream: str, now: int) -> None:
+        """Move a sync cursor forward to ``mark``; a mark behind the stored one changes nothing."""
+        ins = self.insert(CURSORS).values(form_id=form_id, stream=stream, last_created_at=mark.created_at,
+                                   last_id=mark.submission_id, updated_at=now)
+        self.conn.execute(ins.on_conflict_do_update(
+            index_elements=["form_id", "stream"],
+            set_={"last_created_at": ins.excluded.last_created_at, "last_id": ins.excluded.last_id,
+                  "updated_at": ins.excluded.updated_at},
+            where=tuple_(CURSORS.c.last_created_at, CURSORS.c.last_id)
+            < tuple_(ins.excluded.last_created_at, ins.excluded.last_id),
+        ))
