@@ -17,6 +17,7 @@ from sqlalchemy.exc import DBAPIError, OperationalError
 from sqlmodel import Session
 
 from ..models import Event
+from .ledger import OutreachLedger
 from .mapping import (
     SOURCES,
     EventRows,
@@ -78,6 +79,7 @@ class Store:
                              f"postgresql+psycopg://user@host/db")
         self._writer: type[Writer] = writer
         self.engine: Engine = writer.create_engine(self.url, echo=echo)
+        self.ledger = OutreachLedger(self, clock)  # outreach jobs and the state of each sheet row
 
     @property
     def backend(self) -> str:

@@ -11,7 +11,6 @@ from connector.client import FormClient
 from connector.store import Store
 
 from .documents import Documents, document_problems
-from .ledger import OutreachLedger
 from .plan import plan_rows
 from .report import OutreachReport, default_report_path, write_report
 from .send import ProgressCallback, Sender, SendOptions, SendResult
@@ -45,10 +44,9 @@ async def run_outreach(client: FormClient, store: Store, sheet: Path, form_id: s
     write_report(report_path, plan.rejected)
     result, uploads = SendResult(), 0
     if not dry_run:
-        ledger = OutreachLedger(store, store.clock)
-        ledger.open_job(job, form_id, str(sheet), {"delivery": delivery, "test": test})
-        documents = Documents(client, ledger, job, form_id, sheet.parent)
-        sender = Sender(client, store, ledger, documents, job=job, form_id=form_id, stop=stop,
+        store.ledger.open_job(job, form_id, str(sheet), {"delivery": delivery, "test": test})
+        documents = Documents(client, store.ledger, job, form_id, sheet.parent)
+        sender = Sender(client, store, documents, job=job, form_id=form_id, stop=stop,
                         options=SendOptions(delivery=delivery, callback_url=callback_url, test=test))
         result = await sender.send(plan.valid, progress)
         uploads = documents.uploads

@@ -15,7 +15,6 @@ from connector.store import Store
 
 from .columns import RowParams
 from .documents import Documents, DocumentUnreadable
-from .ledger import OutreachLedger
 from .plan import PlannedRow
 from .values import Problem
 
@@ -47,9 +46,9 @@ class SendResult:
 class Sender:
     """Sends planned rows to one form for one job (see ``send``)."""
 
-    def __init__(self, client: FormClient, store: Store, ledger: OutreachLedger, documents: Documents, *,
-                 job: str, form_id: str, options: SendOptions, stop: asyncio.Event | None = None) -> None:
-        self.client, self.store, self.ledger, self.documents = client, store, ledger, documents
+    def __init__(self, client: FormClient, store: Store, documents: Documents, *, job: str, form_id: str,
+                 options: SendOptions, stop: asyncio.Event | None = None) -> None:
+        self.client, self.store, self.ledger, self.documents = client, store, store.ledger, documents
         self.job, self.form_id, self.options, self.stop = job, form_id, options, stop
 
     async def send(self, rows: Sequence[PlannedRow], progress: ProgressCallback | None = None) -> SendResult:

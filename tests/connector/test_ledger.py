@@ -11,7 +11,7 @@ from sqlalchemy.exc import IntegrityError
 from sqlmodel import select
 
 from connector.store import OUTREACH_STATES, OutreachJob, OutreachRow, Store
-from pipelines.outreach.ledger import ROW_STATES, OutreachLedger
+from connector.store.ledger import ROW_STATES, OutreachLedger
 
 T0 = 1_780_000_000_000
 
@@ -37,7 +37,7 @@ def store(db_url: str) -> Iterator[Store]:
 
 @pytest.fixture
 def ledger(store: Store) -> OutreachLedger:
-    led = OutreachLedger(store, store.clock)
+    led = store.ledger
     led.open_job("job", "form_1", "sheet.csv", {"delivery": "none"})
     return led
 

@@ -28,7 +28,6 @@ from pipelines.outreach import (
     run_outreach,
     validate_row,
 )
-from pipelines.outreach.ledger import OutreachLedger
 from pipelines.poll import poll_once
 from tests.conftest import Sandbox
 
@@ -367,7 +366,7 @@ PNG = b"\x89PNG\r\n\x1a\n" + bytes(range(120))
 
 async def test_a_document_file_gone_since_validation_fails_its_row_with_a_clear_error(
         sandbox: Sandbox, client: FormClient, store: Store, tmp_path: Path) -> None:
-    docs = Documents(client, OutreachLedger(store, store.clock), "gone", sandbox.pro.forms["Approval"], tmp_path)
+    docs = Documents(client, store.ledger, "gone", sandbox.pro.forms["Approval"], tmp_path)
     with pytest.raises(DocumentUnreadable, match="gone.pdf' cannot be read"):
         await docs.refs(RowParams(documents={"": "gone.pdf"}))
     assert docs.uploads == 0 and docs.ids == {} and docs.digests == {}

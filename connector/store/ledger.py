@@ -1,5 +1,5 @@
-"""The outreach ledger: each outreach job and the state of each of its sheet rows, so a run
-killed at any point resumes without sending a row twice.
+"""The outreach ledger (``store.ledger``): each outreach job and the state of each of its
+sheet rows, so a run killed at any point resumes without sending a row twice.
 
 A row's states: ``pending`` (recorded, no create issued yet), ``sending`` (a create is
 being issued with the row's idempotency key: it may have reached the service), ``sent``
@@ -18,7 +18,7 @@ from typing import Any, Literal, Protocol
 
 from sqlmodel import Session, col, select
 
-from connector.store import OutreachJob, OutreachRow
+from .tables import OutreachJob, OutreachRow
 
 RowState = Literal["pending", "sending", "sent", "failed", "changed"]
 ROW_STATES: tuple[RowState, ...] = ("pending", "sending", "sent", "failed", "changed")
