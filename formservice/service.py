@@ -238,9 +238,9 @@ class Service:
         return Ctx(
             session=session,
             now=self.now(),
-            workspace=session.get(tables.Workspace, caller.workspace_id),
-            user=session.get(tables.User, caller.user_id),
-            token=session.get(tables.ApiToken, caller.token_id),
+            workspace=tables.referenced(session, tables.Workspace, caller.workspace_id),
+            user=tables.referenced(session, tables.User, caller.user_id),
+            token=tables.referenced(session, tables.ApiToken, caller.token_id),
             base_url=self.base_url,
             service=self,
         )
