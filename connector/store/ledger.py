@@ -1,10 +1,10 @@
 """The outreach ledger (``store.ledger``): each outreach job and the state of each of its
 sheet rows, so a run killed at any point resumes without sending a row twice.
 
-A row's states: ``pending`` (recorded, no create issued yet), ``sending`` (a create is
-being issued with the row's idempotency key: it may have reached the service), ``sent``
-(the request id is recorded), ``failed`` (the service refused the create: nothing was
-sent), ``changed`` (the sheet's row no longer matches what was sent; never sent again).
+A row's states: ``pending`` (recorded by a run about to send it, no create issued yet),
+``sending`` (a create is being issued with the row's idempotency key: it may have
+reached the service), ``sent`` (the request id is recorded), ``failed`` (the service
+refused the create: nothing was sent), ``changed`` (the sheet's row no longer matches what was sent; never sent again).
 A re-run sends again only rows without a request: ``pending`` and ``sending`` ones with
 the same key (the service deduplicates a create that did arrive), and ``failed`` ones as
 the sheet now has them. The schema's constraint also admits ``invalid``, which nothing
@@ -12,9 +12,9 @@ writes: rejected rows live in the run's report, not in the ledger."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from contextlib import AbstractContextManager
-from typing import Any, Literal, Protocol
+from typing import Any, Literal, NamedTuple, Protocol
 
 from sqlmodel import Session, col, select
 
@@ -26,6 +26,16 @@ ROW_STATES: tuple[RowState, ...] = ("pending", "sending", "sent", "failed", "cha
 # changed since it was recorded (now marked ``changed``, not sent).
 Claim = Literal["send", "sent", "changed"]
 CHANGED_ERROR = "content changed since it was recorded; not sent again"
+
+
+class PendingRow(NamedTuple):
+    """A row a run is about to send: its key in the job, sheet row number, content hash
+    and idempotency key."""
+
+    row_key: str
+    row_number: int
+    content_hash: str
+    idempotency_key: str
 
 
 class Sessions(Protocol):
@@ -79,31 +89,37 @@ class OutreachLedger:
                 OutreachRow.job_name == job, col(OutreachRow.request_id).is_not(None)))}
         return {key for key, chash in rows.items() if sent.get(key) != chash}
 
-    def record_pending(self, job: str, row_key: str, row_number: int, content_hash: str,
-                       idempotency_key: str) -> Claim:
-        """Record a row before its create. A new row, or one the service refused last
-        time (as the sheet now has it), becomes ``pending``; a row recorded but never
-        confirmed keeps its state and key. Returns ``send`` for these, ``sent`` when it
-        has a request already, ``changed`` when its content differs from the recorded
-        one (then marked ``changed``, with the row's number)."""
+    def record_pending(self, job: str, rows: Sequence[PendingRow]) -> dict[str, Claim]:
+        """Record the rows a run is about to send, in one transaction, before any of their
+        creates. A new row, or one the service refused last time (as the sheet now has
+        it), becomes ``pending``; a row recorded but never confirmed keeps its state and
+        key. Their claim is ``send``; a row with a request already is ``sent``; a row whose
+        content differs from the recorded one is ``changed`` (so marked, with its number)."""
+        if not rows:
+            return {}
         now = self._clock()
         with self._db.session() as s:
-            rec = self._row(s, job, row_key)
-            if rec is None:
-                s.add(OutreachRow(job_name=job, row_key=row_key, row_number=row_number, content_hash=content_hash,
-                                  idempotency_key=idempotency_key, state="pending", updated_at=now))
-                return "send"
-            if rec.state == "failed" and rec.request_id is None:
-                rec.state, rec.content_hash, rec.row_number, rec.updated_at = "pending", content_hash, row_number, now
-                rec.error = None
-            elif rec.content_hash != content_hash:
-                rec.state, rec.row_number, rec.updated_at, rec.error = "changed", row_number, now, CHANGED_ERROR
-                s.add(rec)
-                return "changed"
-            elif rec.request_id is not None:
-                return "sent"
-            s.add(rec)
+            known = {r.row_key: r for r in s.exec(select(OutreachRow).where(OutreachRow.job_name == job))}
+            return {row.row_key: self._claim(s, job, known.get(row.row_key), row, now) for row in rows}
+
+    @staticmethod
+    def _claim(s: Session, job: str, rec: OutreachRow | None, row: PendingRow, now: int) -> Claim:
+        if rec is None:
+            s.add(OutreachRow(job_name=job, row_key=row.row_key, row_number=row.row_number,
+                              content_hash=row.content_hash, idempotency_key=row.idempotency_key, state="pending",
+                              updated_at=now))
             return "send"
+        if rec.state == "failed" and rec.request_id is None:
+            rec.state, rec.content_hash, rec.row_number, rec.updated_at = "pending", row.content_hash, row.row_number, now
+            rec.error = None
+        elif rec.content_hash != row.content_hash:
+            rec.state, rec.row_number, rec.updated_at, rec.error = "changed", row.row_number, now, CHANGED_ERROR
+            s.add(rec)
+            return "changed"
+        elif rec.request_id is not None:
+            return "sent"
+        s.add(rec)
+        return "send"
 
     def mark_sending(self, job: str, row_key: str) -> None:
         """The row's create is about to be issued: ``sending``, one more attempt."""

@@ -24,9 +24,9 @@ async def run_outreach(client: FormClient, store: Store, sheet: Path, form_id: s
                        stop: asyncio.Event | None = None) -> OutreachReport:
     """Send one request per valid row of ``sheet`` to ``form_id``. Every row is validated
     against ``fields.list`` first; bad rows go to the CSV report (row numbers as in the
-    sheet, header = row 1) and are never sent. Each row is recorded (``pending``, then
-    ``sending``) before its create and marked ``sent`` after, so a re-run sends only rows
-    without a request, with the same idempotency key. A row whose content changed under
+    sheet, header = row 1) and are never sent. The rows to send are recorded ``pending``
+    first; each is marked ``sending`` before its create and ``sent`` after, so a re-run
+    sends only rows without a request, with the same idempotency key. A row whose content changed under
     the same identity is marked ``changed`` and not sent; a row the service refused
     (``failed``, nothing sent) is sent again, as corrected, on the next run; a later row
     repeating an earlier row's identity is reported, not sent. ``dry_run`` calls nothing

@@ -12,6 +12,7 @@ from connector.client import FormClient
 from connector.errors import FormsyncError
 from connector.models import RequestCreated
 from connector.store import Store
+from connector.store.ledger import PendingRow
 
 from .columns import RowParams
 from .documents import Documents, DocumentUnreadable
@@ -52,16 +53,23 @@ class Sender:
         self.job, self.form_id, self.options, self.stop = job, form_id, options, stop
 
     async def send(self, rows: Sequence[PlannedRow], progress: ProgressCallback | None = None) -> SendResult:
-        """Send the rows not sent yet, in order. A set ``stop`` ends the run between rows
-        (a wait for the rate window is cut short); the rows left are sent by a re-run."""
+        """Send the rows not sent yet, in order, all recorded ``pending`` first. A set
+        ``stop`` ends the run between rows (a wait for the rate window is cut short); the
+        rows left stay pending and a re-run sends them."""
         result = SendResult()
         todo = self.ledger.rows_to_send(self.job, {r.identity: r.content_hash for r in rows})
+        claims = self.ledger.record_pending(self.job, [
+            PendingRow(r.identity, r.number, r.content_hash, r.key) for r in rows if r.identity in todo])
         for done, row in enumerate(rows, start=1):
             if self.stop is not None and self.stop.is_set():
                 result.stopped = True
                 break
-            if row.identity not in todo:
+            claim = claims.get(row.identity, "sent")
+            if claim == "sent":
                 result.skipped += 1
+            elif claim == "changed":
+                result.changed += 1
+                result.problems.append((row.number, changed_problem(row)))
             elif not await self._send(row, result):
                 result.stopped = True
                 break
@@ -70,20 +78,9 @@ class Sender:
         return result
 
     async def _send(self, row: PlannedRow, result: SendResult) -> bool:
-        """Record, create, mark one row; False when a stop came while waiting to create."""
-        claim = self.ledger.record_pending(self.job, row.identity, row.number, row.content_hash, row.key)
-        if claim == "sent":
-            result.skipped += 1
-            return True
-        if claim == "changed":
-            result.changed += 1
-            result.problems.append((row.number, Problem(
-                column="externalId" if row.params.externalId else "",
-                problem=f"changed since it was recorded ({row.identity}); not sent again",
-                accepted="the row as first sent, or a new externalId (or a new job) for a new request")))
-            return True
+        """Create one recorded row and mark it; False when a stop came while waiting to create."""
         if self.stop is not None and await stopped_while_waiting(self.client, self.stop):
-            return False  # recorded as pending with no request: the next run sends it, same key
+            return False  # still pending with no request: the next run sends it, same key
         self.ledger.mark_sending(self.job, row.identity)
         try:
             created = await self._create(row)
@@ -106,6 +103,13 @@ class Sender:
         return await self.client.create_request(
             self.form_id, recipient=row.params.recipient or {}, **create_params(row.params, self.options),
             **extra, idempotency_key=row.key)
+
+
+def changed_problem(row: PlannedRow) -> Problem:
+    """The report line of a row changed since it was recorded."""
+    return Problem(column="externalId" if row.params.externalId else "",
+                   problem=f"changed since it was recorded ({row.identity}); not sent again",
+                   accepted="the row as first sent, or a new externalId (or a new job) for a new request")
 
 
 async def stopped_while_waiting(client: FormClient, stop: asyncio.Event) -> bool:
