@@ -31,7 +31,7 @@ def sandbox(
     Example: [bold]formsync sandbox --port 0 --data-dir /tmp/fs --credentials-file /tmp/fs/creds.json[/bold]
     """
     with command(log_level=logging.INFO if verbose else logging.WARNING) as ctx:
-        from formservice.sandbox import serve
+        from formservice.sandbox.runner import serve
 
         if seed is not None and not seed.exists():
             raise UsageError(f"seed file {seed} does not exist", where="--seed")
