@@ -486,7 +486,7 @@ async def run_demo(out: Path, *, console: Console | None = None, progress: bool 
             with steps.step(2):
                 outreach = await run_outreach(w.api, store, DEMO_SHEET, w.form_id, job=JOB,
                                               callback_url=w.receiver_url + w.paths["callbacks"],
-                                              report_path=out / REPORT_FILE, progress=False)
+                                              report_path=out / REPORT_FILE)
                 this_run["requests_created"] = outreach.sent
                 ids = job_requests(store)
                 records = await _track(w, ids)

@@ -142,7 +142,7 @@ class JobRuntime:
                 return await run_outreach(
                     fc, store, params.sheet, params.form, job=name, mapping=out.mapping, delivery=out.delivery,
                     callback_url=out.callback_url, test=params.test,
-                    report_path=params.report or out.report_dir / f"{name}-report.csv", progress=False,
+                    report_path=params.report or out.report_dir / f"{name}-report.csv",
                     stop=self.stopping)
             if isinstance(params, PollParams):
                 return await poll_once(fc, store, form_id=params.form)

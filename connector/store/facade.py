@@ -22,6 +22,7 @@ from .events import EventReads
 from .exports import ExportReads
 from .jobstore import ScheduledJobs
 from .lease import LOCK_NAME, LeaderLock, leader_lock
+from .ledger import OutreachLedger
 from .mapping import (
     SOURCES,
     EventRows,
@@ -94,6 +95,7 @@ class Store:
         self.outreach_progress = OutreachProgressReads(self._db)
         self.scheduled_jobs = ScheduledJobs(self._db)
         self.exports = ExportReads(self._db)
+        self.ledger = OutreachLedger(self._db, clock)  # outreach jobs and the state of each sheet row
 
     @property
     def backend(self) -> str:
@@ -138,8 +140,7 @@ class Store:
             command.upgrade(cfg, "head")
 
     # -- internal: the database below the repositories ----------------------------------
-    # For the outreach ledger until it moves into this package, and for tests that check
-    # what is stored. Pipelines use the repositories above.
+    # For tests that check what is stored; pipelines use the repositories above.
 
     @property
     def engine(self) -> Engine:
