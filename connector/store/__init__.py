@@ -3,11 +3,17 @@ the service, persisted in the user's own database (SQLite by default, PostgreSQL
 
 Modules, one concern each: ``tables`` (the schema), ``mapping`` (events and reads to
 rows, pure), ``merge`` (newest wins), ``writer`` (the protocol of a database's writer and
-what writers share), ``sqlite``, ``postgresql`` and ``mysql`` (one writer per database), ``views`` (the typed
-view of each form), and
-``facade`` (the ``Store``)."""
+what writers share), ``sqlite``, ``postgresql`` and ``mysql`` (one writer per database),
+``views`` and ``keeper`` (each form's field list and typed view),
+``database`` (the engine and its sessions, below everything else), ``facade`` (the
+``Store``), and the repositories the ``Store`` offers, each a module: ``runs``
+(``store.runs``), ``lease`` (``store.leader_lock()``), ``requests``, ``events``,
+``submissions``, ``progress`` (``store.outreach_progress``), ``jobstore``
+(``store.scheduled_jobs``) and ``exports``."""
 
+from .exports import ExportFilter, json_value
 from .facade import WRITERS, Store, alembic_config
+from .lease import LOCK_NAME, LeaderLock, LeaseLock
 from .mapping import (
     ANSWER_COLUMNS,
     SOURCES,
@@ -28,7 +34,10 @@ from .mapping import (
     submission_rank,
     value_text,
 )
-from .mysql import compare_column_type
+from .mysql import NamedLock, compare_column_type
+from .postgresql import AdvisoryLock
+from .requests import PendingRequest
+from .runs import SUMMARY_MAX
 from .sqlite import SQLITE_BUSY_TIMEOUT_MS
 from .tables import (
     METADATA,
@@ -51,6 +60,8 @@ from .views import VIEW_PREFIX, FormView, ViewColumn, answer_json, select_sql, v
 
 __all__ = [
     "VIEW_PREFIX", "FormView", "ViewColumn", "answer_json", "select_sql", "view_name",
+    "LOCK_NAME", "SUMMARY_MAX", "AdvisoryLock", "ExportFilter", "LeaderLock", "LeaseLock", "NamedLock",
+    "PendingRequest", "json_value",
     "ANSWER_COLUMNS", "METADATA", "NAMING_CONVENTION", "OUTREACH_STATES", "SOURCES", "SQLITE_BUSY_TIMEOUT_MS",
     "TERMINAL_STATUSES", "VERSION_TABLE", "WRITERS", "AnswerRow", "EventRows", "FormField", "Incoming", "JobRun", "OutreachJob",
     "OutreachRow", "RawEvent", "RequestRow", "SchedulerLease", "Source", "Store", "StoreModel", "StoreOutcome",

@@ -3,7 +3,7 @@
 together by one multi-row INSERT), and the rows a merge reads are locked in id order. A
 deadlock, a lock wait timeout, or a duplicate id (another transaction inserted the same
 id since the read) runs the transaction again; concurrent migrations are serialised by a
-named lock (``GET_LOCK``).
+named lock (``GET_LOCK``), and so is the scheduler's leader (``NamedLock``).
 
 MySQL needs a length for every ``VARCHAR``: the schema's unsized strings (``sa.String()``)
 are created as ``VARCHAR(191)`` in a primary key (four of them fit InnoDB's 3072-byte key
@@ -14,13 +14,15 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from sqlalchemy import String, text
+import pymysql.cursors
+from sqlalchemy import String, Table, text
 from sqlalchemy.dialects import mysql as mysql_dialect
 from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.ext.compiler import compiles
 from sqlmodel import create_engine
 
 from .mapping import SyncMark
+from .postgresql import AdvisoryLock
 from .writer import SQLWriter
 
 MIGRATION_LOCK = "formsync-migrate"  # the named lock of Store.migrate
@@ -47,7 +49,6 @@ class MySQLWriter(SQLWriter):
 
     placeholder = "%s"
     quote_char = "`"
-    insert = staticmethod(mysql_dialect.insert)
 
     @classmethod
     def create_engine(cls, url: str, *, echo: bool) -> Engine:
@@ -76,6 +77,19 @@ class MySQLWriter(SQLWriter):
         return bool(args) and args[0] in _RETRY_CODES
 
     @classmethod
+    def session_lock(cls, engine: Engine, name: str) -> NamedLock:
+        """The scheduler's leader lock: a named lock (``GET_LOCK``), and so is the scheduler's leader (``NamedLock``)."""
+        return NamedLock(engine, name)
+
+    @classmethod
+    def stream_cursor(cls, dbapi_conn: Any, name: str) -> Any:
+        """An unbuffered cursor: a long read arrives row by row, not all at once."""
+        return dbapi_conn.cursor(pymysql.cursors.SSCursor)
+
+    def upsert(self, table: Table) -> Any:
+        return mysql_dialect.insert(table)
+
+    @classmethod
     def refused(cls, error: BaseException) -> bool:
         """A CHECK constraint refused a row (PyMySQL files it as an OperationalError)."""
         return bool(error.args) and error.args[0] in _REFUSAL_CODES
@@ -101,7 +115,7 @@ class MySQLWriter(SQLWriter):
         stored = {r[0] for r in self.cur.fetchall()}
         return super().insert_new(table, [r for r in rows if r["id"] not in stored])
 
-    def conflict_free_insert(self, table: str, cols: Sequence[str]) -> str:
+    def insert_statement(self, table: str, cols: Sequence[str]) -> str:
         return f"INSERT INTO {table} ({', '.join(self.quote(c) for c in cols)}) VALUES ({self.marks(len(cols))})"
 
     def run_inserts(self, sql: str, rows: Sequence[Mapping[str, Any]], params: list[tuple[Any, ...]]) -> set[str]:
@@ -118,6 +132,19 @@ class MySQLWriter(SQLWriter):
             "UPDATE formsync_sync_cursors SET last_created_at = %s, last_id = %s, updated_at = %s "
             "WHERE form_id = %s AND stream = %s AND (last_created_at, last_id) < (%s, %s)",
             (mark.created_at, mark.submission_id, now, form_id, stream, mark.created_at, mark.submission_id))
+
+
+class NamedLock(AdvisoryLock):
+    """A MySQL / MariaDB named lock (``GET_LOCK``, not waiting) on a connection of its
+    own (a ``LeaderLock``): like PostgreSQL's advisory lock, the server frees it when the
+    session ends."""
+
+    take = "SELECT GET_LOCK(:k, 0)"
+    give = "SELECT RELEASE_LOCK(:k)"
+
+    def __init__(self, engine: Engine, name: str) -> None:
+        super().__init__(engine, name)
+        self.key = name
 
 
 def compare_column_type(context: Any, inspected_column: Any, metadata_column: Any, inspected_type: Any,
