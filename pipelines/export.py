@@ -348,7 +348,7 @@ def _json_arrays(values: Sequence[str | None]) -> pa.Array:
         return spaced
     cells = spaced.to_pylist()
     for i in pc.indices_nonzero(pc.fill_null(escaped, False)).to_pylist():
-        cells[i] = _to_json(json.loads(values[i]))  # type: ignore[arg-type]
+        cells[i] = _to_json(json.loads(values[i]))
     return pa.array(cells, pa.string())
 
 
@@ -432,7 +432,7 @@ class _Probe:
                     if cells is None:
                         cells = data[c] = [None] * n
                         first[c] = (i, rank, pos)
-                    cells[i] = col  # type: ignore[index]
+                    cells[i] = col
                 continue
             if own is None:
                 own = [None] * n

@@ -73,7 +73,7 @@ class MySQLWriter(SQLWriter):
     @classmethod
     def retryable(cls, error: BaseException) -> bool:
         """A deadlock or lock wait timeout: the transaction may run again."""
-        args = getattr(getattr(error, "orig", None), "args", ())
+        args: tuple[Any, ...] = getattr(getattr(error, "orig", None), "args", ())
         return bool(args) and args[0] in _RETRY_CODES
 
     @classmethod
