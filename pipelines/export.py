@@ -336,11 +336,32 @@ def _display_cells(part: Sequence[tuple[Any, ...]], field_cols: dict[str, tuple[
 _SEPARATOR_RE = r'((?:"(?:[^"\\]|\\.)*"|[^",:])*)([,:]|$)'
 
 
-def _json_arrays(values: Sequence[str | None]) -> pa.Array:
+def _per_distinct(texts: pa.Array, shape: Callable[[pa.Array], pa.Array]) -> pa.Array:
+    """``shape`` applied to each distinct text once where texts repeat (choice lists,
+    option keys), judged on the first rows; else to the column as it is."""
+    sample = texts.slice(0, 1000)
+    if pc.count_distinct(sample).as_py() * 10 > len(sample):
+        return shape(texts)
+    encoded = texts.dictionary_encode()
+    return pc.take(shape(encoded.dictionary), encoded.indices)
+
+
+def _json_strings(texts: pa.Array) -> pa.Array:
+    """JSON string texts as their values: the quotes off; one with an escape decoded."""
+    column = pc.utf8_slice_codeunits(texts, 1, -1)
+    escaped = pc.fill_null(pc.match_substring(texts, "\\"), False)
+    if not pc.any(escaped).as_py():
+        return column
+    cells = column.to_pylist()
+    for i in pc.indices_nonzero(escaped).to_pylist():
+        cells[i] = json.loads(texts[i].as_py())
+    return pa.array(cells, pa.string())
+
+
+def _json_arrays(texts: pa.Array) -> pa.Array:
     """SQLite's compact JSON texts of lists as ``_to_json`` writes them (``", "`` and
     ``": "`` between items, text unescaped), in one pass over the column; a text with a
     ``\\u`` escape is decoded and re-encoded on its own."""
-    texts = pa.array(values, pa.string())
     spaced = pc.utf8_rtrim(pc.replace_substring_regex(texts, pattern=_SEPARATOR_RE, replacement="\\1\\2 "),
                            characters=" ")
     escaped = pc.match_substring(texts, "\\u")
@@ -348,7 +369,7 @@ def _json_arrays(values: Sequence[str | None]) -> pa.Array:
         return spaced
     cells = spaced.to_pylist()
     for i in pc.indices_nonzero(pc.fill_null(escaped, False)).to_pylist():
-        cells[i] = _to_json(json.loads(values[i]))
+        cells[i] = _to_json(json.loads(texts[i].as_py()))
     return pa.array(cells, pa.string())
 
 
@@ -397,19 +418,13 @@ class _Probe:
             if not present:
                 return pa.nulls(len(texts))
             if present == {"text"}:
-                column = pc.utf8_slice_codeunits(texts, 1, -1)  # the quotes off
-                escaped = pc.fill_null(pc.match_substring(texts, "\\"), False)
-                if pc.any(escaped).as_py():
-                    cells = column.to_pylist()
-                    for i in pc.indices_nonzero(escaped).to_pylist():
-                        cells[i] = json.loads(texts[i].as_py())
-                    column = pa.array(cells, pa.string())
+                column = _per_distinct(texts, _json_strings)
             elif present <= {"integer", "real"}:
                 column = texts.cast(pa.int64() if present == {"integer"} else pa.float64())
             elif present == {"boolean"}:
                 column = pc.equal(texts, "true")
             elif present == {"array"} and self.sqlite:
-                column = _json_arrays(texts)
+                column = _per_distinct(texts, _json_arrays)
             else:
                 return None
         except (pa.ArrowInvalid, pa.ArrowTypeError, OverflowError):
