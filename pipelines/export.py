@@ -1,5 +1,6 @@
 """Export the store to CSV, XLSX or Parquet: submissions wide (one row per submission,
-one column per field), answers long (one row per ``AnswerRow``) and requests.
+one column per field), answers long (one row per answer, or per part of a
+repeating group or matrix: see ``answer_rows``) and requests.
 
 The export streams: rows are read from the store in batches of ``CHUNK_ROWS`` (SQLAlchemy
 Core selects, ``yield_per`` partitions), each batch is shaped column by column into an
@@ -32,11 +33,11 @@ from pydantic import BaseModel
 from sqlalchemy import Select, func, select
 
 from connector.store import (
-    AnswerRow,
     RequestRow,
     Store,
     SubmissionRow,
     answer_rows,
+    answer_tuples,
     display_text,
     epoch_ms,
     is_matrix,
@@ -102,9 +103,9 @@ def _since_ms(since: datetime | date | None) -> int | None:
     return epoch_ms(since)  # a naive datetime is taken as UTC
 
 
-def _partitions(store: Store, stmt: Select[Any]) -> Iterator[Sequence[tuple[Any, ...]]]:
+def _partitions(store: Store, stmt: Select[Any], size: int = CHUNK_ROWS) -> Iterator[Sequence[tuple[Any, ...]]]:
     """The rows of the Core select ``stmt`` as plain DBAPI tuples, in lists of at most
-    ``CHUNK_ROWS``, streamed from one read-only transaction (a server-side cursor on
+    ``size``, streamed from one read-only transaction (a server-side cursor on
     PostgreSQL).
 
     The statement is compiled by SQLAlchemy and run on the session's own DBAPI connection:
@@ -122,7 +123,7 @@ def _partitions(store: Store, stmt: Select[Any]) -> Iterator[Sequence[tuple[Any,
                   else dbapi_conn.cursor())
         try:
             cursor.execute(str(compiled), params)
-            while rows := cursor.fetchmany(CHUNK_ROWS):
+            while rows := cursor.fetchmany(size):
                 yield rows
         finally:
             cursor.close()
@@ -362,17 +363,16 @@ def _wide_stream(store: Store, tmpdir: Path, *, form_id: str | None, since: date
 
 def _long_stream(store: Store, *, form_id: str | None, since: datetime | date | None,
                  labels: dict[str, str] | None, fields: list[str] | None) -> _TableStream:
-    a, s = AnswerRow.__table__.c, SubmissionRow.__table__.c  # type: ignore[attr-defined]
-    stmt = (select(a.submission_id, s.form_id, a.field_key, a.instance, a.row_key, a.member_key, a.value_json,
-                   a.display_text).join_from(AnswerRow.__table__, SubmissionRow.__table__,  # type: ignore[attr-defined]
-                                             s.id == a.submission_id))
+    # Long rows are derived from each submission's answers and display (the store keeps
+    # them once, as JSON), in the order of (submitted_at, id) and then the row key.
+    t = SubmissionRow.__table__.c  # type: ignore[attr-defined]
+    stmt = select(t.id, t.form_id, t.answers, t.display)
     if form_id is not None:
-        stmt = stmt.where(s.form_id == form_id)
+        stmt = stmt.where(t.form_id == form_id)
     if (ms := _since_ms(since)) is not None:
-        stmt = stmt.where(s.submitted_at >= ms)
-    if fields is not None:
-        stmt = stmt.where(a.field_key.in_(fields))
-    stmt = stmt.order_by(s.submitted_at, a.submission_id, a.field_key, a.instance, a.row_key, a.member_key)
+        stmt = stmt.where(t.submitted_at >= ms)
+    stmt = stmt.order_by(t.submitted_at, t.id)
+    wanted = frozenset(fields) if fields is not None else None
     types = {c: pa.int64() if c == "instance" else pa.string() for c in LONG_COLUMNS}
     names = list(LONG_COLUMNS)
     if labels:
@@ -381,16 +381,38 @@ def _long_stream(store: Store, *, form_id: str | None, since: datetime | date | 
     label_keys = pa.array(list(labels), pa.string()) if labels else None
     label_titles = pa.array(list(labels.values()), pa.string()) if labels else None
 
+    def parts() -> Iterator[list[tuple[Any, ...]]]:
+        for part in _partitions(store, stmt, CHUNK_ROWS // 16):
+            if rows := _long_rows(part, wanted):
+                yield rows
+
     def batches() -> Iterator[pa.RecordBatch]:
-        for part in _partitions(store, stmt):
-            columns = list(zip(*part, strict=True))
+        for rows in parts():
+            columns = list(zip(*rows, strict=True))
             arrays = [pa.array(v, types[c]) for c, v in zip(LONG_COLUMNS, columns, strict=True)]
             if label_keys is not None:
                 titles = pc.take(label_titles, pc.index_in(arrays[2], value_set=label_keys))
                 arrays.insert(3, pc.coalesce(titles, arrays[2]))
             yield pa.RecordBatch.from_arrays(arrays, schema=schema)
 
-    return _TableStream("long", schema, batches, lambda: _count(store, stmt))
+    return _TableStream("long", schema, batches, lambda: sum(len(rows) for rows in parts()))
+
+
+def _long_key(row: tuple[Any, ...]) -> tuple[Any, ...]:
+    return row[1:5]  # field_key, instance, row_key, member_key
+
+
+def _long_rows(part: Sequence[tuple[Any, ...]], wanted: frozenset[str] | None) -> list[tuple[Any, ...]]:
+    """The long rows (``LONG_COLUMNS`` order) of submission rows ``(id, form_id,
+    answers, display)``, each submission's in key order; only ``wanted`` fields when given."""
+    out: list[tuple[Any, ...]] = []
+    for sid, form, answers, display in part:
+        rows = answer_tuples(sid, _json(answers), _json(display))
+        if wanted is not None:
+            rows = [r for r in rows if r[1] in wanted]
+        rows.sort(key=_long_key)
+        out += [(r[0], form, *r[1:]) for r in rows]
+    return out
 
 
 def _requests_stream(store: Store, tmpdir: Path, *, form_id: str | None, since: datetime | date | None,

@@ -18,9 +18,12 @@ from .mapping import (
     SyncMark,
     answer_rows,
     answer_tuples,
+    compress_body,
     display_text,
     epoch_ms,
+    event_integer_problem,
     event_to_rows,
+    integer_problem,
     is_matrix,
     list_ts_ms,
     request_rank,
@@ -33,7 +36,6 @@ from .tables import (
     NAMING_CONVENTION,
     OUTREACH_STATES,
     VERSION_TABLE,
-    AnswerRow,
     JobRun,
     OutreachJob,
     OutreachRow,
@@ -43,12 +45,13 @@ from .tables import (
     StoreModel,
     SubmissionRow,
     SyncCursor,
+    request_answers,
 )
 
 __all__ = [
     "ANSWER_COLUMNS", "METADATA", "NAMING_CONVENTION", "OUTREACH_STATES", "SOURCES", "SQLITE_BUSY_TIMEOUT_MS",
-    "TERMINAL_STATUSES", "VERSION_TABLE", "WRITERS", "AnswerRow", "EventRows", "Incoming", "JobRun", "OutreachJob",
+    "TERMINAL_STATUSES", "VERSION_TABLE", "WRITERS", "EventRows", "Incoming", "JobRun", "OutreachJob",
     "OutreachRow", "RawEvent", "RequestRow", "SchedulerLease", "Source", "Store", "StoreModel", "StoreOutcome",
-    "SubmissionRow", "SyncCursor", "SyncMark", "alembic_config", "answer_rows", "answer_tuples", "display_text",
-    "epoch_ms", "event_to_rows", "is_matrix", "list_ts_ms", "request_rank", "submission_rank", "value_text",
+    "SubmissionRow", "SyncCursor", "SyncMark", "alembic_config", "answer_rows", "answer_tuples", "compress_body", "display_text",
+    "epoch_ms", "event_integer_problem", "event_to_rows", "integer_problem", "is_matrix", "list_ts_ms", "request_answers", "request_rank", "submission_rank", "value_text",
 ]

@@ -1,5 +1,5 @@
 """The PostgreSQL writer (psycopg 3): id lists travel as one array parameter, inserts of
-a group go in one pipelined round trip, answers arrive by ``COPY``, and the rows a merge
+a group go in one pipelined round trip, and the rows a merge
 reads are locked in id order. A deadlock or serialization failure runs the transaction
 again; concurrent migrations are serialised by an advisory lock."""
 
@@ -13,7 +13,6 @@ from sqlalchemy.dialects import postgresql as pg_dialect
 from sqlalchemy.engine import Connection, Engine
 from sqlmodel import create_engine
 
-from .mapping import ANSWER_COLUMNS
 from .writer import SQLWriter
 
 MIGRATION_LOCK = 7410117  # the advisory lock key of Store.migrate
@@ -61,9 +60,3 @@ class PostgreSQLWriter(SQLWriter):
             if not self.cur.nextset():
                 break
         return inserted
-
-    def insert_answers(self, rows: list[tuple[Any, ...]]) -> None:
-        # COPY: one stream for every answer row of the batch.
-        with self.cur.copy(f"COPY formsync_answers ({', '.join(ANSWER_COLUMNS)}) FROM STDIN") as copy:
-            for r in rows:
-                copy.write_row(r)
