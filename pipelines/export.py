@@ -103,9 +103,9 @@ def _since_ms(since: datetime | date | None) -> int | None:
     return epoch_ms(since)  # a naive datetime is taken as UTC
 
 
-def _partitions(store: Store, stmt: Select[Any], size: int = CHUNK_ROWS) -> Iterator[Sequence[tuple[Any, ...]]]:
+def _partitions(store: Store, stmt: Select[Any], size: int | None = None) -> Iterator[Sequence[tuple[Any, ...]]]:
     """The rows of the Core select ``stmt`` as plain DBAPI tuples, in lists of at most
-    ``size``, streamed from one read-only transaction (a server-side cursor on
+    ``size`` (default ``CHUNK_ROWS``), streamed from one read-only transaction (a server-side cursor on
     PostgreSQL).
 
     The statement is compiled by SQLAlchemy and run on the session's own DBAPI connection:
@@ -123,7 +123,7 @@ def _partitions(store: Store, stmt: Select[Any], size: int = CHUNK_ROWS) -> Iter
                   else dbapi_conn.cursor())
         try:
             cursor.execute(str(compiled), params)
-            while rows := cursor.fetchmany(size):
+            while rows := cursor.fetchmany(size or CHUNK_ROWS):
                 yield rows
         finally:
             cursor.close()
@@ -382,7 +382,7 @@ def _long_stream(store: Store, *, form_id: str | None, since: datetime | date | 
     label_titles = pa.array(list(labels.values()), pa.string()) if labels else None
 
     def parts() -> Iterator[list[tuple[Any, ...]]]:
-        for part in _partitions(store, stmt, CHUNK_ROWS // 16):
+        for part in _partitions(store, stmt, max(1, CHUNK_ROWS // 16)):  # about 16 answer rows each
             if rows := _long_rows(part, wanted):
                 yield rows
 
@@ -395,7 +395,11 @@ def _long_stream(store: Store, *, form_id: str | None, since: datetime | date | 
                 arrays.insert(3, pc.coalesce(titles, arrays[2]))
             yield pa.RecordBatch.from_arrays(arrays, schema=schema)
 
-    return _TableStream("long", schema, batches, lambda: sum(len(rows) for rows in parts()))
+    return _TableStream("long", schema, batches, lambda: _long_count(parts()))
+
+
+def _long_count(parts: Iterator[list[tuple[Any, ...]]]) -> int:
+    return sum(len(rows) for rows in parts)
 
 
 def _long_key(row: tuple[Any, ...]) -> tuple[Any, ...]:
