@@ -942,3 +942,38 @@ def test_secret_settings_never_print():
     assert CB_SECRET not in repr(rs) and CB_SECRET not in str(rs.model_dump())
     assert isinstance(rs.callback_secrets[0], SecretStr)
 
+
+
+# The integer columns an event fills from the wire (its times are datetimes, always in range).
+WIRE_INTEGERS = [("edit_count", "editCount")]
+
+
+@pytest.mark.parametrize(("column", "wire"), WIRE_INTEGERS)
+@pytest.mark.parametrize("value", [2**31, 2**63 - 1, -(2**63)])
+async def test_an_integer_a_64_bit_column_holds_is_stored(store, column, wire, value):
+    """Past PostgreSQL's 32-bit integers but within 64 bits: stored as sent, on each database."""
+    ev = envelope()
+    ev["data"]["submission"][wire] = value
+    body = encode(ev)
+    async with running(store) as rx:
+        status, answer, _ = await rx.post(body, signed(body), "callbacks")
+    assert status == 200 and answer["status"] == "stored", answer
+    [sub] = rows(store, SubmissionRow)
+    assert getattr(sub, column) == value
+
+
+@pytest.mark.parametrize(("column", "wire"), WIRE_INTEGERS)
+@pytest.mark.parametrize("value", [2**63, -(2**63) - 1, 10**30])
+async def test_an_integer_no_database_column_holds_is_refused_with_its_field(store, column, wire, value):
+    """Beyond 64 bits no supported database has a column for it: 400 naming the field
+    (the sender stops retrying what can never be stored), and nothing is stored."""
+    ev = envelope()
+    ev["data"]["submission"][wire] = value
+    body = encode(ev)
+    async with running(store) as rx:
+        status, answer, _ = await rx.post(body, signed(body), "callbacks")
+    assert status == 400, answer
+    error = answer["error"]
+    assert error["code"] == "UNSTORABLE_EVENT" and error["details"]["field"] == f"data.submission.{wire}", error
+    assert str(value) in error["message"]
+    assert counts(store) == NOTHING
