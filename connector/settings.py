@@ -131,5 +131,5 @@ def load_settings(path: Path | str | None = None, **overrides: Any) -> Settings:
     file = Path(path)
     if not file.is_file():
         raise FileNotFoundError(f"config file {file} does not exist")
-    bound = type("FileSettings", (Settings,), {"model_config": {**Settings.model_config, "toml_file": file}})
+    bound: type[Settings] = type("FileSettings", (Settings,), {"model_config": {**Settings.model_config, "toml_file": file}})
     return bound(**overrides)

@@ -67,6 +67,7 @@ async def rpc(base_url: str, token: str, method: str, params: dict[str, Any]) ->
         return resp.status, await resp.json()
 
 
+@pytest.mark.slow  # two sandbox processes one after the other: about 10 s
 async def test_sandbox_command_serves_stops_and_restarts(tmp_path):
     assert FORMSYNC.exists(), f"the console script is installed next to {sys.executable}"
     data_dir, creds_file = tmp_path / "data", tmp_path / "out" / "creds.json"

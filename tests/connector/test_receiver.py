@@ -916,6 +916,7 @@ def apply(kind: str, p: dict[str, Any], t: int) -> tuple[bytes, list[tuple[str, 
     return body, headers
 
 
+@pytest.mark.slow  # 200 mutated deliveries through a real receiver: about 10 s
 @settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(mutations(), st.sampled_from(["callbacks", "any"]))
 def test_no_mutated_delivery_is_accepted_or_answered_5xx(threaded, mutation, channel):

@@ -78,6 +78,7 @@ def printed_count(stdout: str, label: str) -> int:
     return int(m.group(1))
 
 
+@pytest.mark.slow  # formsync demo twice in a subprocess: about 30 s
 def test_demo_runs_end_to_end_and_a_second_run_sends_nothing(tmp_path: Path) -> None:
     out = tmp_path / "formsync-demo"
     first = run_demo_cli(out)

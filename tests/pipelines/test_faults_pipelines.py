@@ -52,6 +52,7 @@ async def faults_done(sandbox: Sandbox, client: FormClient, job: str) -> dict[st
     return injected
 
 
+@pytest.mark.slow  # 100 rows through every fault kind: about 10-12 s
 async def test_outreach_of_100_rows_under_every_fault_sends_each_row_exactly_once(
         sandbox: Sandbox, client: FormClient, store: Store, tmp_path: Path) -> None:
     form = sandbox.pro.forms["Contact"]

@@ -1,0 +1,5 @@
+"""``python -m pipelines.cli``: the ``formsync`` command."""
+
+from pipelines.cli import main
+
+main()

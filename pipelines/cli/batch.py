@@ -1,0 +1,189 @@
+"""The commands that do one piece of work and exit: ``poll``, ``sync``, ``export``,
+``outreach``, ``status`` and ``demo``. Each is a thin call to its pipeline inside the
+shared context (``pipelines.cli.context``)."""
+
+from __future__ import annotations
+
+import logging
+from datetime import datetime
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from pydantic import BaseModel
+
+from .context import command, print_report
+from .errors import UsageError
+from .export_fields import field_order, field_titles
+from .options import ConfigOption
+
+
+def poll(
+    config: ConfigOption = None,
+    form: Annotated[str | None, typer.Option(help="Only the pending requests of this form id.")] = None,
+) -> None:
+    """Bring the stored pending requests up to date from the service (for setups without
+    a receiver): completions with their answers, expiries and cancellations. Prints the
+    report as JSON.
+
+    Example: [bold]formsync poll --config formsync.toml --form form_123[/bold]
+    """
+    with command(config) as ctx:
+        from pipelines.poll import poll_once
+
+        ctx.service_settings()  # a missing token is said before the database is created
+        store = ctx.store()
+        print_report(ctx.with_client(lambda fc: poll_once(fc, store, form_id=form)))
+
+
+def sync(
+    config: ConfigOption = None,
+    form: Annotated[str | None, typer.Option(help="Only this form id (default: every form of "
+                                                  "service.workspace_id, or of the token's workspace).")] = None,
+    full: Annotated[bool, typer.Option("--full", help="Read every submission again, not only the new ones.")]
+    = False,
+    drafts: Annotated[bool, typer.Option("--drafts", help="Include drafts (Pro and Business).")] = False,
+) -> None:
+    """Copy new submissions into the store: newest first down to the last sync's
+    high-water mark (one call per form when nothing is new). Prints the report as JSON.
+
+    Example: [bold]formsync sync --config formsync.toml --form form_123 --full[/bold]
+    """
+    with command(config) as ctx:
+        from connector.client import FormClient
+        from pipelines.sync import sync_all, sync_form
+
+        workspace = ctx.service_settings().service.workspace_id
+        store = ctx.store()
+
+        async def work(fc: FormClient) -> BaseModel:
+            if form is not None:
+                return await sync_form(fc, store, form, full=full, include_drafts=drafts)
+            ws = workspace or (await fc.list_workspaces())[0].id
+            return await sync_all(fc, store, ws, full=full, include_drafts=drafts)
+
+        print_report(ctx.with_client(work))
+
+
+def export(
+    format: Annotated[str, typer.Option("--format", help="csv, xlsx or parquet.")],
+    out: Annotated[Path, typer.Option("--out", help="The file to write.")],
+    table: Annotated[str, typer.Option(help="wide (one row per submission), long (one row per answer), "
+                                            "requests, or all (xlsx only: one sheet each).")] = "wide",
+    form: Annotated[str | None, typer.Option(help="Only this form id.")] = None,
+    since: Annotated[str | None, typer.Option(help="Only submissions submitted (requests created) at or after "
+                                                   "this ISO date or time; UTC unless it has an offset.")] = None,
+    status: Annotated[str | None, typer.Option(help="Only requests in this status (pending, completed, "
+                                                    "expired, canceled).")] = None,
+    display: Annotated[bool, typer.Option("--display", help="Display text instead of raw answers.")] = False,
+    labels: Annotated[bool, typer.Option("--labels", help="Question titles as the headers of the field columns, "
+                                                          "in the form's field order (reads fields.list once: "
+                                                          "needs --form and service.token).")] = False,
+    config: ConfigOption = None,
+) -> None:
+    """Export the stored submissions, answers or requests to CSV, XLSX or Parquet. Prints
+    the report as JSON. With --form and service.token, the wide table's field columns
+    follow the form's field order (one fields.list call); else the order answers were
+    first seen in.
+
+    Example: [bold]formsync export --format xlsx --out results.xlsx --table all --form form_123[/bold]
+    """
+    with command(config) as ctx:
+        from pipelines.export import export as export_store
+
+        since_at = _iso_time(since)
+        store = ctx.store()
+        titles, picked = field_titles(ctx, form) if labels else (None, None)
+        order = field_order(ctx, form) if not labels else None
+        print_report(export_store(store, format, out, table=table, form_id=form,  # type: ignore[arg-type]
+                                  since=since_at, status=status, display=display, labels=titles,
+                                  fields=picked, order=order))
+
+
+def _iso_time(text: str | None) -> datetime | None:
+    """``--since`` as a time; a ``UsageError`` when it is not ISO 8601."""
+    if text is None:
+        return None
+    try:
+        return datetime.fromisoformat(text)
+    except ValueError:
+        raise UsageError(f"expected an ISO date or time such as 2026-01-31 or 2026-01-31T08:00:00Z, "
+                         f"got {text!r}", where="--since") from None
+
+
+def outreach(
+    sheet: Annotated[Path, typer.Argument(help="CSV or XLSX file, one recipient per row.")],
+    form: Annotated[str, typer.Option("--form", help="The form id to send.")],
+    job: Annotated[str | None, typer.Option(help="Job name: a re-run with the same name sends only the rows "
+                                                 "not sent yet (default: the sheet's file name).")] = None,
+    config: ConfigOption = None,
+    dry_run: Annotated[bool, typer.Option("--dry-run", help="Validate and print the plan; create nothing.")]
+    = False,
+    test: Annotated[bool, typer.Option("--test", help="Create test requests.")] = False,
+    report: Annotated[Path | None, typer.Option("--report", help="Where to write the CSV of bad rows "
+                                                                 "(default: outreach.report_dir/JOB-report.csv).")]
+    = None,
+) -> None:
+    """Send one request per valid sheet row. Every row is checked against the form's fields
+    first; bad rows go to the report and are not sent. Prints the run report as JSON.
+
+    Example: [bold]formsync outreach contacts.csv --form form_123 --job spring --report bad.csv[/bold]
+    """
+    with command(config) as ctx:
+        from pipelines.outreach import run_outreach
+
+        if not sheet.is_file():
+            raise UsageError(f"sheet {sheet} does not exist", where="SHEET")
+        if sheet.suffix.lower() not in (".csv", ".xlsx", ".xlsm"):
+            raise UsageError(f"unsupported sheet type {sheet.suffix!r}; use .csv or .xlsx", where="SHEET")
+        out = ctx.service_settings().outreach
+        store = ctx.store()
+        name = job or sheet.stem
+        print_report(ctx.with_client(lambda fc: run_outreach(
+            fc, store, sheet, form, job=name, mapping=out.mapping, delivery=out.delivery,
+            callback_url=out.callback_url, dry_run=dry_run, test=test,
+            report_path=report or out.report_dir / f"{name}-report.csv", progress=not dry_run)))
+
+
+def status(
+    config: Annotated[Path, typer.Option(help="The TOML settings file that `formsync run` uses.")],
+) -> None:
+    """Show the jobs (schedule, next run, last run and outcome), outreach progress, pending
+    requests, deliveries received and the last errors. Reads the database only.
+
+    Example: [bold]formsync status --config formsync.toml[/bold]
+    """
+    with command(config) as ctx:
+        from rich.console import Console
+
+        from pipelines.jobs import check_jobs
+        from pipelines.status import collect_status, render_status
+
+        settings = ctx.settings()
+        check_jobs(settings)
+        report = collect_status(settings, ctx.store(migrate=False))
+        Console().print(render_status(report))
+
+
+def demo(
+    out: Annotated[Path, typer.Option("--out", help="Directory for the exports, the summary and the demo's state "
+                                                    "(.state/); created if missing.")] = Path("formsync-demo"),
+    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress display.")] = False,
+) -> None:
+    """Run everything end to end on this machine: the sandbox and a receiver on free
+    loopback ports, outreach from config/demo/contacts.csv, recipients answering on their
+    pages, one request canceled and one expired, signed callbacks and webhooks verified
+    and stored, poll, sync, and exports to CSV, XLSX and Parquet. Prints a summary (also in
+    OUT/summary.json). Run it again in the same directory: nothing new is sent.
+
+    Example: [bold]formsync demo --out /tmp/formsync-demo[/bold]
+    """
+    with command(log_level=logging.WARNING) as ctx:
+        from rich.console import Console
+
+        from pipelines.demo import render_summary, run_demo
+
+        console = Console()
+        # What the demo cannot do (a port, the disk, a call refused) ends it with one line; the
+        # state under OUT/.state is consistent, and the next run goes on from it.
+        render_summary(ctx.run(run_demo(out, console=console, progress=not quiet)), console)

@@ -1,0 +1,164 @@
+"""What every ``formsync`` command shares: the settings loaded once, the store opened and
+migrated once, the service client, running a coroutine, and ending with the exit code
+and message ``pipelines.cli.errors`` gives."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import re
+from collections.abc import Awaitable, Callable, Coroutine, Iterator
+from contextlib import contextmanager, suppress
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, TypeVar
+
+import click
+import typer
+from pydantic import BaseModel
+
+from .errors import UsageError, WorkFailed, explain, first_line
+
+if TYPE_CHECKING:
+    from connector.client import FormClient
+    from connector.settings import Settings
+    from connector.store import Store
+
+T = TypeVar("T")
+log = logging.getLogger("formsync.cli")
+_PASSWORD = re.compile(r"://[^/@\s:]*:([^@\s]+)@")
+TOKEN_HINT = "put it in the [service] section or in FORMSYNC_SERVICE__TOKEN"
+
+
+class Context:
+    """One command's settings, store and service client. Each is made on first use and
+    at most once; ``close`` releases the store."""
+
+    def __init__(self, config: Path | None) -> None:
+        self.config = config
+        self._settings: Settings | None = None
+        self._store: Store | None = None
+        self._urls: list[str] = []
+
+    @property
+    def where(self) -> str:
+        """Where the settings come from, for messages."""
+        return str(self.config) if self.config is not None else "settings"
+
+    def settings(self) -> Settings:
+        """The settings from ``--config`` and the FORMSYNC_* variables; a missing file or a
+        bad key is a ``UsageError`` that never echoes a value."""
+        if self._settings is None:
+            from pydantic import ValidationError
+
+            from connector.settings import load_settings
+            from pipelines.jobs import describe_settings_error
+
+            try:
+                self._settings = load_settings(self.config)
+            except FileNotFoundError as e:
+                raise UsageError(str(e), where="--config", hint="give the path of a TOML settings file "
+                                 "(see config/formsync.example.toml)") from None
+            except ValidationError as e:
+                raise UsageError(f"invalid settings: {describe_settings_error(e, self.config)}",
+                                 where=self.where) from None
+        return self._settings
+
+    def service_settings(self) -> Settings:
+        """The settings, which must hold ``service.token``."""
+        settings = self.settings()
+        if settings.service.token is None:
+            raise UsageError("service.token is not set", where=self.where, hint=TOKEN_HINT)
+        return settings
+
+    def store(self, url: str | None = None, *, migrate: bool = True, where: str | None = None) -> Store:
+        """The store at ``url`` (default: ``store.url``), migrated unless ``migrate`` is
+        false. A URL that cannot be used is a ``UsageError``; a database that cannot be
+        reached or prepared is ``WorkFailed``."""
+        if self._store is None:
+            from connector.store import Store
+
+            if url is None:
+                url, where = self.settings().store.url, f"{self.where}: store.url"
+            self._urls.append(url)
+            try:
+                self._store = Store(url)
+            except Exception as e:  # SQLAlchemy refuses an unusable URL with several exception types
+                raise UsageError(_url_problem(url, first_line(e)), where=where) from None
+            if migrate:
+                try:
+                    self._store.migrate()
+                except Exception as e:  # SQLAlchemy and Alembic fail with many exception types
+                    raise WorkFailed(f"cannot prepare the database {url!r}: {first_line(e)}", where=where) from None
+        return self._store
+
+    def secrets(self) -> list[str]:
+        """Every secret the settings hold, to keep them out of any message."""
+        passwords = [m.group(1) for url in self._urls if (m := _PASSWORD.search(url))]
+        if self._settings is None:
+            return passwords
+        s = self._settings
+        found = [s.service.token] if s.service.token else []
+        found += [*s.receiver.callback_secrets, *s.receiver.webhook_secrets]
+        return passwords + [x.get_secret_value() for x in found]
+
+    def run(self, work: Coroutine[Any, Any, T]) -> T:
+        """Run ``work`` to its end."""
+        return asyncio.run(work)
+
+    def serve(self, work: Coroutine[Any, Any, None]) -> None:
+        """Run a server until it stops; Ctrl-C is the normal way to stop it, not a failure."""
+        with suppress(KeyboardInterrupt):
+            asyncio.run(work)
+
+    def with_client(self, work: Callable[[FormClient], Awaitable[T]], **overrides: Any) -> T:
+        """Run ``work`` with a service client made from the settings (``overrides`` on
+        top, e.g. ``max_retries``); the settings must hold ``service.token``."""
+        from connector.client import FormClient
+
+        service = self.service_settings().service
+
+        async def go() -> T:
+            async with FormClient.from_settings(service, **overrides) as fc:
+                return await work(fc)
+
+        return self.run(go())
+
+    def close(self) -> None:
+        if self._store is not None:
+            self._store.close()
+
+
+def _url_problem(url: str, detail: str) -> str:
+    """Why ``url`` cannot be used, naming it once and saying which URLs work."""
+    said = detail if url in detail else f"cannot use the database URL {url!r}: {detail}"
+    return said if "sqlite:///" in said else f"{said}; use sqlite:///path.db or postgresql+psycopg://user@host/db"
+
+
+def print_report(report: BaseModel) -> None:
+    """A pipeline's report as one line of JSON on stdout."""
+    typer.echo(report.model_dump_json())
+
+
+def configure_logging(level: int) -> None:
+    logging.basicConfig(level=level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+
+
+@contextmanager
+def command(config: Path | None = None, *, log_level: int | None = None) -> Iterator[Context]:
+    """The context a command runs in. Whatever escapes it ends the command with the exit
+    code and one-line message ``explain`` gives (secrets hidden); Click's own usage errors
+    and exits pass through."""
+    if log_level is not None:
+        configure_logging(log_level)
+    ctx = Context(config)
+    try:
+        yield ctx
+    except (click.exceptions.Exit, click.exceptions.Abort, click.ClickException):
+        raise
+    except (Exception, KeyboardInterrupt) as e:
+        failure = explain(e)
+        log.debug("formsync failed", exc_info=True)  # the traceback, for --verbose only
+        typer.echo(failure.line(ctx.secrets()), err=True)
+        raise typer.Exit(int(failure.code)) from None
+    finally:
+        ctx.close()

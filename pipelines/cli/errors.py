@@ -1,0 +1,130 @@
+"""How a ``formsync`` command ends: the exit codes, and the one mapping from an exception
+to its exit code and its one-line message.
+
+Every command runs inside ``pipelines.cli.context.command``, which hands whatever escapes
+the command to :func:`explain` and prints the line it returns on stderr. The table
+``RULES`` below is the only place that decides which failure is the user's to fix (2) and
+which is the work failing (1); README.md ("Exit codes") documents the same table.
+"""
+
+from __future__ import annotations
+
+import re
+import sys
+from collections.abc import Iterable
+from dataclasses import dataclass
+from enum import IntEnum
+
+
+class ExitCode(IntEnum):
+    """The exit codes of every ``formsync`` command."""
+
+    DONE = 0
+    FAILED = 1  # the work failed: the service refused, the database or network was unreachable
+    USAGE = 2  # a usage or configuration error: fix the command line or the settings and run again
+    INTERRUPTED = 130  # Ctrl-C (SIGINT) stopped a one-shot command: 128 + 2, as shells report it
+
+
+class CommandError(Exception):
+    """A failure a command explains itself: ``message`` says what is wrong, ``where`` names
+    the option, file or setting at fault, ``hint`` says how to fix it."""
+
+    code = ExitCode.FAILED
+
+    def __init__(self, message: str, *, where: str | None = None, hint: str | None = None) -> None:
+        super().__init__(message)
+        self.message, self.where, self.hint = message, where, hint
+
+
+class UsageError(CommandError):
+    """The command line or the settings are wrong; nothing was done."""
+
+    code = ExitCode.USAGE
+
+
+class WorkFailed(CommandError):
+    """The command was right but its work failed (a database or the service)."""
+
+    code = ExitCode.FAILED
+
+
+@dataclass(frozen=True)
+class Failure:
+    """What a command prints (one line on stderr) and the code it exits with."""
+
+    code: ExitCode
+    message: str
+    where: str | None = None
+    hint: str | None = None
+
+    def line(self, secrets: Iterable[str] = ()) -> str:
+        """``error: WHERE: MESSAGE; HINT`` on one line, with every secret and any password
+        in a URL replaced by ``***``."""
+        text = "; ".join(p for p in (self.message, self.hint) if p)
+        if self.where:
+            text = f"{self.where}: {text}"
+        return "error: " + scrub(" ".join(text.split()), secrets)
+
+
+@dataclass(frozen=True)
+class Rule:
+    """Exceptions of ``module``.``name`` (and its subclasses) end with ``code``; the message
+    is the exception's first line after ``prefix``."""
+
+    module: str
+    name: str
+    code: ExitCode
+    prefix: str = ""
+    where: str | None = None
+    hint: str | None = None
+
+    def matches(self, exc: BaseException) -> bool:
+        # A class whose module was never imported cannot have raised: looking it up in
+        # sys.modules keeps `formsync --help` from importing every library.
+        cls = getattr(sys.modules.get(self.module), self.name, None)
+        return isinstance(cls, type) and isinstance(exc, cls)
+
+
+# First match wins: subclasses before their bases.
+RULES: tuple[Rule, ...] = (
+    Rule("pipelines.demo", "OutDirError", ExitCode.USAGE, where="--out"),
+    Rule("pipelines.demo", "DemoError", ExitCode.FAILED, prefix="the demo stopped: "),
+    Rule("pipelines.jobs", "ConfigError", ExitCode.USAGE, where="--config"),
+    Rule("connector.errors", "Unauthorized", ExitCode.FAILED,
+         hint="check service.token (or FORMSYNC_SERVICE__TOKEN)"),
+    Rule("connector.errors", "FormsyncError", ExitCode.FAILED),
+    Rule("aiohttp", "ClientError", ExitCode.FAILED, prefix="cannot reach the service: "),
+    Rule("sqlalchemy.exc", "SQLAlchemyError", ExitCode.FAILED, prefix="database: ",
+         hint="check store.url and that the database is running"),
+    Rule("builtins", "OSError", ExitCode.FAILED),
+    # The pipelines refuse a bad argument (an export format, a receiver setting) with ValueError.
+    Rule("builtins", "ValueError", ExitCode.USAGE),
+    Rule("builtins", "KeyboardInterrupt", ExitCode.INTERRUPTED, prefix="interrupted"),
+)
+
+
+def explain(exc: BaseException) -> Failure:
+    """The exit code and message for an exception that ended a command. One not foreseen
+    is a failure (1) named by its type."""
+    if isinstance(exc, CommandError):
+        return Failure(exc.code, exc.message, exc.where, exc.hint)
+    for rule in RULES:
+        if rule.matches(exc):
+            return Failure(rule.code, rule.prefix + first_line(exc), rule.where, rule.hint)
+    return Failure(ExitCode.FAILED, f"unexpected {type(exc).__name__}: {first_line(exc)}")
+
+
+def first_line(exc: BaseException) -> str:
+    """The first line of an exception's message (SQLAlchemy adds lines of background)."""
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else ""
+
+
+_URL_PASSWORD = re.compile(r"(://[^/@\s:]*):[^@\s]+@")
+
+
+def scrub(text: str, secrets: Iterable[str] = ()) -> str:
+    """``text`` with each of ``secrets`` and the password of any URL replaced by ``***``."""
+    for secret in sorted({s for s in secrets if s}, key=len, reverse=True):
+        text = text.replace(secret, "***")
+    return _URL_PASSWORD.sub(r"\1:***@", text)

@@ -1,0 +1,105 @@
+"""The commands that serve until stopped (Ctrl-C or SIGTERM, exit code 0): ``sandbox``,
+``receive`` and ``run``."""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from .context import command
+from .errors import UsageError
+from .options import CONFIG_HELP
+
+
+def sandbox(
+    host: Annotated[str, typer.Option(help="Address to bind.")] = "127.0.0.1",
+    port: Annotated[int, typer.Option(min=0, max=65535, help="Port to bind; 0 picks a free one.")] = 8787,
+    data_dir: Annotated[Path, typer.Option(help="Where the sandbox keeps its SQLite store.")] = Path(
+        ".formsync-sandbox"),
+    seed: Annotated[Path | None, typer.Option(help="Seed YAML for a new data dir (default: the built-in seed).")]
+    = None,
+    credentials_file: Annotated[Path | None, typer.Option(
+        help="Write baseUrl, workspaces, tokens and signing secrets here (JSON).")] = None,
+    verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Log every request.")] = False,
+) -> None:
+    """Run the local Form Collection Service: JSON-RPC, agent endpoint, recipient pages
+    and test helpers, on SQLite.
+
+    Example: [bold]formsync sandbox --port 0 --data-dir /tmp/fs --credentials-file /tmp/fs/creds.json[/bold]
+    """
+    with command(log_level=logging.INFO if verbose else logging.WARNING) as ctx:
+        from formservice.sandbox.runner import serve
+
+        if seed is not None and not seed.exists():
+            raise UsageError(f"seed file {seed} does not exist", where="--seed")
+        ctx.serve(serve(host, port, data_dir, seed, credentials_file))
+
+
+def receive(
+    config: Annotated[Path | None, typer.Option(help=CONFIG_HELP)] = None,
+    host: Annotated[str | None, typer.Option(help="Address to bind (default: receiver.host).")] = None,
+    port: Annotated[int | None, typer.Option(
+        min=0, max=65535, help="Port to bind; 0 picks a free one (default: receiver.port).")] = None,
+    db: Annotated[str | None, typer.Option(
+        help="Database URL, e.g. sqlite:///formsync.db or postgresql+psycopg://user@host/db "
+             "(default: store.url).")] = None,
+    verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Log every event received.")] = False,
+) -> None:
+    """Receive signed callbacks and webhook deliveries and store them: migrates the
+    database, then serves POST {path} (either kind), {path}/callbacks (callback_secrets)
+    and {path}/webhooks (webhook_secrets), plus /healthz and /metrics, until Ctrl-C or
+    SIGTERM; pending events are committed before it exits.
+
+    Example: [bold]formsync receive --config formsync.toml --port 8788 --db sqlite:///events.db[/bold]
+    """
+    with command(config, log_level=logging.INFO if verbose else logging.WARNING) as ctx:
+        from connector.receiver import event_paths, run_receiver
+
+        rs = ctx.settings().receiver
+        store = ctx.store(db, where="--db") if db is not None else ctx.store()
+
+        def ready(url: str) -> None:
+            paths = event_paths(rs)
+            typer.echo(f"formsync receiver listening on {url}{paths['any']} "
+                       f"(callbacks: {paths['callbacks']}, webhooks: {paths['webhooks']})", color=False)
+
+        ctx.serve(run_receiver(store, rs, host=host, port=port, on_ready=ready))
+
+
+def run(
+    config: Annotated[Path, typer.Option(help="TOML settings file with the \\[\\[jobs]] to run (see "
+                                              "config/formsync.example.toml); FORMSYNC_* variables win over it.")],
+    lock_poll_seconds: Annotated[float, typer.Option(
+        min=0.1, help="How often a waiting process tries to take over the scheduler (and the leader checks "
+                      "that it still holds it).")] = 5.0,
+    lease_seconds: Annotated[float, typer.Option(
+        min=1, help="SQLite only: how long the scheduler lease lasts without renewal.")] = 30.0,
+    stop_timeout: Annotated[float, typer.Option(
+        min=0, help="On SIGTERM, how long to wait for running jobs before cancelling them.")] = 120.0,
+    verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Log debug detail.")] = False,
+) -> None:
+    """Run the jobs the file declares (its \\[\\[jobs]] tables) on their schedules, and the
+    receiver too when \\[receiver] enabled = true, until SIGTERM or Ctrl-C. Several processes may share one database:
+    one schedules, the others wait and take over when it dies. On SIGTERM a running
+    outreach finishes the row it is sending, and the next run resumes after it.
+
+    Example: [bold]formsync run --config formsync.toml[/bold]
+    """
+    with command(config, log_level=logging.DEBUG if verbose else logging.INFO) as ctx:
+        from pipelines.jobs import check_jobs
+        from pipelines.scheduler import SchedulerOptions, serve
+
+        settings = ctx.settings()
+        check_jobs(settings)  # before anything starts, not even the database
+        if not settings.jobs and not settings.receiver.enabled:
+            raise UsageError("nothing to run: the file declares no [[jobs]] and [receiver] enabled is false",
+                             where=ctx.where)
+        options = SchedulerOptions(lock_poll_seconds=lock_poll_seconds, lease_seconds=lease_seconds,
+                                   stop_timeout_seconds=stop_timeout)
+        ctx.serve(serve(settings, ctx.store(), options=options,
+                        on_state=lambda state: typer.echo(f"formsync scheduler {state}", err=True),
+                        on_receiver_ready=lambda url: typer.echo(f"formsync receiver listening on {url}",
+                                                                 err=True)))
