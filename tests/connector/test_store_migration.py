@@ -10,7 +10,15 @@ from typing import Any
 import sqlalchemy as sa
 from alembic import command
 
-from connector.store import RawEvent, RequestRow, Store, SubmissionRow, alembic_config, answer_rows, request_answers
+from connector.store import (
+    RawEvent,
+    RequestRow,
+    Store,
+    SubmissionRow,
+    alembic_config,
+    answer_rows,
+    request_answers,
+)
 
 T0 = 1_780_000_000_000
 JSON = sa.JSON(none_as_null=True)

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import json
 import zlib
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 import sqlalchemy as sa
@@ -37,7 +37,7 @@ _submissions = sa.table("formsync_submissions", sa.column("id", sa.String()), sa
 _ANSWER_COLUMNS = ("submission_id", "field_key", "instance", "row_key", "member_key", "value_json", "display_text")
 
 
-def _chunks(select: sa.Select[Any], key: sa.ColumnElement[Any]) -> Iterator[list[sa.Row[Any]]]:
+def _chunks(select: sa.Select[Any], key: sa.ColumnElement[Any]) -> Iterator[Sequence[Any]]:
     """The rows of ``select`` in chunks, by ``key`` order (keyset paging: each chunk is
     one short read, whatever the table's size, and rows rewritten meanwhile stay put)."""
     conn, last = op.get_bind(), None
@@ -52,7 +52,7 @@ def _chunks(select: sa.Select[Any], key: sa.ColumnElement[Any]) -> Iterator[list
 
 def _same(a: Any, b: Any) -> bool:
     # JSON read back may be text (SQLite) or parsed (PostgreSQL): compare the parsed values.
-    return (json.loads(a) if isinstance(a, str) else a) == (json.loads(b) if isinstance(b, str) else b)
+    return bool(_parsed(a) == _parsed(b))
 
 
 def upgrade() -> None:
