@@ -26,6 +26,7 @@ from sqlalchemy import (
 from sqlalchemy.orm import registry
 from sqlmodel import Field, SQLModel
 
+BODY_MAX_BYTES = 2**24 - 1  # what ``RawEvent.body_zlib`` holds on every database
 OUTREACH_STATES: tuple[str, ...] = ("pending", "sending", "sent", "invalid", "failed", "changed")
 # Alembic's bookkeeping table, named so it never meets the user's own Alembic history.
 VERSION_TABLE = "formsync_alembic_version"
@@ -64,8 +65,9 @@ class RawEvent(StoreModel, table=True):
     api_version: str | None = None
     test: bool = False
     received_at: int = Field(sa_type=BigInteger)
-    # The raw body as received (or as re-serialised when not given), zlib-compressed.
-    body_zlib: bytes = Field(sa_type=LargeBinary)
+    # The raw body as received (or as re-serialised when not given), zlib-compressed. The
+    # length makes it a MEDIUMBLOB on MySQL/MariaDB (a BLOB stops at 64 KiB).
+    body_zlib: bytes = Field(sa_type=LargeBinary(BODY_MAX_BYTES))
 
     @property
     def body(self) -> str:

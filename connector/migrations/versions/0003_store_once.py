@@ -28,8 +28,9 @@ depends_on = None
 
 _CHUNK = 1000
 _JSON = sa.JSON(none_as_null=True)
+_BLOB = sa.LargeBinary(2**24 - 1)  # a MEDIUMBLOB on MySQL/MariaDB, where a BLOB stops at 64 KiB
 _events = sa.table("formsync_events", sa.column("id", sa.String()), sa.column("body", sa.Text()),
-                   sa.column("payload", _JSON), sa.column("body_zlib", sa.LargeBinary()))
+                   sa.column("payload", _JSON), sa.column("body_zlib", _BLOB))
 _requests = sa.table("formsync_requests", sa.column("id", sa.String()), sa.column("submission_id", sa.String()),
                      sa.column("answers", _JSON), sa.column("display", _JSON))
 _submissions = sa.table("formsync_submissions", sa.column("id", sa.String()), sa.column("answers", _JSON),
@@ -58,7 +59,7 @@ def _same(a: Any, b: Any) -> bool:
 def upgrade() -> None:
     conn = op.get_bind()
     with op.batch_alter_table("formsync_events") as batch:
-        batch.add_column(sa.Column("body_zlib", sa.LargeBinary(), nullable=True))
+        batch.add_column(sa.Column("body_zlib", _BLOB, nullable=True))
     for rows in _chunks(sa.select(_events.c.id, _events.c.body), _events.c.id):
         conn.execute(_events.update().where(_events.c.id == sa.bindparam("b_id"))
                      .values(body_zlib=sa.bindparam("b_zlib")),
@@ -67,7 +68,7 @@ def upgrade() -> None:
     with op.batch_alter_table("formsync_events") as batch:
         batch.drop_column("payload")
         batch.drop_column("body")
-        batch.alter_column("body_zlib", existing_type=sa.LargeBinary(), nullable=False)
+        batch.alter_column("body_zlib", existing_type=_BLOB, nullable=False)
 
     # A request's answers that its linked submission holds as well are kept there only.
     r, s = _requests.c, _submissions.c
