@@ -176,7 +176,7 @@ def _segments(text: Any, sep: str, n: int) -> list[str] | None:
 
 def answer_rows(submission_id: str, answers: Mapping[str, Any] | None,
                 display: Mapping[str, Any] | None) -> list[dict[str, Any]]:
-    """Flatten one submission's answers into long-form rows (dicts of ``AnswerRow``
+    """Flatten one submission's answers into long-form rows (dicts of ``ANSWER_COLUMNS``
     columns). Every answer key yields at least one row, and the key
     ``(field_key, instance, row_key, member_key)`` is unique:
 

@@ -877,3 +877,16 @@ async def test_sandbox_request_lifecycle_events_and_reads_store(sandbox: Any, st
     row = get(store, RequestRow, other["id"])
     assert (row.status, row.cancel_reason, row.external_id, row.answers) == ("canceled", "Order withdrawn", "case-8",
                                                                              None)
+
+
+def test_read_integers_past_32_bits_are_stored_and_past_64_bits_named(store: Store) -> None:
+    """``editCount`` from a ``submissions.list`` read: 64-bit on every database; beyond,
+    a ``ValueError`` naming the item and field, and nothing stored."""
+    assert store.upsert_submissions([item("sub_big", editCount=2**40)], "form_i") == ["sub_big"]
+    assert get(store, SubmissionRow, "sub_big").edit_count == 2**40
+    with pytest.raises(ValueError, match=r"items\[1\] \(sub_huge\)\.edit_count is 9223372036854775808"):
+        store.upsert_submissions([item("sub_ok"), item("sub_huge", editCount=2**63)], "form_i")
+    assert count(store, SubmissionRow) == 1
+    with pytest.raises(ValueError, match=r"record req_huge\.updated_at is 9223372036854775808.*nothing was stored"):
+        store.upsert_requests([poll_record("req_huge", "pending", 2**63)])
+    assert count(store, RequestRow) == 0
