@@ -381,14 +381,14 @@ def _long_stream(store: Store, *, form_id: str | None, since: datetime | date | 
     label_keys = pa.array(list(labels), pa.string()) if labels else None
     label_titles = pa.array(list(labels.values()), pa.string()) if labels else None
 
-    def parts() -> Iterator[list[tuple[Any, ...]]]:
+    def parts() -> Iterator[list[list[Any]]]:
         for part in _partitions(store, stmt, max(1, CHUNK_ROWS // 16)):  # about 16 answer rows each
-            if rows := _long_rows(part, wanted):
-                yield rows
+            columns = _long_columns(part, wanted)
+            if columns[0]:
+                yield columns
 
     def batches() -> Iterator[pa.RecordBatch]:
-        for rows in parts():
-            columns = list(zip(*rows, strict=True))
+        for columns in parts():
             arrays = [pa.array(v, types[c]) for c, v in zip(LONG_COLUMNS, columns, strict=True)]
             if label_keys is not None:
                 titles = pc.take(label_titles, pc.index_in(arrays[2], value_set=label_keys))
@@ -398,25 +398,32 @@ def _long_stream(store: Store, *, form_id: str | None, since: datetime | date | 
     return _TableStream("long", schema, batches, lambda: _long_count(parts()))
 
 
-def _long_count(parts: Iterator[list[tuple[Any, ...]]]) -> int:
-    return sum(len(rows) for rows in parts)
+def _long_count(parts: Iterator[list[list[Any]]]) -> int:
+    return sum(len(columns[0]) for columns in parts)
 
 
 def _long_key(row: tuple[Any, ...]) -> tuple[Any, ...]:
     return row[1:5]  # field_key, instance, row_key, member_key
 
 
-def _long_rows(part: Sequence[tuple[Any, ...]], wanted: frozenset[str] | None) -> list[tuple[Any, ...]]:
-    """The long rows (``LONG_COLUMNS`` order) of submission rows ``(id, form_id,
-    answers, display)``, each submission's in key order; only ``wanted`` fields when given."""
-    out: list[tuple[Any, ...]] = []
+def _long_columns(part: Sequence[tuple[Any, ...]], wanted: frozenset[str] | None) -> list[list[Any]]:
+    """The long rows of submission rows ``(id, form_id, answers, display)`` as columns
+    (``LONG_COLUMNS`` order), each submission's rows in key order; only ``wanted``
+    fields when given."""
+    columns: list[list[Any]] = [[] for _ in LONG_COLUMNS]
+    sids, forms, rest = columns[0], columns[1], columns[2:]
     for sid, form, answers, display in part:
         rows = answer_tuples(sid, _json(answers), _json(display))
         if wanted is not None:
             rows = [r for r in rows if r[1] in wanted]
+        if not rows:
+            continue
         rows.sort(key=_long_key)
-        out += [(r[0], form, *r[1:]) for r in rows]
-    return out
+        sids += [sid] * len(rows)
+        forms += [form] * len(rows)
+        for column, values in zip(rest, list(zip(*rows, strict=True))[1:], strict=True):
+            column += values
+    return columns
 
 
 def _requests_stream(store: Store, tmpdir: Path, *, form_id: str | None, since: datetime | date | None,
