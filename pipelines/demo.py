@@ -45,13 +45,12 @@ from rich.progress import (
     TimeElapsedColumn,
 )
 from rich.table import Table
-from sqlmodel import func, select
 
 from connector.client import FormClient
 from connector.models import RequestRecord
 from connector.receiver import RECEIVER_KEY, Receiver, create_receiver_app, event_paths
 from connector.settings import ReceiverSettings
-from connector.store import OutreachRow, RawEvent, RequestRow, Store, SubmissionRow
+from connector.store import Store
 from pipelines.export import export
 from pipelines.outreach import read_sheet, run_outreach
 from pipelines.poll import poll_once
@@ -315,9 +314,7 @@ async def _start_receiver(stack: AsyncExitStack, store: Store, settings: Receive
 
 def job_requests(store: Store) -> dict[str, str | None]:
     """The requests the demo's outreach job created: request id -> externalId."""
-    with store.reader() as s:
-        rows = s.exec(select(OutreachRow).where(OutreachRow.job_name == JOB, OutreachRow.request_id.is_not(None)))
-        return {r.request_id: external_id_of(r.row_key) for r in rows if r.request_id}
+    return {rid: external_id_of(key) for rid, key in store.outreach_progress.requests_of(JOB).items()}
 
 
 async def _ensure_webhooks(w: _World, secret: str) -> None:
@@ -407,33 +404,6 @@ async def _deliver(w: _World, request_ids: set[str]) -> dict[str, Any]:
     return counts
 
 
-def _stored_events(store: Store, event_ids: Sequence[str]) -> int:
-    with store.reader() as s:
-        return len(set(s.exec(select(RawEvent.id).where(RawEvent.id.in_(list(event_ids))))))
-
-
-def _status_counts(store: Store, request_ids: set[str]) -> dict[str, int]:
-    with store.reader() as s:
-        rows = s.exec(select(RequestRow.status, func.count()).where(RequestRow.id.in_(list(request_ids)))
-                      .group_by(RequestRow.status)).all()
-    return {status: int(n) for status, n in rows}
-
-
-def _submission_counts(store: Store, form_id: str) -> tuple[int, int]:
-    with store.reader() as s:
-        total = s.exec(select(func.count()).select_from(SubmissionRow).where(
-            SubmissionRow.form_id == form_id, SubmissionRow.is_completed)).one()
-        from_requests = s.exec(select(func.count()).select_from(SubmissionRow).where(
-            SubmissionRow.form_id == form_id, SubmissionRow.is_completed, SubmissionRow.request_id.is_not(None))).one()
-    return int(total), int(from_requests)
-
-
-def _sent_count(store: Store) -> int:
-    with store.reader() as s:
-        return int(s.exec(select(func.count()).select_from(OutreachRow).where(
-            OutreachRow.job_name == JOB, OutreachRow.request_id.is_not(None))).one())
-
-
 def _export_all(store: Store, out: Path, form_id: str) -> list[FileWritten]:
     files = []
     for fmt, table in (("csv", "wide"), ("xlsx", "all"), ("parquet", "wide")):
@@ -516,7 +486,7 @@ async def run_demo(out: Path, *, console: Console | None = None, progress: bool 
             with steps.step(2):
                 outreach = await run_outreach(w.api, store, DEMO_SHEET, w.form_id, job=JOB,
                                               callback_url=w.receiver_url + w.paths["callbacks"],
-                                              report_path=out / REPORT_FILE, progress=False)
+                                              report_path=out / REPORT_FILE)
                 this_run["requests_created"] = outreach.sent
                 ids = job_requests(store)
                 records = await _track(w, ids)
@@ -536,19 +506,19 @@ async def run_demo(out: Path, *, console: Console | None = None, progress: bool 
             with steps.step(7):
                 files = _export_all(store, out, w.form_id)
             this_run.update(receiver_counts(receiver))
-            statuses = _status_counts(store, set(ids))
-            total, from_requests = _submission_counts(store, w.form_id)
+            statuses = store.requests.status_counts(set(ids))
+            total, from_requests = store.submissions.completed_counts(w.form_id)
             sheet = read_sheet(DEMO_SHEET)
             rejected = rejected_rows(out / REPORT_FILE, sheet)
             files.insert(0, FileWritten(path=str(out / REPORT_FILE), format="csv", rows=len(rejected)))
             summary = DemoSummary(
                 out_dir=str(out), form=f"{DEMO_FORM} ({ws['name']})", form_id=w.form_id,
-                sheet_rows=len(sheet), sent=_sent_count(store),
+                sheet_rows=len(sheet), sent=store.outreach_progress.sent_count(JOB),
                 completed=statuses.get("completed", 0), canceled=statuses.get("canceled", 0),
                 expired=statuses.get("expired", 0), pending=statuses.get("pending", 0),
                 rejected=rejected,
                 callbacks_delivered=delivered["callbacks"], webhooks_delivered=delivered["webhooks"],
-                events_stored=_stored_events(store, delivered["event_ids"]), deliveries_refused=delivered["refused"],
+                events_stored=store.events.count_stored(delivered["event_ids"]), deliveries_refused=delivered["refused"],
                 submissions_synced=total, submissions_from_requests=from_requests, files=files, this_run=this_run,
                 seconds=round(time.monotonic() - started, 2))
     except HelperError as err:  # a helper the demo relies on refused: one line, no traceback

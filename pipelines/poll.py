@@ -16,6 +16,10 @@ Cost model of one cycle, per form with ``n`` stored pending requests:
   Each such listing also stops as soon as its candidates are found or passed.
 * Whatever is left is read with ``requests.get``, one call each: completed requests
   always (list summaries carry no answers), plus any leaver a listing did not resolve.
+* A listing's status filter is not trusted: every listed record is taken by the status it
+  carries, so a record the ``pending`` listing answers as completed is read whole with
+  ``requests.get`` (its answers stored), and one answered as expired or canceled is
+  stored as it is.
 
 So a cycle costs ``ceil(n/100)`` calls when nothing changed, and about ``ceil(n/100) +
 completed + (0..2 listings)`` when requests left ``pending``. Stored pending requests
@@ -30,11 +34,10 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from pydantic import BaseModel
-from sqlmodel import select
 
 from connector import errors, models
 from connector.client import UNSET, FormClient
-from connector.store import RequestRow, Store
+from connector.store import PendingRequest, Store
 
 PAGE = 100
 # Below this many candidates, one requests.get each is no dearer than a listing that may
@@ -57,24 +60,12 @@ class PollReport(BaseModel):
     calls: int = 0
 
 
-@dataclass(frozen=True)
-class _Pending:
-    id: str
-    form_id: str | None
-    created_at: int | None
-    expires_at: int | None
-
-
-def stored_pending(store: Store, form_id: str | None = None) -> list[_Pending]:
+def stored_pending(store: Store, form_id: str | None = None) -> list[PendingRequest]:
     """The requests the store holds as ``pending`` (of one form when ``form_id``)."""
-    with store.reader() as s:
-        stmt = select(RequestRow).where(RequestRow.status == "pending")
-        if form_id is not None:
-            stmt = stmt.where(RequestRow.form_id == form_id)
-        return [_Pending(r.id, r.form_id, r.created_at, r.expires_at) for r in s.exec(stmt)]
+    return store.requests.pending(form_id)
 
 
-def _floor(items: Iterable[_Pending]) -> tuple[int, str] | None:
+def _floor(items: Iterable[PendingRequest]) -> tuple[int, str] | None:
     """The listing position (createdAt, id) of the oldest item, or None when any
     creation time is unknown (then a listing cannot stop early)."""
     keys = [(p.created_at, p.id) for p in items]
@@ -83,7 +74,7 @@ def _floor(items: Iterable[_Pending]) -> tuple[int, str] | None:
     return min(keys)  # type: ignore[type-var]
 
 
-async def _walk(client: FormClient, form_id: str, status: str, wanted: dict[str, _Pending],
+async def _walk(client: FormClient, form_id: str, status: str, wanted: dict[str, PendingRequest],
                 include_test: bool) -> list[models.RequestRecord]:
     """Page through the form's ``status`` listing (newest first) and return the records
     whose id is in ``wanted``; stops once all are found or the listing has passed the
@@ -108,30 +99,62 @@ async def _walk(client: FormClient, form_id: str, status: str, wanted: dict[str,
     return found
 
 
-async def _poll_form(client: FormClient, store: Store, form_id: str, tracked: Sequence[_Pending], now_ms: int,
+@dataclass
+class ByStatus:
+    """Listed records by the status each one carries: a listing's status filter is not
+    trusted (a service may answer a record that has since moved on)."""
+
+    pending: list[models.RequestRecord]
+    final: list[models.RequestRecord]  # expired or canceled: the summary is the whole news
+    reread: list[models.RequestRecord]  # completed (answers only come with requests.get) or unknown
+
+
+FINAL_WITHOUT_ANSWERS = frozenset({"expired", "canceled"})
+
+
+def sort_by_status(records: Iterable[models.RequestRecord]) -> ByStatus:
+    """Split listed records by their own ``status`` (a pure rule)."""
+    out = ByStatus([], [], [])
+    for rec in records:
+        if rec.status == "pending":
+            out.pending.append(rec)
+        elif rec.status in FINAL_WITHOUT_ANSWERS:
+            out.final.append(rec)
+        else:
+            out.reread.append(rec)
+    return out
+
+
+async def _poll_form(client: FormClient, store: Store, form_id: str, tracked: Sequence[PendingRequest], now_ms: int,
                      report: PollReport) -> None:
     by_id = {p.id: p for p in tracked}
     # Test requests only show in listings with includeTest: without it a stored test
     # request would look like a leaver and cost a requests.get every cycle.
-    still = await _walk(client, form_id, "pending", by_id, include_test=True)
-    if still:
-        store.upsert_requests(still, source="poll")
-    leavers = {i: p for i, p in by_id.items() if i not in {r.id for r in still}}
-    report.still_pending += len(still)
-    if not leavers:
-        return
-    resolved: list[models.RequestRecord] = []
-    overdue = {i: p for i, p in leavers.items() if p.expires_at is not None and p.expires_at <= now_ms}
-    if len(overdue) >= 2:
-        resolved += await _walk(client, form_id, "expired", overdue, include_test=True)
-    others = {i: p for i, p in leavers.items() if i not in overdue}
-    if len(others) >= LIST_THRESHOLD:
-        resolved += await _walk(client, form_id, "canceled", others, include_test=True)
+    listed = sort_by_status(await _walk(client, form_id, "pending", by_id, include_test=True))
+    if listed.pending:
+        store.upsert_requests(listed.pending, source="poll")
+    report.still_pending += len(listed.pending)
+    known = {r.id for r in (*listed.pending, *listed.final, *listed.reread)}
+    leavers = {i: p for i, p in by_id.items() if i not in known}
+    resolved = list(listed.final)
+    reread = [r.id for r in listed.reread]
+    if leavers:
+        overdue = {i: p for i, p in leavers.items() if p.expires_at is not None and p.expires_at <= now_ms}
+        found: list[models.RequestRecord] = []
+        if len(overdue) >= 2:
+            found += await _walk(client, form_id, "expired", overdue, include_test=True)
+        others = {i: p for i, p in leavers.items() if i not in overdue}
+        if len(others) >= LIST_THRESHOLD:
+            found += await _walk(client, form_id, "canceled", others, include_test=True)
+        checked = sort_by_status(found)
+        resolved += checked.final
+        # A leaver listed as pending or completed after all is read whole, as is any leaver no listing showed.
+        listed_ids = {r.id for r in checked.final}
+        reread += [i for i in leavers if i not in listed_ids]
     if resolved:
         store.upsert_requests(resolved, source="poll")
         _count(report, resolved)
-    done = {r.id for r in resolved}
-    await _get_each(client, store, [i for i in leavers if i not in done], report)
+    await _get_each(client, store, reread, report)
 
 
 async def _get_each(client: FormClient, store: Store, ids: Sequence[str], report: PollReport) -> None:
@@ -168,7 +191,7 @@ async def poll_once(client: FormClient, store: Store, *, form_id: str | None = N
     pending = stored_pending(store, form_id)
     report = PollReport(pending_before=len(pending))
     calls_before = client.stats["calls"]
-    by_form: dict[str, list[_Pending]] = {}
+    by_form: dict[str, list[PendingRequest]] = {}
     unknown: list[str] = []
     for p in pending:
         if p.form_id is None:

@@ -216,7 +216,7 @@ def _encode_value(value: Any) -> str:
 
 def answer_tuples(submission_id: str, answers: Mapping[str, Any] | None,
                   display: Mapping[str, Any] | None) -> list[tuple[Any, ...]]:
-    """``answer_rows`` as tuples in ``ANSWER_COLUMNS`` order (what the store inserts)."""
+    """``answer_rows`` as tuples in ``ANSWER_COLUMNS`` order (what export derives)."""
     rows: list[tuple[Any, ...]] = []
     add = rows.append
     shown_all = display or {}

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import logging
+from enum import Enum
 from pathlib import Path
 from typing import Annotated
 
@@ -12,6 +13,13 @@ import typer
 from .context import command
 from .errors import UsageError
 from .options import CONFIG_HELP
+
+
+class SandboxDialect(str, Enum):
+    """How much of each answer the sandbox sends (formservice/dialect.py)."""
+
+    full = "full"
+    minimal = "minimal"
 
 
 def sandbox(
@@ -24,6 +32,9 @@ def sandbox(
     credentials_file: Annotated[Path | None, typer.Option(
         help="Write baseUrl, workspaces, tokens and signing secrets here (JSON).")] = None,
     verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Log every request.")] = False,
+    dialect: Annotated[SandboxDialect, typer.Option(
+        help="full: answer everything; minimal: only the fields and error parts the spec shows.")]
+    = SandboxDialect.full,
 ) -> None:
     """Run the local Form Collection Service: JSON-RPC, agent endpoint, recipient pages
     and test helpers, on SQLite.
@@ -35,7 +46,8 @@ def sandbox(
 
         if seed is not None and not seed.exists():
             raise UsageError(f"seed file {seed} does not exist", where="--seed")
-        ctx.serve(serve(host, port, data_dir, seed, credentials_file))
+        ctx.serve(serve(host, port, data_dir, seed, credentials_file,
+                        dialect="minimal" if dialect is SandboxDialect.minimal else "full"))
 
 
 def receive(

@@ -269,7 +269,7 @@ def test_xlsx_rows_stored_after_the_count_are_refused_not_dropped(varied_store: 
                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
     # A sync storing rows between the count and the write is played by a count that says fewer.
     monkeypatch.setattr(export_mod, "XLSX_MAX_ROWS", 21)  # 20 rows under the header; the store has 23
-    monkeypatch.setattr(export_mod, "_long_count", lambda parts: 5)
+    monkeypatch.setattr(export_mod, "_count", lambda store, f: 5)
     monkeypatch.setattr(export_mod, "CHUNK_ROWS", 5)
     out = tmp_path / "l.xlsx"
     with pytest.raises(ValueError, match=r"table 'long' has 2\d rows; an XLSX sheet holds at most 20 rows"):

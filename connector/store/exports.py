@@ -1,0 +1,128 @@
+"""What exports read: submissions, long-form answers and requests, in batches of plain
+DB-API row tuples streamed from one read-only transaction (a server-side cursor where
+the database has one). Long-form answers are not stored: they are derived from each
+submission's answers and display (``answer_tuples``) as the batches are read.
+
+The statements are compiled by SQLAlchemy and run on the session's own DB-API
+connection: at a million rows, SQLAlchemy's ``Row`` objects and its row-by-row buffer of
+a streamed result cost more than the read itself. So a JSON column may come back as its
+text (see ``json_value``); the parameters are plain numbers and text, which need no
+binding conversion."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from sqlalchemy import Select, select
+
+from .database import Database
+from .mapping import answer_tuples
+from .tables import REQUESTS, SUBMISSIONS
+
+Batch = Sequence[tuple[Any, ...]]
+
+
+@dataclass(frozen=True)
+class ExportFilter:
+    """Which rows an export reads: of one form, submitted (requests: created) at or
+    after ``since_ms``, answers of the ``fields`` only, requests of one ``status``."""
+
+    form_id: str | None = None
+    since_ms: int | None = None
+    fields: tuple[str, ...] | None = None
+    status: str | None = None
+
+
+def json_value(value: Any) -> Any:
+    """A JSON column's value from a batch row: SQLite gives the text, drivers that parse
+    JSON give the object."""
+    return json.loads(value) if isinstance(value, str | bytes) else value
+
+
+class ExportReads:
+    """The export reads repository (``store.exports``)."""
+
+    def __init__(self, db: Database) -> None:
+        self._db = db
+
+    def submissions(self, f: ExportFilter, *, display: bool, batch_rows: int) -> Iterator[Batch]:
+        """Submission rows ``(id, form_id, request_id, submitted_at, updated_at,
+        edit_count, answers[, display])`` in submission order."""
+        t = SUBMISSIONS.c
+        stmt = select(t.id, t.form_id, t.request_id, t.submitted_at, t.updated_at, t.edit_count, t.answers,
+                      *([t.display] if display else []))
+        if f.form_id is not None:
+            stmt = stmt.where(t.form_id == f.form_id)
+        if f.since_ms is not None:
+            stmt = stmt.where(t.submitted_at >= f.since_ms)
+        return self._batches(stmt.order_by(t.submitted_at, t.id), batch_rows)
+
+    def answers(self, f: ExportFilter, *, batch_rows: int) -> Iterator[Batch]:
+        """Answer rows ``(submission_id, form_id, field_key, instance, row_key,
+        member_key, value_json, display_text)`` in submission order, each submission's
+        in key order. Submissions make about 16 rows each: they are read
+        ``batch_rows // 16`` at a time, so a batch stays near ``batch_rows`` rows."""
+        wanted = None if f.fields is None else frozenset(f.fields)
+        for part in self._batches(self._answer_sources(f), max(1, batch_rows // 16)):
+            if rows := long_rows(part, wanted):
+                yield rows
+
+    def count_answers(self, f: ExportFilter) -> int:
+        """How many answer rows ``answers`` yields."""
+        return sum(len(rows) for rows in self.answers(f, batch_rows=50_000))
+
+    def requests(self, f: ExportFilter, columns: Sequence[str], *, batch_rows: int) -> Iterator[Batch]:
+        """Request rows ``(id, *columns, metadata)`` in creation order."""
+        r = REQUESTS.c
+        stmt = select(r.id, *[r[c] for c in columns], r.metadata)
+        if f.form_id is not None:
+            stmt = stmt.where(r.form_id == f.form_id)
+        if f.status is not None:
+            stmt = stmt.where(r.status == f.status)
+        if f.since_ms is not None:
+            stmt = stmt.where(r.created_at >= f.since_ms)
+        return self._batches(stmt.order_by(r.created_at, r.id), batch_rows)
+
+    def _answer_sources(self, f: ExportFilter) -> Select[Any]:
+        t = SUBMISSIONS.c
+        stmt = select(t.id, t.form_id, t.answers, t.display)
+        if f.form_id is not None:
+            stmt = stmt.where(t.form_id == f.form_id)
+        if f.since_ms is not None:
+            stmt = stmt.where(t.submitted_at >= f.since_ms)
+        return stmt.order_by(t.submitted_at, t.id)
+
+    def _batches(self, stmt: Select[Any], batch_rows: int) -> Iterator[Batch]:
+        with self._db.reader() as s:
+            conn = s.connection()
+            compiled = stmt.compile(dialect=conn.dialect, compile_kwargs={"render_postcompile": True})
+            params: Any = (tuple(compiled.params[k] for k in compiled.positiontup or ())
+                           if compiled.positional else compiled.params)
+            cursor = self._db.writer.stream_cursor(conn.connection.dbapi_connection, f"formsync_export_{id(stmt):x}")
+            try:
+                cursor.execute(str(compiled), params)
+                while rows := cursor.fetchmany(batch_rows):
+                    yield rows
+            finally:
+                cursor.close()
+
+
+def _long_key(row: tuple[Any, ...]) -> tuple[Any, ...]:
+    return row[1:5]  # field_key, instance, row_key, member_key
+
+
+def long_rows(part: Batch, wanted: frozenset[str] | None) -> list[tuple[Any, ...]]:
+    """The long-form answer rows (``answers``'s shape) of submission rows ``(id,
+    form_id, answers, display)``, each submission's in key order; only ``wanted``
+    fields when given."""
+    out: list[tuple[Any, ...]] = []
+    for sid, form, answers, display in part:
+        rows = answer_tuples(sid, json_value(answers), json_value(display))
+        if wanted is not None:
+            rows = [r for r in rows if r[1] in wanted]
+        rows.sort(key=_long_key)
+        out += [(sid, form, *r[1:]) for r in rows]
+    return out
