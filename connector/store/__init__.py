@@ -25,9 +25,12 @@ from .mapping import (
     SyncMark,
     answer_rows,
     answer_tuples,
+    compress_body,
     display_text,
     epoch_ms,
+    event_integer_problem,
     event_to_rows,
+    integer_problem,
     is_matrix,
     list_ts_ms,
     request_rank,
@@ -44,7 +47,6 @@ from .tables import (
     NAMING_CONVENTION,
     OUTREACH_STATES,
     VERSION_TABLE,
-    AnswerRow,
     FormField,
     JobRun,
     OutreachJob,
@@ -55,6 +57,7 @@ from .tables import (
     StoreModel,
     SubmissionRow,
     SyncCursor,
+    request_answers,
 )
 from .views import VIEW_PREFIX, FormView, ViewColumn, answer_json, select_sql, view_name
 
@@ -63,8 +66,8 @@ __all__ = [
     "LOCK_NAME", "SUMMARY_MAX", "AdvisoryLock", "ExportFilter", "LeaderLock", "LeaseLock", "NamedLock",
     "PendingRequest", "json_value",
     "ANSWER_COLUMNS", "METADATA", "NAMING_CONVENTION", "OUTREACH_STATES", "SOURCES", "SQLITE_BUSY_TIMEOUT_MS",
-    "TERMINAL_STATUSES", "VERSION_TABLE", "WRITERS", "AnswerRow", "EventRows", "FormField", "Incoming", "JobRun", "OutreachJob",
+    "TERMINAL_STATUSES", "VERSION_TABLE", "WRITERS", "EventRows", "FormField", "Incoming", "JobRun", "OutreachJob",
     "OutreachRow", "RawEvent", "RequestRow", "SchedulerLease", "Source", "Store", "StoreModel", "StoreOutcome",
-    "SubmissionRow", "SyncCursor", "SyncMark", "alembic_config", "answer_rows", "answer_tuples", "display_text",
-    "compare_column_type", "epoch_ms", "event_to_rows", "is_matrix", "list_ts_ms", "request_rank", "submission_rank", "value_text",
+    "SubmissionRow", "SyncCursor", "SyncMark", "alembic_config", "answer_rows", "compare_column_type", "answer_tuples", "compress_body", "display_text",
+    "epoch_ms", "event_integer_problem", "event_to_rows", "integer_problem", "is_matrix", "list_ts_ms", "request_answers", "request_rank", "submission_rank", "value_text",
 ]

@@ -15,7 +15,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 import pymysql.cursors
-from sqlalchemy import String, Table, text
+from sqlalchemy import LargeBinary, String, Table, text
 from sqlalchemy.dialects import mysql as mysql_dialect
 from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.ext.compiler import compiles
@@ -28,6 +28,7 @@ from .writer import SQLWriter
 MIGRATION_LOCK = "formsync-migrate"  # the named lock of Store.migrate
 MIGRATION_LOCK_SECONDS = 300
 _RETRY_CODES = (1213, 1205, 1062)  # deadlock found, lock wait timeout exceeded, duplicate key
+_BLOB_BYTES = {"TINYBLOB": 2**8 - 1, "BLOB": 2**16 - 1, "MEDIUMBLOB": 2**24 - 1, "LONGBLOB": 2**32 - 1}
 _REFUSAL_CODES = (4025, 3819)  # CHECK constraint failed (MariaDB, MySQL): PyMySQL raises OperationalError
 
 
@@ -149,11 +150,16 @@ class NamedLock(AdvisoryLock):
 
 def compare_column_type(context: Any, inspected_column: Any, metadata_column: Any, inspected_type: Any,
                         metadata_type: Any) -> bool | None:
-    """Alembic's type comparison for the store's schema: an unsized string stored with
-    the size (or as the TEXT) MySQL needs is no difference; anything else is left to
-    Alembic (None)."""
+    """Alembic's type comparison for the store's schema: on MySQL, an unsized string
+    stored with the size (or as the TEXT) MySQL needs, and a sized binary stored as the
+    BLOB type that holds its size, are no difference; anything else is left to Alembic
+    (None)."""
+    if context.dialect.name != "mysql":
+        return None
     declared = getattr(metadata_type, "impl", metadata_type)  # sqlmodel's AutoString decorates a String
-    if context.dialect.name == "mysql" and isinstance(inspected_type, String) \
-            and isinstance(declared, String) and declared.length is None:
+    if isinstance(inspected_type, String) and isinstance(declared, String) and declared.length is None:
         return False
+    holds = _BLOB_BYTES.get(type(inspected_type).__name__)
+    if isinstance(declared, LargeBinary) and holds is not None:
+        return holds < (declared.length or _BLOB_BYTES["BLOB"])
     return None
