@@ -311,6 +311,7 @@ def _wide_stream(store: Store, tmpdir: Path, *, form_id: str | None, since: date
         spill.add([("submission_id", pa.array(fixed[0], pa.string())), ("form_id", pa.array(fixed[1], pa.string())),
                    ("request_id", pa.array(fixed[2], pa.string())), ("submitted_at", _times(fixed[3])),
                    ("updated_at", _times(fixed[4])), ("edit_count", pa.array(fixed[5], pa.int64()))], values)
+        del part, fixed, values  # one batch in memory while the next is read
     field_cols = _order_columns(field_cols, fields, order)
     headers = _headers(field_cols, labels)[len(WIDE_FIXED):]
     return spill.stream(WIDE_SCHEMA, list(zip(field_cols, headers, strict=True)))
@@ -374,7 +375,7 @@ def _json_arrays(texts: pa.Array) -> pa.Array:
     return pa.array(cells, pa.string())
 
 
-_MEMO_MAX = 10_000  # JSON texts of lists and objects kept shaped (choice lists repeat a lot)
+_MEMO_MAX = 1_000  # JSON texts of lists and objects kept shaped (choice lists repeat a lot)
 
 
 _INTEGER_RE = "^-?[0-9]+$"  # a JSON number that json.loads reads as an int

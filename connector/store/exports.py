@@ -122,6 +122,7 @@ class ExportReads:
                 cursor.execute(str(compiled), params)
                 while rows := cursor.fetchmany(batch_rows):
                     yield rows
+                    del rows  # the reader has it: memory holds one batch, not two, while the next is read
             finally:
                 cursor.close()
 

@@ -122,7 +122,7 @@ class ViewKeeper:
             stmt = stmt.where(SUBMISSIONS.c.form_id.in_(form_ids))
         seen: dict[str, dict[str, Any]] = {}  # form id -> key -> first non-null value
         with self.reads.connect() as conn:
-            for part in conn.execution_options(yield_per=500).execute(stmt).partitions():
+            for part in conn.execution_options(yield_per=100).execute(stmt).partitions():
                 for form_id, answers in part:
                     mine = seen.setdefault(form_id, {})
                     for k, v in (_doc(answers) or {}).items():
