@@ -241,7 +241,7 @@ def missing_after_kill(db_url: str, ids_file: Path) -> tuple[int, int]:
     acked = {line for line in ids_file.read_text().splitlines() if line}
     store = Store(db_url)
     try:
-        with store.reader() as s:
+        with store.database.reader() as s:
             present = set(s.exec(select(RawEvent.__table__.c.id)).scalars())
     finally:
         store.close()
@@ -255,7 +255,7 @@ def sqlite_settings(db_url: str) -> str:
 
     store = Store(db_url)
     try:
-        with store.engine.connect() as conn:
+        with store.database.engine.connect() as conn:
             mode = conn.execute(text("PRAGMA journal_mode")).scalar()
             sync = conn.execute(text("PRAGMA synchronous")).scalar()
     finally:

@@ -68,7 +68,7 @@ async def measure(k: int, tmp: str) -> tuple[int, bool]:
             calls = sum(counted.values())
             second = await sync_form(fc, store, form)
             on_server = [s.id async for s in fc.iter_submissions(form, include_drafts=False)]
-        with store.reader() as s:
+        with store.database.reader() as s:
             stored = list(s.exec(select(SubmissionRow.id).where(SubmissionRow.form_id == form)))
         store.close()
     budget = math.ceil(k / 100) + 1

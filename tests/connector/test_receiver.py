@@ -37,7 +37,7 @@ from connector.settings import ReceiverSettings
 from connector.signing import GITHUB, custom_headers, formstep_headers, sign_formstep, standard_headers
 from connector.store import AnswerRow, RawEvent, RequestRow, Store, SubmissionRow
 
-from .conftest import _pg_connect, _unavailable
+from .conftest import pg_connect, pg_unavailable
 
 CB_SECRET = "whsec_" + "c4" * 32
 WH_SECRET = "whsec_" + "7e" * 32
@@ -83,7 +83,7 @@ def now() -> int:
 
 def counts(store: Store) -> dict[str, int]:
     out = {}
-    with store.reader() as s:
+    with store.database.reader() as s:
         for name, model in (("events", RawEvent), ("submissions", SubmissionRow), ("answers", AnswerRow),
                             ("requests", RequestRow)):
             out[name] = s.exec(select(func.count()).select_from(model)).one()
@@ -94,7 +94,7 @@ NOTHING = {"events": 0, "submissions": 0, "answers": 0, "requests": 0}
 
 
 def rows(store: Store, model: type[SQLModel]) -> list[Any]:
-    with store.reader() as s:
+    with store.database.reader() as s:
         return list(s.exec(select(model)).all())
 
 
@@ -220,7 +220,7 @@ async def test_sandbox_callbacks_land_in_the_store(sandbox, store, caplog):
         assert (await sandbox.rpc("requests.cancel", {"requestId": gone, "reason": "Withdrawn"})).status == 200
         [attempt] = await flush(sandbox)
         assert attempt["status"] == 200
-        with store.reader() as s:
+        with store.database.reader() as s:
             row = s.get(RequestRow, gone)
         assert row.status == "canceled" and row.cancel_reason == "Withdrawn" and row.canceled_at
 
@@ -449,7 +449,7 @@ async def test_group_commit_batches_and_one_bad_event_does_not_fail_the_others(s
 async def test_an_event_the_database_refuses_does_not_fail_its_batch(store):
     """The database itself refuses one event type (a constraint added here): the batch is
     retried event by event, so the others are stored and only that one fails."""
-    with store.engine.begin() as conn:
+    with store.database.engine.begin() as conn:
         if conn.dialect.name == "postgresql":
             conn.exec_driver_sql("ALTER TABLE formsync_events ADD CONSTRAINT no_poison CHECK (type <> 'poison.type')")
         else:
@@ -545,9 +545,9 @@ async def test_sqlite_unavailable_is_503_then_recovers(tmp_path):
 
 async def test_postgresql_dropped_is_503_never_500():
     try:
-        admin = _pg_connect("postgres")
+        admin = pg_connect("postgres")
     except Exception as e:  # noqa: BLE001 - any failure to reach the server means "no server"
-        _unavailable(str(e))
+        pg_unavailable(str(e))
     name = f"formsync_rx_{os.getpid()}_{int(time.time())}"
     with admin:
         admin.execute(f'CREATE DATABASE "{name}"')
@@ -557,7 +557,7 @@ async def test_postgresql_dropped_is_503_never_500():
         async with running(store) as rx:
             body = encode(envelope("evt_before"))
             assert (await rx.post(body, signed(body)))[0] == 200
-            with _pg_connect("postgres") as conn:
+            with pg_connect("postgres") as conn:
                 conn.execute(f'DROP DATABASE "{name}" WITH (FORCE)')
             got = await asyncio.gather(*(rx.post(b, signed(b)) for b in
                                          [encode(envelope(f"evt_during{i}")) for i in range(5)]))
@@ -568,7 +568,7 @@ async def test_postgresql_dropped_is_503_never_500():
             assert metric(metrics, "formsync_receiver_rejected_total", reason="unavailable") == 5
     finally:
         store.close()
-        with _pg_connect("postgres") as conn:
+        with pg_connect("postgres") as conn:
             conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
 
 
@@ -744,7 +744,7 @@ async def test_every_acknowledged_event_survives_kill_9(tmp_path, db_url):
     assert len(acked) >= 50, "the receiver acknowledged events before it was killed"
     reopened = Store(db_url)
     try:
-        with reopened.reader() as s:
+        with reopened.database.reader() as s:
             stored = set(s.exec(select(RawEvent.id)).all())
     finally:
         reopened.close()
@@ -911,7 +911,7 @@ def test_no_mutated_delivery_is_accepted_or_answered_5xx(threaded, mutation, cha
     body, headers = apply(kind, params, int(time.time()))
     status = threaded.post(event_paths(threaded.rs)[channel], body, headers)
     assert 400 <= status < 500, f"{kind} {params}: {status}"
-    with threaded.store.reader() as s:
+    with threaded.store.database.reader() as s:
         assert s.exec(select(func.count()).select_from(RawEvent)).one() == 0, kind
 
 
@@ -921,7 +921,7 @@ def test_the_unmutated_delivery_is_accepted(threaded):
     headers = [("Content-Type", "application/json"), ("X-Formstep-Signature", sign_formstep(CB_SECRET, PROP_BODY, t))]
     assert threaded.post(event_paths(threaded.rs)["callbacks"], PROP_BODY, headers) == 200
     assert threaded.post(event_paths(threaded.rs)["callbacks"], PROP_BODY, headers) == 200
-    with threaded.store.reader() as s:
+    with threaded.store.database.reader() as s:
         assert s.exec(select(func.count()).select_from(RawEvent)).one() == 1
 
 

@@ -51,7 +51,7 @@ async def sqlite_file_moved(_pg: str, tmp: Path) -> AsyncIterator[tuple[Store, O
     store.migrate()
 
     def cut() -> None:
-        store.engine.dispose()
+        store.database.engine.dispose()
         for suffix in ("", "-wal", "-shm"):
             p = Path(f"{path}{suffix}")
             if p.exists():

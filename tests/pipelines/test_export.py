@@ -102,7 +102,7 @@ def ts(ms: int | None) -> pd.Timestamp | None:
 
 
 def submissions(store: Store) -> list[SubmissionRow]:
-    with store.reader() as s:
+    with store.database.reader() as s:
         rows = list(s.execute(select(SubmissionRow).order_by(SubmissionRow.submitted_at)).scalars())
         s.expunge_all()
         return rows
@@ -139,7 +139,7 @@ def expected_wide(store: Store, *, display: bool = False) -> list[dict[str, Any]
 def expected_long(store: Store) -> list[dict[str, Any]]:
     forms = {r.id: r.form_id for r in submissions(store)}
     order = {r.id: i for i, r in enumerate(submissions(store))}
-    with store.reader() as s:
+    with store.database.reader() as s:
         rows = list(s.execute(select(AnswerRow)).scalars())
     rows.sort(key=lambda a: (order[a.submission_id], a.field_key, a.instance, a.row_key, a.member_key))
     return [{"submission_id": a.submission_id, "form_id": forms[a.submission_id], "field_key": a.field_key,
@@ -148,7 +148,7 @@ def expected_long(store: Store) -> list[dict[str, Any]]:
 
 
 def expected_requests(store: Store) -> list[dict[str, Any]]:
-    with store.reader() as s:
+    with store.database.reader() as s:
         rows = list(s.execute(select(RequestRow).order_by(RequestRow.created_at)).scalars())
     out = []
     for r in rows:
