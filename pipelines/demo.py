@@ -48,7 +48,7 @@ from rich.table import Table
 
 from connector.client import FormClient
 from connector.models import RequestRecord
-from connector.receiver import RECEIVER_KEY, Receiver, create_receiver_app, event_paths
+from connector.receiver import RECEIVER_KEY, Channel, Receiver, create_receiver_app, event_paths
 from connector.settings import ReceiverSettings
 from connector.store import Store
 from pipelines.export import export
@@ -251,7 +251,7 @@ class _World:
     http: aiohttp.ClientSession
     receiver: Receiver
     receiver_url: str
-    paths: dict[str, str]
+    paths: dict[Channel, str]
     token: str = ""
     client: FormClient | None = None
 
@@ -478,7 +478,7 @@ async def run_demo(out: Path, *, console: Console | None = None, progress: bool 
                 http = await stack.enter_async_context(aiohttp.ClientSession())
                 w = _World(service=sandbox.service, workspace=ws, form_id=ws["forms"][DEMO_FORM], store=store, http=http,
                            receiver=receiver, receiver_url=f"http://127.0.0.1:{receiver_port}",
-                           paths=dict(event_paths(settings)))
+                           paths=event_paths(settings))
                 stack.push_async_callback(w.close)
                 await w.renew_token()
             with steps.step(1):
