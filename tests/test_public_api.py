@@ -62,7 +62,7 @@ def test_type_checkers_see_the_same_names(name: str) -> None:
 @pytest.mark.parametrize("name", PACKAGES)
 def test_an_unknown_name_is_an_attribute_error(name: str) -> None:
     with pytest.raises(AttributeError, match="no_such_name"):
-        package(name).no_such_name
+        _ = package(name).no_such_name
 
 
 @pytest.mark.parametrize("name", PACKAGES)
