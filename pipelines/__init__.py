@@ -7,8 +7,9 @@ attribute named ``export`` is the module once the module is imported)."""
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from connector.lazy import lazy_exports
 
 if TYPE_CHECKING:
     from .export import ExportReport as ExportReport
@@ -41,14 +42,4 @@ __all__ = [
 ]
 
 
-def __getattr__(name: str) -> Any:
-    module = _SOURCES.get(name)
-    if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(f".{module}", __name__), name)
-    globals()[name] = value  # later look-ups skip this function
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(__all__))
+__getattr__, __dir__ = lazy_exports(__name__, _SOURCES, globals())
