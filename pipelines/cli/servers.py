@@ -12,6 +12,7 @@ import typer
 from .context import command
 from .errors import UsageError
 from .options import CONFIG_HELP
+from .preflight import check_job_files
 
 
 def sandbox(
@@ -93,7 +94,7 @@ def run(
         from pipelines.scheduler import SchedulerOptions, serve
 
         settings = ctx.settings()
-        check_jobs(settings)  # before anything starts, not even the database
+        check_job_files(check_jobs(settings), ctx.where)  # before anything starts, not even the database
         if not settings.jobs and not settings.receiver.enabled:
             raise UsageError("nothing to run: the file declares no [[jobs]] and [receiver] enabled is false",
                              where=ctx.where)
