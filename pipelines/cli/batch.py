@@ -223,7 +223,7 @@ def demo(
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress display.")] = False,
 ) -> None:
     """Run everything end to end on this machine: the sandbox and a receiver on free
-    loopback ports, outreach from config/demo/contacts.csv, recipients answering on their
+    loopback ports, outreach from its sheet of contacts, recipients answering on their
     pages, one request canceled and one expired, signed callbacks and webhooks verified
     and stored, poll, sync, and exports to CSV, XLSX and Parquet. Prints a summary (also in
     OUT/summary.json). Run it again in the same directory: nothing new is sent.

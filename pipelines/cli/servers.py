@@ -23,7 +23,8 @@ def sandbox(
     seed: Annotated[Path | None, typer.Option(help="Seed YAML for a new data dir (default: the built-in seed).")]
     = None,
     credentials_file: Annotated[Path | None, typer.Option(
-        help="Write baseUrl, workspaces, tokens and signing secrets here (JSON).")] = None,
+        help="Write baseUrl, workspaces, tokens and signing secrets here (JSON; default: "
+             "DATA_DIR/credentials.json).")] = None,
     verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Log every request.")] = False,
 ) -> None:
     """Run the local Form Collection Service: JSON-RPC, agent endpoint, recipient pages
@@ -32,11 +33,30 @@ def sandbox(
     Example: [bold]formsync sandbox --port 0 --data-dir /tmp/fs --credentials-file /tmp/fs/creds.json[/bold]
     """
     with command(log_level=logging.INFO if verbose else logging.WARNING) as ctx:
-        from formservice.sandbox import serve
-
         if seed is not None and not seed.exists():
             raise UsageError(f"seed file {seed} does not exist", where="--seed")
-        ctx.serve(serve(host, port, data_dir, seed, credentials_file))
+        if data_dir.exists() and not data_dir.is_dir():
+            raise UsageError(f"{data_dir} is a file", where="--data-dir", hint="give a directory (made if missing)")
+        ctx.serve(_sandbox(host, port, data_dir, seed, credentials_file or data_dir / "credentials.json"))
+
+
+async def _sandbox(host: str, port: int, data_dir: Path, seed: Path | None, credentials: Path) -> None:
+    """The sandbox, saying where its credentials are once it listens."""
+    import asyncio
+
+    from formservice.sandbox import serve
+
+    ready = asyncio.Event()
+
+    async def say() -> None:
+        await ready.wait()
+        typer.echo(f"credentials (baseUrl, tokens, signing secrets) written to {credentials}")
+
+    told = asyncio.create_task(say())
+    try:
+        await serve(host, port, data_dir, seed, credentials, ready=ready)
+    finally:
+        told.cancel()
 
 
 def receive(
