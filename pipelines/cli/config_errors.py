@@ -39,6 +39,9 @@ def env_variable(loc: Sequence[str | int], environ: Mapping[str, str]) -> str | 
 def find_line(text: str, loc: Sequence[str | int]) -> int | None:
     """The 1-based line of the key at ``loc`` in a TOML document, or of its table when the
     key is not written there (``[[jobs]]`` tables are counted for a job's index)."""
+    loc = list(loc)
+    while len(loc) > 2 and isinstance(loc[-1], int) and loc[0] != "jobs":  # an item of a list: the list's line
+        loc.pop()
     section, key = [str(p) for p in loc[:-1]], loc[-1] if loc else None
     if loc and loc[0] == "jobs" and len(loc) >= 2 and isinstance(loc[1], int):
         section, key = ["jobs", str(loc[1])], (str(loc[2]) if len(loc) > 2 else None)

@@ -233,6 +233,8 @@ def print_report(report: BaseModel) -> None:
 
 def configure_logging(level: int) -> None:
     logging.basicConfig(level=level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    # Alembic announces each plugin and migration step at INFO: noise around formsync's own lines.
+    logging.getLogger("alembic").setLevel(max(level, logging.WARNING))
 
 
 @contextmanager

@@ -34,7 +34,7 @@ def _said(e: Any) -> int:
         typer.echo(ctx.get_help())
         return 2
     message = e.format_message()
-    message = message[:1].lower() + message[1:].rstrip(".")
+    message = (message[:1].lower() + message[1:].rstrip(".")).replace(". Did you mean", "; did you mean")
     where = f"; see '{ctx.command_path} -h'" if ctx is not None else ""
     typer.echo(f"error: {' '.join(message.split())}{where}", err=True)
     return int(getattr(e, "exit_code", 1))
