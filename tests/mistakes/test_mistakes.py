@@ -13,7 +13,8 @@ lines allowed, default 2), ``stdin``, ``[env]``, ``[files]`` (relative path -> U
 included where the codec writes one), ``[[workbooks]]`` (``path`` and ``sheets``, a table
 of sheet name -> rows: an XLSX file). Values may hold placeholders filled from the
 running sandbox: ``{dir}`` (the case's own directory, the working directory too),
-``{base_url}``, ``{port}`` (its port: one in use), ``{token}``, ``{ws}``, ``{form}`` (the Pro workspace's Contact form),
+``{base_url}``, ``{port}`` (its port: one in use), ``{token}``, ``{ws}``, ``{form}`` (the Pro
+workspace's Contact form),
 ``{unpublished_form}`` (its Draft survey), ``{other_form}`` (the Business workspace's
 Contact form), ``{secret}`` (the Pro signing secret)."""
 
@@ -27,11 +28,11 @@ import subprocess
 import sys
 import tomllib
 import urllib.request
-from urllib.parse import urlsplit
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 import pytest
 from openpyxl import Workbook
