@@ -96,7 +96,7 @@ async def run(limit: int, window_ms: int, windows: int) -> int:
                                   rate_window=window_ms / 1000) as fc:
                 started = time.monotonic()
                 report = await run_outreach(fc, store, sheet, sb.form("Contact"), job="bench",
-                                            report_path=Path(tmp) / "report.csv", progress=False)
+                                            report_path=Path(tmp) / "report.csv")
                 took = time.monotonic() - started
                 refused = fc.stats["rate_limited"]
             store.close()

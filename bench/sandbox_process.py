@@ -1,6 +1,7 @@
 """A ``formsync sandbox`` in its own process on a free port, for the pipeline benchmarks
 (outreach, poll, sync): started with a fresh data directory, its credentials read back,
-its test helpers called over HTTP, stopped with SIGTERM (SIGKILL if it lingers)."""
+its test helpers called through the typed helpers client, stopped with SIGTERM (SIGKILL
+if it lingers)."""
 
 from __future__ import annotations
 
@@ -15,6 +16,8 @@ from types import TracebackType
 from typing import Any
 
 import aiohttp
+
+from formservice.sandbox.client import HelperError, SandboxHelpers
 
 FORMSYNC = Path(sys.executable).with_name("formsync")
 START_TIMEOUT = 60.0
@@ -79,7 +82,7 @@ class SandboxProcess:
         transaction each) without HTTP or the rate limits: how a benchmark makes thousands
         of requests or submissions in seconds. The process must be stopped (``stop``)
         and is started again with ``start``."""
-        from formservice.sandbox import HELPERS
+        from formservice.sandbox.helpers import HELPERS
         from formservice.service import Service
 
         if self.proc is not None:
@@ -106,15 +109,17 @@ class SandboxProcess:
     def form(self, name: str, plan: str = "pro") -> str:
         return str(self.workspace(plan)["forms"][name])
 
+    def helpers(self, http: aiohttp.ClientSession, plan: str = "pro") -> SandboxHelpers:
+        """The typed helpers client on ``http``, as the owner of the ``plan`` workspace."""
+        return SandboxHelpers(self.base_url, self.token(plan), http=http)
+
     async def helper(self, http: aiohttp.ClientSession, method: str, params: dict[str, Any] | None = None,
                      plan: str = "pro") -> Any:
-        """Call a sandbox test helper; its ``data``, or RuntimeError with the error."""
-        async with http.post(f"{self.base_url}/api/sandbox", json={"method": method, "params": params or {}},
-                             headers={"Authorization": f"Bearer {self.token(plan)}"}) as resp:
-            body = await resp.json()
-        if not body.get("ok"):
-            raise RuntimeError(f"sandbox helper {method}: {body.get('error')}")
-        return body["data"]
+        """Call a sandbox test helper by name; its ``data``, or RuntimeError with the error."""
+        try:
+            return await self.helpers(http, plan).call(method, params)
+        except HelperError as err:
+            raise RuntimeError(str(err)) from None
 
 
 def most_in_window(times_ms: list[int], window_ms: int) -> int:

@@ -534,7 +534,7 @@ def stop_on_signals(stop: asyncio.Event) -> Iterator[None]:
     """Set ``stop`` on SIGINT or SIGTERM while the block runs (where this thread may take
     signals: only the main thread's event loop can)."""
     loop = asyncio.get_running_loop()
-    handled: list[int] = []
+    handled: list[signal.Signals] = []
     for sig in (signal.SIGINT, signal.SIGTERM):
         try:
             loop.add_signal_handler(sig, stop.set)

@@ -199,5 +199,5 @@ def load_settings(path: Path | str | None = None, **overrides: Any) -> Settings:
     if not file.is_file():
         raise FileNotFoundError(f"config file {file} does not exist")
     read_toml(file)
-    bound = type("FileSettings", (Settings,), {"model_config": {**Settings.model_config, "toml_file": file}})
+    bound: type[Settings] = type("FileSettings", (Settings,), {"model_config": {**Settings.model_config, "toml_file": file}})
     return bound(**overrides)

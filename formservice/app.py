@@ -8,8 +8,9 @@ from pathlib import Path
 
 from aiohttp import web
 
-from . import mcp, oauth, openapi, pages, rpc, sandbox, uploads
+from . import mcp, oauth, openapi, pages, rpc, uploads
 from .delivery import DeliveryWorker
+from .sandbox import binding as sandbox_binding
 from .service import Limits, Service
 
 
@@ -25,7 +26,7 @@ def create_app(service: Service | None = None, *, data_dir: Path | str | None = 
     app.router.add_post("/api/v1", rpc.handle)
     app.router.add_route("*", mcp.PATH, mcp.handle)  # POST only; other methods answer 405
     app.router.add_get("/api/v1/openapi.json", openapi.handle)
-    app.router.add_post("/api/sandbox", sandbox.handle)
+    app.router.add_post(sandbox_binding.PATH, sandbox_binding.handle)
     app.router.add_get("/api/storage/{file_id}", _storage)
     app.router.add_get("/healthz", _healthz)
     pages.register(app)

@@ -9,6 +9,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from datetime import UTC, datetime
+from typing import overload
 
 MINUTE_MS = 60_000
 HOUR_MS = 60 * MINUTE_MS
@@ -30,6 +31,12 @@ class Clock:
         return self.now_ms()
 
 
+@overload
+def iso(ms: int) -> str: ...
+@overload
+def iso(ms: None) -> None: ...
+@overload
+def iso(ms: int | None) -> str | None: ...
 def iso(ms: int | None) -> str | None:
     """Epoch ms as ISO 8601 with milliseconds and ``Z``, the event timestamp format."""
     if ms is None:
@@ -38,6 +45,12 @@ def iso(ms: int | None) -> str | None:
     return dt.strftime("%Y-%m-%dT%H:%M:%S.") + f"{ms % 1000:03d}Z"
 
 
+@overload
+def sql_ts(ms: int) -> str: ...
+@overload
+def sql_ts(ms: None) -> None: ...
+@overload
+def sql_ts(ms: int | None) -> str | None: ...
 def sql_ts(ms: int | None) -> str | None:
     """Epoch ms as ``YYYY-MM-DD HH:MM:SS`` (UTC), the submissions.list timestamp format."""
     if ms is None:

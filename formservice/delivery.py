@@ -5,6 +5,7 @@ schedule, re-signed each time with a fresh timestamp and the same event id."""
 from __future__ import annotations
 
 import asyncio
+import functools
 import hashlib
 import hmac
 import json
@@ -13,7 +14,7 @@ import time
 from typing import Any
 
 import aiohttp
-from sqlmodel import select
+from sqlmodel import col, select
 
 from .clock import HOUR_MS, MINUTE_MS
 from .domain.requests import timeline_add
@@ -65,7 +66,7 @@ class DeliveryWorker:
         now = self.service.now()
         with self.service.session() as s:
             ids = s.exec(select(Delivery.id).where(Delivery.state == "pending", Delivery.next_attempt_at <= now)
-                         .order_by(Delivery.next_attempt_at)).all()
+                         .order_by(col(Delivery.next_attempt_at))).all()
         return list(ids)
 
     def start(self, delivery_id: str) -> asyncio.Task[dict[str, Any] | None]:
@@ -75,7 +76,7 @@ class DeliveryWorker:
         if task is None:
             task = asyncio.create_task(self._guarded(delivery_id))
             self._in_flight[delivery_id] = task
-            task.add_done_callback(lambda t, i=delivery_id: self._forget(i, t))
+            task.add_done_callback(functools.partial(self._forget, delivery_id))
         return task
 
     def _forget(self, delivery_id: str, task: asyncio.Task[dict[str, Any] | None]) -> None:

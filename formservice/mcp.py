@@ -202,8 +202,8 @@ def _peek_id(body: bytes) -> Any:
 def _parse(body: bytes) -> mt.JSONRPCRequest | mt.JSONRPCNotification | mt.JSONRPCResponse | mt.JSONRPCError:
     """One JSON-RPC 2.0 message, validated with the SDK's models."""
     try:
-        data = json.loads(body, parse_constant=rpc._reject_constant, parse_float=rpc._finite)
-        rpc._check_tree(data)
+        data = rpc.load_json(body)
+        rpc.check_tree(data)
     except (ValueError, UnicodeDecodeError, RecursionError) as exc:
         raise RpcError(mt.PARSE_ERROR, f"Parse error: the body is not valid JSON ({exc}).", status=400) from None
     except ApiError as err:

@@ -7,7 +7,7 @@ from typing import Any
 
 from aiohttp import web
 from pydantic import BaseModel
-from pydantic.json_schema import models_json_schema
+from pydantic.json_schema import JsonSchemaMode, models_json_schema
 
 from .domain.base import METHODS
 from .errors import CODES, HTTP_STATUS
@@ -32,19 +32,19 @@ def _allows_null(schema: dict[str, Any]) -> bool:
     return any(isinstance(alt, dict) and _allows_null(alt) for alt in schema.get("anyOf", []) + schema.get("oneOf", []))
 
 
-def _to_json_schema(node: Any, names: bool = False) -> Any:
+def to_json_schema(node: Any, names: bool = False) -> Any:
     """``node`` with what pydantic emits but JSON Schema does not mean fixed: leftover
     bound names become JSON Schema keywords, and ``default: null`` on a param that does
     not take null is dropped (there it only means "omitted: left unchanged").
     ``names`` marks a ``properties`` map, whose keys are param names, never keywords."""
     if isinstance(node, list):
-        return [_to_json_schema(v) for v in node]
+        return [to_json_schema(v) for v in node]
     if not isinstance(node, dict):
         return node
     out: dict[str, Any] = {}
     for key, value in node.items():
         if names:
-            out[key] = _to_json_schema(value)
+            out[key] = to_json_schema(value)
         elif key in DATA_KEYWORDS:
             out[key] = value
         elif key in BOUND_KEYWORDS and isinstance(value, int | float):
@@ -53,7 +53,7 @@ def _to_json_schema(node: Any, names: bool = False) -> Any:
             if value is not None or _allows_null(node):
                 out[key] = value
         else:
-            out[key] = _to_json_schema(value, names=key == "properties")
+            out[key] = to_json_schema(value, names=key == "properties")
     return out
 
 
@@ -65,13 +65,13 @@ def build() -> dict[str, Any]:
     """The OpenAPI 3.1 document: one operation, ``POST /api/v1``, whose body is one of
     the per-method envelopes (``method`` is the discriminator)."""
     methods = [METHODS[n] for n in sorted(METHODS)]
-    models: list[tuple[type, str]] = []
+    models: list[tuple[type[BaseModel], JsonSchemaMode]] = []
     for m in methods:
         models.append((m.params, "validation"))
         if m.result is not None:
             models.append((m.result, "serialization"))
     keyed, defs = models_json_schema(models, ref_template="#/components/schemas/{model}")
-    schemas: dict[str, Any] = _to_json_schema(dict(defs.get("$defs", {})))
+    schemas: dict[str, Any] = to_json_schema(dict(defs.get("$defs", {})))
     calls, results = [], []
     mapping = {}
     for m in methods:

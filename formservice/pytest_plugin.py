@@ -7,6 +7,7 @@ the tests ``@pytest.mark.asyncio``) and in ``asyncio_mode = "auto"`` alike.
     async def test_my_sync(formsync_client, formsync_sandbox):
         form_id = formsync_sandbox.workspace("pro")["forms"]["Contact"]
         fields = await formsync_client.list_fields(form_id)
+        await formsync_sandbox.helpers.clock_advance(60_000)
 
 ``formsync_sandbox`` is a running sandbox on a free loopback port with the default seed;
 ``formsync_client`` is a ``connector.client.FormClient`` for its Pro workspace.
@@ -14,15 +15,15 @@ the tests ``@pytest.mark.asyncio``) and in ``asyncio_mode = "auto"`` alike.
 
 from __future__ import annotations
 
-import json
 from collections.abc import AsyncIterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import aiohttp
 import pytest
-from aiohttp import web
+
+from .sandbox.client import HelperError, SandboxHelpers
+from .sandbox.runner import SandboxServer
 
 try:
     from pytest_asyncio import fixture as async_fixture
@@ -32,46 +33,55 @@ except ImportError:  # pytest-asyncio absent: the plugin still loads; its fixtur
 
 @dataclass
 class SandboxHandle:
-    """A running sandbox: its address, credentials and a way to call its test helpers."""
+    """A running sandbox: its address, credentials and its test helpers."""
 
     base_url: str
     credentials: dict[str, Any]
+    _clients: dict[str, SandboxHelpers] = field(default_factory=dict, repr=False)
 
     def workspace(self, plan: str = "pro") -> dict[str, Any]:
         """The credentials of the seeded workspace on ``plan`` (free, pro or business):
         ``{id, name, plan, token, signingSecret, forms: {name: id}}``."""
         return next(w for w in self.credentials["workspaces"] if w["plan"] == plan)
 
+    def helpers_for(self, plan: str = "pro") -> SandboxHelpers:
+        """The typed test helpers, as the owner of the ``plan`` workspace."""
+        if plan not in self._clients:
+            self._clients[plan] = SandboxHelpers(self.base_url, self.workspace(plan)["token"])
+        return self._clients[plan]
+
+    @property
+    def helpers(self) -> SandboxHelpers:
+        """The typed test helpers as the Pro workspace's owner:
+        ``await formsync_sandbox.helpers.requests_complete(request_id, answers)``."""
+        return self.helpers_for("pro")
+
     async def helper(self, method: str, params: dict[str, Any] | None = None, *, plan: str = "pro") -> Any:
-        """Call a sandbox test helper (``clock.advance``, ``requests.complete``, ``mail.list``,
-        ``deliveries.flush``, …) and return its data."""
-        headers = {"Authorization": f"Bearer {self.workspace(plan)['token']}"}
-        async with aiohttp.ClientSession() as http, http.post(
-                f"{self.base_url}/api/sandbox", json={"method": method, "params": params or {}},
-                headers=headers) as resp:
-            body = await resp.json()
-        if not body.get("ok"):
-            raise AssertionError(f"sandbox helper {method} failed: {body.get('error')}")
-        return body["data"]
+        """Call a sandbox test helper by name (``clock.advance``, ``requests.complete``,
+        ``mail.list``, ``deliveries.flush``, …) and return its data; AssertionError
+        when it fails."""
+        try:
+            return await self.helpers_for(plan).call(method, params)
+        except HelperError as err:
+            raise AssertionError(str(err)) from err
 
-
-async def start_sandbox(data_dir: Path, seed: Path | None = None) -> tuple[web.AppRunner, SandboxHandle]:
-    """Start a seeded sandbox on a free loopback port; returns its runner and handle."""
-    from .sandbox import start
-
-    runner, service, creds = await start(data_dir, seed=seed)
-    (data_dir / "credentials.json").write_text(json.dumps(creds, indent=2))
-    return runner, SandboxHandle(service.base_url, creds)
+    async def close(self) -> None:
+        for client in self._clients.values():
+            await client.close()
+        self._clients.clear()
 
 
 @async_fixture
 async def formsync_sandbox(tmp_path: Path) -> AsyncIterator[SandboxHandle]:
-    """A freshly seeded sandbox for one test, on SQLite in the test's tmp_path."""
-    runner, handle = await start_sandbox(tmp_path / "formsync-sandbox")
-    try:
-        yield handle
-    finally:
-        await runner.cleanup()
+    """A freshly seeded sandbox for one test, on SQLite in the test's tmp_path (its
+    credentials also in ``credentials.json`` there)."""
+    data_dir = tmp_path / "formsync-sandbox"
+    async with SandboxServer(data_dir, credentials_file=data_dir / "credentials.json") as server:
+        handle = SandboxHandle(server.base_url, server.credentials)
+        try:
+            yield handle
+        finally:
+            await handle.close()
 
 
 @async_fixture

@@ -57,7 +57,7 @@ def _finite(text: str) -> float | int:
     return value
 
 
-def _check_tree(value: Any) -> None:
+def check_tree(value: Any) -> None:
     """Refuse what JSON parsing lets through but nothing downstream can hold: nesting past
     MAX_DEPTH and strings with lone UTF-16 surrogates (not Unicode text, so not storable)."""
     stack: list[tuple[Any, int]] = [(value, 1)]
@@ -85,6 +85,14 @@ def _check_text(text: str) -> None:
                        "send valid Unicode text.", reason="INVALID_UNICODE") from None
 
 
+def load_json(body: bytes) -> Any:
+    """``body`` parsed as JSON the way both endpoints read it: no NaN or Infinity, an
+    integral number written with a fraction is the integer. Raises what ``json.loads``
+    raises (ValueError, UnicodeDecodeError, RecursionError); :func:`check_tree` is the
+    caller's next step."""
+    return json.loads(body, parse_constant=_reject_constant, parse_float=_finite)
+
+
 def json_type(value: Any) -> str:
     """``value``'s JSON type with its article, for messages: "an array", "null"."""
     if value is None:
@@ -105,14 +113,14 @@ def parse_envelope(body: bytes) -> tuple[str, Any]:
         raise ApiError("VALIDATION_ERROR", 'Request body is empty; send {"method": "...", "params": {...}}.',
                        reason="EMPTY_BODY")
     try:
-        envelope = json.loads(body, parse_constant=_reject_constant, parse_float=_finite)
+        envelope = load_json(body)
     except (ValueError, UnicodeDecodeError) as exc:
         raise ApiError("VALIDATION_ERROR", f"Request body is not valid JSON ({exc}).",
                        reason="MALFORMED_JSON") from None
     except RecursionError:
         raise ApiError("VALIDATION_ERROR", f"Request body nests deeper than {MAX_DEPTH} levels.",
                        reason="TOO_DEEP") from None
-    _check_tree(envelope)
+    check_tree(envelope)
     if not isinstance(envelope, dict):
         raise ApiError("VALIDATION_ERROR",
                        f'Request body must be a JSON object {{"method": "...", "params": {{...}}}}, '

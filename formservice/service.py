@@ -79,7 +79,7 @@ class Service:
         self.limits = limits or Limits()
         self._initial_limits = replace(self.limits)
         self.base_url = base_url.rstrip("/")
-        self.clock = Clock(offset_ms=int(self._meta("clock_offset_ms") or 0))
+        self.clock = Clock(offset_ms=int(self.meta("clock_offset_ms") or 0))
         self.calls = SlidingWindow(self.limits.calls_per_minute, self.limits.rate_window_ms)
         self.creates = SlidingWindow(self.limits.creates_per_minute, self.limits.rate_window_ms)
         self.failed_auth = SlidingWindow(self.limits.failed_auth, self.limits.failed_auth_window_ms)
@@ -93,7 +93,8 @@ class Service:
         with Session(self.engine, expire_on_commit=False) as s:
             yield s
 
-    def _meta(self, key: str) -> str | None:
+    def meta(self, key: str) -> str | None:
+        """The stored value of the service's setting ``key`` (None when unset)."""
         with self.session() as s:
             row = s.get(tables.Meta, key)
             return row.value if row else None
@@ -135,7 +136,7 @@ class Service:
             raw.close()
             if source is not self._seed_copy:
                 source.close()
-        self.clock.offset_ms = int(self._meta("clock_offset_ms") or 0)
+        self.clock.offset_ms = int(self.meta("clock_offset_ms") or 0)
         self.set_limits(**vars(self._initial_limits))
         for window in (self.calls, self.creates, self.failed_auth):
             window.reset()
@@ -212,16 +213,9 @@ class Service:
         function in one transaction, and return its JSON-ready result. Any failure rolls
         the transaction back, so a refused call stores nothing."""
         m = lookup(name, registry)
-        if throttle:
-            self.throttle(caller, m.bucket)
-        if throttle:
-            self.call_log.append((self.now(), caller.token_id, name))
-        if params is None:
-            params = {}
-        if not isinstance(params, dict):
-            raise ApiError("VALIDATION_ERROR", "params must be a JSON object (or omitted).",
-                           field="params", reason="INVALID_TYPE", expectedType="object")
-        p = parse_params(m.params, params)
+        if m.is_async:
+            raise TypeError(f"{name} is a coroutine method: call it with invoke_async")
+        p = self._admit(caller, m, params, throttle)
         with self.session() as s:
             ctx = self.context(s, caller)
             try:
@@ -234,13 +228,35 @@ class Service:
             hook()
         return dump(result)
 
+    async def invoke_async(self, caller: Caller, name: str, params: Any, *, throttle: bool = True,
+                           registry: dict[str, Method] = METHODS) -> Any:
+        """As :meth:`invoke`, for a registry that also holds coroutines: those are awaited
+        with the service and their params, outside any transaction."""
+        m = lookup(name, registry)
+        if not m.is_async:
+            return self.invoke(caller, name, params, throttle=throttle, registry=registry)
+        p = self._admit(caller, m, params, throttle)
+        return dump(await m.fn(self, p))
+
+    def _admit(self, caller: Caller, m: Method, params: Any, throttle: bool) -> Any:
+        """Throttle and log the call (when ``throttle``) and return its validated params."""
+        if throttle:
+            self.throttle(caller, m.bucket)
+            self.call_log.append((self.now(), caller.token_id, m.name))
+        if params is None:
+            params = {}
+        if not isinstance(params, dict):
+            raise ApiError("VALIDATION_ERROR", "params must be a JSON object (or omitted).",
+                           field="params", reason="INVALID_TYPE", expectedType="object")
+        return parse_params(m.params, params)
+
     def context(self, session: Session, caller: Caller) -> Ctx:
         return Ctx(
             session=session,
             now=self.now(),
-            workspace=session.get(tables.Workspace, caller.workspace_id),
-            user=session.get(tables.User, caller.user_id),
-            token=session.get(tables.ApiToken, caller.token_id),
+            workspace=tables.referenced(session, tables.Workspace, caller.workspace_id),
+            user=tables.referenced(session, tables.User, caller.user_id),
+            token=tables.referenced(session, tables.ApiToken, caller.token_id),
             base_url=self.base_url,
             service=self,
         )

@@ -4,14 +4,26 @@ mutate in place, so SQLAlchemy sees the change)."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, TypeVar
 
 from sqlalchemy import JSON, Column, Index, UniqueConstraint
-from sqlmodel import Field, SQLModel
+from sqlmodel import Field, Session, SQLModel
+
+RowT = TypeVar("RowT", bound=SQLModel)
 
 
 def json_col(nullable: bool = True) -> Any:
     return Field(default=None, sa_column=Column(JSON, nullable=nullable))
+
+
+def referenced(session: Session, model: type[RowT], key: object) -> RowT:
+    """The ``model`` row ``key`` names, where ``key`` comes from a row that refers to it
+    (so it exists). A missing row means a broken store, not a caller's mistake: it raises
+    ``LookupError``."""
+    row = session.get(model, key)
+    if row is None:
+        raise LookupError(f"{model.__name__} {key!r} is referenced but not stored")
+    return row
 
 
 class Meta(SQLModel, table=True):

@@ -8,6 +8,7 @@ import typing
 from typing import Any, Literal, Union, get_args, get_origin
 
 from pydantic import BaseModel, ValidationError
+from pydantic_core import ErrorDetails
 
 from .errors import ApiError
 
@@ -103,7 +104,7 @@ JSON_NAMES = {"str": "string", "int": "integer", "float": "number", "bool": "boo
               "list": "array", "NoneType": "null"}
 
 
-def _expected(errors: list[dict[str, Any]]) -> str:
+def _expected(errors: list[ErrorDetails]) -> str:
     """The accepted type(s) named by type errors at one field; a number covers an integer."""
     names = list(dict.fromkeys(EXPECTED_TYPE[e["type"]] for e in errors))
     if "number" in names and "integer" in names:
@@ -118,7 +119,7 @@ def _union_tags(annotation: Any, ctx: dict[str, Any]) -> list[Any]:
     return [t.strip().strip("'") for t in str(ctx.get("expected_tags", "")).split(",") if t.strip()]
 
 
-def _describe(errors: list[dict[str, Any]], field: str, annotation: Any) -> tuple[str, dict[str, Any]]:
+def _describe(errors: list[ErrorDetails], field: str, annotation: Any) -> tuple[str, dict[str, Any]]:
     """Message and details for the errors pydantic reported at one ``field``."""
     err = errors[0]
     kind = err["type"]

@@ -24,12 +24,12 @@ import logging
 import os
 import secrets
 import time
-from collections.abc import Awaitable, Callable, Iterator, Sequence
+from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
 from contextlib import AsyncExitStack, contextmanager
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
 import aiohttp
@@ -46,18 +46,20 @@ from rich.progress import (
     TimeElapsedColumn,
 )
 from rich.table import Table
-from sqlmodel import func, select
 
 from connector.client import FormClient
 from connector.models import RequestRecord
 from connector.receiver import RECEIVER_KEY, Receiver, create_receiver_app, event_paths
 from connector.settings import ReceiverSettings
-from connector.store import OutreachRow, RawEvent, RequestRow, Store, SubmissionRow
+from connector.store import Store
 from pipelines.export import export
 from pipelines.outreach import read_sheet, run_outreach
 from pipelines.poll import poll_once
 from pipelines.recipient import answer_request
 from pipelines.sync import sync_form
+
+if TYPE_CHECKING:
+    from formservice.sandbox.client import SandboxHelpers
 
 log = logging.getLogger("pipelines.demo")
 
@@ -214,7 +216,7 @@ class DemoSummary(BaseModel):
     seconds: float
 
 
-def delivery_counts(events: Sequence[dict[str, Any]], request_ids: set[str]) -> dict[str, Any]:
+def delivery_counts(events: Sequence[Mapping[str, Any]], request_ids: set[str]) -> dict[str, Any]:
     """From the sandbox's ``events.list`` items: the ids of the events of ``request_ids``,
     the callback and webhook deliveries that succeeded, the attempts answered with
     something other than 2xx, and the deliveries still waiting."""
@@ -268,7 +270,7 @@ class _World:
     async def renew_token(self) -> None:
         """Mint a fresh API token and switch the client to it: tokens last 30 days on the
         sandbox's clock, and the demo moves that clock past the seeded token's lifetime."""
-        from formservice.sandbox import renew_token
+        from formservice.sandbox.seed import renew_token
 
         self.token = renew_token(self.service, self.workspace["id"], self.workspace["userId"], TOKEN_NAME)
         old, self.client = self.client, FormClient(self.sandbox_url, self.token)
@@ -280,14 +282,12 @@ class _World:
         if self.client is not None:
             await self.client.close()
 
-    async def helper(self, method: str, params: dict[str, Any] | None = None) -> Any:
-        """Call a sandbox test helper and return its data."""
-        async with self.http.post(f"{self.sandbox_url}/api/sandbox", json={"method": method, "params": params or {}},
-                                  headers={"Authorization": f"Bearer {self.token}"}) as resp:
-            body = await resp.json()
-        if not body.get("ok"):
-            raise DemoError(f"sandbox helper {method} failed: {body.get('error')}")
-        return body["data"]
+    @property
+    def helpers(self) -> SandboxHelpers:
+        """The sandbox's test helpers, with the demo's current token."""
+        from formservice.sandbox.client import SandboxHelpers
+
+        return SandboxHelpers(self.sandbox_url, self.token, http=self.http)
 
 
 async def _bind(start: Callable[[int], Awaitable[Any]], preferred: int) -> Any:
@@ -316,9 +316,7 @@ async def _start_receiver(stack: AsyncExitStack, store: Store, settings: Receive
 
 def job_requests(store: Store) -> dict[str, str | None]:
     """The requests the demo's outreach job created: request id -> externalId."""
-    with store.reader() as s:
-        rows = s.exec(select(OutreachRow).where(OutreachRow.job_name == JOB, OutreachRow.request_id.is_not(None)))
-        return {r.request_id: external_id_of(r.row_key) for r in rows if r.request_id}
+    return {rid: external_id_of(key) for rid, key in store.outreach_progress.requests_of(JOB).items()}
 
 
 async def _ensure_webhooks(w: _World, secret: str) -> None:
@@ -385,10 +383,10 @@ async def _cancel_and_expire(w: _World, records: dict[str, RequestRecord], ids: 
         canceled = 1
     target = by_ext.get(EXPIRE_EXTERNAL_ID)
     if target is not None and target.status == "pending" and target.expiresAt is not None:
-        now = int((await w.helper("clock.get"))["now"])
+        now = (await w.helpers.clock_get()).now
         if target.expiresAt >= now:
             # The test clock jumps past the request's expiresAt; the sandbox expires it at once.
-            await w.helper("clock.advance", {"ms": target.expiresAt - now + 1000})
+            await w.helpers.clock_advance(target.expiresAt - now + 1000)
             await w.renew_token()
         expired = 1
     return canceled, expired
@@ -399,40 +397,13 @@ async def _deliver(w: _World, request_ids: set[str]) -> dict[str, Any]:
     is waiting (bounded), and return the delivery counts."""
     counts: dict[str, Any] = {}
     for _ in range(FLUSH_ROUNDS):
-        await w.helper("deliveries.flush")
-        events = (await w.helper("events.list", {"formId": w.form_id}))["items"]
+        await w.helpers.deliveries_flush()
+        events = (await w.helpers.events_list(form_id=w.form_id))["items"]
         counts = delivery_counts(events, request_ids)
         if not counts["waiting"]:
             break
         await asyncio.sleep(0.2)
     return counts
-
-
-def _stored_events(store: Store, event_ids: Sequence[str]) -> int:
-    with store.reader() as s:
-        return len(set(s.exec(select(RawEvent.id).where(RawEvent.id.in_(list(event_ids))))))
-
-
-def _status_counts(store: Store, request_ids: set[str]) -> dict[str, int]:
-    with store.reader() as s:
-        rows = s.exec(select(RequestRow.status, func.count()).where(RequestRow.id.in_(list(request_ids)))
-                      .group_by(RequestRow.status)).all()
-    return {status: int(n) for status, n in rows}
-
-
-def _submission_counts(store: Store, form_id: str) -> tuple[int, int]:
-    with store.reader() as s:
-        total = s.exec(select(func.count()).select_from(SubmissionRow).where(
-            SubmissionRow.form_id == form_id, SubmissionRow.is_completed)).one()
-        from_requests = s.exec(select(func.count()).select_from(SubmissionRow).where(
-            SubmissionRow.form_id == form_id, SubmissionRow.is_completed, SubmissionRow.request_id.is_not(None))).one()
-    return int(total), int(from_requests)
-
-
-def _sent_count(store: Store) -> int:
-    with store.reader() as s:
-        return int(s.exec(select(func.count()).select_from(OutreachRow).where(
-            OutreachRow.job_name == JOB, OutreachRow.request_id.is_not(None))).one())
 
 
 def _export_all(store: Store, out: Path, form_id: str) -> list[FileWritten]:
@@ -475,7 +446,8 @@ async def run_demo(out: Path, *, console: Console | None = None, progress: bool 
     written to ``out/summary.json``. ``DemoError`` (``OutDirError`` for ``out`` itself)
     when it cannot run or finish; what earlier runs stored is kept either way."""
     started = time.monotonic()
-    from formservice.sandbox import start as start_sandbox
+    from formservice.sandbox.client import HelperError
+    from formservice.sandbox.runner import SandboxServer
 
     console = console or Console()
     out = check_out_dir(out)
@@ -486,71 +458,73 @@ async def run_demo(out: Path, *, console: Console | None = None, progress: bool 
     state = load_state(state_path)
     steps = _Steps(console, progress)
     this_run: dict[str, int] = {}
-    async with AsyncExitStack() as stack:
-        stack.enter_context(steps.bar)
-        with steps.step(0):
-            async def sandbox_on(port: int) -> Any:
-                return await start_sandbox(state_dir / "sandbox", port=port)
+    try:
+        async with AsyncExitStack() as stack:
+            stack.enter_context(steps.bar)
+            with steps.step(0):
+                async def sandbox_on(port: int) -> SandboxServer:
+                    return await SandboxServer(state_dir / "sandbox", port=port).start()
 
-            runner, service, creds = await _bind(sandbox_on, state.sandbox_port)
-            stack.callback(service.engine.dispose)
-            stack.push_async_callback(runner.cleanup)
-            ws = next(w for w in creds["workspaces"] if w["plan"] == DEMO_PLAN)
-            store = Store(f"sqlite:///{state_dir / 'formsync.db'}")
-            stack.callback(store.close)
-            store.migrate()
-            settings = ReceiverSettings(host="127.0.0.1", port=0, callback_secrets=[SecretStr(ws["signingSecret"])],
-                                        webhook_secrets=[SecretStr(state.webhook_secret)])
-            receiver, receiver_port = await _start_receiver(stack, store, settings, state.receiver_port)
-            state = state.model_copy(update={"sandbox_port": int(runner.addresses[0][1]),
-                                             "receiver_port": receiver_port})
-            state_path.write_text(state.model_dump_json(indent=2))
-            http = await stack.enter_async_context(aiohttp.ClientSession())
-            w = _World(service=service, workspace=ws, form_id=ws["forms"][DEMO_FORM], store=store, http=http,
-                       receiver=receiver, receiver_url=f"http://127.0.0.1:{receiver_port}",
-                       paths=dict(event_paths(settings)))
-            stack.push_async_callback(w.close)
-            await w.renew_token()
-        with steps.step(1):
-            await _ensure_webhooks(w, state.webhook_secret)
-        with steps.step(2):
-            outreach = await run_outreach(w.api, store, DEMO_SHEET, w.form_id, job=JOB,
-                                          callback_url=w.receiver_url + w.paths["callbacks"],
-                                          report_path=out / REPORT_FILE, progress=False)
-            this_run["requests_created"] = outreach.sent
-            ids = job_requests(store)
-            records = await _track(w, ids)
-        with steps.step(3):
-            todo = to_answer(records, ids)
-            this_run["answered"] = await _answer(w, todo, steps.sub("recipients", len(todo)))
-        with steps.step(4):
-            this_run["canceled"], this_run["expired"] = await _cancel_and_expire(w, records, ids)
-        with steps.step(5):
-            delivered = await _deliver(w, set(ids))
-        with steps.step(6):
-            now = int((await w.helper("clock.get"))["now"])
-            polled = await poll_once(w.api, store, form_id=w.form_id, now_ms=now)
-            synced = await sync_form(w.api, store, w.form_id)
-            this_run["polled_updates"] = polled.updated
-            this_run["synced_new"] = synced.fetched
-        with steps.step(7):
-            files = _export_all(store, out, w.form_id)
-        this_run.update(receiver_counts(receiver))
-        statuses = _status_counts(store, set(ids))
-        total, from_requests = _submission_counts(store, w.form_id)
-        sheet = read_sheet(DEMO_SHEET)
-        rejected = rejected_rows(out / REPORT_FILE, sheet)
-        files.insert(0, FileWritten(path=str(out / REPORT_FILE), format="csv", rows=len(rejected)))
-        summary = DemoSummary(
-            out_dir=str(out), form=f"{DEMO_FORM} ({ws['name']})", form_id=w.form_id,
-            sheet_rows=len(sheet), sent=_sent_count(store),
-            completed=statuses.get("completed", 0), canceled=statuses.get("canceled", 0),
-            expired=statuses.get("expired", 0), pending=statuses.get("pending", 0),
-            rejected=rejected,
-            callbacks_delivered=delivered["callbacks"], webhooks_delivered=delivered["webhooks"],
-            events_stored=_stored_events(store, delivered["event_ids"]), deliveries_refused=delivered["refused"],
-            submissions_synced=total, submissions_from_requests=from_requests, files=files, this_run=this_run,
-            seconds=round(time.monotonic() - started, 2))
+                sandbox = await _bind(sandbox_on, state.sandbox_port)
+                stack.push_async_callback(sandbox.stop)
+                ws = sandbox.workspace(DEMO_PLAN)
+                store = Store(f"sqlite:///{state_dir / 'formsync.db'}")
+                stack.callback(store.close)
+                store.migrate()
+                settings = ReceiverSettings(host="127.0.0.1", port=0, callback_secrets=[SecretStr(ws["signingSecret"])],
+                                            webhook_secrets=[SecretStr(state.webhook_secret)])
+                receiver, receiver_port = await _start_receiver(stack, store, settings, state.receiver_port)
+                state = state.model_copy(update={"sandbox_port": sandbox.bound_port,
+                                                 "receiver_port": receiver_port})
+                state_path.write_text(state.model_dump_json(indent=2))
+                http = await stack.enter_async_context(aiohttp.ClientSession())
+                w = _World(service=sandbox.service, workspace=ws, form_id=ws["forms"][DEMO_FORM], store=store, http=http,
+                           receiver=receiver, receiver_url=f"http://127.0.0.1:{receiver_port}",
+                           paths=dict(event_paths(settings)))
+                stack.push_async_callback(w.close)
+                await w.renew_token()
+            with steps.step(1):
+                await _ensure_webhooks(w, state.webhook_secret)
+            with steps.step(2):
+                outreach = await run_outreach(w.api, store, DEMO_SHEET, w.form_id, job=JOB,
+                                              callback_url=w.receiver_url + w.paths["callbacks"],
+                                              report_path=out / REPORT_FILE)
+                this_run["requests_created"] = outreach.sent
+                ids = job_requests(store)
+                records = await _track(w, ids)
+            with steps.step(3):
+                todo = to_answer(records, ids)
+                this_run["answered"] = await _answer(w, todo, steps.sub("recipients", len(todo)))
+            with steps.step(4):
+                this_run["canceled"], this_run["expired"] = await _cancel_and_expire(w, records, ids)
+            with steps.step(5):
+                delivered = await _deliver(w, set(ids))
+            with steps.step(6):
+                now = (await w.helpers.clock_get()).now
+                polled = await poll_once(w.api, store, form_id=w.form_id, now_ms=now)
+                synced = await sync_form(w.api, store, w.form_id)
+                this_run["polled_updates"] = polled.updated
+                this_run["synced_new"] = synced.fetched
+            with steps.step(7):
+                files = _export_all(store, out, w.form_id)
+            this_run.update(receiver_counts(receiver))
+            statuses = store.requests.status_counts(set(ids))
+            total, from_requests = store.submissions.completed_counts(w.form_id)
+            sheet = read_sheet(DEMO_SHEET)
+            rejected = rejected_rows(out / REPORT_FILE, sheet)
+            files.insert(0, FileWritten(path=str(out / REPORT_FILE), format="csv", rows=len(rejected)))
+            summary = DemoSummary(
+                out_dir=str(out), form=f"{DEMO_FORM} ({ws['name']})", form_id=w.form_id,
+                sheet_rows=len(sheet), sent=store.outreach_progress.sent_count(JOB),
+                completed=statuses.get("completed", 0), canceled=statuses.get("canceled", 0),
+                expired=statuses.get("expired", 0), pending=statuses.get("pending", 0),
+                rejected=rejected,
+                callbacks_delivered=delivered["callbacks"], webhooks_delivered=delivered["webhooks"],
+                events_stored=store.events.count_stored(delivered["event_ids"]), deliveries_refused=delivered["refused"],
+                submissions_synced=total, submissions_from_requests=from_requests, files=files, this_run=this_run,
+                seconds=round(time.monotonic() - started, 2))
+    except HelperError as err:  # a helper the demo relies on refused: one line, no traceback
+        raise DemoError(str(err)) from None
     (out / SUMMARY_FILE).write_text(summary.model_dump_json(indent=2))
     summary.files.append(FileWritten(path=str(out / SUMMARY_FILE), format="json"))
     return summary

@@ -1,8 +1,8 @@
 """Export the store to CSV, XLSX or Parquet: submissions wide (one row per submission,
 one column per field), answers long (one row per ``AnswerRow``) and requests.
 
-The export streams: rows are read from the store in batches of ``CHUNK_ROWS`` (SQLAlchemy
-Core selects, ``yield_per`` partitions), each batch is shaped column by column into an
+The export streams: rows are read from the store in batches of ``CHUNK_ROWS`` (the
+store's ``exports`` reads), each batch is shaped column by column into an
 Arrow record batch, and the batch is written at once (``pyarrow.parquet.ParquetWriter``,
 ``pyarrow.csv.CSVWriter``, xlsxwriter in ``constant_memory`` mode), so memory stays
 bounded by one batch whatever the size of the store. The file is written under a
@@ -29,17 +29,15 @@ import pyarrow.csv as pacsv
 import pyarrow.parquet as pq
 import xlsxwriter
 from pydantic import BaseModel
-from sqlalchemy import Select, func, select
 
 from connector.store import (
-    AnswerRow,
-    RequestRow,
+    ExportFilter,
     Store,
-    SubmissionRow,
     answer_rows,
     display_text,
     epoch_ms,
     is_matrix,
+    json_value,
 )
 
 Format = Literal["csv", "xlsx", "parquet"]
@@ -102,42 +100,8 @@ def _since_ms(since: datetime | date | None) -> int | None:
     return epoch_ms(since)  # a naive datetime is taken as UTC
 
 
-def _partitions(store: Store, stmt: Select[Any]) -> Iterator[Sequence[tuple[Any, ...]]]:
-    """The rows of the Core select ``stmt`` as plain DBAPI tuples, in lists of at most
-    ``CHUNK_ROWS``, streamed from one read-only transaction (a server-side cursor on
-    PostgreSQL).
-
-    The statement is compiled by SQLAlchemy and run on the session's own DBAPI connection:
-    at a million rows, SQLAlchemy's ``Row`` objects and its row-by-row buffer of a streamed
-    result cost more than the read itself. So a JSON column may come back as its text
-    (see ``_json``); the parameters are plain numbers and text, which need no binding
-    conversion."""
-    with store.reader() as s:
-        conn = s.connection()
-        compiled = stmt.compile(dialect=conn.dialect, compile_kwargs={"render_postcompile": True})
-        params: Any = (tuple(compiled.params[k] for k in compiled.positiontup or ())
-                       if compiled.positional else compiled.params)
-        dbapi_conn: Any = conn.connection.dbapi_connection
-        cursor = (dbapi_conn.cursor(name=f"formsync_export_{id(stmt):x}") if conn.dialect.name == "postgresql"
-                  else dbapi_conn.cursor())
-        try:
-            cursor.execute(str(compiled), params)
-            while rows := cursor.fetchmany(CHUNK_ROWS):
-                yield rows
-        finally:
-            cursor.close()
-
-
-def _json(value: Any) -> Any:
-    """A JSON column's value from a DBAPI row: SQLite gives the text, drivers that parse
-    JSON give the object."""
-    return json.loads(value) if isinstance(value, str | bytes) else value
-
-
-def _count(store: Store, stmt: Select[Any]) -> int:
-    with store.reader() as s:
-        return int(s.connection().execute(select(func.count()).select_from(stmt.order_by(None).subquery()))
-                   .scalar_one())
+def _count(store: Store, f: ExportFilter) -> int:
+    return store.exports.count_answers(f)
 
 
 def _times(ms: Sequence[int | None]) -> pa.Array:
@@ -329,22 +293,15 @@ WIDE_SCHEMA = pa.schema([("submission_id", pa.string()), ("form_id", pa.string()
 def _wide_stream(store: Store, tmpdir: Path, *, form_id: str | None, since: datetime | date | None,
                  display: bool, labels: dict[str, str] | None, fields: list[str] | None,
                  order: list[str] | None) -> _TableStream:
-    t = SubmissionRow.__table__.c  # type: ignore[attr-defined]
-    stmt = select(t.id, t.form_id, t.request_id, t.submitted_at, t.updated_at, t.edit_count, t.answers,
-                  *([t.display] if display else []))
-    if form_id is not None:
-        stmt = stmt.where(t.form_id == form_id)
-    if (ms := _since_ms(since)) is not None:
-        stmt = stmt.where(t.submitted_at >= ms)
-    stmt = stmt.order_by(t.submitted_at, t.id)
+    f = ExportFilter(form_id=form_id, since_ms=_since_ms(since))
     field_cols: dict[str, tuple[str, str | None]] = {}  # column key -> (field key, matrix row), first seen first
     spill = _Spill(tmpdir, "wide")
-    for part in _partitions(store, stmt):
+    for part in store.exports.submissions(f, display=display, batch_rows=CHUNK_ROWS):
         n = len(part)
         values: dict[str, list[Any]] = {}
         for i, row in enumerate(part):
-            answers = _json(row[6]) or {}
-            for c, v in _wide_cells(answers, (_json(row[7]) or {}) if display else {}, row[0], display).items():
+            answers = json_value(row[6]) or {}
+            for c, v in _wide_cells(answers, (json_value(row[7]) or {}) if display else {}, row[0], display).items():
                 col = values.get(c)
                 if col is None:
                     col = values[c] = [None] * n
@@ -362,17 +319,7 @@ def _wide_stream(store: Store, tmpdir: Path, *, form_id: str | None, since: date
 
 def _long_stream(store: Store, *, form_id: str | None, since: datetime | date | None,
                  labels: dict[str, str] | None, fields: list[str] | None) -> _TableStream:
-    a, s = AnswerRow.__table__.c, SubmissionRow.__table__.c  # type: ignore[attr-defined]
-    stmt = (select(a.submission_id, s.form_id, a.field_key, a.instance, a.row_key, a.member_key, a.value_json,
-                   a.display_text).join_from(AnswerRow.__table__, SubmissionRow.__table__,  # type: ignore[attr-defined]
-                                             s.id == a.submission_id))
-    if form_id is not None:
-        stmt = stmt.where(s.form_id == form_id)
-    if (ms := _since_ms(since)) is not None:
-        stmt = stmt.where(s.submitted_at >= ms)
-    if fields is not None:
-        stmt = stmt.where(a.field_key.in_(fields))
-    stmt = stmt.order_by(s.submitted_at, a.submission_id, a.field_key, a.instance, a.row_key, a.member_key)
+    f = ExportFilter(form_id=form_id, since_ms=_since_ms(since), fields=None if fields is None else tuple(fields))
     types = {c: pa.int64() if c == "instance" else pa.string() for c in LONG_COLUMNS}
     names = list(LONG_COLUMNS)
     if labels:
@@ -382,7 +329,7 @@ def _long_stream(store: Store, *, form_id: str | None, since: datetime | date | 
     label_titles = pa.array(list(labels.values()), pa.string()) if labels else None
 
     def batches() -> Iterator[pa.RecordBatch]:
-        for part in _partitions(store, stmt):
+        for part in store.exports.answers(f, batch_rows=CHUNK_ROWS):
             columns = list(zip(*part, strict=True))
             arrays = [pa.array(v, types[c]) for c, v in zip(LONG_COLUMNS, columns, strict=True)]
             if label_keys is not None:
@@ -390,29 +337,21 @@ def _long_stream(store: Store, *, form_id: str | None, since: datetime | date | 
                 arrays.insert(3, pc.coalesce(titles, arrays[2]))
             yield pa.RecordBatch.from_arrays(arrays, schema=schema)
 
-    return _TableStream("long", schema, batches, lambda: _count(store, stmt))
+    return _TableStream("long", schema, batches, lambda: _count(store, f))
 
 
 def _requests_stream(store: Store, tmpdir: Path, *, form_id: str | None, since: datetime | date | None,
                      status: str | None) -> _TableStream:
-    r = RequestRow.__table__.c  # type: ignore[attr-defined]
     plain = [c for c in REQUEST_COLUMNS if c != "request_id"]
-    stmt = select(r.id, *[r[c] for c in plain], r.metadata)
-    if form_id is not None:
-        stmt = stmt.where(r.form_id == form_id)
-    if status is not None:
-        stmt = stmt.where(r.status == status)
-    if (ms := _since_ms(since)) is not None:
-        stmt = stmt.where(r.created_at >= ms)
-    stmt = stmt.order_by(r.created_at, r.id)
+    f = ExportFilter(form_id=form_id, since_ms=_since_ms(since), status=status)
     fixed = pa.schema([(c, TIMESTAMP if c in _REQUEST_TIMES else pa.string()) for c in REQUEST_COLUMNS])
     spill = _Spill(tmpdir, "requests")
     keys: dict[str, None] = {}  # metadata keys, first seen first
-    for part in _partitions(store, stmt):
+    for part in store.exports.requests(f, plain, batch_rows=CHUNK_ROWS):
         columns = list(zip(*part, strict=True))
         values: dict[str, list[Any]] = {}
         for i, meta in enumerate(columns[-1]):
-            for k, v in (_json(meta) or {}).items():
+            for k, v in (json_value(meta) or {}).items():
                 keys.setdefault(k)
                 values.setdefault(k, [None] * len(part))[i] = v if v is None or isinstance(v, str | int | float) \
                     else json.dumps(v, ensure_ascii=False)

@@ -27,14 +27,12 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
 
 from pydantic import BaseModel
-from sqlmodel import select
 
 from connector import errors, models
 from connector.client import UNSET, FormClient
-from connector.store import RequestRow, Store
+from connector.store import PendingRequest, Store
 
 PAGE = 100
 # Below this many candidates, one requests.get each is no dearer than a listing that may
@@ -57,24 +55,12 @@ class PollReport(BaseModel):
     calls: int = 0
 
 
-@dataclass(frozen=True)
-class _Pending:
-    id: str
-    form_id: str | None
-    created_at: int | None
-    expires_at: int | None
-
-
-def stored_pending(store: Store, form_id: str | None = None) -> list[_Pending]:
+def stored_pending(store: Store, form_id: str | None = None) -> list[PendingRequest]:
     """The requests the store holds as ``pending`` (of one form when ``form_id``)."""
-    with store.reader() as s:
-        stmt = select(RequestRow).where(RequestRow.status == "pending")
-        if form_id is not None:
-            stmt = stmt.where(RequestRow.form_id == form_id)
-        return [_Pending(r.id, r.form_id, r.created_at, r.expires_at) for r in s.exec(stmt)]
+    return store.requests.pending(form_id)
 
 
-def _floor(items: Iterable[_Pending]) -> tuple[int, str] | None:
+def _floor(items: Iterable[PendingRequest]) -> tuple[int, str] | None:
     """The listing position (createdAt, id) of the oldest item, or None when any
     creation time is unknown (then a listing cannot stop early)."""
     keys = [(p.created_at, p.id) for p in items]
@@ -83,7 +69,7 @@ def _floor(items: Iterable[_Pending]) -> tuple[int, str] | None:
     return min(keys)  # type: ignore[type-var]
 
 
-async def _walk(client: FormClient, form_id: str, status: str, wanted: dict[str, _Pending],
+async def _walk(client: FormClient, form_id: str, status: str, wanted: dict[str, PendingRequest],
                 include_test: bool) -> list[models.RequestRecord]:
     """Page through the form's ``status`` listing (newest first) and return the records
     whose id is in ``wanted``; stops once all are found or the listing has passed the
@@ -108,7 +94,7 @@ async def _walk(client: FormClient, form_id: str, status: str, wanted: dict[str,
     return found
 
 
-async def _poll_form(client: FormClient, store: Store, form_id: str, tracked: Sequence[_Pending], now_ms: int,
+async def _poll_form(client: FormClient, store: Store, form_id: str, tracked: Sequence[PendingRequest], now_ms: int,
                      report: PollReport) -> None:
     by_id = {p.id: p for p in tracked}
     # Test requests only show in listings with includeTest: without it a stored test
@@ -168,7 +154,7 @@ async def poll_once(client: FormClient, store: Store, *, form_id: str | None = N
     pending = stored_pending(store, form_id)
     report = PollReport(pending_before=len(pending))
     calls_before = client.stats["calls"]
-    by_form: dict[str, list[_Pending]] = {}
+    by_form: dict[str, list[PendingRequest]] = {}
     unknown: list[str] = []
     for p in pending:
         if p.form_id is None:

@@ -7,7 +7,7 @@ with the receiver in the same process when ``[receiver] enabled`` is set.
   source of truth: on start, a stored job whose definition is unchanged keeps its
   persisted next run time; a changed one is rescheduled; one no longer configured is
   removed.
-* One scheduler acts per database (see ``pipelines.leader``): the others serve their
+* One scheduler acts per database (see ``connector.store.lease``): the others serve their
   receiver, poll for the lock and take over when the leader dies.
 * Every run is recorded in ``formsync_job_runs`` (start, end, outcome, error, summary,
   pid) for ``formsync status``.
@@ -29,15 +29,12 @@ from datetime import UTC
 from typing import Any
 
 from apscheduler.events import EVENT_JOB_MISSED, EVENT_JOB_SUBMITTED, JobEvent, JobSubmissionEvent
-from apscheduler.jobstores.sqlalchemy import SQLAlchemyJobStore
 from apscheduler.schedulers.asyncio import AsyncIOScheduler
 from pydantic import BaseModel
-from sqlalchemy import update
-from sqlmodel import col
 
 from connector.client import FormClient
 from connector.settings import JobSettings, Settings
-from connector.store import JobRun, Store
+from connector.store import LeaderLock, Store
 
 from .export import export
 from .jobs import (
@@ -50,7 +47,6 @@ from .jobs import (
     summarise,
     trigger_for,
 )
-from .leader import LeaderLock, leader_lock
 from .outreach import run_outreach
 from .poll import poll_once
 from .sync import sync_all, sync_form
@@ -58,7 +54,6 @@ from .sync import sync_all, sync_form
 log = logging.getLogger("formsync.scheduler")
 # Not "formsync_*": the store's migrations own those names; APScheduler creates this one.
 JOBSTORE_TABLE = "apscheduler_formsync_jobs"
-SUMMARY_MAX = 500
 
 
 @dataclass
@@ -100,29 +95,14 @@ class JobRuntime:
     def mark_interrupted(self) -> int:
         """Runs still marked running belong to a scheduler that died (only the lock holder
         runs jobs): record them as errors. Returns how many."""
-        with self.store.session() as s:
-            res = s.execute(update(JobRun).where(col(JobRun.outcome) == "running").values(
-                outcome="error", finished_at=_now_ms(),
-                error="interrupted: the scheduler process ended before the run finished"))
-            return int(getattr(res, "rowcount", 0) or 0)
+        return self.store.runs.interrupt_running("interrupted: the scheduler process ended before the run finished")
 
     def _start(self, job: JobSettings) -> int:
-        with self.store.session() as s:
-            run = JobRun(job_id=job.id, kind=job.kind, scheduled_at=self.scheduled.pop(job.id, None),
-                         started_at=_now_ms(), pid=os.getpid(), host=socket.gethostname())
-            s.add(run)
-            s.flush()
-            assert run.id is not None
-            return run.id
+        return self.store.runs.start(job.id, job.kind, scheduled_at=self.scheduled.pop(job.id, None),
+                                     pid=os.getpid(), host=socket.gethostname())
 
     def _finish(self, run_id: int, outcome: str, summary: str | None = None, error: str | None = None) -> None:
-        with self.store.session() as s:
-            run = s.get(JobRun, run_id)
-            if run is not None:
-                run.outcome, run.finished_at = outcome, _now_ms()
-                run.summary = summary[:SUMMARY_MAX] if summary else None
-                run.error = error
-                s.add(run)
+        self.store.runs.finish(run_id, outcome, summary=summary, error=error)
 
     async def execute(self, job_id: str) -> None:
         """One run of a job, recorded from start to end; an error is recorded, not raised."""
@@ -164,7 +144,7 @@ class JobRuntime:
                 return await run_outreach(
                     fc, store, params.sheet, params.form, job=name, mapping=out.mapping, delivery=out.delivery,
                     callback_url=out.callback_url, test=params.test,
-                    report_path=params.report or out.report_dir / f"{name}-report.csv", progress=False,
+                    report_path=params.report or out.report_dir / f"{name}-report.csv",
                     stop=self.stopping)
             if isinstance(params, PollParams):
                 return await poll_once(fc, store, form_id=params.form)
@@ -212,15 +192,6 @@ def reconcile(scheduler: AsyncIOScheduler, jobs: list[JobSettings]) -> None:
         scheduler.remove_job(job_id)
 
 
-class _StoreJobStore(SQLAlchemyJobStore):
-    """The job store on the store's own engine. APScheduler disposes its job store's
-    engine on shutdown; this one stays open for the receiver, the running jobs and the
-    next term as leader, and closes with the store."""
-
-    def shutdown(self) -> None:
-        pass
-
-
 async def _pause(stop: asyncio.Event, seconds: float) -> None:
     try:
         await asyncio.wait_for(stop.wait(), seconds)
@@ -238,7 +209,7 @@ async def _lead(settings: Settings, store: Store, params: dict[str, Any], lock: 
     if stale:
         log.warning("%d job run(s) of a previous scheduler were interrupted", stale)
     scheduler = AsyncIOScheduler(
-        jobstores={"default": _StoreJobStore(engine=store.engine, tablename=JOBSTORE_TABLE)},
+        jobstores={"default": store.scheduled_jobs.jobstore(JOBSTORE_TABLE)},
         job_defaults={"coalesce": True, "max_instances": 1}, timezone=UTC)
     scheduler.add_listener(rt.on_submitted, EVENT_JOB_SUBMITTED)
     scheduler.add_listener(_missed, EVENT_JOB_MISSED)
@@ -295,11 +266,12 @@ async def serve(settings: Settings, store: Store, *, stop: asyncio.Event | None 
                                                         handle_signals=False))
             # A receiver that ends (a port in use) stops the scheduler too, leading or not.
             receiver.add_done_callback(lambda _: stop.set())
-        lock = leader_lock(store, lease_seconds=options.lease_seconds)
+        lock = store.leader_lock(ttl_seconds=options.lease_seconds)
         waiting_said = False
         try:
             while not stop.is_set():
-                if settings.jobs and await asyncio.to_thread(lock.try_acquire):
+                held = await asyncio.to_thread(lock.try_acquire) if settings.jobs else False
+                if held:
                     waiting_said = False
                     await _lead(settings, store, params, lock, stop, options, on_state)
                     continue

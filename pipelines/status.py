@@ -4,18 +4,13 @@ anything (a database not created or not migrated yet reads as empty)."""
 from __future__ import annotations
 
 from datetime import UTC, datetime
-from pathlib import Path
 
 from pydantic import BaseModel
 from rich.console import Group
 from rich.table import Table
-from sqlalchemy import MetaData, func, inspect, select
-from sqlalchemy import Table as SqlTable
-from sqlalchemy.engine import make_url
-from sqlmodel import col
 
 from connector.settings import Settings
-from connector.store import JobRun, OutreachJob, OutreachRow, RawEvent, RequestRow, Store
+from connector.store import JobRun, OutreachRow, RawEvent, RequestRow, Store
 
 from .jobs import schedule_text
 from .scheduler import JOBSTORE_TABLE
@@ -60,68 +55,60 @@ class StatusReport(BaseModel):
     errors: list[RecentError] = []
 
 
-def _sqlite_missing(url: str) -> bool:
-    u = make_url(url)
-    return u.get_backend_name() == "sqlite" and bool(u.database) and not Path(u.database or "").exists()
-
-
 def collect_status(settings: Settings, store: Store) -> StatusReport:
     """The figures ``formsync status`` shows: configured jobs with their next run (job
     store) and last run (job runs), outreach progress per outreach job, stored pending
     requests, events received, and the newest job errors and failed outreach rows."""
     report = StatusReport(jobs=[JobStatus(id=j.id, kind=j.kind, schedule=schedule_text(j)) for j in settings.jobs])
-    if _sqlite_missing(store.url):
+    if not store.exists():
         return report
-    tables = set(inspect(store.engine).get_table_names())
-    by_id = {j.id: j for j in report.jobs}
-    with store.reader() as s:
-        q = s.execute
-        if JOBSTORE_TABLE in tables:
-            t = SqlTable(JOBSTORE_TABLE, MetaData(), autoload_with=s.connection())
-            for job_id, nxt in q(select(t.c.id, t.c.next_run_time)):
-                if job_id in by_id and nxt is not None:
-                    by_id[job_id].next_run_at = int(nxt * 1000)
-        if "formsync_job_runs" in tables:
-            counts = dict(q(select(JobRun.job_id, func.count()).group_by(JobRun.job_id)).all())
-            for job in report.jobs:
-                job.runs = int(counts.get(job.id, 0))
-                last = q(select(JobRun).where(JobRun.job_id == job.id)
-                         .order_by(col(JobRun.started_at).desc(), col(JobRun.id).desc()).limit(1)).scalars().first()
-                if last is not None:
-                    job.last_started_at, job.last_finished_at = last.started_at, last.finished_at
-                    job.last_outcome, job.last_summary = last.outcome, last.summary
-            for run in q(select(JobRun).where(JobRun.outcome == "error")
-                         .order_by(col(JobRun.started_at).desc()).limit(ERRORS_SHOWN)).scalars():
-                report.errors.append(RecentError(at=run.finished_at or run.started_at, where=f"job {run.job_id}",
-                                                 error=run.error or ""))
-        if "formsync_outreach_rows" in tables:
-            progress = {j.name: OutreachProgress(job=j.name, form_id=j.form_id)
-                        for j in q(select(OutreachJob)).scalars()}
-            for name, state, n in q(select(OutreachRow.job_name, OutreachRow.state, func.count())
-                                    .group_by(OutreachRow.job_name, OutreachRow.state)):
-                p = progress.setdefault(name, OutreachProgress(job=name, form_id="?"))
-                p.rows += n
-                if state == "sent":
-                    p.sent += n
-                elif state == "failed":
-                    p.failed += n
-                elif state in ("pending", "sending"):
-                    p.pending += n
-                elif state == "changed":
-                    p.changed += n
-            report.outreach = sorted(progress.values(), key=lambda p: p.job)
-            for row in q(select(OutreachRow).where(OutreachRow.state == "failed")
-                         .order_by(col(OutreachRow.updated_at).desc()).limit(ERRORS_SHOWN)).scalars():
-                report.errors.append(RecentError(at=row.updated_at, error=row.error or "",
-                                                 where=f"outreach {row.job_name} row {row.row_number}"))
-        if "formsync_requests" in tables:
-            report.pending_requests = int(q(select(func.count()).select_from(RequestRow)
-                                            .where(col(RequestRow.status) == "pending")).scalar_one())
-        if "formsync_events" in tables:
-            n, newest = q(select(func.count(), func.max(RawEvent.received_at))).one()
-            report.events_received, report.newest_event_at = int(n), newest
+    tables = store.table_names()
+    next_runs = store.scheduled_jobs.next_run_times(JOBSTORE_TABLE)
+    for job in report.jobs:
+        job.next_run_at = next_runs.get(job.id)
+    if JobRun.__tablename__ in tables:
+        _add_runs(report, store)
+    if OutreachRow.__tablename__ in tables:
+        _add_outreach(report, store)
+    if RequestRow.__tablename__ in tables:
+        report.pending_requests = store.requests.pending_count()
+    if RawEvent.__tablename__ in tables:
+        report.events_received, report.newest_event_at = store.events.received()
     report.errors = sorted(report.errors, key=lambda e: e.at, reverse=True)[:ERRORS_SHOWN]
     return report
+
+
+def _add_runs(report: StatusReport, store: Store) -> None:
+    counts = store.runs.counts()
+    for job in report.jobs:
+        job.runs = counts.get(job.id, 0)
+        last = store.runs.last(job.id)
+        if last is not None:
+            job.last_started_at, job.last_finished_at = last.started_at, last.finished_at
+            job.last_outcome, job.last_summary = last.outcome, last.summary
+    for run in store.runs.recent_errors(ERRORS_SHOWN):
+        report.errors.append(RecentError(at=run.finished_at or run.started_at, where=f"job {run.job_id}",
+                                         error=run.error or ""))
+
+
+def _add_outreach(report: StatusReport, store: Store) -> None:
+    reads = store.outreach_progress
+    progress = {name: OutreachProgress(job=name, form_id=form_id) for name, form_id in reads.jobs().items()}
+    for name, state, n in reads.state_counts():
+        p = progress.setdefault(name, OutreachProgress(job=name, form_id="?"))
+        p.rows += n
+        if state == "sent":
+            p.sent += n
+        elif state == "failed":
+            p.failed += n
+        elif state in ("pending", "sending"):
+            p.pending += n
+        elif state == "changed":
+            p.changed += n
+    report.outreach = sorted(progress.values(), key=lambda p: p.job)
+    for row in reads.failed_rows(ERRORS_SHOWN):
+        report.errors.append(RecentError(at=row.updated_at, error=row.error or "",
+                                         where=f"outreach {row.job_name} row {row.row_number}"))
 
 
 def _when(ms: int | None) -> str:

@@ -125,7 +125,7 @@ async def sync_form(client: FormClient, store: Store, form_id: str, *, full: boo
                 break
             cursor = page.nextCursor
     finally:
-        report.calls = client.stats["calls"] - calls_before
+        report.calls = int(client.stats["calls"] - calls_before)
     report.cursor_after = _show(store.get_cursor(form_id, stream))
     return report
 
@@ -141,5 +141,5 @@ async def sync_all(client: FormClient, store: Store, workspace_id: str, *, full:
         for fid in form_ids:
             report.forms.append(await sync_form(client, store, fid, full=full, include_drafts=include_drafts))
     finally:
-        report.calls = client.stats["calls"] - calls_before
+        report.calls = int(client.stats["calls"] - calls_before)
     return report

@@ -1,5 +1,6 @@
-"""Shared fixtures: a real sandbox on a loopback port, seeded with the default seed, and
-a small JSON-RPC caller that keeps HTTP status, code and details for assertions."""
+"""Shared fixtures: a real sandbox on a loopback port, seeded with the default seed, a
+small JSON-RPC caller that keeps HTTP status, code and details for assertions, and the
+typed helpers client."""
 
 from __future__ import annotations
 
@@ -11,10 +12,9 @@ from typing import Any
 
 import aiohttp
 import pytest
-from aiohttp.test_utils import TestServer
 
-from formservice.app import create_app
-from formservice.sandbox import prepare
+from formservice.sandbox.client import SandboxHelpers
+from formservice.sandbox.runner import SandboxServer
 from formservice.service import Service
 
 
@@ -75,6 +75,15 @@ class Sandbox:
     http: aiohttp.ClientSession
     workspaces: dict[str, Workspace] = field(default_factory=dict)
 
+    def helpers_for(self, ws: str = "pro") -> SandboxHelpers:
+        """The typed helpers client, as the owner of workspace ``ws`` (a plan name)."""
+        return SandboxHelpers(self.base_url, self.workspaces[ws].token, http=self.http)
+
+    @property
+    def helpers(self) -> SandboxHelpers:
+        """The typed helpers client, as the owner of the Pro workspace."""
+        return self.helpers_for("pro")
+
     @property
     def free(self) -> Workspace:
         return self.workspaces["free"]
@@ -112,19 +121,19 @@ class Sandbox:
 
     async def helper(self, method: str, params: dict[str, Any] | None = None, *, ws: str = "pro",
                      token: str | None = None) -> Reply:
+        """A raw helper call, for tests of the helper endpoint's envelope (status, error
+        code, details); other tests use :attr:`helpers`."""
         body: dict[str, Any] = {"method": method, "params": params or {}}
         return await self.post("/api/sandbox", body, token=token or self.workspaces[ws].token)
 
 
-async def start_sandbox(data_dir: Path, seed: Path | None = None) -> tuple[TestServer, Sandbox]:
-    service = Service(data_dir)
-    server = TestServer(create_app(service), host="127.0.0.1")
-    await server.start_server()
-    service.base_url = str(server.make_url("")).rstrip("/")
-    creds = prepare(service, data_dir, seed)
-    http = aiohttp.ClientSession()
-    sb = Sandbox(service.base_url, service, http)
-    for w in creds["workspaces"]:
+async def start_sandbox(data_dir: Path, seed: Path | None = None) -> tuple[SandboxServer, Sandbox]:
+    """A seeded sandbox on a free loopback port; ``await server.stop()`` (after closing
+    ``sb.http``) ends it."""
+    server = await SandboxServer(data_dir, seed=seed).start()
+    assert server.service is not None
+    sb = Sandbox(server.base_url, server.service, aiohttp.ClientSession())
+    for w in server.credentials["workspaces"]:
         sb.workspaces[w["plan"]] = Workspace(
             id=w["id"], name=w["name"], plan=w["plan"], token=w["token"], signing_secret=w["signingSecret"],
             user_id=w["userId"], folder_id=w["folderId"], forms=w["forms"],
@@ -140,5 +149,4 @@ async def sandbox(tmp_path: Path) -> AsyncIterator[Sandbox]:
         yield sb
     finally:
         await sb.http.close()
-        await server.close()
-        sb.service.engine.dispose()
+        await server.stop()

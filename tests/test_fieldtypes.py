@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 
 from formservice.domain import fieldtypes as ft
 from formservice.domain.fieldtypes import FieldValueError, assign_keys, calculate, check_value, display
-from formservice.sandbox import load_seed
+from formservice.sandbox.seed import load_seed
 
 
 def _seed_form(name: str) -> list[dict[str, Any]]:

@@ -27,6 +27,36 @@ async def test_each_test_gets_a_fresh_sandbox(formsync_sandbox):
     assert {w["plan"] for w in formsync_sandbox.credentials["workspaces"]} == {"free", "pro", "business"}
 
 
+async def test_the_typed_helpers_drive_the_sandbox(formsync_client, formsync_sandbox):
+    helpers = formsync_sandbox.helpers
+    before = await helpers.clock_get()
+    moved = await helpers.clock_advance(60_000)
+    assert moved.now >= before.now + 60_000 and moved.offsetMs == before.offsetMs + 60_000
+    form = formsync_sandbox.workspace("pro")["forms"]["Contact"]
+    created = await formsync_client.create_request(form, recipient={"email": "grace@example.test"}, delivery="email")
+    await helpers.deliveries_flush()  # does the due time-driven work first: the invitation goes out
+    mail = await helpers.mail_list(request_id=created.id)
+    assert [m["to"] for m in mail["items"]] == ["grace@example.test"] and mail["items"][0]["from"]
+    record = await helpers.requests_complete(created.id, {"name": "Grace", "email": "grace@example.test"})
+    assert record["status"] == "completed"
+    events = await helpers.events_list(request_id=created.id)
+    assert "request.completed" in [e["type"] for e in events["items"]]
+    assert (await helpers.deliveries_flush()).attempts == []  # no callback URL, no webhook: nothing to attempt
+    assert (await helpers.reset()).reset is True
+    assert (await helpers.mail_list())["items"] == []
+
+
+async def test_a_refused_helper_says_what_was_wrong(formsync_sandbox):
+    from formservice.sandbox.client import HelperError
+
+    try:
+        await formsync_sandbox.helpers.clock_advance(-1)
+    except HelperError as err:
+        assert (err.status, err.code, err.details.get("field")) == (400, "VALIDATION_ERROR", "ms")
+    else:
+        raise AssertionError("a negative advance was accepted")
+
+
 # A user's project: its own test file and pytest settings, run by pytest in a subprocess
 # with the plugin loaded from its entry point, in each of pytest-asyncio's modes.
 USER_TEST = '''

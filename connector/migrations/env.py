@@ -8,8 +8,6 @@ never touched."""
 
 from __future__ import annotations
 
-from typing import Any
-
 from alembic import context
 from sqlalchemy import create_engine
 from sqlalchemy.engine import Connection
@@ -19,7 +17,7 @@ from connector.store import METADATA, VERSION_TABLE
 config = context.config
 
 
-def _ours(name: str | None, type_: str, parent_names: dict[str, Any]) -> bool:
+def _ours(name: str | None, type_: str, parent_names: object) -> bool:
     return type_ != "table" or bool(name and name.startswith("formsync_"))
 
 

@@ -3,10 +3,16 @@ the service, persisted in the user's own database (SQLite by default, PostgreSQL
 
 Modules, one concern each: ``tables`` (the schema), ``mapping`` (events and reads to
 rows, pure), ``merge`` (newest wins), ``writer`` (the protocol of a database's writer and
-what writers share), ``sqlite`` and ``postgresql`` (one writer per database), and
-``facade`` (the ``Store``)."""
+what writers share), ``sqlite`` and ``postgresql`` (one writer per database),
+``database`` (the engine and its sessions, below everything else), ``facade`` (the
+``Store``), and the repositories the ``Store`` offers, each a module: ``runs``
+(``store.runs``), ``lease`` (``store.leader_lock()``), ``requests``, ``events``,
+``submissions``, ``progress`` (``store.outreach_progress``), ``jobstore``
+(``store.scheduled_jobs``) and ``exports``."""
 
+from .exports import ExportFilter, json_value
 from .facade import WRITERS, Store, alembic_config
+from .lease import LOCK_NAME, LeaderLock, LeaseLock
 from .mapping import (
     ANSWER_COLUMNS,
     SOURCES,
@@ -27,6 +33,9 @@ from .mapping import (
     submission_rank,
     value_text,
 )
+from .postgresql import AdvisoryLock
+from .requests import PendingRequest
+from .runs import SUMMARY_MAX
 from .sqlite import SQLITE_BUSY_TIMEOUT_MS
 from .tables import (
     METADATA,
@@ -46,6 +55,8 @@ from .tables import (
 )
 
 __all__ = [
+    "LOCK_NAME", "SUMMARY_MAX", "AdvisoryLock", "ExportFilter", "LeaderLock", "LeaseLock", "PendingRequest",
+    "json_value",
     "ANSWER_COLUMNS", "METADATA", "NAMING_CONVENTION", "OUTREACH_STATES", "SOURCES", "SQLITE_BUSY_TIMEOUT_MS",
     "TERMINAL_STATUSES", "VERSION_TABLE", "WRITERS", "AnswerRow", "EventRows", "Incoming", "JobRun", "OutreachJob",
     "OutreachRow", "RawEvent", "RequestRow", "SchedulerLease", "Source", "Store", "StoreModel", "StoreOutcome",

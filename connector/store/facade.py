@@ -5,8 +5,8 @@ transient conflict where the database has them), and applies the schema's migrat
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from collections.abc import Callable, Mapping, Sequence
+from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -17,6 +17,12 @@ from sqlalchemy.exc import DBAPIError, OperationalError
 from sqlmodel import Session
 
 from ..models import Event
+from .database import Database
+from .events import EventReads
+from .exports import ExportReads
+from .jobstore import ScheduledJobs
+from .lease import LOCK_NAME, LeaderLock, leader_lock
+from .ledger import OutreachLedger
 from .mapping import (
     SOURCES,
     EventRows,
@@ -31,7 +37,11 @@ from .mapping import (
 )
 from .merge import REQUEST_MERGE, merge, write_submissions
 from .postgresql import PostgreSQLWriter
-from .sqlite import READ_OPTION, SQLiteWriter
+from .progress import OutreachProgressReads
+from .requests import RequestReads
+from .runs import JobRuns
+from .sqlite import SQLiteWriter
+from .submissions import SubmissionReads
 from .tables import CURSORS, EVENTS, SyncCursor
 from .writer import Writer
 
@@ -77,20 +87,43 @@ class Store:
             raise ValueError(f"unsupported database URL {self.url!r}: use sqlite:///path.db or "
                              f"postgresql+psycopg://user@host/db")
         self._writer: type[Writer] = writer
-        self.engine: Engine = writer.create_engine(self.url, echo=echo)
+        self._db = Database(writer.create_engine(self.url, echo=echo), writer)
+        self.runs = JobRuns(self._db)
+        self.requests = RequestReads(self._db)
+        self.events = EventReads(self._db)
+        self.submissions = SubmissionReads(self._db)
+        self.outreach_progress = OutreachProgressReads(self._db)
+        self.scheduled_jobs = ScheduledJobs(self._db)
+        self.exports = ExportReads(self._db)
+        self.ledger = OutreachLedger(self._db, clock)  # outreach jobs and the state of each sheet row
 
     @property
     def backend(self) -> str:
         """The database's kind, as SQLAlchemy names it: ``sqlite`` or ``postgresql``."""
-        return self.engine.dialect.name
+        return self._db.engine.dialect.name
+
+    def exists(self) -> bool:
+        """False while the database is a SQLite file not created yet (reading nothing
+        then creates nothing)."""
+        return not self._writer.missing(self.url)
+
+    def table_names(self) -> set[str]:
+        """The tables the database holds now (none before the first migration)."""
+        return self._db.table_names()
+
+    def leader_lock(self, name: str = LOCK_NAME, *, ttl_seconds: float = 30.0,
+                    holder: str | None = None) -> LeaderLock:
+        """The scheduler's leader lock on this database (see ``connector.store.lease``):
+        a session lock where the database has one, else a lease of ``ttl_seconds``."""
+        return leader_lock(self._db, name, ttl_seconds=ttl_seconds, holder=holder)
 
     def close(self) -> None:
         """Close every pooled connection."""
-        self.engine.dispose()
+        self._db.engine.dispose()
 
     def ping(self) -> None:
         """Reach the database once (a health check); raises when it is unavailable."""
-        with self.engine.connect() as conn:
+        with self._db.engine.connect() as conn:
             conn.execute(text("SELECT 1"))
 
     # -- schema ---------------------------------------------------------------------
@@ -101,26 +134,27 @@ class Store:
         from alembic import command
 
         cfg = alembic_config(self.url)
-        with self.engine.begin() as conn:
+        with self._db.engine.begin() as conn:
             self._writer.lock_migrations(conn)
             cfg.attributes["connection"] = conn
             command.upgrade(cfg, "head")
 
-    # -- sessions -------------------------------------------------------------------
+    # -- internal: the database below the repositories ----------------------------------
+    # For tests that check what is stored; pipelines use the repositories above.
 
-    @contextmanager
-    def session(self) -> Iterator[Session]:
-        """A SQLModel session for reads and ad-hoc writes; committed on success."""
-        with Session(self.engine) as s:
-            yield s
-            s.commit()
+    @property
+    def engine(self) -> Engine:
+        """Internal: the SQLAlchemy engine."""
+        return self._db.engine
 
-    @contextmanager
-    def reader(self) -> Iterator[Session]:
-        """A read-only session. On SQLite it does not take the write lock, so long reads
-        (exports) never hold up the receiver."""
-        with Session(self.engine.execution_options(**{READ_OPTION: True})) as s:
-            yield s
+    def session(self) -> AbstractContextManager[Session]:
+        """Internal: a SQLModel session for reads and writes; committed on success."""
+        return self._db.session()
+
+    def reader(self) -> AbstractContextManager[Session]:
+        """Internal: a read-only session. On SQLite it does not take the write lock, so
+        long reads (exports) never hold up the receiver."""
+        return self._db.reader()
 
     def _write_tx(self, work: Callable[[Writer], T]) -> T:
         """``_write`` with the transaction's writer."""
@@ -136,16 +170,16 @@ class Store:
     def _write(self, work: Callable[[Connection], T]) -> T:
         """Run ``work`` in one transaction; on a transient conflict (a PostgreSQL
         deadlock or serialization failure) the whole transaction is run again."""
-        driver_error = self.engine.dialect.loaded_dbapi.Error
+        driver_error = self._db.engine.dialect.loaded_dbapi.Error
         for attempt in range(_RETRIES):
             try:
                 try:
-                    with self.engine.begin() as conn:
+                    with self._db.engine.begin() as conn:
                         return work(conn)
                 except driver_error as e:
                     # Raised by the driver-level writes: as SQLAlchemy's own class
                     # (IntegrityError, OperationalError, ...), as its execute would raise.
-                    raise DBAPIError.instance(None, None, e, driver_error, dialect=self.engine.dialect) from e
+                    raise DBAPIError.instance(None, None, e, driver_error, dialect=self._db.engine.dialect) from e
             except OperationalError as e:
                 if not self._writer.retryable(e) or attempt == _RETRIES - 1:
                     raise
@@ -238,7 +272,7 @@ class Store:
 
     def get_cursor(self, form_id: str, stream: str = "submissions") -> SyncMark | None:
         """The stored high-water mark of a form's sync, or None before the first."""
-        with self.reader() as s:
+        with self._db.reader() as s:
             c = s.get(SyncCursor, (form_id, stream))
             return SyncMark(c.last_created_at, c.last_id) if c else None
 

@@ -1,14 +1,18 @@
 """The PostgreSQL writer (psycopg 3): id lists travel as one array parameter, inserts of
 a group go in one pipelined round trip, answers arrive by ``COPY``, and the rows a merge
 reads are locked in id order. A deadlock or serialization failure runs the transaction
-again; concurrent migrations are serialised by an advisory lock."""
+again; concurrent migrations are serialised by an advisory lock, and the scheduler's
+leader holds a session advisory lock (``AdvisoryLock``). Long reads stream from a
+server-side cursor."""
 
 from __future__ import annotations
 
+import hashlib
+import logging
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from sqlalchemy import text
+from sqlalchemy import Table, text
 from sqlalchemy.dialects import postgresql as pg_dialect
 from sqlalchemy.engine import Connection, Engine
 from sqlmodel import create_engine
@@ -16,6 +20,7 @@ from sqlmodel import create_engine
 from .mapping import ANSWER_COLUMNS
 from .writer import SQLWriter
 
+log = logging.getLogger("formsync.scheduler")
 MIGRATION_LOCK = 7410117  # the advisory lock key of Store.migrate
 _RETRY_STATES = ("40P01", "40001")  # deadlock detected, serialization failure
 
@@ -24,7 +29,6 @@ class PostgreSQLWriter(SQLWriter):
     """Writes on PostgreSQL."""
 
     placeholder = "%s"
-    insert = staticmethod(pg_dialect.insert)
 
     @classmethod
     def create_engine(cls, url: str, *, echo: bool) -> Engine:
@@ -40,6 +44,19 @@ class PostgreSQLWriter(SQLWriter):
     def retryable(cls, error: BaseException) -> bool:
         """A deadlock or serialization failure: the transaction may run again."""
         return getattr(getattr(error, "orig", None), "sqlstate", None) in _RETRY_STATES
+
+    def upsert(self, table: Table) -> Any:
+        return pg_dialect.insert(table)
+
+    @classmethod
+    def session_lock(cls, engine: Engine, name: str) -> AdvisoryLock:
+        """The scheduler's leader lock: a session advisory lock."""
+        return AdvisoryLock(engine, name)
+
+    @classmethod
+    def stream_cursor(cls, dbapi_conn: Any, name: str) -> Any:
+        """A server-side cursor: a long read arrives in batches, not all at once."""
+        return dbapi_conn.cursor(name=name)
 
     def ids_param(self, ids: Sequence[str]) -> Any:
         return list(ids)
@@ -67,3 +84,61 @@ class PostgreSQLWriter(SQLWriter):
         with self.cur.copy(f"COPY formsync_answers ({', '.join(ANSWER_COLUMNS)}) FROM STDIN") as copy:
             for r in rows:
                 copy.write_row(r)
+
+
+def advisory_key(name: str) -> int:
+    """A stable signed 64-bit advisory lock key derived from ``name``."""
+    return int.from_bytes(hashlib.sha256(name.encode()).digest()[:8], "big", signed=True)
+
+
+class AdvisoryLock:
+    """A PostgreSQL session advisory lock on a connection of its own (a ``LeaderLock``)."""
+
+    def __init__(self, engine: Engine, name: str) -> None:
+        self._engine = engine
+        self.key = advisory_key(name)
+        self.conn: Connection | None = None
+
+    def _drop(self) -> None:
+        if self.conn is not None:
+            try:
+                self.conn.invalidate()  # never back to the pool: the session may hold the lock
+                self.conn.close()
+            except Exception:  # the connection is already broken; nothing more to do
+                pass
+            self.conn = None
+
+    def try_acquire(self) -> bool:
+        """Take the lock if free (or already ours); True when we hold it now."""
+        try:
+            if self.conn is None:
+                self.conn = self._engine.connect().execution_options(isolation_level="AUTOCOMMIT")
+            got = bool(self.conn.execute(text("SELECT pg_try_advisory_lock(:k)"), {"k": self.key}).scalar())
+        except Exception as e:  # the database is unreachable: not the leader, try again later
+            log.warning("cannot reach the database for the scheduler lock: %s", e)
+            self._drop()
+            return False
+        return got
+
+    def still_held(self) -> bool:
+        """Whether the session holding the lock is still alive."""
+        if self.conn is None:
+            return False
+        try:
+            # The lock lives as long as this session, and only release() unlocks it: a live
+            # connection means we still hold it.
+            self.conn.execute(text("SELECT 1"))
+            return True
+        except Exception as e:
+            log.warning("lost the database connection holding the scheduler lock: %s", e)
+            self._drop()
+            return False
+
+    def release(self) -> None:
+        """Give the lock up (idempotent)."""
+        if self.conn is not None:
+            try:
+                self.conn.execute(text("SELECT pg_advisory_unlock(:k)"), {"k": self.key})
+            except Exception:  # closing the session below releases it anyway
+                pass
+            self._drop()

@@ -7,11 +7,12 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
-from sqlalchemy import event
+from sqlalchemy import Table, event
 from sqlalchemy.dialects import sqlite as sqlite_dialect
-from sqlalchemy.engine import Connection, Engine
+from sqlalchemy.engine import Connection, Engine, make_url
 from sqlmodel import create_engine
 
 from .writer import SQLWriter
@@ -25,7 +26,6 @@ class SQLiteWriter(SQLWriter):
     insert reports itself by its row count."""
 
     placeholder = "?"
-    insert = staticmethod(sqlite_dialect.insert)
 
     @classmethod
     def create_engine(cls, url: str, *, echo: bool) -> Engine:
@@ -35,6 +35,15 @@ class SQLiteWriter(SQLWriter):
         event.listen(engine, "connect", _on_connect)
         event.listen(engine, "begin", _on_begin)
         return engine
+
+    @classmethod
+    def missing(cls, url: str) -> bool:
+        """A SQLite file not created yet."""
+        u = make_url(url)
+        return bool(u.database) and not Path(u.database or "").exists()
+
+    def upsert(self, table: Table) -> Any:
+        return sqlite_dialect.insert(table)
 
     def ids_param(self, ids: Sequence[str]) -> Any:
         return json.dumps(list(ids))

@@ -223,9 +223,9 @@ class SchedulerLease(StoreModel, table=True):
 
 
 # The tables as SQLAlchemy Core sees them, for the writers' statements.
-EVENTS: Table = RawEvent.__table__  # type: ignore[assignment]
-SUBMISSIONS: Table = SubmissionRow.__table__  # type: ignore[assignment]
-ANSWERS: Table = AnswerRow.__table__  # type: ignore[assignment]
-REQUESTS: Table = RequestRow.__table__  # type: ignore[assignment]
-CURSORS: Table = SyncCursor.__table__  # type: ignore[assignment]
+EVENTS: Table = RawEvent.__table__  # type: ignore[attr-defined]
+SUBMISSIONS: Table = SubmissionRow.__table__  # type: ignore[attr-defined]
+ANSWERS: Table = AnswerRow.__table__  # type: ignore[attr-defined]
+REQUESTS: Table = RequestRow.__table__  # type: ignore[attr-defined]
+CURSORS: Table = SyncCursor.__table__  # type: ignore[attr-defined]
 METADATA = StoreModel.metadata  # what the migrations build

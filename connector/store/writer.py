@@ -6,19 +6,28 @@ the drivers reuse their prepared statements, and rows travel as plain tuples (th
 writes are the receiver's hot path). One module per database holds its writer, named
 after the technology (``sqlite``, ``postgresql``); a writer class also carries what
 differs between databases outside one transaction (how the engine is made, how
-migrations are serialised, which errors mean "run the transaction again")."""
+migrations are serialised, which errors mean "run the transaction again", the leader
+lock, how long reads stream, whether the database exists yet).
+
+A new database is one module: a ``SQLWriter`` subclass filling in the parts marked
+below (and overriding any shared statement its SQL writes otherwise), registered by its
+SQLAlchemy backend name in ``facade.WRITERS``."""
 
 from __future__ import annotations
 
 import json
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from typing import Any, ClassVar, Protocol
+from functools import partial
+from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 
 from sqlalchemy import JSON, Table, tuple_
 from sqlalchemy.engine import Connection, Engine
 
 from .mapping import ANSWER_COLUMNS, SyncMark, answer_tuples
 from .tables import CURSORS, EVENTS, REQUESTS, SUBMISSIONS
+
+if TYPE_CHECKING:
+    from .lease import LeaderLock
 
 
 class Writer(Protocol):
@@ -39,6 +48,21 @@ class Writer(Protocol):
     @classmethod
     def retryable(cls, error: BaseException) -> bool:
         """Whether ``error`` (raised by a write) means the whole transaction may run again."""
+        ...
+
+    @classmethod
+    def session_lock(cls, engine: Engine, name: str) -> LeaderLock | None:
+        """A leader lock held by a session of its own, where the database has one; else None."""
+        ...
+
+    @classmethod
+    def stream_cursor(cls, dbapi_conn: Any, name: str) -> Any:
+        """A DB-API cursor for a long read, named ``name`` where that matters."""
+        ...
+
+    @classmethod
+    def missing(cls, url: str) -> bool:
+        """Whether the database ``url`` names does not exist yet (and would be created)."""
         ...
 
     def known_json(self, value: Any, text: str) -> None:
@@ -76,7 +100,8 @@ _JSON_COLUMNS = {t.name: frozenset(c.name for c in t.c if isinstance(c.type, JSO
                  for t in (EVENTS, SUBMISSIONS, REQUESTS)}
 # Python-side column defaults (SQLAlchemy applied them on insert): an insert that lacks
 # one of these NOT NULL columns gets its default.
-_DEFAULTS = {t.name: {c.name: c.default.arg for c in t.c if c.default is not None and not callable(c.default.arg)}
+_DEFAULTS = {t.name: {c.name: getattr(c.default, "arg", None) for c in t.c
+                      if c.default is not None and not callable(getattr(c.default, "arg", None))}
              for t in (EVENTS, SUBMISSIONS, REQUESTS)}
 _SQL_CACHE: dict[tuple[Any, ...], str] = {}
 
@@ -101,11 +126,11 @@ class SQLWriter:
     A database's writer subclasses it and fills in the parts marked below."""
 
     placeholder: ClassVar[str] = "?"
-    insert: ClassVar[Callable[[Table], Any]]  # the dialect's INSERT … ON CONFLICT construct
 
     def __init__(self, conn: Connection) -> None:
         self.conn = conn
-        self.cur = conn.connection.dbapi_connection.cursor()  # type: ignore[union-attr]
+        # Any: the writers call their driver's own cursor methods (psycopg's pipelined executemany, COPY).
+        self.cur: Any = conn.connection.dbapi_connection.cursor()  # type: ignore[union-attr]
         self._json: dict[int, tuple[Any, str]] = {}
 
     @classmethod
@@ -115,6 +140,21 @@ class SQLWriter:
     @classmethod
     def retryable(cls, error: BaseException) -> bool:
         """No error is retried unless the database's writer says so."""
+        return False
+
+    @classmethod
+    def session_lock(cls, engine: Engine, name: str) -> LeaderLock | None:
+        """No session lock unless the database's writer has one (then a lease is used)."""
+        return None
+
+    @classmethod
+    def stream_cursor(cls, dbapi_conn: Any, name: str) -> Any:
+        """A plain cursor, unless the database's writer streams otherwise."""
+        return dbapi_conn.cursor()
+
+    @classmethod
+    def missing(cls, url: str) -> bool:
+        """A server database is never taken as missing."""
         return False
 
     def close(self) -> None:
@@ -164,8 +204,17 @@ class SQLWriter:
         """A condition: ``col`` is among the ids of one ``ids_param`` parameter."""
         raise NotImplementedError
 
+    def insert_statement(self, table: str, cols: Sequence[str]) -> str:
+        """An insert of one row into ``table`` that skips a row whose id is stored."""
+        return (f"INSERT INTO {table} ({', '.join(quote(c) for c in cols)}) "
+                f"VALUES ({self.marks(len(cols))}) ON CONFLICT (id) DO NOTHING")
+
     def run_inserts(self, sql: str, rows: Sequence[Mapping[str, Any]], params: list[tuple[Any, ...]]) -> set[str]:
-        """Run an ``INSERT … ON CONFLICT (id) DO NOTHING`` per row; the ids inserted."""
+        """Run ``insert_statement`` once per row; the ids inserted."""
+        raise NotImplementedError
+
+    def upsert(self, table: Table) -> Any:
+        """The dialect's ``INSERT … ON CONFLICT`` construct for ``table``."""
         raise NotImplementedError
 
     def lock_clause(self) -> str:
@@ -186,11 +235,7 @@ class SQLWriter:
         for keys, group in by_keys(rows):
             cols = tuple(sorted({*keys, *(c for c in _DEFAULTS[table] if c not in keys)}))
 
-            def build(cols: tuple[str, ...] = cols) -> str:
-                return (f"INSERT INTO {table} ({', '.join(quote(c) for c in cols)}) "
-                        f"VALUES ({self.marks(len(cols))}) ON CONFLICT (id) DO NOTHING")
-
-            sql = self.sql(("insert", table, cols), build)
+            sql = self.sql(("insert", table, cols), partial(self.insert_statement, table, cols))
             inserted |= self.run_inserts(sql, group, [self.params(table, cols, r) for r in group])
         return inserted
 
@@ -230,7 +275,7 @@ class SQLWriter:
 
     def set_cursor(self, form_id: str, mark: SyncMark, stream: str, now: int) -> None:
         """Move a sync cursor forward to ``mark``; a mark behind the stored one changes nothing."""
-        ins = self.insert(CURSORS).values(form_id=form_id, stream=stream, last_created_at=mark.created_at,
+        ins = self.upsert(CURSORS).values(form_id=form_id, stream=stream, last_created_at=mark.created_at,
                                    last_id=mark.submission_id, updated_at=now)
         self.conn.execute(ins.on_conflict_do_update(
             index_elements=["form_id", "stream"],

@@ -25,7 +25,7 @@ from ..clock import iso
 from ..domain.agentops import AGENT_METHODS
 from ..domain.base import METHODS, Params
 from ..errors import ApiError
-from ..openapi import _to_json_schema
+from ..openapi import to_json_schema
 from ..service import Caller, Service
 from ..validation import parse_params
 from .guides import SKILLS
@@ -284,7 +284,7 @@ def names_in(catalog: str) -> list[str]:
 
 @cache
 def _schema(model: type[Params]) -> dict[str, Any]:
-    schema: dict[str, Any] = _to_json_schema(model.model_json_schema())
+    schema: dict[str, Any] = to_json_schema(model.model_json_schema())
     schema.pop("title", None)
     return schema
 

@@ -12,7 +12,7 @@ nowhere, as the spec's Limits say.
 from __future__ import annotations
 
 from sqlalchemy import func, or_
-from sqlmodel import select
+from sqlmodel import col, select
 
 from ..tables import Request, Submission
 from .agentops import agent_method
@@ -50,15 +50,15 @@ def analytics_get(ctx: Ctx, p: FormRef) -> Analytics:
     form = ctx.form(p.formId, trashed_ok=True)
     ctx.require_plan("pro", "analytics", "Form analytics")
     subs = select(func.count()).select_from(Submission).where(
-        Submission.form_id == form.id, Submission.is_test.is_(False), Submission.request_id.is_(None))
+        Submission.form_id == form.id, col(Submission.is_test).is_(False), col(Submission.request_id).is_(None))
     started = _count(ctx, subs)
     public = Funnel(views=started, starts=started,
-                    completions=_count(ctx, subs.where(Submission.is_completed.is_(True))))
-    reqs = select(func.count()).select_from(Request).where(Request.form_id == form.id, Request.is_test.is_(False))
+                    completions=_count(ctx, subs.where(col(Submission.is_completed).is_(True))))
+    reqs = select(func.count()).select_from(Request).where(Request.form_id == form.id, col(Request.is_test).is_(False))
     created = _count(ctx, reqs)
     by_request = Funnel(
-        views=_count(ctx, reqs.where(or_(Request.opened_at.is_not(None), Request.status == "completed"))),
-        starts=_count(ctx, reqs.where(or_(Request.started_at.is_not(None), Request.status == "completed"))),
+        views=_count(ctx, reqs.where(or_(col(Request.opened_at).is_not(None), col(Request.status) == "completed"))),
+        starts=_count(ctx, reqs.where(or_(col(Request.started_at).is_not(None), col(Request.status) == "completed"))),
         completions=_count(ctx, reqs.where(Request.status == "completed")),
     )
     views = public.views + by_request.views

@@ -121,11 +121,14 @@ class Ctx:
 @dataclass(frozen=True)
 class Method:
     name: str
-    fn: Callable[[Ctx, Any], Any]
+    fn: Callable[[Any, Any], Any]  # (Ctx, params), or (Service, params) when is_async
     params: type[Params]
     result: type[BaseModel] | None
     summary: str
     bucket: str | None = None  # a second rate limit this method also counts against
+    # A coroutine ``fn(service, params)`` that runs outside any transaction (it awaits
+    # background work, such as the sandbox's reset and deliveries.flush helpers).
+    is_async: bool = False
 
 
 METHODS: dict[str, Method] = {}
@@ -134,8 +137,10 @@ F = TypeVar("F", bound=Callable[..., Any])
 
 def method_registry(registry: dict[str, Method]) -> Callable[..., Callable[[F], F]]:
     """A decorator that registers domain functions ``fn(ctx, params) -> result`` in
-    ``registry``. The params and result types come from the annotations; the docstring's
-    first line is the summary shown by ``methods.list`` and the OpenAPI document."""
+    ``registry`` (or coroutines ``async fn(service, params) -> result``, run by
+    ``Service.invoke_async`` outside any transaction). The params and result types come
+    from the annotations; the docstring's first line is the summary shown by
+    ``methods.list`` and the OpenAPI document."""
 
     def register(name: str, *, bucket: str | None = None) -> Callable[[F], F]:
         def deco(fn: F) -> F:
@@ -145,7 +150,8 @@ def method_registry(registry: dict[str, Method]) -> Callable[..., Callable[[F], 
             if not (isinstance(result_type, type) and issubclass(result_type, BaseModel)):
                 result_type = None
             summary = (inspect.getdoc(fn) or name).split("\n")[0]
-            registry[name] = Method(name, fn, params_type, result_type, summary, bucket)
+            registry[name] = Method(name, fn, params_type, result_type, summary, bucket,
+                                    is_async=inspect.iscoroutinefunction(fn))
             return fn
 
         return deco

@@ -13,7 +13,7 @@ from typing import Annotated
 
 from pydantic import Field
 from sqlalchemy import update
-from sqlmodel import Session, select
+from sqlmodel import Session, col, select
 
 from ..clock import HOUR_MS, iso
 from ..errors import ApiError, conflict, forbidden, not_found, validation
@@ -147,8 +147,8 @@ def accept_upload(session: Session, doc: Document, data: bytes, now: int) -> Upl
     stored = StoredFile(id=str(uuid.uuid4()), content_type=doc.content_type, data=data, created_at=now)
     session.add(stored)
     # Claim the document only if no concurrent PUT got there first.
-    claimed = session.execute(
-        update(Document).where(Document.id == doc.id, Document.uploaded_at.is_(None))
+    claimed = session.exec(
+        update(Document).where(col(Document.id) == doc.id, col(Document.uploaded_at).is_(None))
         # Without a declared hash the content's own hash is recorded, so requests.create
         # still counts a re-uploaded file by its bytes for idempotency.
         .values(uploaded_at=now, file_id=stored.id, sha256=digest)

@@ -262,11 +262,12 @@ def _draft(form: Form) -> list[dict[str, Any]]:
     return copy.deepcopy(fieldtypes.assign_keys(form.blocks or []))
 
 
-def _save(ctx: Ctx, form: Form, blocks: list[dict[str, Any]]) -> None:
+def _save(ctx: Ctx, form: Form, blocks: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Store ``blocks`` as the form's draft; returns them as stored (keys and ids set)."""
     if len(blocks) > MAX_ELEMENTS:
         raise validation(f"A form holds at most {MAX_ELEMENTS} elements; delete some first.",
                          field="formId", reason="TOO_MANY_ELEMENTS")
-    edit_blocks(form, fieldtypes.assign_keys(blocks), ctx.now)
+    return edit_blocks(form, fieldtypes.assign_keys(blocks), ctx.now)
 
 
 def _logic(form: Form) -> list[dict[str, Any]]:
@@ -350,7 +351,7 @@ def _check_applicable(block_type: str, sent: set[str], where: str = "") -> None:
 
 def _choices(items: list[dict[str, Any]], field: str) -> list[dict[str, str]]:
     """Choices with every key set: given keys must be unique, missing ones are derived."""
-    given = [c.get("key") for c in items if c.get("key")]
+    given: list[str] = [c["key"] for c in items if c.get("key")]
     for i, c in enumerate(items):
         if c.get("key") and given.count(c["key"]) > 1:
             raise validation(f'{field}.{i}.key "{c["key"]}" is used twice; keys are unique within {field}.',
@@ -360,7 +361,7 @@ def _choices(items: list[dict[str, Any]], field: str) -> list[dict[str, str]]:
     for c in items:
         key = c.get("key")
         if not key:
-            key = fieldtypes._unique(fieldtypes.slug(c["label"]), taken)
+            key = fieldtypes.unique_key(fieldtypes.slug(c["label"]), taken)
             taken.add(key)
         out.append({"key": key, "label": c["label"]})
     return out
@@ -622,8 +623,8 @@ def update_element(ctx: Ctx, p: UpdateElementParams) -> Edited:
             if r["when"]["field"] == old_key:
                 r["when"]["field"] = block["key"]
         _save_logic(ctx, form, rules)
-    _save(ctx, form, blocks)
-    out = Edited(formId=form.id, draftRev=form.draft_rev, element=form.blocks[i], index=i)
+    saved = _save(ctx, form, blocks)
+    out = Edited(formId=form.id, draftRev=form.draft_rev, element=saved[i], index=i)
     if marks_cleared:
         out.marksCleared = True
     return out
@@ -681,8 +682,8 @@ def format_text(ctx: Ctx, p: FormatTextParams) -> Edited:
     block["marks"] = sorted(marks, key=lambda m: (m["start"], m["end"], m["style"]))
     if not block["marks"]:
         block.pop("marks")
-    _save(ctx, form, blocks)
-    return Edited(formId=form.id, draftRev=form.draft_rev, element=form.blocks[i], index=i)
+    saved = _save(ctx, form, blocks)
+    return Edited(formId=form.id, draftRev=form.draft_rev, element=saved[i], index=i)
 
 
 # -- logic -----------------------------------------------------------------------------------

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from sqlmodel import Session, select
+from sqlmodel import Session, col, select
 
 from ..clock import iso
 from ..ids import new_id
@@ -75,7 +75,7 @@ def emit(session: Session, *, type_: str, workspace_id: str, form: Form, data: d
         wanted = [k for k, v in SUBSCRIPTION_TYPES.items() if v == type_]
         subs = session.exec(select(Subscription).where(Subscription.form_id == form.id,
                                                        Subscription.status == "active",
-                                                       Subscription.event_type.in_(wanted))).all()
+                                                       col(Subscription.event_type).in_(wanted))).all()
         for sub in subs:
             add_delivery(session, event, "webhook", sub.target_url, now, subscription_id=sub.id,
                          request_id=request.id if request else None)

@@ -20,7 +20,7 @@ import re
 from collections.abc import Callable, Collection
 from dataclasses import dataclass
 from datetime import date, time
-from typing import Any
+from typing import Any, TypeGuard
 
 KEY_RE = re.compile(r"^[A-Za-z0-9_.-]{1,64}$")
 EMAIL_RE = re.compile(r"^[^@\s]+@[^@\s]+\.[^@\s]+$")
@@ -124,9 +124,9 @@ def assign_keys(blocks: list[dict[str, Any]], frozen_ids: Collection[str] = ()) 
                 key = _clean_key(key)
             if not key:
                 key = "decision" if block["type"] == "decision" else slug(block.get("title") or block["type"])
-                key = _unique(key, taken | authored)
+                key = unique_key(key, taken | authored)
             elif key in taken and not (block.get("id") in frozen_ids and block.get("key") == key):
-                key = _unique(key, taken | authored)
+                key = unique_key(key, taken | authored)
             block["key"] = key
             taken.add(key)
             if block["type"] == "group":
@@ -140,7 +140,8 @@ def _clean_key(key: str) -> str:
     return re.sub(r"[^A-Za-z0-9_.-]+", "_", key)[:64].strip("_") or "field"
 
 
-def _unique(base: str, taken: set[str]) -> str:
+def unique_key(base: str, taken: set[str]) -> str:
+    """``base``, or ``base_2``, ``base_3``... the first one not in ``taken``."""
     key, n = base, 2
     while key in taken:
         key, n = f"{base}_{n}", n + 1
@@ -206,7 +207,7 @@ def _need(cond: bool, message: str, expected: str, valid: list[Any] | None = Non
         raise FieldValueError(message, expected=expected, valid_values=valid)
 
 
-def _is_number(v: Any) -> bool:
+def _is_number(v: object) -> TypeGuard[int | float]:
     """A JSON number a form can hold: not a boolean, and finite as a double (JSON parsers
     accept NaN and Infinity, which no JSON answer can carry back out)."""
     if isinstance(v, bool) or not isinstance(v, int | float):

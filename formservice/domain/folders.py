@@ -8,7 +8,7 @@ from typing import Annotated
 
 from pydantic import Field, field_validator
 from sqlalchemy import func
-from sqlmodel import select
+from sqlmodel import col, select
 
 from ..errors import conflict
 from ..ids import new_id
@@ -40,7 +40,7 @@ class FolderList(Result):
 
 def _form_count(ctx: Ctx, folder_id: str) -> int:
     return ctx.session.exec(select(func.count()).select_from(Form).where(
-        Form.folder_id == folder_id, Form.trashed_at.is_(None))).one()
+        Form.folder_id == folder_id, col(Form.trashed_at).is_(None))).one()
 
 
 def view(ctx: Ctx, folder: Folder) -> FolderView:

@@ -11,7 +11,7 @@ import re
 from typing import Annotated, Any, Literal
 
 from pydantic import Field, field_validator
-from sqlmodel import Session, select
+from sqlmodel import Session, col, select
 
 from ..errors import ApiError, forbidden, not_found, validation
 from ..ids import new_id
@@ -159,11 +159,14 @@ def new_form(session: Session, workspace_id: str, name: str, folder_id: str | No
     return form
 
 
-def edit_blocks(form: Form, blocks: list[dict[str, Any]], now: int) -> None:
-    """Replace the draft content (editor tools); the published snapshot is untouched."""
-    form.blocks = with_block_ids(blocks)
+def edit_blocks(form: Form, blocks: list[dict[str, Any]], now: int) -> list[dict[str, Any]]:
+    """Replace the draft content (editor tools) and return it as stored; the published
+    snapshot is untouched."""
+    stored = with_block_ids(blocks)
+    form.blocks = stored
     form.draft_rev += 1
     form.last_edited_at = now
+    return stored
 
 
 def publish_form(session: Session, form: Form, now: int) -> dict[str, Any]:
@@ -280,10 +283,10 @@ def forms_list(ctx: Ctx, p: ListParams) -> FormPage:
     """List the workspace's forms, newest first; ``query`` is a fuzzy name search that
     returns one capped page."""
     ctx.check_workspace(p.workspaceId)
-    stmt = select(Form).where(Form.workspace_id == ctx.workspace.id, Form.trashed_at.is_(None))
+    stmt = select(Form).where(Form.workspace_id == ctx.workspace.id, col(Form.trashed_at).is_(None))
     if "folderId" in p.model_fields_set:
         if p.folderId is None:
-            stmt = stmt.where(Form.folder_id.is_(None))
+            stmt = stmt.where(col(Form.folder_id).is_(None))
         else:
             folder_in(ctx, p.folderId)
             stmt = stmt.where(Form.folder_id == p.folderId)
@@ -479,7 +482,7 @@ def forms_delete(ctx: Ctx, p: FormIdParams) -> Trashed:
                        alreadyTrashed=True)
     form.trashed_at = ctx.now
     links = ctx.session.exec(select(ShareLink).where(ShareLink.form_id == form.id,
-                                                     ShareLink.revoked.is_(False))).all()
+                                                     col(ShareLink.revoked).is_(False))).all()
     for link in links:
         link.revoked = True
         link.revoked_at = ctx.now

@@ -19,7 +19,7 @@ from urllib.parse import urlsplit
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 from sqlalchemy import update
-from sqlmodel import Session, select
+from sqlmodel import Session, col, select
 
 from ..clock import DAY_MS, MINUTE_MS
 from ..ids import ALNUM, new_id, new_oauth_token, sha256_hex
@@ -251,12 +251,12 @@ def collect_clients(session: Session, now: int) -> int:
     live refresh token (system clients stay). Returns how many went."""
     cutoff = now - CLIENT_IDLE_MS
     gone = 0
-    stale = session.exec(select(OAuthClient).where(OAuthClient.is_system.is_(False))).all()
+    stale = session.exec(select(OAuthClient).where(col(OAuthClient.is_system).is_(False))).all()
     for client in stale:
         if (client.last_used_at or client.created_at) > cutoff:
             continue
         live = session.exec(select(RefreshToken.id).where(
-            RefreshToken.client_id == client.id, RefreshToken.used_at.is_(None),
+            RefreshToken.client_id == client.id, col(RefreshToken.used_at).is_(None),
             RefreshToken.expires_at > now)).first()
         if live is None:
             for code in session.exec(select(OAuthCode).where(OAuthCode.client_id == client.id)).all():
@@ -359,7 +359,7 @@ def check_resource(resource: str, base_url: str) -> str:
 
 def consent_workspaces(session: Session) -> list[Workspace]:
     """The workspaces the consent page offers (the sandbox's seeded ones), oldest first."""
-    return list(session.exec(select(Workspace).order_by(Workspace.created_at, Workspace.name)).all())
+    return list(session.exec(select(Workspace).order_by(col(Workspace.created_at), col(Workspace.name))).all())
 
 
 def issue_code(session: Session, req: AuthorizeRequest, workspace_id: str | None, now: int) -> str:
@@ -444,8 +444,8 @@ def _code_grant(session: Session, client: OAuthClient, params: Mapping[str, str]
         raise OAuthError("invalid_grant", "code_verifier does not match the code_challenge (S256) of the "
                                           "authorization request.")
     # One use, even when two exchanges of the same code race.
-    claimed = session.execute(update(OAuthCode).where(OAuthCode.code_hash == row.code_hash,
-                                                      OAuthCode.used_at.is_(None)).values(used_at=now)).rowcount
+    claimed = session.exec(update(OAuthCode).where(col(OAuthCode.code_hash) == row.code_hash,
+                                                   col(OAuthCode.used_at).is_(None)).values(used_at=now)).rowcount
     if claimed != 1:
         raise OAuthError("invalid_grant", "The authorization code was already used; codes work once.")
     return _issue(session, client, row.user_id, row.workspace_id, row.scope, row.scope, now)
@@ -471,8 +471,9 @@ def _refresh_grant(session: Session, client: OAuthClient, params: Mapping[str, s
         if extra:
             raise OAuthError("invalid_scope", f"Scope {extra[0]!r} was not granted; a refresh may only narrow "
                                               f"the granted scope {row.scope}.")
-    claimed = session.execute(update(RefreshToken).where(RefreshToken.id == row.id, RefreshToken.used_at.is_(None))
-                              .values(used_at=now)).rowcount
+    claimed = session.exec(update(RefreshToken).where(col(RefreshToken.id) == row.id,
+                                                      col(RefreshToken.used_at).is_(None))
+                           .values(used_at=now)).rowcount
     if claimed != 1:
         raise OAuthError("invalid_grant", "The refresh token was already used.")
     return _issue(session, client, row.user_id, row.workspace_id, " ".join(scope), row.scope, now)

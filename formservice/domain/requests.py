@@ -12,7 +12,7 @@ from urllib.parse import urlsplit
 
 from pydantic import Field
 from sqlalchemy import func
-from sqlmodel import Session, select
+from sqlmodel import Session, col, select
 
 from ..clock import DAY_MS, HOUR_MS, MINUTE_MS
 from ..errors import ApiError, conflict, not_found, validation
@@ -28,10 +28,11 @@ from ..tables import (
     StoredFile,
     Submission,
     Workspace,
+    referenced,
 )
 from . import events, fieldtypes, schedule
 from .base import Ctx, Page, Params, Result, keyset_page, method
-from .settings import _check_language, settings_of
+from .settings import check_language, settings_of
 from .submissions import check_answers, display_of, questions, raise_answer_errors, record_submission
 from .translation_drafts import published_languages
 
@@ -278,7 +279,7 @@ def check_documents(ctx: Ctx, form: Form, form_blocks: list[dict[str, Any]],
         raise validation(f"A request may carry at most 100 MB of documents; these add up to {total} bytes.",
                          field="documents", reason="DOCUMENTS_TOO_LARGE")
     for i, entry in enumerate(out):  # the bytes, read only once the cheap checks passed
-        doc = ctx.session.get(Document, entry["documentId"])
+        doc = referenced(ctx.session, Document, entry["documentId"])
         stored = ctx.session.get(StoredFile, doc.file_id) if doc.file_id else None
         if stored is None or len(stored.data) != doc.size or (
                 doc.sha256 and hashlib.sha256(stored.data).hexdigest() != doc.sha256):
@@ -290,7 +291,7 @@ def check_documents(ctx: Ctx, form: Form, form_blocks: list[dict[str, Any]],
 
 def allowance_left(session: Session, ws: Workspace, now: int) -> int:
     used = session.exec(select(func.count()).select_from(Request).where(
-        Request.workspace_id == ws.id, Request.is_test.is_(False), Request.created_at >= month_start(now))).one()
+        Request.workspace_id == ws.id, col(Request.is_test).is_(False), Request.created_at >= month_start(now))).one()
     return ws.monthly_allowance - used
 
 
@@ -367,7 +368,7 @@ def requests_create(ctx: Ctx, p: CreateParams) -> Created:
                 raise conflict(f'Idempotency key "{p.idempotencyKey}" was already used for a different request. '
                                "Use a new key, or resend the original body.", field="idempotencyKey",
                                reason="IDEMPOTENCY_CONFLICT")
-            req = s.get(Request, prior.request_id)
+            req = referenced(s, Request, prior.request_id)
             return _created(ctx, req, deduplicated=True)
         if prior is not None:
             s.delete(prior)
@@ -375,7 +376,7 @@ def requests_create(ctx: Ctx, p: CreateParams) -> Created:
     if not form.is_published or form.snapshot_id is None:
         raise validation("FORM_NOT_PUBLISHED: publish the form before creating requests for it.",
                          field="formId", reason="FORM_NOT_PUBLISHED")
-    snap = s.get(Snapshot, form.snapshot_id)
+    snap = referenced(s, Snapshot, form.snapshot_id)
     fields = questions(snap.blocks or [])
     prefill = check_prefill(fields, p.prefill or {})
     readonly = list(dict.fromkeys(p.readonly or []))
@@ -436,7 +437,7 @@ def requests_create(ctx: Ctx, p: CreateParams) -> Created:
     if p.test:
         if ws.plan == "free":
             today = s.exec(select(func.count()).select_from(Request).where(
-                Request.workspace_id == ws.id, Request.is_test.is_(True),
+                Request.workspace_id == ws.id, col(Request.is_test).is_(True),
                 Request.created_at >= day_start(ctx.now))).one()
             if today >= FREE_TESTS_PER_DAY:
                 raise ApiError("UPGRADE_REQUIRED", "A Free workspace may create 10 test requests a day; try "
@@ -493,7 +494,7 @@ def own_request(ctx: Ctx, request_id: str) -> Request:
 def check_request_language(ctx: Ctx, form: Form, tag: str) -> str:
     """The request's ``language`` in canonical BCP-47 form: the form's own language or one
     it has a published translation in (notes section 2), else VALIDATION_ERROR listing them."""
-    language = _check_language("language", tag)
+    language = check_language("language", tag)
     valid = [settings_of(form, ctx.workspace.plan).language,
              *published_languages(ctx.session, form.id)]
     if language not in valid:
@@ -542,7 +543,7 @@ def requests_list(ctx: Ctx, p: ListParams) -> RequestPage:
     if p.externalId is not None:
         stmt = stmt.where(Request.external_id == p.externalId)
     if not p.includeTest:
-        stmt = stmt.where(Request.is_test.is_(False))
+        stmt = stmt.where(col(Request.is_test).is_(False))
     rows, nxt = keyset_page(ctx.session, stmt, [Request.created_at, Request.id], lambda r: (r.created_at, r.id),
                             p.limit, p.cursor)
     return RequestPage(items=[record(r, ctx.base_url, full=False) for r in rows], nextCursor=nxt,
@@ -574,7 +575,7 @@ def requests_cancel(ctx: Ctx, p: CancelParams) -> RequestRecord:
     req.cancel_reason = p.reason
     req.reminder_due_at = None
     timeline_add(req, "canceled", ctx.now, canceledBy="api", detail=p.reason)
-    form = ctx.session.get(Form, req.form_id)
+    form = referenced(ctx.session, Form, req.form_id)
     events.emit(ctx.session, type_="request.canceled", workspace_id=req.workspace_id, form=form,
                 data={"request": events.request_data(req)}, now=ctx.now, request=req, test=req.is_test)
     return RequestRecord(**record(req, ctx.base_url, full=False))
@@ -600,7 +601,7 @@ def requests_remind(ctx: Ctx, p: RequestIdParams) -> RequestRecord:
         wait = req.last_manual_reminder_at + REMINDER_GAP_MS - ctx.now
         raise conflict(f"REMINDER_TOO_SOON: one manual reminder per 10 minutes; retry in {wait // 1000 + 1} s.",
                        field="requestId", reason="REMINDER_TOO_SOON", retryAfterMs=wait)
-    form = ctx.session.get(Form, req.form_id)
+    form = referenced(ctx.session, Form, req.form_id)
     mail = send_mail(ctx.session, req, ctx.workspace, form, "reminder", ctx.now, ctx.base_url)
     req.reminders_sent += 1
     req.last_manual_reminder_at = ctx.now
@@ -625,8 +626,8 @@ def requests_replay_callback(ctx: Ctx, p: RequestIdParams) -> Replayed:
     if not req.callback_url:
         raise conflict(f"NO_CALLBACK_TO_REPLAY: request {req.id} was created without a callbackUrl.",
                        field="requestId", reason="NO_CALLBACK_TO_REPLAY")
-    event = ctx.session.exec(select(Event).where(Event.request_id == req.id, Event.type.in_(
-        events.TERMINAL_TYPES)).order_by(Event.created_at.desc())).first()
+    event = ctx.session.exec(select(Event).where(Event.request_id == req.id, col(Event.type).in_(
+        events.TERMINAL_TYPES)).order_by(col(Event.created_at).desc()).limit(1)).one()  # a terminal request has its event
     d = events.add_delivery(ctx.session, event, "callback", req.callback_url, ctx.now, request_id=req.id)
     return Replayed(dispatchId=d.id, eventId=event.id)
 
@@ -707,11 +708,11 @@ def complete_request(session: Session, service: Any, req: Request, answers: dict
     """The recipient's submit: validate against the request's snapshot (required
     questions, types, option keys; readonly answers must equal their prefill), store the
     submission, complete the request, and emit ``request.completed`` with its callback."""
-    form = session.get(Form, req.form_id)
+    form = referenced(session, Form, req.form_id)
     state = link_state(req, form, now)
     if state is not None:
         raise link_closed(req, state)
-    snap = session.get(Snapshot, req.snapshot_id)
+    snap = referenced(session, Snapshot, req.snapshot_id)
     blocks = snap.blocks or []
     merged = {**(req.prefill or {}), **answers}
     for key in req.readonly_keys or []:
@@ -749,7 +750,7 @@ def complete_request(session: Session, service: Any, req: Request, answers: dict
 
 
 def expire_request(session: Session, req: Request, now: int) -> None:
-    form = session.get(Form, req.form_id)
+    form = referenced(session, Form, req.form_id)
     req.status = "expired"
     req.expired_at = now
     req.reminder_due_at = None

@@ -129,10 +129,14 @@ GATES: dict[str, tuple[str, str, str]] = {
 }
 
 
+class FormIdParams(Params):
+    formId: str
+
+
 def _update_fields() -> dict[str, Any]:
     """The update params: each writable setting with its own type and constraints, every
     one optional (only sent fields are written)."""
-    fields: dict[str, Any] = {"formId": (str, ...)}
+    fields: dict[str, Any] = {}  # formId comes from the base
     for name in WRITABLE:
         info = Settings.model_fields[name]
         annotation = Annotated[(info.annotation, *info.metadata)] if info.metadata else info.annotation
@@ -143,8 +147,7 @@ def _update_fields() -> dict[str, Any]:
     return fields
 
 
-SettingsUpdateParams: type[Params] = create_model(  # type: ignore[call-overload]
-    "SettingsUpdateParams", __base__=Params, **_update_fields())
+SettingsUpdateParams = create_model("SettingsUpdateParams", __base__=FormIdParams, **_update_fields())
 
 
 # -- reading ---------------------------------------------------------------------------
@@ -206,10 +209,6 @@ class SettingsDoc(Result):
     fromAddress: str  # the sender actually used: the chosen domain's, or the default
     payment: Payment
     fixedDeletionAt: int | None  # a deletion date set in the form builder; retention days clear it
-
-
-class FormIdParams(Params):
-    formId: str
 
 
 def _verified_domains(ctx: Ctx) -> list[dict[str, Any]]:
@@ -312,7 +311,8 @@ def canonical_language(tag: str) -> str | None:
     return "-".join(out)
 
 
-def _check_language(field: str, tag: str) -> str:
+def check_language(field: str, tag: str) -> str:
+    """``tag`` in canonical BCP-47 form; a VALIDATION_ERROR at ``field`` when it is not one."""
     canon = canonical_language(tag)
     if canon is None:
         raise validation(f"{field}: {tag!r} is not a BCP-47 language tag such as en, de-CH or zh-Hant-TW.",
@@ -405,7 +405,7 @@ def _normalise(ctx: Ctx, form: Form, name: str, value: Any) -> Any:
     """The value to store for one sent field (REMOVE: revert to the default), or a
     VALIDATION_ERROR naming what is wrong."""
     checks: dict[str, Callable[[Any], Any]] = {
-        "language": lambda v: _check_language("language", v),
+        "language": lambda v: check_language("language", v),
         "notificationEmails": _check_emails,
         "respondentNotificationTo": lambda v: _check_email_field(form, name, v),
         "respondentReminderTo": lambda v: _check_email_field(form, name, v),
@@ -523,7 +523,7 @@ class EntryPage(Page):
     items: list[Entry]
 
 
-def _field_sources(snapshot: Snapshot | None) -> list[tuple[str, str]]:
+def field_sources(snapshot: Snapshot | None) -> list[tuple[str, str]]:
     """(key, source) of the published questions' titles and option labels."""
     out: list[tuple[str, str]] = []
     for d in (snapshot.fields or []) if snapshot else []:
@@ -539,12 +539,12 @@ def translations_list_entries(ctx: Ctx, p: EntriesParams) -> EntryPage:
     then the published questions' titles and option labels, with their translation into
     ``language`` (null when not translated or no language is named)."""
     form = ctx.form(p.formId)
-    language = _check_language("language", p.language) if p.language is not None else None
+    language = check_language("language", p.language) if p.language is not None else None
     rows = {e.key: e for e in ctx.session.exec(select(TranslationEntry).where(TranslationEntry.form_id == form.id))}
     settings_keys = [f"settings.{n}" for n in TRANSLATABLE]
     sources = [(k, rows[k].source) for k in settings_keys if k in rows]
     snapshot = ctx.session.get(Snapshot, form.snapshot_id) if form.snapshot_id else None
-    sources += _field_sources(snapshot)
+    sources += field_sources(snapshot)
     start = 0
     if p.cursor is not None:
         (start,) = decode_cursor(p.cursor, 1)
@@ -556,7 +556,7 @@ def translations_list_entries(ctx: Ctx, p: EntriesParams) -> EntryPage:
     for key, source in page:
         done = (rows[key].translations or {}) if key in rows else {}
         items.append(Entry(key=key, source=source,
-                           translation=(done.get(language) or done.get(p.language)) if language else None))
+                           translation=(done.get(language) or done.get(p.language or language)) if language else None))
     end = start + len(page)
     nxt = encode_cursor([end]) if end < len(sources) else None
     return EntryPage(items=items, nextCursor=nxt, hasMore=nxt is not None, canPaginate=True)

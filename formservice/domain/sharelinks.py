@@ -21,7 +21,7 @@ from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 from pydantic import Field
 from sqlalchemy import func
 from sqlalchemy.orm import object_session
-from sqlmodel import Session, select
+from sqlmodel import Session, col, select
 
 from ..errors import ApiError, conflict, forbidden, not_found, validation
 from ..ids import BASE62, new_id
@@ -36,6 +36,7 @@ from ..tables import (
     Submission,
     Subscription,
     Workspace,
+    referenced,
 )
 from . import events, fieldtypes, schedule
 from .base import PLAN_RANK, Ctx, Params, Result, method
@@ -184,7 +185,7 @@ def share_links_list(ctx: Ctx, p: FormIdParams) -> ShareLinkList:
     """The form's share links, newest first, revoked ones included (``revoked: true``)."""
     form = ctx.form(p.formId, trashed_ok=True)
     rows = ctx.session.exec(select(ShareLink).where(ShareLink.form_id == form.id)
-                            .order_by(ShareLink.created_at.desc(), ShareLink.id.desc())).all()
+                            .order_by(col(ShareLink.created_at).desc(), col(ShareLink.id).desc())).all()
     return ShareLinkList(items=[view(r, ctx.base_url) for r in rows], hasMore=False)
 
 
@@ -233,7 +234,7 @@ def new_edit_token() -> str:
 
 def form_settings(session: Session, form: Form) -> Settings:
     """The form's effective settings on its workspace's plan."""
-    return settings_of(form, session.get(Workspace, form.workspace_id).plan)
+    return settings_of(form, referenced(session, Workspace, form.workspace_id).plan)
 
 
 def event_data(form: Form, sub: Submission, base_url: str) -> dict[str, Any]:
@@ -272,8 +273,8 @@ def _check_respondent_limit(session: Session, form: Form, st: Settings, blocks: 
     if not limit or not email:
         return
     stmt = select(func.count()).select_from(Submission).where(
-        Submission.form_id == form.id, Submission.is_completed.is_(True), Submission.is_test.is_(False),
-        Submission.request_id.is_(None), func.lower(Submission.respondent_email) == email.lower())
+        Submission.form_id == form.id, col(Submission.is_completed).is_(True), col(Submission.is_test).is_(False),
+        col(Submission.request_id).is_(None), func.lower(Submission.respondent_email) == email.lower())
     if exclude is not None:
         stmt = stmt.where(Submission.id != exclude)
     sent = session.exec(stmt).one()
@@ -323,7 +324,7 @@ def save_public(session: Session, link: ShareLink, form: Form, answers: dict[str
     if edit_token is not None:
         return _edit(session, form, st, answers, now, edit_token, submission_id, completed, base_url)
     draft = _own_draft(session, form, submission_id) if submission_id is not None else None
-    snap = session.get(Snapshot, form.snapshot_id)
+    snap = referenced(session, Snapshot, form.snapshot_id)
     blocks = snap.blocks or []
     merged = _merge(blocks, draft.answers if draft else None, answers)
     clean, errors = check_answers(blocks, merged, require=completed)
@@ -448,9 +449,9 @@ def redirect_for(form: Form, submission: Submission) -> str | None:
 
 
 def _public_drafts(form_id: str) -> Any:
-    return select(Submission).where(Submission.form_id == form_id, Submission.is_completed.is_(False),
-                                    Submission.is_test.is_(False), Submission.share_link_id.is_not(None),
-                                    Submission.request_id.is_(None))
+    return select(Submission).where(Submission.form_id == form_id, col(Submission.is_completed).is_(False),
+                                    col(Submission.is_test).is_(False), col(Submission.share_link_id).is_not(None),
+                                    col(Submission.request_id).is_(None))
 
 
 def _noticed(kind: str, target: str) -> Any:
@@ -512,12 +513,12 @@ def remind_abandoned(session: Session, now: int, base_url: str) -> int:
     link. Steps that fall due together send one mail. Mails land in the outbox as
     ``respondent-reminder``. Returns the number sent."""
     sent = 0
-    forms = session.exec(select(Form).where(Form.trashed_at.is_(None), Form.is_published.is_(True))).all()
+    forms = session.exec(select(Form).where(col(Form.trashed_at).is_(None), col(Form.is_published).is_(True))).all()
     for form in forms:
         raw = form.settings or {}
         if not raw.get("respondentReminderEnabled") or not raw.get("reminderSteps"):
             continue
-        ws = session.get(Workspace, form.workspace_id)
+        ws = referenced(session, Workspace, form.workspace_id)
         if PLAN_RANK[ws.plan] < PLAN_RANK["pro"]:
             continue
         st = settings_of(form, ws.plan)

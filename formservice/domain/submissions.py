@@ -8,7 +8,7 @@ from typing import Annotated, Any
 
 from pydantic import Field
 from sqlalchemy import func
-from sqlmodel import Session, select
+from sqlmodel import Session, col, select
 
 from ..clock import iso, sql_ts
 from ..errors import ApiError, not_found, validation
@@ -163,8 +163,8 @@ def _after_latest(session: Session, form_id: str, now: int) -> int:
 
 def _pdf_integration(session: Session, form: Form) -> Integration | None:
     """The form's active automation integration that includes the PDF, if any."""
-    return session.exec(select(Integration).where(Integration.form_id == form.id, Integration.active.is_(True),
-                                                  Integration.include_pdf.is_(True))).first()
+    return session.exec(select(Integration).where(Integration.form_id == form.id, col(Integration.active).is_(True),
+                                                  col(Integration.include_pdf).is_(True))).first()
 
 
 def retain_pdf(session: Session, form: Form, sub: Submission, now: int) -> None:
@@ -183,10 +183,10 @@ def submit_public(ctx: Ctx, form: Form, answers: dict[str, Any], *, completed: b
                   respondent_email: str | None = None) -> Submission:
     """A public-link response: the form must be published; answers are validated as the
     form page does (required questions only on a final submit)."""
-    if not form.is_published:
+    snap = snapshot_of(ctx.session, form)
+    if not form.is_published or snap is None:
         raise validation("The form is not published; publish it before collecting responses.",
                          field="formId", reason="FORM_NOT_PUBLISHED")
-    snap = snapshot_of(ctx.session, form)
     _, errors = check_answers(snap.blocks or [], answers, require=completed)
     raise_answer_errors(errors)
     return record_submission(ctx.session, form, answers, ctx.now, completed=completed,
@@ -285,9 +285,9 @@ def submissions_list(ctx: Ctx, p: ListParams) -> SubmissionPage:
         if type(created) is not int or not isinstance(sub_id, str):
             raise validation("cursor is not a cursor submissions.list issued; pass back the nextCursor of the "
                              "previous page.", field="cursor", reason="INVALID_CURSOR")
-    stmt = select(Submission).where(Submission.form_id == form.id, Submission.is_test.is_(False))
+    stmt = select(Submission).where(Submission.form_id == form.id, col(Submission.is_test).is_(False))
     if not drafts:
-        stmt = stmt.where(Submission.is_completed.is_(True))
+        stmt = stmt.where(col(Submission.is_completed).is_(True))
     rows, nxt = keyset_page(ctx.session, stmt, [Submission.created_at, Submission.id],
                             lambda s: (s.created_at, s.id), p.limit, p.cursor)
     snaps: dict[str | None, list[dict[str, Any]]] = {}

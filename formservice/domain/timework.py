@@ -5,18 +5,16 @@ background worker and right after ``clock.advance``."""
 
 from __future__ import annotations
 
-from typing import Any
-
-from sqlmodel import Session, select
+from sqlmodel import Session, col, select
 
 from ..clock import DAY_MS
-from ..tables import Form, Request, Submission, Workspace
+from ..tables import Form, Request, Submission, Workspace, referenced
 from . import sharelinks
 from .requests import expire_request, schedule_next_reminder, send_mail, timeline_add
 from .settings import DEFAULT_DRAFT_RETENTION_DAYS
 
 # the delivery statuses (and timeline details) an invitation passes through, by mail outcome
-INVITATION_STEPS = {
+INVITATION_STEPS: dict[str, list[tuple[str, str | None]]] = {
     "sent": [("sent", None)],
     "bounced": [("sent", None), ("bounced", "hard bounce")],
     "failed": [("failed", "mail hand-off failed")],
@@ -26,13 +24,13 @@ INVITATION_STEPS = {
 def run_due(session: Session, now: int, base_url: str) -> dict[str, int]:
     """Do every piece of time-driven work that is due at ``now``; returns counts."""
     counts = {"invitations": 0, "expired": 0, "reminders": 0, "purged": 0}
-    cache: dict[str, Any] = {}
 
+    # the session's identity map keeps each row once loaded: no cache of our own
     def form_of(req: Request) -> Form:
-        return cache.setdefault(req.form_id, session.get(Form, req.form_id))
+        return referenced(session, Form, req.form_id)
 
     def ws_of(req: Request) -> Workspace:
-        return cache.setdefault(req.workspace_id, session.get(Workspace, req.workspace_id))
+        return referenced(session, Workspace, req.workspace_id)
 
     # each query is read whole before its rows change: the loop writes to the same tables
     for req in list(session.exec(select(Request).where(Request.delivery_status == "queued"))):
@@ -47,7 +45,7 @@ def run_due(session: Session, now: int, base_url: str) -> dict[str, int]:
         expire_request(session, req, now)
         counts["expired"] += 1
     for req in list(session.exec(select(Request).where(Request.status == "pending",
-                                                       Request.reminder_due_at <= now))):
+                                                       col(Request.reminder_due_at) <= now))):
         mail = send_mail(session, req, ws_of(req), form_of(req), "reminder", now, base_url)
         req.reminders_sent += 1
         req.reminder_step += 1
@@ -70,16 +68,16 @@ def purge(session: Session, now: int) -> int:
         draft_days = settings.get("draftRetentionDays")
         draft_days = DEFAULT_DRAFT_RETENTION_DAYS if draft_days is None else draft_days
         sub_days = settings.get("submissionRetentionDays")
-        stale = select(Submission).where(Submission.form_id == form.id, Submission.is_completed.is_(False),
+        stale = select(Submission).where(Submission.form_id == form.id, col(Submission.is_completed).is_(False),
                                          Submission.last_activity_at <= now - draft_days * DAY_MS)
         doomed = list(session.exec(stale))
         if sub_days is not None:
             doomed += list(session.exec(select(Submission).where(
-                Submission.form_id == form.id, Submission.is_completed.is_(True),
+                Submission.form_id == form.id, col(Submission.is_completed).is_(True),
                 Submission.submitted_at <= now - sub_days * DAY_MS)))
         elif form.fixed_deletion_at is not None and form.fixed_deletion_at <= now:
             doomed += list(session.exec(select(Submission).where(Submission.form_id == form.id,
-                                                                 Submission.is_completed.is_(True))))
+                                                                 col(Submission.is_completed).is_(True))))
         for sub in doomed:
             if sub.request_id:
                 req = session.get(Request, sub.request_id)

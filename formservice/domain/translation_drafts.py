@@ -22,7 +22,7 @@ from ..errors import ApiError, validation
 from ..tables import Form, Snapshot, TranslationEntry
 from .agentops import agent_method
 from .base import Ctx, Params, Result
-from .settings import BODY_MAX, TRANSLATABLE, _check_language, _field_sources, settings_of
+from .settings import BODY_MAX, TRANSLATABLE, check_language, field_sources, settings_of
 
 DRAFT = "_draft"
 MAX_TEXTS_PER_CALL = 500
@@ -33,7 +33,7 @@ def sources(ctx: Ctx, form: Form) -> list[tuple[str, str]]:
     rows = _rows(ctx, form)
     out = [(f"settings.{n}", rows[f"settings.{n}"].source) for n in TRANSLATABLE if f"settings.{n}" in rows]
     snapshot = ctx.session.get(Snapshot, form.snapshot_id) if form.snapshot_id else None
-    return out + _field_sources(snapshot)
+    return out + field_sources(snapshot)
 
 
 def _rows(ctx: Ctx, form: Form) -> dict[str, TranslationEntry]:
@@ -97,7 +97,7 @@ def translate_blocks(blocks: list[dict[str, Any]], texts: dict[str, str]) -> lis
 
 def _language(ctx: Ctx, form: Form, tag: str, *, known: bool) -> str:
     """``tag`` in canonical form; with ``known``, it must be one of the form's languages."""
-    language = _check_language("language", tag)
+    language = check_language("language", tag)
     if language == settings_of(form, ctx.workspace.plan).language:
         raise validation(f"language {language} is the form's own language; its texts need no translation.",
                          field="language", reason="SAME_AS_SOURCE")

@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import Annotated
 
 from pydantic import Field
-from sqlmodel import select
+from sqlmodel import col, select
 
 from ..errors import ApiError, forbidden, not_found, validation
 from ..ids import new_id
@@ -112,7 +112,7 @@ def webhooks_list(ctx: Ctx, p: FormIdParams) -> SubscriptionList:
     form = ctx.form(p.formId, trashed_ok=True)
     rows = ctx.session.exec(select(Subscription).where(Subscription.form_id == form.id,
                                                        Subscription.status == "active")
-                            .order_by(Subscription.created_at, Subscription.id)).all()
+                            .order_by(col(Subscription.created_at), col(Subscription.id))).all()
     return SubscriptionList(items=[view(r) for r in rows], hasMore=False)
 
 

@@ -17,7 +17,17 @@ from sqlmodel import Session, select
 
 from ..domain import fieldtypes, requests, sharelinks
 from ..domain.submissions import check_answers, questions
-from ..tables import Document, Form, Request, ShareLink, Snapshot, StoredFile, Submission, Workspace
+from ..tables import (
+    Document,
+    Form,
+    Request,
+    ShareLink,
+    Snapshot,
+    StoredFile,
+    Submission,
+    Workspace,
+    referenced,
+)
 
 MAX_UPLOAD_BYTES = 25 * 1024 * 1024
 
@@ -88,7 +98,7 @@ def open_request(session: Session, token: str, now: int) -> Opened | Closed:
     req = find_request(session, token)
     if req is None:
         return CLOSED["unknown"]
-    form = session.get(Form, req.form_id)
+    form = referenced(session, Form, req.form_id)
     state = requests.link_state(req, form, now)
     if state == "expired" and req.is_test:  # the expiry sweep marks closed test links expired too
         state = "test-expired"
@@ -177,7 +187,7 @@ def save_draft(session: Session, opened: Opened, answers: dict[str, Any], now: i
     req.last_activity_at = now
     req.updated_at = now
     mark_started(req, now)
-    ws = session.get(Workspace, req.workspace_id)
+    ws = referenced(session, Workspace, req.workspace_id)
     requests.schedule_next_reminder(opened.form, req, ws)
     return {}
 
@@ -254,7 +264,7 @@ def open_share_link(session: Session, token: str, now: int) -> OpenedLink | Clos
     link = sharelinks.find_link(session, token)
     if link is None:
         return CLOSED["unknown"]
-    form = session.get(Form, link.form_id)
+    form = referenced(session, Form, link.form_id)
     state = sharelinks.link_state(session, link, form, now)
     if state is not None:
         return CLOSED[state]
@@ -265,7 +275,7 @@ def open_share_link(session: Session, token: str, now: int) -> OpenedLink | Clos
 def _cookie_key(session: Session, form: Form) -> bytes:
     """The key that signs a link's cookies: derived from the workspace's server-side
     secret with a label of its own, so a cookie signature is never a callback signature."""
-    ws = session.get(Workspace, form.workspace_id)
+    ws = referenced(session, Workspace, form.workspace_id)
     return hmac.new(ws.signing_secret.encode(), b"formservice.pages.cookie", hashlib.sha256).digest()
 
 

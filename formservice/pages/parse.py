@@ -46,7 +46,9 @@ import json
 import math
 import re
 from collections.abc import Callable
-from typing import Any, Protocol
+from typing import Any
+
+from multidict import MultiMapping
 
 from ..domain import fieldtypes
 
@@ -56,12 +58,8 @@ STRIPPED = {"text", "email", "phone", "url", "date", "time"}
 _INT_RE = re.compile(r"^[+-]?\d+$")
 
 
-class FormData(Protocol):
-    """What a posted form offers: aiohttp's ``MultiDictProxy`` and ``multidict.MultiDict``."""
-
-    def getall(self, key: str, default: Any = ...) -> list[Any]: ...
-
-    def keys(self) -> Any: ...
+# What a posted form offers: aiohttp's ``MultiDictProxy`` and ``multidict.MultiDict``.
+FormData = MultiMapping[Any]
 
 
 def parse_form(blocks: list[dict[str, Any]], data: FormData) -> dict[str, Any]:

@@ -182,19 +182,24 @@ def outreach(
     Example: [bold]formsync outreach contacts.csv --form form_123 --job spring --report bad.csv[/bold]
     """
     with command(config) as ctx:
-        from pipelines.outreach import run_outreach
+        from pipelines.outreach import SHEET_SUFFIXES, run_outreach
+        from pipelines.outreach.show import plan_lines, progress_bar
 
         if not sheet.is_file():
             raise UsageError(f"sheet {sheet} does not exist", where="SHEET")
-        if sheet.suffix.lower() not in (".csv", ".xlsx", ".xlsm"):
+        if sheet.suffix.lower() not in SHEET_SUFFIXES:
             raise UsageError(f"unsupported sheet type {sheet.suffix!r}; use .csv or .xlsx", where="SHEET")
         out = ctx.service_settings().outreach
         store = ctx.store()
         name = job or sheet.stem
-        print_report(ctx.with_client(lambda fc: run_outreach(
-            fc, store, sheet, form, job=name, mapping=out.mapping, delivery=out.delivery,
-            callback_url=out.callback_url, dry_run=dry_run, test=test,
-            report_path=report or out.report_dir / f"{name}-report.csv", progress=not dry_run)))
+        with progress_bar(show=not dry_run) as progress:
+            done = ctx.with_client(lambda fc: run_outreach(
+                fc, store, sheet, form, job=name, mapping=out.mapping, delivery=out.delivery,
+                callback_url=out.callback_url, dry_run=dry_run, test=test,
+                report_path=report or out.report_dir / f"{name}-report.csv", progress=progress))
+        for line in plan_lines(done.plan) if dry_run else []:
+            typer.echo(line)
+        print_report(done)
 
 
 def status(

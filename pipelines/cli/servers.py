@@ -44,7 +44,7 @@ async def _sandbox(host: str, port: int, data_dir: Path, seed: Path | None, cred
     """The sandbox, saying where its credentials are once it listens."""
     import asyncio
 
-    from formservice.sandbox import serve
+    from formservice.sandbox.runner import serve
 
     ready = asyncio.Event()
 

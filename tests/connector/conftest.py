@@ -17,6 +17,8 @@ from pathlib import Path
 import psycopg
 import pytest
 
+from connector.store import Store
+
 PG_HOST = os.environ.get("FORMSYNC_PG_HOST", "127.0.0.1")
 PG_PORT = int(os.environ.get("FORMSYNC_PG_PORT", "5432"))
 PG_USER = os.environ.get("FORMSYNC_PG_USER", "postgres")
@@ -61,6 +63,17 @@ def db_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
         conn.execute("DROP SCHEMA public CASCADE")
         conn.execute("CREATE SCHEMA public")
     return url
+
+
+@pytest.fixture
+def store(db_url: str) -> Iterator[Store]:
+    """A migrated store on ``db_url`` (both databases), closed afterwards."""
+    s = Store(db_url)
+    s.migrate()
+    try:
+        yield s
+    finally:
+        s.close()
 
 
 # -- the hosted service (``live`` tests) ---------------------------------------------------------

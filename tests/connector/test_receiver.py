@@ -162,16 +162,6 @@ async def running(store: Store, rs: ReceiverSettings | None = None, **kwargs: An
 
 
 @pytest.fixture
-def store(db_url: str) -> Iterator[Store]:
-    s = Store(db_url)
-    s.migrate()
-    try:
-        yield s
-    finally:
-        s.close()
-
-
-@pytest.fixture
 def sqlite_store(tmp_path: Path) -> Iterator[Store]:
     s = Store(f"sqlite:///{tmp_path / 'rx.db'}")
     s.migrate()

@@ -24,6 +24,7 @@ from typing import Any
 from sqlalchemy import func, select
 
 from connector.store import Store, StoreModel
+from formservice.sandbox.client import SandboxHelpers
 
 FORMSYNC = Path(sys.executable).parent / "formsync"
 
@@ -91,9 +92,18 @@ class SandboxProcess:
         assert body["ok"], f"{method}: {body}"
         return body["data"]
 
+    def helpers(self, plan: str = "pro") -> SandboxHelpers:
+        """The typed helpers client, as the owner of the ``plan`` workspace."""
+        return SandboxHelpers(self.base_url, self.workspace(plan)["token"])
+
     def helper(self, method: str, params: dict[str, Any] | None = None, *, plan: str = "pro") -> Any:
-        """Call a sandbox test helper as the owner of the ``plan`` workspace; its data."""
-        return self._call("/api/sandbox", method, params, plan)
+        """Call a sandbox test helper by name from synchronous test code, as the owner of
+        the ``plan`` workspace; its data."""
+        async def call() -> Any:
+            async with self.helpers(plan) as helpers:
+                return await helpers.call(method, params)
+
+        return asyncio.run(call())
 
     def rpc(self, method: str, params: dict[str, Any] | None = None, *, plan: str = "pro") -> Any:
         """Call a JSON-RPC method as the owner of the ``plan`` workspace; its data."""

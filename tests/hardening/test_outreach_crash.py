@@ -59,7 +59,7 @@ def _child(t: Target, db_url: str, sheet: Path, report: Path) -> None:
             store = Store(db_url)
             async with FormClient(t.sandbox.base_url, t.token, calls_per_minute=1_000_000,
                                   creates_per_minute=1_000_000) as fc:
-                await run_outreach(fc, store, sheet, t.form, job=JOB, report_path=report, progress=False)
+                await run_outreach(fc, store, sheet, t.form, job=JOB, report_path=report)
 
         asyncio.run(main())
     except BaseException:  # noqa: BLE001 - whatever happens, the child must not return into pytest

@@ -59,7 +59,7 @@ async def test_outreach_of_100_rows_under_every_fault_sends_each_row_exactly_onc
     sheet = write_csv(tmp_path / "contacts.csv", sheet_rows(100, bad=False))
     await set_faults(sandbox, *MIXED_RULES, seed=31)
     report_path = tmp_path / "report.csv"
-    report = await run_outreach(client, store, sheet, form, job="faulty", report_path=report_path, progress=False)
+    report = await run_outreach(client, store, sheet, form, job="faulty", report_path=report_path)
     injected = await faults_done(sandbox, client, "outreach")
     assert (report.rows, report.sent, report.failed, report.invalid) == (100, 100, 0, 0)
 
@@ -74,7 +74,7 @@ async def test_outreach_of_100_rows_under_every_fault_sends_each_row_exactly_onc
     creates = (await sandbox.helper("calls.list", {"method": "requests.create"})).data["count"]
     assert creates > 100 and injected["drop_after_commit"] + injected["reset"] > 0
 
-    again = await run_outreach(client, store, sheet, form, job="faulty", report_path=report_path, progress=False)
+    again = await run_outreach(client, store, sheet, form, job="faulty", report_path=report_path)
     assert (again.sent, again.skipped_existing) == (0, 100)
 
 

@@ -20,9 +20,9 @@ from connector.models import FieldDescriptor, Option
 from connector.store import OutreachRow, RequestRow, Store
 from pipelines.cli import app
 from pipelines.outreach import (
+    Documents,
     DocumentUnreadable,
     RowParams,
-    _Documents,
     idempotency_key,
     row_identity,
     run_outreach,
@@ -75,7 +75,7 @@ async def test_bad_rows_reported_good_rows_sent_once_and_rerun_sends_nothing(
     before = await count_requests(client, form)
     sheet = write_csv(tmp_path / "contacts.csv", sheet_rows())
     report_path = tmp_path / "report.csv"
-    rep = await run_outreach(client, store, sheet, form, job="spring", report_path=report_path, progress=False)
+    rep = await run_outreach(client, store, sheet, form, job="spring", report_path=report_path)
     assert (rep.rows, rep.sent, rep.invalid, rep.skipped_existing, rep.changed, rep.failed) == (60, 58, 2, 0, 0, 0)
     with report_path.open() as fh:
         lines = list(csv.DictReader(fh))
@@ -94,14 +94,14 @@ async def test_bad_rows_reported_good_rows_sent_once_and_rerun_sends_nothing(
     assert states.count("sent") == 58 and len(states) == 58
 
     creates = int((await sandbox.helper("calls.list", {"method": "requests.create"}, ws="pro")).data["count"])
-    again = await run_outreach(client, store, sheet, form, job="spring", report_path=report_path, progress=False)
+    again = await run_outreach(client, store, sheet, form, job="spring", report_path=report_path)
     assert (again.sent, again.skipped_existing, again.invalid) == (0, 58, 2)
     assert await count_requests(client, form) == before + 58
     assert int((await sandbox.helper("calls.list", {"method": "requests.create"}, ws="pro")).data["count"]) == creates
 
     # The fixed sheet sends only the two fixed rows.
     fixed = write_csv(tmp_path / "fixed.csv", sheet_rows(bad=False))
-    third = await run_outreach(client, store, fixed, form, job="spring", report_path=report_path, progress=False)
+    third = await run_outreach(client, store, fixed, form, job="spring", report_path=report_path)
     assert (third.sent, third.skipped_existing, third.invalid, third.changed) == (2, 58, 0, 0)
     assert await count_requests(client, form) == before + 60
 
@@ -109,7 +109,7 @@ async def test_bad_rows_reported_good_rows_sent_once_and_rerun_sends_nothing(
     changed_rows = sheet_rows(bad=False)
     changed_rows[10]["message"] = "a different message"
     changed = write_csv(tmp_path / "changed.csv", changed_rows)
-    fourth = await run_outreach(client, store, changed, form, job="spring", report_path=report_path, progress=False)
+    fourth = await run_outreach(client, store, changed, form, job="spring", report_path=report_path)
     assert (fourth.sent, fourth.changed, fourth.skipped_existing) == (0, 1, 59)
     with report_path.open() as fh:
         lines = list(csv.DictReader(fh))
@@ -126,8 +126,7 @@ async def test_unknown_column_is_reported_for_every_row_and_nothing_is_sent(
     form = sandbox.pro.forms["Contact"]
     before = await count_requests(client, form)
     sheet = write_csv(tmp_path / "c.csv", sheet_rows(4, bad=False), extra={1: {"colour": "red"}})
-    rep = await run_outreach(client, store, sheet, form, job="colours", report_path=tmp_path / "r.csv",
-                             progress=False)
+    rep = await run_outreach(client, store, sheet, form, job="colours", report_path=tmp_path / "r.csv")
     assert (rep.sent, rep.invalid) == (0, 4)
     with (tmp_path / "r.csv").open() as fh:
         lines = list(csv.DictReader(fh))
@@ -141,14 +140,13 @@ async def test_crash_between_record_and_send_resends_with_same_key(
     form = sandbox.pro.forms["Contact"]
     before = await count_requests(client, form)
     sheet = write_csv(tmp_path / "c.csv", sheet_rows(3, bad=False))
-    await run_outreach(client, store, sheet, form, job="crash", report_path=tmp_path / "r.csv", progress=False)
+    await run_outreach(client, store, sheet, form, job="crash", report_path=tmp_path / "r.csv")
     # Simulate a crash after the create but before "sent" was stored: forget the request id.
     with store.session() as s:
         row = s.exec(select(OutreachRow).where(OutreachRow.row_key == "ext:c-1")).one()
         row.state, row.request_id = "pending", None
         s.add(row)
-    rep = await run_outreach(client, store, sheet, form, job="crash", report_path=tmp_path / "r.csv",
-                             progress=False)
+    rep = await run_outreach(client, store, sheet, form, job="crash", report_path=tmp_path / "r.csv")
     assert (rep.sent, rep.skipped_existing) == (1, 2)
     assert await count_requests(client, form) == before + 3  # the service deduplicated the resend
     with store.session() as s:
@@ -161,8 +159,7 @@ async def test_xlsx_input_and_test_requests(sandbox: Sandbox, client: FormClient
     form = sandbox.pro.forms["Contact"]
     path = tmp_path / "c.xlsx"
     pd.DataFrame(sheet_rows(5, bad=False), columns=HEADER).to_excel(path, index=False)
-    rep = await run_outreach(client, store, path, form, job="x", test=True, report_path=tmp_path / "r.csv",
-                             progress=False)
+    rep = await run_outreach(client, store, path, form, job="x", test=True, report_path=tmp_path / "r.csv")
     assert (rep.rows, rep.sent, rep.invalid) == (5, 5, 0)
     got = [r async for r in client.iter_requests(form_id=form, include_test=True) if r.externalId == "c-3"]
     assert len(got) == 1 and got[0].isTest
@@ -172,7 +169,7 @@ async def test_sent_requests_are_stored_with_their_form_so_a_poll_of_that_form_f
         sandbox: Sandbox, client: FormClient, store: Store, tmp_path: Path) -> None:
     form = sandbox.pro.forms["Contact"]
     path = write_csv(tmp_path / "c.csv", sheet_rows(3, bad=False))
-    rep = await run_outreach(client, store, path, form, job="p", report_path=tmp_path / "r.csv", progress=False)
+    rep = await run_outreach(client, store, path, form, job="p", report_path=tmp_path / "r.csv")
     assert rep.sent == 3
     with store.reader() as s:
         stored = {r.id: r for r in s.exec(select(RequestRow))}
@@ -196,8 +193,7 @@ async def test_dry_run_makes_no_create_call(sandbox: Sandbox, client: FormClient
     rows[4]["externalId"] = "c-0"
     sheet = write_csv(tmp_path / "c.csv", rows)
     start = (await sandbox.helper("clock.get")).data["now"]
-    rep = await run_outreach(client, store, sheet, form, job="dry", dry_run=True, report_path=tmp_path / "r.csv",
-                             progress=False)
+    rep = await run_outreach(client, store, sheet, form, job="dry", dry_run=True, report_path=tmp_path / "r.csv")
     assert (rep.rows, rep.invalid, rep.sent) == (6, 2, 0)
     with (tmp_path / "r.csv").open() as fh:
         lines = [(ln["row"], ln["column"], ln["problem"]) for ln in csv.DictReader(fh)]
@@ -342,7 +338,7 @@ async def test_a_create_refused_by_the_service_is_failed_reported_and_retried_ne
     rows[1]["expiresAt"] = "2000-01-01"  # valid syntax, but in the past: only the service can tell
     sheet = tmp_path / "c.csv"
     pd.DataFrame(rows).to_csv(sheet, index=False)
-    rep = await run_outreach(client, store, sheet, form, job="f", report_path=tmp_path / "r.csv", progress=False)
+    rep = await run_outreach(client, store, sheet, form, job="f", report_path=tmp_path / "r.csv")
     assert (rep.sent, rep.failed, rep.invalid) == (2, 1, 0)
     with (tmp_path / "r.csv").open() as fh:
         lines = list(csv.DictReader(fh))
@@ -354,12 +350,12 @@ async def test_a_create_refused_by_the_service_is_failed_reported_and_retried_ne
 
     rows[1]["expiresAt"] = "2099-01-01T00:00:00Z"
     pd.DataFrame(rows).to_csv(sheet, index=False)
-    again = await run_outreach(client, store, sheet, form, job="f", report_path=tmp_path / "r.csv", progress=False)
+    again = await run_outreach(client, store, sheet, form, job="f", report_path=tmp_path / "r.csv")
     assert (again.sent, again.failed, again.skipped_existing, again.changed) == (0, 1, 2, 0)
     assert "expiresAt" in (tmp_path / "r.csv").read_text()  # over 365 days: refused again, still not sent
     rows[1]["expiresAt"] = ""
     pd.DataFrame(rows).to_csv(sheet, index=False)
-    third = await run_outreach(client, store, sheet, form, job="f", report_path=tmp_path / "r.csv", progress=False)
+    third = await run_outreach(client, store, sheet, form, job="f", report_path=tmp_path / "r.csv")
     assert (third.sent, third.failed, third.skipped_existing) == (1, 0, 2)
     assert await count_requests(client, form) == before + 3
 
@@ -370,7 +366,7 @@ PNG = b"\x89PNG\r\n\x1a\n" + bytes(range(120))
 
 async def test_a_document_file_gone_since_validation_fails_its_row_with_a_clear_error(
         sandbox: Sandbox, client: FormClient, store: Store, tmp_path: Path) -> None:
-    docs = _Documents(client, store, "gone", sandbox.pro.forms["Approval"], tmp_path)
+    docs = Documents(client, store.ledger, "gone", sandbox.pro.forms["Approval"], tmp_path)
     with pytest.raises(DocumentUnreadable, match="gone.pdf' cannot be read"):
         await docs.refs(RowParams(documents={"": "gone.pdf"}))
     assert docs.uploads == 0 and docs.ids == {} and docs.digests == {}
@@ -390,7 +386,7 @@ async def test_document_column_uploads_each_distinct_file_once_and_reuses_it(
     pd.DataFrame([{"externalId": f"a-{i}", "email": f"r{i}@example.test", "reviewer": f"R {i}", "document": d}
                   for i, d in enumerate(docs)]).to_csv(sheet, index=False)
     since = (await sandbox.helper("clock.get")).data["now"]
-    rep = await run_outreach(client, store, sheet, form, job="docs", report_path=tmp_path / "r.csv", progress=False)
+    rep = await run_outreach(client, store, sheet, form, job="docs", report_path=tmp_path / "r.csv")
     assert (rep.sent, rep.invalid, rep.documents_uploaded) == (6, 2, 2)
     with (tmp_path / "r.csv").open() as fh:
         lines = {ln["row"]: ln for ln in csv.DictReader(fh)}
@@ -412,8 +408,7 @@ async def test_document_column_uploads_each_distinct_file_once_and_reuses_it(
     pd.DataFrame([{"externalId": f"a-{i}", "email": f"r{i}@example.test", "reviewer": f"R {i}", "document": d}
                   for i, d in enumerate(docs)]).to_csv(sheet, index=False)
     since = (await sandbox.helper("clock.get")).data["now"]
-    again = await run_outreach(client, store, sheet, form, job="docs", report_path=tmp_path / "r.csv",
-                               progress=False)
+    again = await run_outreach(client, store, sheet, form, job="docs", report_path=tmp_path / "r.csv")
     assert (again.sent, again.skipped_existing, again.documents_uploaded) == (1, 6, 0)
     calls = (await sandbox.helper("calls.list", {"since": since}, ws="pro")).data["items"]
     assert "documents.create" not in [c["method"] for c in calls]

@@ -88,7 +88,7 @@ async def test_500_rows_with_5_percent_bad_report_each_and_send_the_good_ones_ex
     report_path = tmp_path / "report.csv"
     async with FormClient(sandbox.base_url, sandbox.pro.token, calls_per_minute=10000,
                           creates_per_minute=10000) as fc:
-        rep = await run_outreach(fc, store, sheet, form, job="big", report_path=report_path, progress=False)
+        rep = await run_outreach(fc, store, sheet, form, job="big", report_path=report_path)
         assert (rep.rows, rep.sent, rep.invalid, rep.failed, rep.changed) == (500, 475, 25, 0, 0)
         with report_path.open() as fh:
             lines = list(csv.DictReader(fh))
@@ -103,7 +103,7 @@ async def test_500_rows_with_5_percent_bad_report_each_and_send_the_good_ones_ex
         creates = await creates_on_server(sandbox)
         assert len(creates) == 475
 
-        again = await run_outreach(fc, store, sheet, form, job="big", report_path=report_path, progress=False)
+        again = await run_outreach(fc, store, sheet, form, job="big", report_path=report_path)
         assert (again.sent, again.skipped_existing, again.invalid) == (0, 475, 25)
         assert len(await creates_on_server(sandbox)) == 475, "the second run made no create"
         assert len(list(csv.DictReader(report_path.open()))) == 25
@@ -122,15 +122,13 @@ async def test_a_429_storm_loses_no_row_and_duplicates_none(sandbox: Sandbox, tm
     # A client that gives up at once on RATE_LIMITED: the refused rows fail, nothing is lost.
     async with FormClient(sandbox.base_url, sandbox.pro.token, calls_per_minute=10000, creates_per_minute=10000,
                           max_retries=0) as fc:
-        first = await run_outreach(fc, store, sheet, form, job="storm", report_path=tmp_path / "r.csv",
-                                   progress=False)
+        first = await run_outreach(fc, store, sheet, form, job="storm", report_path=tmp_path / "r.csv")
         assert fc.stats["rate_limited"] == first.failed > 0 and first.sent + first.failed == 24
         assert "rate limit" in (tmp_path / "r.csv").read_text().lower(), "the failed rows are in the report"
     # A client that waits retryAfterMs: the rest go out through the storm.
     async with FormClient(sandbox.base_url, sandbox.pro.token, calls_per_minute=10000, creates_per_minute=10000,
                           max_retries=20) as fc:
-        second = await run_outreach(fc, store, sheet, form, job="storm", report_path=tmp_path / "r.csv",
-                                    progress=False)
+        second = await run_outreach(fc, store, sheet, form, job="storm", report_path=tmp_path / "r.csv")
         assert fc.stats["rate_limited"] > 0, "the storm went on"
         assert (second.sent, second.skipped_existing, second.failed) == (first.failed, first.sent, 0)
         on_server = await external_ids_on_server(fc, form)
@@ -168,7 +166,7 @@ async def test_poll_beside_other_jobs_of_the_same_token_stays_within_the_budget(
             poll_once(poller, poll_store),
             sync_form(syncer, sync_store, form),
             run_outreach(sender, out_store, sheet, form, job="beside",
-                         report_path=tmp_path / "r.csv", progress=False)), timeout=60)
+                         report_path=tmp_path / "r.csv")), timeout=60)
         refused = poller.stats["rate_limited"] + syncer.stats["rate_limited"] + sender.stats["rate_limited"]
     items = (await sandbox.helper("calls.list", {"since": since})).data["items"]
     times = [int(i["at"]) for i in items]

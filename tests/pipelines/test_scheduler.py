@@ -25,10 +25,9 @@ from typer.testing import CliRunner
 
 from connector.models import Event
 from connector.settings import load_settings
-from connector.store import JobRun, OutreachRow, RequestRow, Store
+from connector.store import AdvisoryLock, JobRun, LeaseLock, OutreachRow, RequestRow, Store
 from pipelines.cli import app
 from pipelines.jobs import check_jobs, trigger_for
-from pipelines.leader import AdvisoryLock, LeaseLock
 from pipelines.scheduler import JOBSTORE_TABLE, SchedulerOptions, serve
 from tests.conftest import Sandbox
 from tests.connector.conftest import db_url, pg_database  # noqa: F401  (fixtures)
@@ -236,8 +235,9 @@ def test_reconcile_keeps_unchanged_jobs_and_reschedules_changed_ones(tmp_path: P
 def test_lease_lock_on_sqlite(tmp_path: Path) -> None:
     store = Store(f"sqlite:///{tmp_path}/l.db")
     store.migrate()
-    a = LeaseLock(store, ttl_seconds=1.0, holder="a")
-    b = LeaseLock(store, ttl_seconds=1.0, holder="b")
+    a = store.leader_lock(ttl_seconds=1.0, holder="a")
+    b = store.leader_lock(ttl_seconds=1.0, holder="b")
+    assert isinstance(a, LeaseLock) and isinstance(b, LeaseLock)  # SQLite has no session locks
     assert a.try_acquire() and not b.try_acquire()
     assert a.still_held() and not b.try_acquire()  # renewing keeps it
     time.sleep(1.1)  # a stops renewing (dead or hung): the lease expires
@@ -250,7 +250,8 @@ def test_lease_lock_on_sqlite(tmp_path: Path) -> None:
 @pytest.mark.parametrize("db_url", ["postgresql"], indirect=True)
 def test_advisory_lock_on_postgresql(db_url: str) -> None:  # noqa: F811
     s1, s2 = Store(db_url), Store(db_url)
-    a, b = AdvisoryLock(s1), AdvisoryLock(s2)
+    a, b = s1.leader_lock(), s2.leader_lock()
+    assert isinstance(a, AdvisoryLock) and isinstance(b, AdvisoryLock)
     try:
         assert a.try_acquire() and not b.try_acquire()
         assert a.still_held()

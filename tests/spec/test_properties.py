@@ -59,8 +59,7 @@ def running_sandbox(tmp_path: Path) -> Iterator[Runner]:
         yield runner
     finally:
         loop.run_until_complete(sb.http.close())
-        loop.run_until_complete(server.close())
-        sb.service.engine.dispose()
+        loop.run_until_complete(server.stop())
         loop.close()
 
 

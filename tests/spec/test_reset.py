@@ -50,8 +50,7 @@ async def test_reset_after_a_restart_on_the_same_data_dir(tmp_path: Path) -> Non
         assert (await sb.rpc("forms.create", {"workspaceId": sb.pro.id, "name": "Before restart"})).ok
     finally:
         await sb.http.close()
-        await server.close()
-        sb.service.engine.dispose()
+        await server.stop()
     server, sb = await start_sandbox(tmp_path / "sb")
     try:
         names = {f["name"] for f in (await sb.rpc("forms.list", {"workspaceId": sb.pro.id})).data["items"]}
@@ -61,8 +60,7 @@ async def test_reset_after_a_restart_on_the_same_data_dir(tmp_path: Path) -> Non
         assert "Before restart" not in names and names
     finally:
         await sb.http.close()
-        await server.close()
-        sb.service.engine.dispose()
+        await server.stop()
 
 
 async def test_reset_without_a_kept_seeded_state_says_why_and_changes_nothing(sandbox: Sandbox) -> None:

@@ -1,0 +1,41 @@
+"""The store's engine and its two kinds of transactions, shared by the ``Store`` and its
+repositories: a session (read and write, committed on success) and a read-only session
+(on SQLite it does not take the write lock, so long reads never hold up the receiver)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+
+from sqlalchemy import inspect
+from sqlalchemy.engine import Engine
+from sqlmodel import Session
+
+from .sqlite import READ_OPTION
+from .writer import Writer
+
+
+@dataclass(frozen=True)
+class Database:
+    """An engine and the writer class of its database."""
+
+    engine: Engine
+    writer: type[Writer]
+
+    @contextmanager
+    def session(self) -> Iterator[Session]:
+        """A session for reads and writes; committed on success."""
+        with Session(self.engine) as s:
+            yield s
+            s.commit()
+
+    @contextmanager
+    def reader(self) -> Iterator[Session]:
+        """A read-only session."""
+        with Session(self.engine.execution_options(**{READ_OPTION: True})) as s:
+            yield s
+
+    def table_names(self) -> set[str]:
+        """The tables the database holds now (none before the first migration)."""
+        return set(inspect(self.engine).get_table_names())

@@ -1,0 +1,51 @@
+"""Reads of the stored requests (``formsync_requests``): what poll refreshes, what status
+counts, what the demo checks."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from sqlalchemy import func
+from sqlmodel import col, select
+
+from .database import Database
+from .tables import RequestRow
+
+
+@dataclass(frozen=True)
+class PendingRequest:
+    """A request the store holds as ``pending``: its id, form and times (epoch ms)."""
+
+    id: str
+    form_id: str | None
+    created_at: int | None
+    expires_at: int | None
+
+
+class RequestReads:
+    """The stored requests repository (``store.requests``)."""
+
+    def __init__(self, db: Database) -> None:
+        self._db = db
+
+    def pending(self, form_id: str | None = None) -> list[PendingRequest]:
+        """The requests stored as ``pending`` (of one form when ``form_id``)."""
+        stmt = select(RequestRow).where(RequestRow.status == "pending")
+        if form_id is not None:
+            stmt = stmt.where(RequestRow.form_id == form_id)
+        with self._db.reader() as s:
+            return [PendingRequest(r.id, r.form_id, r.created_at, r.expires_at) for r in s.exec(stmt)]
+
+    def pending_count(self) -> int:
+        """How many requests are stored as ``pending``."""
+        with self._db.reader() as s:
+            return int(s.exec(select(func.count()).select_from(RequestRow)
+                              .where(col(RequestRow.status) == "pending")).one())
+
+    def status_counts(self, ids: Iterable[str]) -> dict[str, int]:
+        """How many of the requests ``ids`` are stored with each status."""
+        with self._db.reader() as s:
+            rows = s.exec(select(RequestRow.status, func.count()).where(col(RequestRow.id).in_(list(ids)))
+                          .group_by(col(RequestRow.status))).all()
+        return {status: int(n) for status, n in rows}

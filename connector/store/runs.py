@@ -1,0 +1,71 @@
+"""Job runs (``formsync_job_runs``): what ``formsync run`` records of every scheduled run
+and ``formsync status`` shows."""
+
+from __future__ import annotations
+
+import time
+
+from sqlalchemy import func, update
+from sqlmodel import col, select
+
+from .database import Database
+from .tables import JobRun
+
+SUMMARY_MAX = 500  # characters of a run's summary kept
+
+
+def _now_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+class JobRuns:
+    """The job runs repository (``store.runs``)."""
+
+    def __init__(self, db: Database) -> None:
+        self._db = db
+
+    def start(self, job_id: str, kind: str, *, scheduled_at: int | None, pid: int, host: str) -> int:
+        """Record a run as started now (outcome ``running``); returns its id."""
+        with self._db.session() as s:
+            run = JobRun(job_id=job_id, kind=kind, scheduled_at=scheduled_at, started_at=_now_ms(), pid=pid,
+                         host=host)
+            s.add(run)
+            s.flush()
+            assert run.id is not None
+            return run.id
+
+    def finish(self, run_id: int, outcome: str, *, summary: str | None = None, error: str | None = None) -> None:
+        """Record how a run ended (``ok``, ``error`` or ``stopped``), now; the summary is
+        cut to ``SUMMARY_MAX`` characters."""
+        with self._db.session() as s:
+            run = s.get(JobRun, run_id)
+            if run is not None:
+                run.outcome, run.finished_at = outcome, _now_ms()
+                run.summary = summary[:SUMMARY_MAX] if summary else None
+                run.error = error
+                s.add(run)
+
+    def interrupt_running(self, error: str) -> int:
+        """Record every run still marked ``running`` as ended now with ``error``; returns how many."""
+        with self._db.session() as s:
+            res = s.execute(update(JobRun).where(col(JobRun.outcome) == "running").values(
+                outcome="error", finished_at=_now_ms(), error=error))
+            return int(getattr(res, "rowcount", 0) or 0)
+
+    def counts(self) -> dict[str, int]:
+        """How many runs each job id has."""
+        with self._db.reader() as s:
+            return {job_id: int(n) for job_id, n in s.exec(
+                select(JobRun.job_id, func.count()).group_by(col(JobRun.job_id))).all()}
+
+    def last(self, job_id: str) -> JobRun | None:
+        """The job's most recently started run, or None."""
+        with self._db.reader() as s:
+            return s.exec(select(JobRun).where(JobRun.job_id == job_id)
+                          .order_by(col(JobRun.started_at).desc(), col(JobRun.id).desc()).limit(1)).first()
+
+    def recent_errors(self, limit: int) -> list[JobRun]:
+        """The last ``limit`` runs that ended in an error, newest first."""
+        with self._db.reader() as s:
+            return list(s.exec(select(JobRun).where(JobRun.outcome == "error")
+                               .order_by(col(JobRun.started_at).desc()).limit(limit)))

@@ -1,0 +1,185 @@
+"""A typed client of the sandbox's test helpers: one method per helper, speaking HTTP to
+``POST /api/sandbox`` with a workspace's bearer token.
+
+    async with SandboxHelpers(base_url, token) as helpers:
+        await helpers.requests_complete(request_id, {"email": "a@example.test"})
+        await helpers.clock_advance(3_600_000)
+        flushed = await helpers.deliveries_flush()
+"""
+
+from __future__ import annotations
+
+from types import TracebackType
+from typing import Any, TypeVar, cast
+
+import aiohttp
+from pydantic import BaseModel
+
+from .models import (
+    CallList,
+    ClockResult,
+    Deleted,
+    EventList,
+    FaultPlan,
+    FaultsView,
+    FlushResult,
+    LimitsView,
+    MailList,
+    MemberRemoved,
+    MemberView,
+    ResetResult,
+    ShareSubmitted,
+    SubmissionRef,
+    TokenList,
+    TokenView,
+    WorkspaceView,
+)
+
+M = TypeVar("M", bound=BaseModel)
+
+
+class HelperError(Exception):
+    """A helper refused the call: the error envelope's ``code``, ``message`` and
+    ``details``, and the HTTP status."""
+
+    def __init__(self, method: str, status: int, error: dict[str, Any]) -> None:
+        self.method, self.status = method, status
+        self.code = str(error.get("code", ""))
+        self.message = str(error.get("message", ""))
+        self.details: dict[str, Any] = dict(error.get("details") or {})
+        super().__init__(f"sandbox helper {method}: {status} {self.code}: {self.message}")
+
+
+def _given(**params: Any) -> dict[str, Any]:
+    """The params that were given (None means "not sent")."""
+    return {k: v for k, v in params.items() if v is not None}
+
+
+class SandboxHelpers:
+    """The test helpers of the sandbox at ``base_url``, called as the holder of ``token``.
+    Pass ``http`` to share an aiohttp session (it is then not closed here)."""
+
+    def __init__(self, base_url: str, token: str, *, http: aiohttp.ClientSession | None = None,
+                 timeout_s: float = 60.0) -> None:
+        self.url = base_url.rstrip("/") + "/api/sandbox"
+        self._headers = {"Authorization": f"Bearer {token}"}
+        self._http, self._own_http = http, http is None
+        self._timeout = aiohttp.ClientTimeout(total=timeout_s)
+
+    async def __aenter__(self) -> SandboxHelpers:
+        return self
+
+    async def __aexit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                        tb: TracebackType | None) -> None:
+        await self.close()
+
+    async def close(self) -> None:
+        if self._own_http and self._http is not None:
+            await self._http.close()
+        self._http = None
+
+    async def call(self, method: str, params: dict[str, Any] | None = None) -> Any:
+        """Call the helper ``method`` with ``params``; its ``data``, or HelperError."""
+        if self._http is None:
+            self._http = aiohttp.ClientSession(timeout=self._timeout)
+        async with self._http.post(self.url, json={"method": method, "params": params or {}},
+                                   headers=self._headers) as resp:
+            body = await resp.json(content_type=None)
+            if not isinstance(body, dict) or body.get("ok") is not True:
+                error = body.get("error") if isinstance(body, dict) else None
+                raise HelperError(method, resp.status, error if isinstance(error, dict) else {"message": body})
+            return body["data"]
+
+    async def _model(self, model: type[M], method: str, params: dict[str, Any] | None = None) -> M:
+        return model.model_validate(await self.call(method, params))
+
+    # -- clock, reset, deliveries ----------------------------------------------------
+    async def clock_advance(self, ms: int) -> ClockResult:
+        """Move the test clock forward ``ms`` and run the time-driven work that became due."""
+        return await self._model(ClockResult, "clock.advance", {"ms": ms})
+
+    async def clock_get(self) -> ClockResult:
+        return await self._model(ClockResult, "clock.get")
+
+    async def reset(self) -> ResetResult:
+        """Back to the seeded state (store, clock, limits, fault plan)."""
+        return await self._model(ResetResult, "reset")
+
+    async def deliveries_flush(self) -> FlushResult:
+        """Attempt every due delivery now; one item per attempt."""
+        return await self._model(FlushResult, "deliveries.flush")
+
+    # -- rate limits, call log, faults ----------------------------------------------------
+    async def limits_set(self, *, calls_per_minute: int | None = None, creates_per_minute: int | None = None,
+                         failed_auth: int | None = None, window_ms: int | None = None) -> LimitsView:
+        return await self._model(LimitsView, "limits.set", _given(
+            callsPerMinute=calls_per_minute, createsPerMinute=creates_per_minute, failedAuth=failed_auth,
+            windowMs=window_ms))
+
+    async def calls_list(self, *, since: int | None = None, method: str | None = None) -> CallList:
+        """The API calls this token made, optionally since a time or of one method."""
+        return await self._model(CallList, "calls.list", _given(since=since, method=method))
+
+    async def faults_set(self, plan: FaultPlan | dict[str, Any]) -> FaultsView:
+        """Inject faults by ``plan`` (a FaultPlan or its JSON: ``{seed, rules}``)."""
+        params = plan.model_dump(mode="json", exclude_unset=True) if isinstance(plan, FaultPlan) else plan
+        return await self._model(FaultsView, "faults.set", params)
+
+    async def faults_get(self) -> FaultsView:
+        return await self._model(FaultsView, "faults.get")
+
+    async def faults_clear(self) -> FaultsView:
+        return await self._model(FaultsView, "faults.clear")
+
+    # -- tokens, members, workspace -----------------------------------------------------
+    async def tokens_create(self, name: str = "test", kind: str = "api") -> TokenView:
+        return await self._model(TokenView, "tokens.create", {"name": name, "kind": kind})
+
+    async def tokens_list(self) -> TokenList:
+        return await self._model(TokenList, "tokens.list")
+
+    async def tokens_rename(self, token_id: str, name: str) -> TokenView:
+        return await self._model(TokenView, "tokens.rename", {"tokenId": token_id, "name": name})
+
+    async def tokens_delete(self, token_id: str) -> Deleted:
+        return await self._model(Deleted, "tokens.delete", {"tokenId": token_id})
+
+    async def members_add(self, email: str, name: str) -> MemberView:
+        return await self._model(MemberView, "members.add", {"email": email, "name": name})
+
+    async def members_remove(self, user_id: str) -> MemberRemoved:
+        return await self._model(MemberRemoved, "members.remove", {"userId": user_id})
+
+    async def workspace_update(self, *, plan: str | None = None, monthly_allowance: int | None = None,
+                               partial_tracking: bool | None = None,
+                               payment_connected: bool | None = None) -> WorkspaceView:
+        return await self._model(WorkspaceView, "workspace.update", _given(
+            plan=plan, monthlyAllowance=monthly_allowance, partialTracking=partial_tracking,
+            paymentConnected=payment_connected))
+
+    # -- what respondents and recipients do -------------------------------------------------
+    async def submissions_create(self, form_id: str, answers: dict[str, Any] | None = None, *,
+                                 completed: bool = True, respondent_email: str | None = None) -> SubmissionRef:
+        return await self._model(SubmissionRef, "submissions.create", _given(
+            formId=form_id, answers=answers or {}, completed=completed, respondentEmail=respondent_email))
+
+    async def requests_complete(self, request_id: str, answers: dict[str, Any] | None = None) -> dict[str, Any]:
+        """Complete the request as its recipient would; the request's full record."""
+        return cast(dict[str, Any], await self.call("requests.complete",
+                                                    {"requestId": request_id, "answers": answers or {}}))
+
+    async def share_links_submit(self, url: str, answers: dict[str, Any] | None = None, *, completed: bool = True,
+                                 password: str | None = None, edit_token: str | None = None,
+                                 submission_id: str | None = None) -> ShareSubmitted:
+        return await self._model(ShareSubmitted, "shareLinks.submit", _given(
+            url=url, answers=answers or {}, completed=completed, password=password, editToken=edit_token,
+            submissionId=submission_id))
+
+    # -- the outbox -------------------------------------------------------------------------
+    async def mail_list(self, *, to: str | None = None, request_id: str | None = None) -> MailList:
+        return cast(MailList, await self.call("mail.list", _given(to=to, requestId=request_id)))
+
+    async def events_list(self, *, request_id: str | None = None, type: str | None = None,
+                          form_id: str | None = None) -> EventList:
+        return cast(EventList, await self.call("events.list", _given(requestId=request_id, type=type,
+                                                                     formId=form_id)))

@@ -1,0 +1,116 @@
+"""Seeding a sandbox from YAML, and the credentials it hands out (token values exist only
+there and in the credentials file: the store keeps hashes)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import yaml
+from sqlmodel import select
+
+from ..domain import auth
+from ..domain import forms as forms_domain
+from ..domain import oauth as oauth_domain
+from ..domain import submissions as subs_domain
+from ..ids import new_id, new_signing_secret
+from ..service import Service
+from ..tables import ApiToken, Folder, Integration, Member, User, Workspace
+
+DEFAULT_SEED = Path(__file__).parent.parent / "data" / "sandbox-seed.yaml"
+CREDENTIALS = "sandbox-credentials.json"
+
+
+def load_seed(path: Path | str | None) -> dict[str, Any]:
+    """The seed YAML at ``path`` (the built-in seed when None); ValueError when it holds
+    no ``workspaces`` list."""
+    text = Path(path or DEFAULT_SEED).read_text()
+    seed = yaml.safe_load(text)
+    if not isinstance(seed, dict) or not isinstance(seed.get("workspaces"), list):
+        raise ValueError(f"{path}: a seed holds a 'workspaces' list")
+    return seed
+
+
+def apply_seed(service: Service, seed: dict[str, Any]) -> dict[str, Any]:
+    """Create the seed's people, workspaces, tokens and forms, and the system OAuth clients
+    (``fboc_zapier``, ``fboc_make``). Returns the credentials."""
+    now = service.now()
+    out: list[dict[str, Any]] = []
+    with service.session() as s:
+        for ws_seed in seed["workspaces"]:
+            owner = ws_seed.get("owner") or {}
+            user = User(id=new_id("usr"), email=owner.get("email", "owner@example.test"),
+                        name=owner.get("name", "Owner"))
+            ws = Workspace(
+                id=new_id("ws"), name=ws_seed["name"], plan=ws_seed.get("plan", "free"), owner_id=user.id,
+                signing_secret=new_signing_secret(), monthly_allowance=int(ws_seed.get("monthlyAllowance", 100)),
+                partial_tracking=bool(ws_seed.get("partialTracking", True)),
+                payment_connected=bool(ws_seed.get("paymentConnected", False)),
+                email_domains=[{"id": new_id("edom"), **d} for d in ws_seed.get("emailDomains", [])],
+                custom_domains=[{"id": new_id("cdom"), **d} for d in ws_seed.get("customDomains", [])],
+                created_at=now,
+            )
+            s.add_all([user, ws, Member(workspace_id=ws.id, user_id=user.id)])
+            s.flush()
+            token, _ = auth.create_api_token(s, user.id, ws.id, "sandbox", now)
+            folder = Folder(id=new_id("fld"), workspace_id=ws.id, name="Archive", created_at=now)
+            s.add(folder)
+            form_ids = _seed_forms(s, ws.id, ws_seed.get("forms", []), now)
+            for integ in ws_seed.get("integrations", []):
+                s.add(Integration(id=new_id("int"), form_id=form_ids[integ["form"]],
+                                  include_pdf=bool(integ.get("includePdf")), created_at=now))
+            out.append({"id": ws.id, "name": ws.name, "plan": ws.plan, "token": token,
+                        "signingSecret": ws.signing_secret, "userId": user.id, "folderId": folder.id,
+                        "forms": form_ids})
+        clients = oauth_domain.seed_system_clients(s, now)
+        service.set_meta(s, "seeded", "1")
+        s.commit()
+    return {"workspaces": out, "oauthClients": clients}
+
+
+def _seed_forms(s: Any, workspace_id: str, forms: list[dict[str, Any]], now: int) -> dict[str, str]:
+    """Create the seeded forms (published and with submissions as the seed says); their ids by name."""
+    form_ids: dict[str, str] = {}
+    for i, f_seed in enumerate(forms):
+        # one ms apart, so "newest first" lists the seed's forms in reverse seed order
+        created = now - len(forms) + i
+        form = forms_domain.new_form(s, workspace_id, f_seed["name"], None, created,
+                                     blocks=f_seed.get("blocks") or [], emoji=f_seed.get("emoji"))
+        if f_seed.get("published"):
+            forms_domain.publish_form(s, form, created)
+        for j, sub in enumerate(f_seed.get("submissions", [])):
+            subs_domain.record_submission(
+                s, form, dict(sub.get("answers") or {}), created + j, completed=sub.get("completed", True),
+                respondent_email=sub.get("respondentEmail"),
+            )
+        form_ids[f_seed["name"]] = form.id
+    return form_ids
+
+
+def prepare(service: Service, data_dir: Path | None, seed_path: Path | str | None) -> dict[str, Any]:
+    """Seed a new data dir (or reuse what it holds) and return the credentials."""
+    stored = data_dir / CREDENTIALS if data_dir else None
+    if stored is not None and stored.exists() and service.meta("seeded"):
+        creds = json.loads(stored.read_text())
+    else:
+        creds = apply_seed(service, load_seed(seed_path))
+        service.save_seed_state()  # what the reset helper goes back to
+        if stored is not None:
+            stored.write_text(json.dumps(creds, indent=2))
+    return {"baseUrl": service.base_url, **creds}
+
+
+def renew_token(service: Service, workspace_id: str, user_id: str, name: str) -> str:
+    """A new API token for the person in the workspace, valid for the usual lifetime from
+    the service clock's now; tokens of the same ``name`` held by that person there are
+    deleted first. For code that runs the sandbox in-process and moves its clock past a
+    token's lifetime (the helpers need a live token to mint one)."""
+    with service.session() as s:
+        for old in s.exec(select(ApiToken).where(ApiToken.user_id == user_id, ApiToken.workspace_id == workspace_id,
+                                                 ApiToken.name == name)).all():
+            s.delete(old)
+        s.flush()
+        value, _ = auth.create_api_token(s, user_id, workspace_id, name, service.now())
+        s.commit()
+    return value

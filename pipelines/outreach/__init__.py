@@ -1,0 +1,22 @@
+"""Bulk outreach: one request per sheet row (CSV or XLSX), validated against the form's
+fields before anything is sent, recorded in the ledger before each send so that a re-run
+sends only what is still missing, with the same idempotency key every time.
+
+``sheet`` reads the rows, ``columns`` and ``values`` map each cell to the create params,
+``plan`` turns a sheet into rows to send and rows rejected (pure), ``send`` sends a plan
+through the ledger, ``run`` ties them together."""
+
+from .columns import COLUMN_RULES, RowParams, validate_row
+from .documents import Documents, DocumentUnreadable, document_problem, document_type
+from .plan import Plan, PlannedRow, content_hash, idempotency_key, plan_rows, row_identity
+from .report import OutreachReport
+from .run import run_outreach
+from .send import ProgressCallback
+from .sheet import SHEET_SUFFIXES, read_sheet
+from .values import Problem
+
+__all__ = [
+    "COLUMN_RULES", "SHEET_SUFFIXES", "DocumentUnreadable", "Documents", "OutreachReport", "Plan", "PlannedRow",
+    "Problem", "ProgressCallback", "RowParams", "content_hash", "document_problem", "document_type",
+    "idempotency_key", "plan_rows", "read_sheet", "row_identity", "run_outreach", "validate_row",
+]

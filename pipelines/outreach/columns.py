@@ -1,0 +1,228 @@
+"""Sheet columns and what they become in a ``requests.create``: each column has a target
+(``email``, ``name``, ``externalId``, ``readonly``, ``expiresAt``, ``document[.<key>]``,
+``metadata.<key>``, ``prefill.<key>``, ``context.<key>``), and each target kind has one
+rule in ``COLUMN_RULES`` that checks the cell and puts it in the row's params."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any, Literal
+
+from pydantic import BaseModel
+
+from connector.models import FieldDescriptor
+
+from .values import EMAIL_RE, TEXT_FORMATS, Problem, prefill_value
+
+RECIPIENT_COLUMNS = ("email", "name")
+SPECIAL_COLUMNS = ("externalId", "readonly", "expiresAt", "document")
+KEYED_PREFIXES = ("metadata.", "document.")
+
+
+class RowParams(BaseModel):
+    """The ``requests.create`` params a valid row maps to."""
+
+    recipient: dict[str, str] = {}
+    prefill: dict[str, Any] = {}
+    context: dict[str, str] = {}
+    metadata: dict[str, str] = {}
+    readonly: list[str] = []
+    externalId: str | None = None
+    expiresAt: int | None = None
+    # Documents block field key ('' when the form has one block) -> the local file's path
+    documents: dict[str, str] = {}
+
+
+@dataclass
+class _Row:
+    """A row being mapped: the form's fields by key and the params so far."""
+
+    fields: Mapping[str, FieldDescriptor]
+    out: RowParams = field(default_factory=RowParams)
+    readonly: tuple[str, str] | None = None  # (column, cell), checked once the prefill is known
+
+    def keys(self, keep: Callable[[FieldDescriptor], bool] = lambda f: True) -> str:
+        """The keys of the fields ``keep`` selects, as an accepted-values text."""
+        return ", ".join(sorted(k for k, f in self.fields.items() if keep(f)))
+
+
+# A rule gets (row, column, target key, cell) and returns the problem with the cell, if any.
+Rule = Callable[[_Row, str, str, str], Problem | None]
+
+
+@dataclass(frozen=True)
+class ColumnRule:
+    """How a target kind is written (``none``: bare, ``required``: ``kind.<key>``,
+    ``optional``: either) and the rule applied to its non-empty cells."""
+
+    key: Literal["none", "required", "optional"]
+    apply: Rule
+
+    def fits(self, dot: str, key: str) -> bool:
+        return {"none": not dot, "required": bool(key), "optional": not dot or bool(key)}[self.key]
+
+
+def _recipient(name: str) -> Rule:
+    def rule(row: _Row, column: str, _key: str, cell: str) -> Problem | None:
+        if name == "email" and not EMAIL_RE.match(cell.strip()):
+            return Problem(column=column, problem=f"{cell!r} is not an email address",
+                           accepted=TEXT_FORMATS["email"][2])
+        row.out.recipient[name] = cell.strip()
+        # A form asking for the same key (a Contact form's name or email) gets it prefilled too.
+        same = row.fields.get(column) if column == name else None
+        if same is not None and same.prefillable and not same.context:
+            value, problem = prefill_value(same, cell)
+            if problem is None:
+                row.out.prefill[column] = value
+        return None
+    return rule
+
+
+def _external_id(row: _Row, _column: str, _key: str, cell: str) -> Problem | None:
+    row.out.externalId = cell.strip()
+    return None
+
+
+def _readonly(row: _Row, column: str, _key: str, cell: str) -> Problem | None:
+    row.readonly = (column, cell)
+    return None
+
+
+def _expires_at(row: _Row, column: str, _key: str, cell: str) -> Problem | None:
+    try:
+        row.out.expiresAt = parse_expiry(cell)
+    except ValueError:
+        return Problem(column=column, problem=f"{cell!r} is not a date or time",
+                       accepted="ISO date/datetime or epoch milliseconds")
+    return None
+
+
+def _metadata(row: _Row, _column: str, key: str, cell: str) -> Problem | None:
+    row.out.metadata[key] = cell
+    return None
+
+
+def _document(row: _Row, column: str, key: str, cell: str) -> Problem | None:
+    f = row.fields.get(key) if key else None
+    if key and (f is None or f.type != "documents"):
+        return Problem(column=column, problem=f"{key!r} is not a documents field of this form",
+                       accepted=row.keys(lambda f: f.type == "documents") or "(none)")
+    row.out.documents[key] = cell.strip()
+    return None
+
+
+def _context(row: _Row, column: str, key: str, cell: str) -> Problem | None:
+    f = row.fields.get(key)
+    if f is None:
+        return Problem(column=column, problem=f"{key!r} is not a field of this form", accepted=row.keys())
+    if not f.context:
+        return Problem(column=column, problem=f"{key!r} is not a hidden field", accepted=row.keys(lambda f: f.context))
+    row.out.context[key] = cell
+    return None
+
+
+def _prefill(row: _Row, column: str, key: str, cell: str) -> Problem | None:
+    f = row.fields.get(key)
+    if f is None:
+        return Problem(column=column, problem=f"{key!r} is not a field of this form", accepted=row.keys())
+    if f.context:  # a hidden field is filled through the context
+        row.out.context[key] = cell
+        return None
+    if not f.prefillable:
+        return Problem(column=column, problem=f"{key!r} is a {f.type} field, which cannot be prefilled",
+                       accepted=row.keys(lambda f: f.prefillable))
+    value, problem = prefill_value(f, cell)
+    if problem is not None:
+        return problem.model_copy(update={"column": column})
+    row.out.prefill[key] = value
+    return None
+
+
+COLUMN_RULES: dict[str, ColumnRule] = {
+    "email": ColumnRule("none", _recipient("email")),
+    "name": ColumnRule("none", _recipient("name")),
+    "externalId": ColumnRule("none", _external_id),
+    "readonly": ColumnRule("none", _readonly),
+    "expiresAt": ColumnRule("none", _expires_at),
+    "document": ColumnRule("optional", _document),
+    "metadata": ColumnRule("required", _metadata),
+    "prefill": ColumnRule("required", _prefill),
+    "context": ColumnRule("required", _context),
+}
+
+
+def parse_expiry(text: str) -> int:
+    """Epoch milliseconds from digits (taken as they are) or an ISO date/datetime (UTC
+    when it has no offset); ``ValueError`` otherwise."""
+    s = text.strip()
+    if s.isdigit():
+        return int(s)
+    dt = datetime.fromisoformat(s.replace("Z", "+00:00"))
+    if dt.tzinfo is None:
+        dt = dt.replace(tzinfo=UTC)
+    return int(dt.timestamp() * 1000)
+
+
+def column_target(column: str, fields: Mapping[str, FieldDescriptor], mapping: Mapping[str, str]) -> str | None:
+    """Where a column goes: ``mapping`` first, then the recipient and special columns as
+    named, then a field key (``context.<key>`` for a hidden field, else ``prefill.<key>``);
+    None when the column is unknown."""
+    if column in mapping:
+        return mapping[column]
+    if column in RECIPIENT_COLUMNS or column in SPECIAL_COLUMNS or column.startswith(KEYED_PREFIXES):
+        return column
+    f = fields.get(column)
+    if f is not None:
+        return f"context.{column}" if f.context else f"prefill.{column}"
+    return None
+
+
+def _cell_problem(row: _Row, column: str, cell: str, target: str | None) -> Problem | None:
+    if target is None:
+        return Problem(column=column, problem="unknown column",
+                       accepted="email, name, externalId, readonly, expiresAt, document, document.<key>, "
+                                "metadata.<key>, or a field key: " + row.keys())
+    if cell.strip() == "":
+        return None
+    kind, dot, key = target.partition(".")
+    rule = COLUMN_RULES.get(kind)
+    if rule is None or not rule.fits(dot, key):
+        return Problem(column=column, problem=f"unknown mapping target {target!r}",
+                       accepted="email, name, externalId, readonly, expiresAt, document, "
+                                "document.<key>, prefill.<key>, context.<key>, metadata.<key>")
+    return rule.apply(row, column, key, cell)
+
+
+def _readonly_problems(row: _Row) -> list[Problem]:
+    if row.readonly is None:
+        return []
+    column, cell = row.readonly
+    problems = []
+    for key in (k.strip() for k in cell.split(",") if k.strip()):
+        if key not in row.out.prefill:
+            problems.append(Problem(column=column, problem=f"readonly key {key!r} is not prefilled in this row",
+                                    accepted=", ".join(sorted(row.out.prefill)) or "(nothing prefilled)"))
+        else:
+            row.out.readonly.append(key)
+    return problems
+
+
+def validate_row(fields: Sequence[FieldDescriptor], row: Mapping[str, str], *,
+                 mapping: Mapping[str, str] | None = None, delivery: str = "none"
+                 ) -> tuple[RowParams | None, list[Problem]]:
+    """Map one sheet row (column -> string cell) to ``requests.create`` params using the
+    form's fields. Returns ``(params, [])`` when the row is valid, else ``(None, problems)``
+    listing every problem found. Empty cells are left out."""
+    state = _Row({f.key: f for f in fields})
+    problems: list[Problem] = []
+    for column, cell in row.items():
+        found = _cell_problem(state, column, cell, column_target(column, state.fields, mapping or {}))
+        if found is not None:
+            problems.append(found)
+    problems.extend(_readonly_problems(state))
+    if delivery == "email" and not state.out.recipient.get("email"):
+        problems.append(Problem(column="email", problem="missing email with email delivery",
+                                accepted="an email address"))
+    return (None, problems) if problems else (state.out, [])
