@@ -73,7 +73,8 @@ def known_keys(model: type[BaseModel], loc: Sequence[str | int]) -> list[str]:
     for part in loc:
         if isinstance(part, int):
             continue
-        field = current.model_fields.get(part) if isinstance(current, type) else None
+        is_model = isinstance(current, type) and issubclass(current, BaseModel)
+        field = current.model_fields.get(part) if is_model else None
         if field is None:
             return []
         current = _model_in(field.annotation)

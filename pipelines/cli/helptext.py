@@ -7,7 +7,6 @@ import inspect
 from collections.abc import Callable
 from typing import Any
 
-import click
 from typer.core import TyperOption
 
 
@@ -22,7 +21,7 @@ def summary(fn: Callable[..., Any]) -> str:
 _display_type = TyperOption.display_type_rich
 
 
-def _flag_aware_display_type(self: TyperOption, ctx: click.Context) -> str | None:
+def _flag_aware_display_type(self: TyperOption, ctx: Any) -> str | None:
     # Typer shows the value type of every option, flags included ("--full <bool>"); a flag
     # takes no value, so it shows none.
     if self.is_flag or self.count:

@@ -5,6 +5,7 @@ to read more, and exit code 2."""
 from __future__ import annotations
 
 import sys
+from collections.abc import Sequence
 from typing import Any
 
 import typer
@@ -14,11 +15,13 @@ from typer.core import TyperGroup
 class FormsyncGroup(TyperGroup):
     """The ``formsync`` group: Click's usage errors as one line instead of a boxed panel."""
 
-    def main(self, *args: Any, standalone_mode: bool = True, **kwargs: Any) -> Any:
+    def main(self, args: Sequence[str] | None = None, prog_name: str | None = None,
+             complete_var: str | None = None, standalone_mode: bool = True, windows_expand_args: bool = True,
+             **extra: Any) -> Any:
         if not standalone_mode:
-            return super().main(*args, standalone_mode=False, **kwargs)
+            return super().main(args, prog_name, complete_var, False, windows_expand_args, **extra)
         try:
-            code = super().main(*args, standalone_mode=False, **kwargs)
+            code = super().main(args, prog_name, complete_var, False, windows_expand_args, **extra)
         except typer.exceptions.TyperException as e:  # Click's exceptions, as Typer vendors them
             sys.exit(_said(e))
         except typer.Abort:
