@@ -8,7 +8,8 @@ service or stored.
 
 Case keys: ``about`` (what the user did), ``args`` (the command line), ``exit``,
 ``message`` (a regular expression searched in stderr), optional ``max_lines`` (stderr
-lines allowed, default 2), ``stdin``, ``[env]``, ``[files]`` (relative path -> UTF-8 text),
+lines allowed, default 2), ``secrets`` (more strings no output may hold: a database
+password), ``stdin``, ``[env]``, ``[files]`` (relative path -> UTF-8 text),
 ``[[encoded]]`` (``path``, ``text``, ``encoding``: a text file in another encoding, a BOM
 included where the codec writes one), ``[[workbooks]]`` (``path`` and ``sheets``, a table
 of sheet name -> rows: an XLSX file). Values may hold placeholders filled from the
