@@ -104,7 +104,8 @@ def describe(error: ValidationError, model: type[BaseModel], *, config: str | No
     if err["type"] == "extra_forbidden":
         message = _unknown(loc, known_keys(model, loc[:-1]))
     else:
-        message = f"{key}: {err['msg'].removeprefix('Value error, ')}"
+        msg = err["msg"].removeprefix("Value error, ")
+        message = msg if msg.startswith("job ") else f"{key}: {msg}"  # a job's own check names it already
         if loc and loc[0] == "jobs" and err["type"] != "missing" and not isinstance(err.get("input"), dict | list):
             message += f" (got {err['input']!r})"  # a job's params hold no secret
     if len(errors) > 1:

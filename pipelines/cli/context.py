@@ -150,8 +150,11 @@ def load_checked(config: Path | None) -> Settings:
     except SettingsError as e:  # a variable whose value is not the JSON its setting needs
         field = re.search(r'field "(\w+)"', str(e))
         var = _json_variable(field.group(1) if field else "", os.environ)
-        raise UsageError("expected JSON (a list is written [\"a\", \"b\"]), got plain text", where=var,
-                         hint='for one secret: export FORMSYNC_RECEIVER__CALLBACK_SECRETS=\'["whsec_..."]\'') from None
+        table = var.endswith(("MAPPING", "CUSTOM"))
+        example = ('{"E-mail": "email"}' if table else '["csv", "parquet"]' if var.endswith("FORMATS")
+                   else '["whsec_..."]')
+        raise UsageError(f"expected a JSON {'table' if table else 'list'}, got plain text", where=var,
+                         hint=f"write it as JSON, e.g. {var}='{example}'") from None
     except ValidationError as e:
         text = None
         job_ids: list[Any] = []

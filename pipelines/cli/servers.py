@@ -17,14 +17,14 @@ from .preflight import check_job_files
 
 def sandbox(
     host: Annotated[str, typer.Option(help="Address to bind.")] = "127.0.0.1",
-    port: Annotated[int, typer.Option(min=0, max=65535, help="Port to bind; 0 picks a free one.")] = 8787,
+    port: Annotated[int, typer.Option(min=0, max=65535, metavar="PORT", help="Port to bind; 0 picks a free one.")] = 8787,
     data_dir: Annotated[Path, typer.Option(help="Where the sandbox keeps its SQLite store.")] = Path(
         ".formsync-sandbox"),
     seed: Annotated[Path | None, typer.Option(help="Seed YAML for a new data dir (default: the built-in seed).")]
     = None,
     credentials_file: Annotated[Path | None, typer.Option(
         help="Write baseUrl, workspaces, tokens and signing secrets here (JSON; default: "
-             "DATA_DIR/credentials.json).")] = None,
+             "credentials.json in the data dir).")] = None,
     verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Log every request.")] = False,
 ) -> None:
     """Run the local Form Collection Service: JSON-RPC, agent endpoint, recipient pages
@@ -63,10 +63,9 @@ def receive(
     config: Annotated[Path | None, typer.Option(help=CONFIG_HELP)] = None,
     host: Annotated[str | None, typer.Option(help="Address to bind (default: receiver.host).")] = None,
     port: Annotated[int | None, typer.Option(
-        min=0, max=65535, help="Port to bind; 0 picks a free one (default: receiver.port).")] = None,
+        min=0, max=65535, metavar="PORT", help="Port to bind; 0 picks a free one (default: receiver.port).")] = None,
     db: Annotated[str | None, typer.Option(
-        help="Database URL, e.g. sqlite:///formsync.db or postgresql+psycopg://user@host/db "
-             "(default: store.url).")] = None,
+        help="Database URL such as sqlite:///events.db (default: store.url).")] = None,
     verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Log every event received.")] = False,
 ) -> None:
     """Receive signed callbacks and webhook deliveries and store them: migrates the
@@ -91,15 +90,15 @@ def receive(
 
 
 def run(
-    config: Annotated[Path, typer.Option(help="TOML settings file with the \\[\\[jobs]] to run (see "
-                                              "config/formsync.example.toml); FORMSYNC_* variables win over it.")],
+    config: Annotated[Path, typer.Option(help="TOML settings file with the \\[\\[jobs]] to run; FORMSYNC_* "
+                                              "variables win over it.")],
     lock_poll_seconds: Annotated[float, typer.Option(
-        min=0.1, help="How often a waiting process tries to take over the scheduler (and the leader checks "
+        min=0.1, metavar="SECONDS", help="How often a waiting process tries to take over the scheduler (and the leader checks "
                       "that it still holds it).")] = 5.0,
     lease_seconds: Annotated[float, typer.Option(
-        min=1, help="SQLite only: how long the scheduler lease lasts without renewal.")] = 30.0,
+        min=1, metavar="SECONDS", help="SQLite only: how long the scheduler lease lasts without renewal.")] = 30.0,
     stop_timeout: Annotated[float, typer.Option(
-        min=0, help="On SIGTERM, how long to wait for running jobs before cancelling them.")] = 120.0,
+        min=0, metavar="SECONDS", help="On SIGTERM, how long to wait for running jobs before cancelling them.")] = 120.0,
     verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Log debug detail.")] = False,
 ) -> None:
     """Run the jobs the file declares (its \\[\\[jobs]] tables) on their schedules, and the
