@@ -4,8 +4,9 @@
 from __future__ import annotations
 
 import logging
+from enum import Enum
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Literal
 
 import typer
 
@@ -13,6 +14,13 @@ from .context import command
 from .errors import UsageError
 from .options import CONFIG_HELP
 from .preflight import check_job_files
+
+
+class SandboxDialect(str, Enum):
+    """How much of each answer the sandbox sends (formservice/dialect.py)."""
+
+    full = "full"
+    minimal = "minimal"
 
 
 def sandbox(
@@ -26,6 +34,9 @@ def sandbox(
         help="Write baseUrl, workspaces, tokens and signing secrets here (JSON; default: "
              "credentials.json in the data dir).")] = None,
     verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Log every request.")] = False,
+    dialect: Annotated[SandboxDialect, typer.Option(
+        help="full: answer everything; minimal: only the fields and error parts the spec shows.")]
+    = SandboxDialect.full,
 ) -> None:
     """Run the local Form Collection Service: JSON-RPC, agent endpoint, recipient pages
     and test helpers, on SQLite.
@@ -37,10 +48,12 @@ def sandbox(
             raise UsageError(f"seed file {seed} does not exist", where="--seed")
         if data_dir.exists() and not data_dir.is_dir():
             raise UsageError(f"{data_dir} is a file", where="--data-dir", hint="give a directory (made if missing)")
-        ctx.serve(_sandbox(host, port, data_dir, seed, credentials_file or data_dir / "credentials.json"))
+        ctx.serve(_sandbox(host, port, data_dir, seed, credentials_file or data_dir / "credentials.json",
+                           "minimal" if dialect is SandboxDialect.minimal else "full"))
 
 
-async def _sandbox(host: str, port: int, data_dir: Path, seed: Path | None, credentials: Path) -> None:
+async def _sandbox(host: str, port: int, data_dir: Path, seed: Path | None, credentials: Path,
+                   dialect: Literal["full", "minimal"]) -> None:
     """The sandbox, saying where its credentials are once it listens."""
     import asyncio
 
@@ -54,7 +67,7 @@ async def _sandbox(host: str, port: int, data_dir: Path, seed: Path | None, cred
 
     told = asyncio.create_task(say())
     try:
-        await serve(host, port, data_dir, seed, credentials, ready=ready)
+        await serve(host, port, data_dir, seed, credentials, ready=ready, dialect=dialect)
     finally:
         told.cancel()
 

@@ -23,6 +23,9 @@ from pipelines import export as export_mod
 from pipelines.cli import app
 from pipelines.export import export, neutralise
 
+# Each test that uses the sandbox runs in both its dialects (tests/conftest.py).
+pytestmark = pytest.mark.dialects
+
 T0 = 1_780_000_000_000  # epoch ms, a fixed moment in 2026
 DAY = 86_400_000
 
