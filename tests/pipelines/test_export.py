@@ -18,7 +18,7 @@ from sqlalchemy import select
 from typer.testing import CliRunner
 
 from connector.models import Event
-from connector.store import AnswerRow, RequestRow, Store, SubmissionRow
+from connector.store import RequestRow, Store, SubmissionRow, answer_rows
 from pipelines import export as export_mod
 from pipelines.cli import app
 from pipelines.export import export, neutralise
@@ -136,11 +136,17 @@ def expected_wide(store: Store, *, display: bool = False) -> list[dict[str, Any]
     return out
 
 
+class AnswerRow:
+    """One long-form row (``answer_rows``) with attribute access."""
+
+    def __init__(self, **cols: Any) -> None:
+        self.__dict__.update(cols)
+
+
 def expected_long(store: Store) -> list[dict[str, Any]]:
     forms = {r.id: r.form_id for r in submissions(store)}
     order = {r.id: i for i, r in enumerate(submissions(store))}
-    with store.reader() as s:
-        rows = list(s.execute(select(AnswerRow)).scalars())
+    rows = [a for r in submissions(store) for a in (AnswerRow(**d) for d in answer_rows(r.id, r.answers, r.display))]
     rows.sort(key=lambda a: (order[a.submission_id], a.field_key, a.instance, a.row_key, a.member_key))
     return [{"submission_id": a.submission_id, "form_id": forms[a.submission_id], "field_key": a.field_key,
              "instance": a.instance, "row_key": a.row_key, "member_key": a.member_key, "value_json": a.value_json,
