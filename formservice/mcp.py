@@ -28,6 +28,7 @@ from pydantic import AnyUrl, BaseModel, ValidationError
 from . import rpc
 from .agent import guides
 from .agent import tools as agent_tools
+from .dialect import shape_error, shape_tool_result
 from .domain.agentops import AGENT_METHODS
 from .errors import ApiError
 from .faults import Fault
@@ -316,10 +317,10 @@ def _tools_call(service: Service, caller: Caller, req: mt.CallToolRequest) -> mt
         service.call_log.append((service.now(), caller.token_id, f"tools/call:{tool.name}"))
         data = agent_tools.run(service, caller, tool, req.params.arguments)
     except ApiError as err:
-        return agent_tools.failure(tool, err)
+        return agent_tools.failure(tool, shape_error(service.dialect, err))
     except Exception as exc:
         return agent_tools.failure(tool, agent_tools.internal_error(exc))
-    return agent_tools.success(tool, data)
+    return agent_tools.success(tool, shape_tool_result(service.dialect, tool.name, tool.method, data))
 
 
 @_on("prompts/list", mt.ListPromptsRequest)
