@@ -30,17 +30,21 @@ MY_PORT = int(os.environ.get("FORMSYNC_MYSQL_PORT", "3306"))
 MY_USER = os.environ.get("FORMSYNC_MYSQL_USER", "root")
 
 
-def _pg_connect(dbname: str) -> psycopg.Connection:
+def pg_connect(dbname: str) -> psycopg.Connection:
     return psycopg.connect(host=PG_HOST, port=PG_PORT, user=PG_USER, dbname=dbname, autocommit=True,
                            connect_timeout=5)
 
 
-def _my_connect(dbname: str | None = None) -> pymysql.connections.Connection:  # type: ignore[type-arg]
+def my_connect(dbname: str | None = None) -> pymysql.connections.Connection:  # type: ignore[type-arg]
     return pymysql.connect(host=MY_HOST, port=MY_PORT, user=MY_USER, database=dbname, autocommit=True,
                            connect_timeout=5)
 
 
-def _unavailable(reason: str, server: str = "PostgreSQL") -> None:
+def pg_unavailable(reason: str) -> None:
+    server_unavailable(reason, "PostgreSQL")
+
+
+def server_unavailable(reason: str, server: str) -> None:
     if os.environ.get("CI") or os.environ.get("FORMSYNC_CI"):
         pytest.fail(f"{server} is required in CI: {reason}")
     pytest.skip(f"no {server} server: {reason}")
@@ -50,16 +54,16 @@ def _unavailable(reason: str, server: str = "PostgreSQL") -> None:
 def pg_database() -> Iterator[str]:
     """A fresh PostgreSQL database for one test module; its SQLAlchemy URL."""
     try:
-        admin = _pg_connect("postgres")
+        admin = pg_connect("postgres")
     except psycopg.OperationalError as e:
-        _unavailable(f"cannot connect to {PG_USER}@{PG_HOST}:{PG_PORT}: {str(e).strip()}")
+        pg_unavailable(f"cannot connect to {PG_USER}@{PG_HOST}:{PG_PORT}: {str(e).strip()}")
     name = f"formsync_t_{secrets.token_hex(6)}"
     with admin:
         admin.execute(f'CREATE DATABASE "{name}"')
     try:
         yield f"postgresql+psycopg://{PG_USER}@{PG_HOST}:{PG_PORT}/{name}"
     finally:
-        with _pg_connect("postgres") as admin:
+        with pg_connect("postgres") as admin:
             admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
 
 
@@ -67,9 +71,9 @@ def pg_database() -> Iterator[str]:
 def mysql_database() -> Iterator[str]:
     """A fresh MariaDB / MySQL database for one test; its SQLAlchemy URL."""
     try:
-        admin = _my_connect()
+        admin = my_connect()
     except pymysql.err.OperationalError as e:
-        _unavailable(f"cannot connect to {MY_USER}@{MY_HOST}:{MY_PORT}: {e.args[-1]}", "MariaDB")
+        server_unavailable(f"cannot connect to {MY_USER}@{MY_HOST}:{MY_PORT}: {e.args[-1]}", "MariaDB")
     name = f"formsync_t_{secrets.token_hex(6)}"
     with admin.cursor() as cur:
         cur.execute(f"CREATE DATABASE `{name}` CHARACTER SET utf8mb4")
@@ -77,7 +81,7 @@ def mysql_database() -> Iterator[str]:
     try:
         yield f"mysql+pymysql://{MY_USER}@{MY_HOST}:{MY_PORT}/{name}"
     finally:
-        admin = _my_connect()
+        admin = my_connect()
         with admin.cursor() as cur:
             cur.execute(f"DROP DATABASE IF EXISTS `{name}`")
         admin.close()
@@ -92,7 +96,7 @@ def db_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
     if request.param == "mysql":
         return str(request.getfixturevalue("mysql_database"))
     url: str = request.getfixturevalue("pg_database")
-    with _pg_connect(url.rsplit("/", 1)[1]) as conn:
+    with pg_connect(url.rsplit("/", 1)[1]) as conn:
         conn.execute("DROP SCHEMA public CASCADE")
         conn.execute("CREATE SCHEMA public")
     return url

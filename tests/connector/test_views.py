@@ -55,7 +55,7 @@ def fill(store: Store, n: int = 6) -> None:
 
 
 def rows(store: Store, sql: str) -> list[tuple[Any, ...]]:
-    with store.engine.connect() as conn:
+    with store.database.engine.connect() as conn:
         return [tuple(r) for r in conn.execute(text(sql))]
 
 
@@ -63,7 +63,7 @@ def test_a_received_event_creates_the_forms_view_and_fields_list_types_it(store:
     fill(store)
     name = view_name("form_contact")
     assert name == "formsync_form_form_contact"
-    with store.engine.connect() as conn:
+    with store.database.engine.connect() as conn:
         assert name in inspect(conn).get_view_names()
     # Learnt from answers: the columns exist, typed from the values.
     (learnt,) = store.views()
@@ -131,14 +131,14 @@ def test_view_names_are_stable_and_collision_safe() -> None:
 def test_a_long_read_of_a_view_never_holds_up_storing_events(store: Store) -> None:
     fill(store, 2)
     name = view_name("form_contact")
-    reader = store.engine.connect()
+    reader = store.database.engine.connect()
     try:
         reader.begin()
         reader.execute(text(f"SELECT count(*) FROM {name}")).all()  # holds the view until its transaction ends
         started = time.monotonic()
         got = store.store_events(events(sub_event("evt_new", "sub_new", answers={"name": "Z", "extra": 1})))
         assert got[0].status == "stored" and time.monotonic() - started < 20
-        assert "extra" not in [c["name"] for c in inspect(store.engine).get_columns(name)]
+        assert "extra" not in [c["name"] for c in inspect(store.database.engine).get_columns(name)]
     finally:
         reader.rollback()
         reader.close()

@@ -20,7 +20,7 @@ import aiohttp
 import pytest
 
 from connector.store import RawEvent, RequestRow, Store, SubmissionRow, answer_tuples
-from tests.connector.conftest import _pg_connect
+from tests.connector.conftest import pg_connect
 from tests.connector.test_receiver import CB_SECRET, encode, rows, running, signed
 
 from .support import receive_process, report_figures, table_counts
@@ -86,7 +86,7 @@ def _empty_database(request: pytest.FixtureRequest, database: str) -> str:
     if database == "mysql":
         return str(request.getfixturevalue("mysql_database"))  # a fresh database per test
     url = str(request.getfixturevalue("pg_database"))
-    with _pg_connect(url.rsplit("/", 1)[1]) as conn:  # each mode starts on an empty schema
+    with pg_connect(url.rsplit("/", 1)[1]) as conn:  # each mode starts on an empty schema
         conn.execute("DROP SCHEMA public CASCADE")
         conn.execute("CREATE SCHEMA public")
     return url

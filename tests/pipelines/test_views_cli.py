@@ -38,7 +38,7 @@ async def test_views_command_types_columns_from_fields_list(sandbox: Any, tmp_pa
     kinds = {c["name"]: c["kind"] for c in listed["columns"]}
     assert kinds["topic"] == "text" and kinds["topic_label"] == "label" and kinds["submitted_at"] == "timestamp"
     store = Store(url)
-    with store.engine.connect() as conn:
+    with store.database.engine.connect() as conn:
         got = conn.execute(text(f"SELECT topic, count(*) FROM {listed['view']} GROUP BY topic ORDER BY topic")).all()
     store.close()
     assert sum(n for _, n in got) == 3 and all(t for t, _ in got)
