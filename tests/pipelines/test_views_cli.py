@@ -31,7 +31,7 @@ async def test_views_command_types_columns_from_fields_list(sandbox: Any, tmp_pa
            "FORMSYNC_SERVICE__TOKEN": sandbox.pro.token}
     result = await asyncio.to_thread(CliRunner().invoke, app, ["views"], env=env)
     assert result.exit_code == 0, result.output
-    (listed,) = json.loads(result.output)["views"]
+    (listed,) = json.loads(result.stdout)["views"]
     assert listed["view"] == view_name(form) and listed["form_id"] == form
     keys = [c["field_key"] for c in listed["columns"] if c["field_key"] and c["kind"] != "label"]
     assert keys == [f.key for f in fields if f.type != "documents"], "fields.list order"
@@ -54,5 +54,5 @@ def test_views_command_without_a_token_learns_from_answers(tmp_path: Path) -> No
     store.close()
     result = CliRunner().invoke(app, ["views"], env={"FORMSYNC_STORE__URL": url})
     assert result.exit_code == 0, result.output
-    (listed,) = json.loads(result.output)["views"]
+    (listed,) = json.loads(result.stdout)["views"]
     assert [(c["name"], c["kind"]) for c in listed["columns"]][-2:] == [("name", "text"), ("score", "number")]
