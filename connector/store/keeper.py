@@ -46,6 +46,8 @@ class ViewKeeper:
                 if not isinstance(answers, dict) or not form_id:
                     continue
                 known = self._known_keys(form_id)
+                if answers.keys() <= known:  # the common case, checked in one set operation
+                    continue
                 for key, value in answers.items():
                     if key not in known and value is not None:
                         new.setdefault(form_id, {}).setdefault(key, value_type(value))

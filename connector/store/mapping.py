@@ -11,12 +11,12 @@ import time
 import zlib
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 from typing import Any, Literal
 
 from pydantic import BaseModel, ValidationError
 
-from ..models import Event, RequestRecord, Submission, WireModel
+from ..models import Event, EventRequest, RequestRecord, Submission, WireModel
 
 Source = Literal["callback", "webhook", "poll", "sync"]
 SOURCES: tuple[str, ...] = ("callback", "webhook", "poll", "sync")
@@ -107,7 +107,8 @@ def epoch_ms(dt: datetime) -> int:
     """A datetime as epoch milliseconds; a naive datetime is taken as UTC."""
     if dt.tzinfo is None:
         dt = dt.replace(tzinfo=UTC)
-    return (dt - _EPOCH) // timedelta(milliseconds=1)
+    d = dt - _EPOCH  # days may be negative, seconds and microseconds never: the sum floors
+    return d.days * 86_400_000 + d.seconds * 1000 + d.microseconds // 1000
 
 
 def _opt_ms(dt: datetime | None) -> int | None:
@@ -327,14 +328,15 @@ def event_to_rows(event: Event | Incoming, *, now: int | None = None) -> EventRo
         body = json.dumps(ev.model_dump(mode="json", exclude_unset=True), ensure_ascii=False).encode()
     else:
         body = inc.body.encode("utf-8", "surrogateescape") if isinstance(inc.body, str) else inc.body
+    created = epoch_ms(ev.createdAt)
     out = EventRows(raw={
-        "id": ev.id, "type": ev.type, "source": inc.source, "created_at": epoch_ms(ev.createdAt),
+        "id": ev.id, "type": ev.type, "source": inc.source, "created_at": created,
         "api_version": ev.apiVersion, "test": ev.test,
         "received_at": inc.received_at if inc.received_at is not None else now,
         "body_zlib": compress_body(body),
     })
-    out.submission = _event_submission(inc, now)
-    out.request = _event_request(inc, now)
+    out.submission = _event_submission(inc, now, created)
+    out.request = _event_request(inc, now, created)
     return out
 
 
@@ -344,7 +346,7 @@ def compress_body(body: bytes) -> bytes:
     return zlib.compress(body, 1)
 
 
-def _event_submission(inc: Incoming, now: int) -> dict[str, Any] | None:
+def _event_submission(inc: Incoming, now: int, created: int) -> dict[str, Any] | None:
     """The submission row of a submission or ``request.completed`` event, else None."""
     ev, data = inc.event, inc.event.data
     if ev.type not in ("submission.completed", "submission.updated", "request.completed"):
@@ -357,7 +359,7 @@ def _event_submission(inc: Incoming, now: int) -> dict[str, Any] | None:
         "respondent_email": s.respondentEmail, "submitted_at": _opt_ms(s.submittedAt),
         "updated_at": _opt_ms(s.updatedAt), "edit_count": s.editCount, "is_completed": True,
         "language": s.language, "answers": data.answers or {}, "display": data.display or {},
-        "pdf_url": s.pdfUrl, "source": inc.source, "last_event_id": ev.id, "observed_at": epoch_ms(ev.createdAt),
+        "pdf_url": s.pdfUrl, "source": inc.source, "last_event_id": ev.id, "observed_at": created,
         "stored_at": now,
     }
     if ev.type == "request.completed" and data.request:
@@ -365,17 +367,13 @@ def _event_submission(inc: Incoming, now: int) -> dict[str, Any] | None:
     return row
 
 
-def _event_request(inc: Incoming, now: int) -> dict[str, Any] | None:
+def _event_request(inc: Incoming, now: int, created: int) -> dict[str, Any] | None:
     """The request row of a ``request.*`` event carrying its request, else None."""
     ev, data = inc.event, inc.event.data
     if ev.type not in ("request.completed", "request.expired", "request.canceled") or not data.request:
         return None
     r = data.request
-    record = r.model_dump(include=r.model_fields_set)
-    for key, value in record.items():
-        if isinstance(value, datetime):
-            record[key] = epoch_ms(value)
-    row = _request_columns(record)
+    row = _event_request_columns(r)
     row["status"] = r.status or ev.type.split(".", 1)[1]
     row["is_test"] = ev.test
     if ev.type == "request.completed":
@@ -384,8 +382,28 @@ def _event_request(inc: Incoming, now: int) -> dict[str, Any] | None:
         if data.submission:
             row["submission_id"] = data.submission.id
     # Events carry no updatedAt: the moment of the event's own transition stands for it.
-    row["updated_at"] = row.get(_TERMINAL_TIME.get(row["status"], "")) or epoch_ms(ev.createdAt)
+    row["updated_at"] = row.get(_TERMINAL_TIME.get(row["status"], "")) or created
     row.update(source=inc.source, last_event_id=ev.id, stored_at=now)
+    return row
+
+
+# The request record's fields an event's ``data.request`` carries (all but ``recipient``).
+_EVENT_REQUEST_FIELDS = tuple((wire, col) for wire, col in _REQUEST_FIELDS.items() if wire in EventRequest.model_fields)
+
+
+def _event_request_columns(r: EventRequest) -> dict[str, Any]:
+    """``_request_columns`` of an event's request, read off the model (times as epoch
+    ms): only the fields the event carried are set; a ``recipient`` sets both parts."""
+    present = r.model_fields_set
+    row: dict[str, Any] = {"id": r.id}
+    for wire, col in _EVENT_REQUEST_FIELDS:
+        if wire in present:
+            value = getattr(r, wire)
+            row[col] = epoch_ms(value) if isinstance(value, datetime) else value
+    if "recipient" in present:
+        recipient = r.recipient
+        row["recipient_email"] = recipient.email if recipient is not None else None
+        row["recipient_name"] = recipient.name if recipient is not None else None
     return row
 
 

@@ -16,10 +16,12 @@ SQLAlchemy backend name in ``facade.WRITERS``."""
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from functools import partial
 from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 
+import orjson
 from sqlalchemy import JSON, Table, tuple_
 from sqlalchemy.engine import Connection, Engine
 
@@ -109,6 +111,42 @@ _DEFAULTS = {t.name: {c.name: getattr(c.default, "arg", None) for c in t.c
 _SQL_CACHE: dict[tuple[Any, ...], str] = {}
 
 
+# Types orjson would write in its own way (a datetime as ISO text, a dataclass as an
+# object, a subclass of str/int/dict/list as its base) go to json.dumps instead, as before.
+_ORJSON_OPTIONS = orjson.OPT_PASSTHROUGH_DATETIME | orjson.OPT_PASSTHROUGH_DATACLASS | orjson.OPT_PASSTHROUGH_SUBCLASS
+
+
+def json_text(value: Any) -> str:
+    """``value`` as JSON text: orjson's compact UTF-8 where it means the same as
+    ``json.dumps(value)``, and ``json.dumps(value)`` itself wherever orjson would write
+    something else or refuse: a non-finite float (orjson writes null, json.dumps NaN),
+    an integer beyond 64 bits, a key that is not a string, a lone surrogate, a type
+    orjson has its own way with. Either text parses back to the same value."""
+    try:
+        out = orjson.dumps(value, option=_ORJSON_OPTIONS)
+    except TypeError:  # orjson.JSONEncodeError is a TypeError
+        return json.dumps(value)
+    if b"null" in out and _non_finite(value):
+        return json.dumps(value)
+    return out.decode()
+
+
+def _non_finite(value: Any) -> bool:
+    """Whether a float NaN or infinity is anywhere in ``value`` (iterative: no input
+    exhausts the stack)."""
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        if type(item) is float:
+            if not math.isfinite(item):
+                return True
+        elif type(item) is dict:
+            stack.extend(item.values())
+        elif type(item) is list or type(item) is tuple:
+            stack.extend(item)
+    return False
+
+
 def by_keys(rows: Sequence[Mapping[str, Any]]) -> Iterator[tuple[tuple[str, ...], list[Mapping[str, Any]]]]:
     """Rows grouped by their set of columns (one statement shape per set)."""
     groups: dict[tuple[str, ...], list[Mapping[str, Any]]] = {}
@@ -190,7 +228,7 @@ class SQLWriter:
             return None
         hit = self._json.get(id(value))
         if hit is None or hit[0] is not value:
-            hit = self._json[id(value)] = (value, json.dumps(value))
+            hit = self._json[id(value)] = (value, json_text(value))
         return hit[1]
 
     def params(self, table: str, cols: Sequence[str], row: Mapping[str, Any]) -> tuple[Any, ...]:
