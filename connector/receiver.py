@@ -72,7 +72,7 @@ from sqlalchemy import exc as sa_exc
 from .models import Event
 from .settings import ReceiverSettings
 from .signing import CustomScheme, Scheme, SigningConfigError, verify
-from .store import Incoming, Source, Store, StoreOutcome, event_integer_problem
+from .store import Incoming, Source, Store, StoreOutcome, event_integer_problem, premapped
 
 __all__ = [
     "DEFAULT_MAX_BATCH",
@@ -466,7 +466,8 @@ class Receiver:
             event = parse_event(body)
         except _Refusal as refusal:
             return self._refuse(refusal, channel)
-        outcome = await self.writer.submit(Incoming(event, source, body, received_at))
+        # Mapped here, in the event loop, while the writer thread commits the batch before.
+        outcome = await self.writer.submit(premapped(Incoming(event, source, body, received_at)))
         if outcome == "unavailable":
             return self._refuse(_Refusal(503, "UNAVAILABLE", "unavailable",
                                          "the database is unavailable; nothing was stored, retry later"), channel)

@@ -33,6 +33,7 @@ from .mapping import (
     integer_problem,
     is_matrix,
     list_ts_ms,
+    premapped,
     request_rank,
     submission_rank,
     value_text,
@@ -69,5 +70,5 @@ __all__ = [
     "TERMINAL_STATUSES", "VERSION_TABLE", "WRITERS", "EventRows", "FormField", "Incoming", "JobRun", "OutreachJob",
     "OutreachRow", "RawEvent", "RequestRow", "SchedulerLease", "Source", "Store", "StoreModel", "StoreOutcome",
     "SubmissionRow", "SyncCursor", "SyncMark", "alembic_config", "answer_rows", "compare_column_type", "answer_tuples", "compress_body", "display_text",
-    "epoch_ms", "event_integer_problem", "event_to_rows", "integer_problem", "is_matrix", "list_ts_ms", "request_answers", "request_rank", "submission_rank", "value_text",
+    "epoch_ms", "event_integer_problem", "event_to_rows", "integer_problem", "is_matrix", "list_ts_ms", "premapped", "request_answers", "request_rank", "submission_rank", "value_text",
 ]
