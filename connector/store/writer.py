@@ -65,6 +65,26 @@ class Writer(Protocol):
         """Whether the database ``url`` names does not exist yet (and would be created)."""
         ...
 
+    @classmethod
+    def long_answers(cls, *, form: bool, since: bool, fields: bool) -> str | None:
+        """The statement deriving the long-form answer rows from the submissions' JSON:
+        ``(submission_id, form_id, field_key, instance, row_key, member_key,
+        value_json, display_text)`` as ``mapping.answer_tuples`` makes them, ordered by
+        ``(submitted_at, id)`` then field, instance, row and member key (code point
+        order). A field the SQL leaves to Python is one row with ``instance`` NULL, its
+        value's JSON text in ``value_json`` and its display's (or NULL) in
+        ``display_text``; or, with ``row_key`` '*', the submission's whole answers and
+        display documents there (for that field, or for all its fields where
+        ``field_key`` is NULL too). Named parameters, for those asked: ``form_id``,
+        ``since_ms`` (``submitted_at`` at least) and ``fields`` (one ``fields_param``). None where the
+        database has no such statement: export then derives every row in Python."""
+        ...
+
+    @classmethod
+    def fields_param(cls, fields: Sequence[str]) -> Any:
+        """Field keys as the one parameter of ``long_answers``' field condition."""
+        ...
+
     def insert_new(self, table: str, rows: Sequence[Mapping[str, Any]]) -> set[str]:
         """Insert the rows (distinct ids) whose id is not stored yet; the ids inserted."""
         ...
@@ -148,6 +168,16 @@ class SQLWriter:
     def missing(cls, url: str) -> bool:
         """A server database is never taken as missing."""
         return False
+
+    @classmethod
+    def long_answers(cls, *, form: bool, since: bool, fields: bool) -> str | None:
+        """No statement unless the database's writer has one (export derives the rows)."""
+        return None
+
+    @classmethod
+    def fields_param(cls, fields: Sequence[str]) -> Any:
+        """The field keys as one parameter (see ``long_answers``)."""
+        return list(fields)
 
     def close(self) -> None:
         """Release the DB-API cursor."""
