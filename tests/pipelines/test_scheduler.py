@@ -56,7 +56,7 @@ def config(tmp_path: Path, sandbox: Sandbox, db: str, jobs: str, *, creates: int
 
 
 def runs(store: Store, job_id: str | None = None) -> list[JobRun]:
-    with store.reader() as s:
+    with store.database.reader() as s:
         stmt = select(JobRun).order_by(col(JobRun.started_at), col(JobRun.id))
         if job_id is not None:
             stmt = stmt.where(col(JobRun.job_id) == job_id)
@@ -168,14 +168,14 @@ params = {{ format = "csv", out = "{out}", table = "requests" }}
     assert sends[1].summary is not None and sends[1].summary.startswith("sent 0, already sent 5")
     assert len(await all_requests(sandbox, form)) == 5
     # The outreach stored its requests as pending, and the poll job keeps them up to date.
-    with store.reader() as s:
+    with store.database.reader() as s:
         stored = list(s.execute(select(RequestRow)).scalars())
     assert len(stored) == 5 and all(r.status == "pending" for r in stored)
     assert (runs(store, "poll")[-1].summary or "").startswith("pending 5: ")
     assert "1 forms" not in (runs(store, "sync")[0].summary or "") and "form " + form in (runs(store, "sync")[0].summary or "")
     assert out.is_file() and runs(store, "export")[-1].summary == f"wrote {out} (requests 5 rows)"
     # The job store kept each job with its next run.
-    with store.reader() as s:
+    with store.database.reader() as s:
         t = Table(JOBSTORE_TABLE, MetaData(), autoload_with=s.connection())
         stored = dict(s.execute(select(t.c.id, t.c.next_run_time)).all())
     assert set(stored) == {"send", "poll", "sync", "export"}
@@ -208,7 +208,7 @@ def test_reconcile_keeps_unchanged_jobs_and_reschedules_changed_ones(tmp_path: P
         await wait_for(lambda: states == ["leading"], 10, "the scheduler leads")
         stop.set()
         await asyncio.wait_for(task, 10)
-        with store.reader() as s:
+        with store.database.reader() as s:
             t = Table(JOBSTORE_TABLE, MetaData(), autoload_with=s.connection())
             return {k: v for k, v in s.execute(select(t.c.id, t.c.next_run_time)).all()}
 
@@ -218,7 +218,7 @@ def test_reconcile_keeps_unchanged_jobs_and_reschedules_changed_ones(tmp_path: P
     assert expected is not None and first["nightly"] == expected.timestamp()
     assert datetime.fromtimestamp(first["hourly"], UTC).minute == 7
     # Move the stored nightly run: a restart with the same definition must keep it.
-    with store.session() as s:
+    with store.database.session() as s:
         t = Table(JOBSTORE_TABLE, MetaData(), autoload_with=s.connection())
         s.execute(t.update().where(t.c.id == "nightly").values(next_run_time=first["nightly"] + 3600 * 24))
     second = asyncio.run(start_and_stop(cfg(nightly + hourly.replace("M", "9"))))
@@ -378,7 +378,7 @@ async def test_sigterm_mid_outreach_then_restart_sends_each_row_exactly_once(
     store.migrate()
 
     def sent() -> int:
-        with store.reader() as s:
+        with store.database.reader() as s:
             return len(s.execute(select(OutreachRow).where(col(OutreachRow.state) == "sent")).all())
 
     proc = await start_run(cfg, tmp_path, "first")
@@ -401,7 +401,7 @@ async def test_sigterm_mid_outreach_then_restart_sends_each_row_exactly_once(
     assert 5 <= done < 60
     # What the store says was sent is exactly what the service holds.
     created = [r for r in await all_requests(sandbox, form) if r["id"] not in before]
-    with store.reader() as s:
+    with store.database.reader() as s:
         rows = list(s.execute(select(OutreachRow)).scalars())
     assert sorted(r["id"] for r in created) == sorted(r.request_id for r in rows if r.request_id)
     assert all(r.state == "pending" and r.request_id is None for r in rows if r.state != "sent")
@@ -423,7 +423,7 @@ async def test_sigterm_mid_outreach_then_restart_sends_each_row_exactly_once(
     created = [r for r in await all_requests(sandbox, form) if r["id"] not in before]
     assert len(created) == 60
     assert sorted(r["externalId"] for r in created) == sorted(f"c-{i}" for i in range(60))
-    with store.reader() as s:
+    with store.database.reader() as s:
         rows = list(s.execute(select(OutreachRow)).scalars())
     assert len(rows) == 60 and all(r.state == "sent" for r in rows)
     assert sorted(r.request_id for r in rows if r.request_id) == sorted(r["id"] for r in created)
@@ -580,7 +580,7 @@ params = {{ format = "csv", out = "{tmp_path / 'n.csv'}" }}
     assert (await sandbox.helper("requests.complete", {"requestId": done, "answers": {"email": "a@b.test"}})).ok
     records = [(await sandbox.rpc("requests.get", {"requestId": r["id"]})).data for r in created]
     store.upsert_requests(records, source="poll")
-    with store.reader() as s:
+    with store.database.reader() as s:
         pending = len(s.execute(select(RequestRow).where(col(RequestRow.status) == "pending")).all())
     assert pending == 3
     newest = "2026-03-04T05:06:07.000Z"
@@ -654,7 +654,7 @@ async def test_receiver_runs_beside_the_jobs_when_enabled(fast: Sandbox, tmp_pat
     finally:
         stop.set()
         await asyncio.wait_for(task, 20)
-    with store.reader() as s:
+    with store.database.reader() as s:
         [req] = s.execute(select(RequestRow)).scalars()
     assert (req.id, req.status, req.source) == (r.data["id"], "completed", "callback")
     # Stopping the scheduler stopped the receiver too.
@@ -697,3 +697,27 @@ def test_the_example_config_jobs_are_valid(tmp_path: Path) -> None:
     settings = load_settings(cfg, service={"token": "fb_x"})
     assert [j.kind for j in settings.jobs] == ["outreach", "poll", "sync", "export"]
     assert set(check_jobs(settings)) == {j.id for j in settings.jobs}
+
+
+async def test_a_failed_run_is_one_log_line_with_its_job_id_and_no_success_line(
+        tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    # The export's directory is removed after the checks, so the run itself fails.
+    db = f"sqlite:///{tmp_path}/store.db"
+    cfg = tmp_path / "formsync.toml"
+    cfg.write_text(f'[store]\nurl = "{db}"\n[[jobs]]\nid = "nightly"\nkind = "export"\ninterval_seconds = 1\n'
+                   f'params = {{ format = "csv", out = "{tmp_path / "gone" / "w.csv"}" }}\n')
+    store = Store(db)
+    store.migrate()
+    stop = asyncio.Event()
+    caplog.set_level("INFO")
+    task = asyncio.create_task(serve(load_settings(cfg), store, stop=stop))
+    try:
+        await wait_for(lambda: any(r.outcome == "error" for r in runs(store, "nightly")), 20, "the job ran")
+    finally:
+        stop.set()
+        await asyncio.wait_for(task, 20)
+    failed = [r for r in caplog.records if r.levelname == "ERROR"]
+    assert failed and all(r.getMessage().startswith("job nightly (export) failed: ValueError: cannot write")
+                          and "\n" not in r.getMessage() and r.exc_info is None for r in failed), failed
+    assert not [r for r in caplog.records if "executed successfully" in r.getMessage()]
+    assert runs(store, "nightly")[0].error.startswith("ValueError: cannot write")  # type: ignore[union-attr]
