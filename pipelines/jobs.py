@@ -32,13 +32,18 @@ class _Params(BaseModel):
 
 
 class OutreachParams(_Params):
-    """``formsync outreach SHEET --form F [--job J] [--test] [--report R]``."""
+    """``formsync outreach SHEET --form F [--job J] [--test] [--report R]`` and the sheet
+    options: ``encoding``, ``delimiter``, ``sheet`` (name or number from 1), ``header_row``."""
 
     sheet: Path
     form: str = Field(min_length=1)
     job: str | None = Field(None, min_length=1)  # default: the scheduler job's id
     test: bool = False
     report: Path | None = None
+    encoding: str | None = Field(None, min_length=1)
+    delimiter: str | None = Field(None, min_length=1)
+    sheet_name: str | None = Field(None, min_length=1)  # the workbook sheet: "sheet" is the file
+    header_row: int | None = Field(None, ge=1)
 
     @field_validator("sheet")
     @classmethod

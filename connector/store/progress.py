@@ -7,7 +7,7 @@ from sqlalchemy import func
 from sqlmodel import col, select
 
 from .database import Database
-from .tables import OutreachJob, OutreachRow
+from .tables import OutreachJob, OutreachRow, RequestRow
 
 
 class OutreachProgressReads:
@@ -46,3 +46,17 @@ class OutreachProgressReads:
         with self._db.reader() as s:
             return int(s.exec(select(func.count()).select_from(OutreachRow).where(
                 OutreachRow.job_name == job, col(OutreachRow.request_id).is_not(None))).one())
+
+    def links(self, job: str) -> list[tuple[str | None, str | None, str | None]]:
+        """``(externalId, email, url)`` of each request a job created, in sheet row order."""
+        with self._db.reader() as s:
+            rows = s.exec(select(RequestRow.external_id, RequestRow.recipient_email, RequestRow.url)
+                          .join(OutreachRow, col(OutreachRow.request_id) == col(RequestRow.id))
+                          .where(OutreachRow.job_name == job).order_by(col(OutreachRow.row_number)))
+            return [(ext, email, url) for ext, email, url in rows]
+
+    def last_changes(self) -> dict[str, int]:
+        """Each job's newest row change (epoch ms)."""
+        with self._db.reader() as s:
+            return {job: int(at) for job, at in s.exec(
+                select(OutreachRow.job_name, func.max(OutreachRow.updated_at)).group_by(col(OutreachRow.job_name)))}
