@@ -3,6 +3,8 @@ for ``formsync status`` and the demo. The outreach ledger's own writes are not h
 
 from __future__ import annotations
 
+from typing import Any
+
 from sqlalchemy import func
 from sqlmodel import col, select
 
@@ -20,6 +22,11 @@ class OutreachProgressReads:
         """Every outreach job: name -> form id."""
         with self._db.reader() as s:
             return {j.name: j.form_id for j in s.exec(select(OutreachJob))}
+
+    def outcomes(self) -> dict[str, dict[str, Any]]:
+        """Each job's last recorded run outcome (see ``OutreachLedger.record_outcome``)."""
+        with self._db.reader() as s:
+            return {j.name: dict((j.settings or {}).get("outcome") or {}) for j in s.exec(select(OutreachJob))}
 
     def state_counts(self) -> list[tuple[str, str, int]]:
         """``(job name, row state, rows)`` for every job and state that has rows."""

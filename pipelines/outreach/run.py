@@ -71,6 +71,7 @@ async def send_outreach(client: FormClient, store: Store, prepared: Prepared, *,
     result = await sender.send(p.plan.valid, progress)
     if result.problems:
         write_report(p.report_path, sorted(p.plan.rejected + result.problems, key=lambda line: line[0]))
+    store.ledger.record_outcome(p.job, {"rows": p.plan.rows, "rejected": p.plan.invalid, "stopped": result.stopped})
     links = links_path(p.report_path, p.job)
     write_links(links, store.outreach_progress.links(p.job))
     return outreach_report(p, result, documents.uploads, links)
