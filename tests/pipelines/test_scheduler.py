@@ -7,9 +7,9 @@ table. APScheduler runs on wall time, so the schedules here are 1-2 second inter
 from __future__ import annotations
 
 import asyncio
-import re
 import csv
 import os
+import re
 import signal
 import socket
 import sys
