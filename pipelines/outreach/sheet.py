@@ -258,6 +258,9 @@ def _sheet(path: Path, records: list[list[str]], header_row: int | None, *, enco
            delimiter: str | None = None, sheet_name: str | None = None,
            sheets: dict[str, list[list[str]]] | None = None) -> Sheet:
     if not _has_data(records):
+        if sheets is not None:
+            raise SheetError(f"--sheet: sheet {sheet_name!r} of {path.name} is empty, so it has no header; "
+                             f"its sheets: {_sheets_text(sheets)}")
         raise SheetError(f"{path}: the file is empty; put a header row (e.g. email,name) "
                          "and one row per recipient in it")
     at = _header_index(path, records, header_row, sheets)
