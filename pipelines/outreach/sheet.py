@@ -1,7 +1,7 @@
 """Reading an outreach sheet: the rows of a CSV or XLSX file as text cells, as people have
 them. A CSV may be UTF-8 (with or without a BOM), UTF-16 with a BOM or Windows-1252 /
 Latin-1 (detected, or named), with ``,`` ``;`` tab or ``|`` between cells (sniffed from
-the header line, or named). A workbook may have several sheets (the first with data, or
+the first lines, or named). A workbook may have several sheets (the first with data, or
 the one named) and a title above its header (the header is the first row as wide as the
 widest of the first rows, or the row named). What cannot be read is a ``SheetError``
 that says what, where and how to fix it."""
@@ -120,12 +120,14 @@ def decode(data: bytes, encoding: str | None, path: Path) -> tuple[str, str]:
     raise AssertionError("latin-1 decodes every byte")
 
 
-def sniff_delimiter(line: str) -> str:
-    """The delimiter of a header line: of ``,`` ``;`` tab and ``|``, the one that splits
-    it into the most cells (a comma when none does)."""
+def sniff_delimiter(text: str) -> str:
+    """The delimiter of a CSV's first lines: of ``,`` ``;`` tab and ``|``, the one that
+    splits some line (its header, under any title) into the most cells (a comma when none
+    splits any)."""
+    lines = [ln for ln in text.splitlines()[:HEADER_SCAN] if ln.strip()]
     best, most = ",", 1
     for sep in DELIMITERS:
-        cells = len(next(csv.reader([line], delimiter=sep), []))
+        cells = max((len(row) for row in csv.reader(lines, delimiter=sep)), default=0)
         if cells > most:
             best, most = sep, cells
     return best
@@ -149,11 +151,9 @@ def _load_csv(path: Path, options: SheetOptions) -> Sheet:
         raise SheetError(f"{path}: the file is empty; put a header row (e.g. email,name) "
                          "and one row per recipient in it")
     if sep is None:
-        first = next((ln for ln in text.splitlines() if ln.strip()), "")
-        if options.header_row is not None:
-            lines = text.splitlines()
-            first = lines[options.header_row - 1] if 0 < options.header_row <= len(lines) else first
-        sep = sniff_delimiter(first)
+        lines = text.splitlines()
+        header = options.header_row
+        sep = sniff_delimiter(lines[header - 1] if header is not None and 0 < header <= len(lines) else text)
     records = list(csv.reader(io.StringIO(text, newline=""), delimiter=sep))
     return _sheet(path, records, options.header_row, encoding=encoding, delimiter=sep)
 
@@ -219,11 +219,14 @@ def _pick_sheet(path: Path, sheets: dict[str, list[list[str]]], wanted: str | No
 
 
 def find_header(records: Sequence[Sequence[str]]) -> int:
-    """The index of the header among ``records``: the first row as wide (in non-empty
-    cells) as the widest of the first ``HEADER_SCAN`` rows, so a title above it is passed."""
+    """The index of the header among ``records``: of the first ``HEADER_SCAN`` rows that
+    hold no email address (a header names columns; recipients' rows hold addresses), the
+    first as wide in non-empty cells as the widest, so a title above it is passed."""
     widths = [sum(1 for c in r if c.strip()) for r in records[:HEADER_SCAN]]
-    widest = max(widths, default=0)
-    return next(i for i, w in enumerate(widths) if w == widest)
+    names = [i for i, r in enumerate(records[:HEADER_SCAN]) if widths[i] and not any("@" in c for c in r)]
+    candidates = names or [i for i, w in enumerate(widths) if w]
+    widest = max((widths[i] for i in candidates), default=0)
+    return next((i for i in candidates if widths[i] == widest), 0)
 
 
 def _header_index(path: Path, records: Sequence[Sequence[str]], header_row: int | None,
