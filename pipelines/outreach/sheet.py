@@ -2,8 +2,7 @@
 them. A CSV may be UTF-8 (with or without a BOM), UTF-16 with a BOM or Windows-1252 /
 Latin-1 (detected, or named), with ``,`` ``;`` tab or ``|`` between cells (sniffed from
 the first lines, or named). A workbook may have several sheets (the first with data, or
-the one named) and a title above its header (the header is the first row as wide as the
-widest of the first rows, or the row named). What cannot be read is a ``SheetError``
+the one named) and a title above its header (see ``find_header``, or the row named). What cannot be read is a ``SheetError``
 that says what, where and how to fix it."""
 
 from __future__ import annotations
@@ -174,7 +173,7 @@ def _cell(value: Any) -> str:
 
 
 def _load_workbook(path: Path, options: SheetOptions) -> Sheet:
-    from openpyxl import load_workbook
+    from openpyxl import load_workbook  # type: ignore[import-untyped]
 
     try:
         wb = load_workbook(path, read_only=True, data_only=True)
