@@ -34,6 +34,7 @@ import asyncio
 import json
 import os
 import secrets
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -294,8 +295,64 @@ def report(name: str, r: dict[str, Any]) -> bool:
     return non2xx == 0
 
 
+def storage_bytes(db_url: str) -> int:
+    """The bytes the store's tables take: SQLite, the pages in use after a WAL checkpoint
+    (free pages excluded); PostgreSQL, ``pg_total_relation_size`` of every formsync table
+    (heap, TOAST and indexes)."""
+    import sqlite3
+
+    from sqlalchemy import text
+
+    from connector.store import Store
+
+    if db_url.startswith("sqlite:///"):
+        conn = sqlite3.connect(db_url.removeprefix("sqlite:///"))
+        try:
+            conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+            pages, free, size = (conn.execute(f"PRAGMA {p}").fetchone()[0]
+                                 for p in ("page_count", "freelist_count", "page_size"))
+            return int((pages - free) * size)
+        finally:
+            conn.close()
+    store = Store(db_url)
+    try:
+        with store.engine.connect() as pg:
+            return int(pg.execute(text(
+                "SELECT COALESCE(SUM(pg_total_relation_size(c.oid)), 0) FROM pg_class c "
+                "JOIN pg_namespace n ON n.oid = c.relnamespace "
+                "WHERE c.relkind = 'r' AND n.nspname = 'public' AND c.relname LIKE 'formsync%'")).scalar_one())
+    finally:
+        store.close()
+
+
+def stored_events(db_url: str) -> int:
+    from sqlalchemy import func, select
+
+    from connector.store import RawEvent, Store
+
+    store = Store(db_url)
+    try:
+        with store.reader() as s:
+            return int(s.connection().execute(select(func.count()).select_from(RawEvent.__table__)).scalar_one())
+    finally:
+        store.close()
+
+
+def empty_store(db_url: str) -> int:
+    """Migrate a fresh database; the bytes its empty tables take."""
+    from connector.store import Store
+
+    store = Store(db_url)
+    try:
+        store.migrate()
+    finally:
+        store.close()
+    return storage_bytes(db_url)
+
+
 def bench_receiver(name: str, db_url: str, config: Path, work: Path, args: argparse.Namespace
                    ) -> tuple[dict[str, Any], bool]:
+    empty = empty_store(db_url)
     proc, url = start(receiver_cmd(config, db_url))
     ids = work / f"{name}.ids"
     try:
@@ -307,14 +364,111 @@ def bench_receiver(name: str, db_url: str, config: Path, work: Path, args: argpa
     acked, missing = missing_after_kill(db_url, ids)
     print(f"{'':<11} kill -9 check: {acked} acknowledged, {acked - missing} present after reopening, "
           f"{missing} missing", flush=True)
+    n = stored_events(db_url)
+    grown = storage_bytes(db_url) - empty
+    result["storage"] = grown / (n * len(event_template())) if n else float("nan")
+    print(f"{'':<11} {n} events stored, database grew {grown / 1e6:.1f} MB: {grown / max(n, 1):.0f} bytes per "
+          f"event of {len(event_template())} body bytes, storage {result['storage']:.2f}", flush=True)
     return result, ok and missing == 0
+
+
+def free_port() -> int:
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def start_gunicorn(config: Path, db_url: str, workers: int) -> tuple[subprocess.Popen[str], str]:
+    """The receiver under gunicorn's aiohttp worker (the documented command); waits until
+    every worker has booted and the health check answers."""
+    import urllib.request
+
+    port = free_port()
+    gunicorn = Path(sys.executable).parent / "gunicorn"
+    proc = subprocess.Popen([str(gunicorn), "connector.serving:receiver_app", "--worker-class",
+                             "aiohttp.GunicornWebWorker", "--workers", str(workers), "--bind", f"127.0.0.1:{port}"],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, text=True,
+                            env={**os.environ, "FORMSYNC_CONFIG": str(config), "FORMSYNC_STORE__URL": db_url})
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{port}/healthz", timeout=2) as resp:
+                if resp.status == 200:
+                    time.sleep(1.0)  # the other workers finish booting
+                    return proc, f"http://127.0.0.1:{port}/formsync/events"
+        except OSError:
+            time.sleep(0.2)
+    proc.kill()
+    raise SystemExit("gunicorn did not start")
+
+
+def bench_workers(db_url: str, config: Path, work: Path, args: argparse.Namespace, workers: int) -> dict[str, Any]:
+    """The receiver under gunicorn with ``workers`` processes, on ``db_url``."""
+    proc, url = start_gunicorn(config, db_url, workers)
+    try:
+        result = run_load(url, args.duration, args.concurrency, work / f"gunicorn{workers}.ids")
+    finally:
+        proc.terminate()
+        proc.wait()
+    report(f"{workers} workers", result)
+    return result
+
+
+def load_average() -> str:
+    one, five, _ = os.getloadavg()
+    return f"load average {one:.2f} (1 min) {five:.2f} (5 min)"
+
+
+def pg_database() -> tuple[str, Any]:
+    """A fresh PostgreSQL database's URL and a function dropping it."""
+    import psycopg
+
+    name = f"formsync_bench_{secrets.token_hex(4)}"
+
+    def admin(sql: str) -> None:
+        with psycopg.connect(host="127.0.0.1", port=5432, user="postgres", dbname="postgres",
+                             autocommit=True) as conn:
+            conn.execute(sql)
+
+    admin(f'CREATE DATABASE "{name}"')
+    return f"{PG}/{name}", lambda: admin(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+def one_round(k: int, work: Path, config: Path, args: argparse.Namespace) -> tuple[dict[str, dict[str, Any]], bool]:
+    """Bare, SQLite and PostgreSQL, one after the other; each receiver on a fresh database."""
+    print(f"-- round {k + 1} of {args.rounds}, {load_average()}", flush=True)
+    out: dict[str, dict[str, Any]] = {}
+    proc, url = start([sys.executable, __file__, "--bare"])
+    try:
+        out["bare"] = loaded(proc, url, args, work / "bare.ids")
+    finally:
+        proc.kill()
+        proc.wait()
+    ok = report("bare", out["bare"])
+    sqlite_url = f"sqlite:///{work / f'bench{k}.db'}"
+    out["sqlite"], good = bench_receiver("sqlite", sqlite_url, config, work, args)
+    ok &= good
+    if k == 0:
+        print(f"{'':<11} sqlite {sqlite_settings(sqlite_url)}")
+    if not args.no_postgres:
+        url, drop = pg_database()
+        try:
+            out["postgresql"], good = bench_receiver("postgresql", url, config, work, args)
+            ok &= good
+        finally:
+            drop()
+    return out, ok
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--duration", type=float, default=10.0, help="measured seconds per server (default 10)")
+    parser.add_argument("--rounds", type=int, default=3, help="measured rounds; the ratios are their medians")
     parser.add_argument("--concurrency", type=int, default=64, help="concurrent connections (default 64)")
-    parser.add_argument("--no-postgres", action="store_true", help="skip the PostgreSQL run")
+    parser.add_argument("--no-postgres", action="store_true", help="skip the PostgreSQL runs")
+    parser.add_argument("--no-workers", action="store_true", help="skip the gunicorn one- and two-worker runs")
     parser.add_argument("--with-nostore", action="store_true",
                         help="also run the receiver with a store that writes nothing (what storing costs)")
     parser.add_argument("--load", metavar="URL", help=argparse.SUPPRESS)
@@ -335,20 +489,22 @@ def main() -> int:
         return 0
 
     print(f"event body {len(event_template())} bytes, {ANSWERS} answers; {args.concurrency} connections; "
-          f"{args.duration:.0f} s per server after {WARMUP_S:.0f} s warm-up; {os.cpu_count()} CPUs", flush=True)
+          f"{args.duration:.0f} s per server after {WARMUP_S:.0f} s warm-up; {args.rounds} rounds; "
+          f"{os.cpu_count()} CPUs; {load_average()}", flush=True)
+    if os.getloadavg()[0] > 1.0:
+        print(f"WARNING: the machine is busy ({load_average()}): rates and ratios are lower and noisier than on a "
+              f"quiet machine; the CPU per event is the steadier figure", flush=True)
     all_ok = True
     with tempfile.TemporaryDirectory(prefix="formsync-bench-") as tmp:
         work = Path(tmp)
         config = work / "formsync.toml"
         config.write_text(f'[receiver]\ncallback_secrets = ["{SECRET}"]\n')
 
-        proc, url = start([sys.executable, __file__, "--bare"])
-        try:
-            bare = loaded(proc, url, args, work / "bare.ids")
-        finally:
-            proc.kill()
-            proc.wait()
-        all_ok &= report("bare", bare)
+        rounds = []
+        for k in range(max(1, args.rounds)):
+            got, ok = one_round(k, work, config, args)
+            rounds.append(got)
+            all_ok &= ok
 
         if args.with_nostore:
             proc, url = start([sys.executable, __file__, "--nostore"])
@@ -358,32 +514,33 @@ def main() -> int:
                 proc.terminate()
                 proc.wait()
             all_ok &= report("no store", nostore)
-            print(f"{'':<11} receiver without storing keeps {nostore['rate'] / bare['rate']:.2f} of bare")
+            print(f"{'':<11} receiver without storing keeps {nostore['rate'] / rounds[-1]['bare']['rate']:.2f} "
+                  f"of bare")
 
-        sqlite_url = f"sqlite:///{work / 'bench.db'}"
-        sqlite, ok = bench_receiver("sqlite", sqlite_url, config, work, args)
-        all_ok &= ok
-        print(f"{'':<11} sqlite {sqlite_settings(sqlite_url)}")
-        ratios = {"sqlite": sqlite["rate"] / bare["rate"]}
-
-        if not args.no_postgres:
-            import psycopg
-
-            name = f"formsync_bench_{secrets.token_hex(4)}"
-            with psycopg.connect(host="127.0.0.1", port=5432, user="postgres", dbname="postgres",
-                                 autocommit=True) as admin:
-                admin.execute(f'CREATE DATABASE "{name}"')
+        if not args.no_workers:
+            print(f"-- gunicorn, one then two workers ({load_average()}); on 2 CPUs the load generator takes "
+                  f"a core of its own", flush=True)
+            if args.no_postgres:
+                url, drop = f"sqlite:///{work / 'workers.db'}", (lambda: None)
+            else:
+                url, drop = pg_database()
             try:
-                pg, ok = bench_receiver("postgresql", f"{PG}/{name}", config, work, args)
-                all_ok &= ok
-                ratios["postgresql"] = pg["rate"] / bare["rate"]
+                one = bench_workers(url, config, work, args, 1)
+                two = bench_workers(url, config, work, args, 2)
+                print(f"{'':<11} two workers: {two['rate'] / one['rate']:.2f} x one worker's rate")
             finally:
-                with psycopg.connect(host="127.0.0.1", port=5432, user="postgres", dbname="postgres",
-                                     autocommit=True) as admin:
-                    admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+                drop()
 
-    for name, ratio in ratios.items():
-        print(f"{name} ratio {ratio:.2f}")
+    dbs = [d for d in ("sqlite", "postgresql") if d in rounds[0]]
+    ratios = {d: statistics.median(r[d]["rate"] / r["bare"]["rate"] for r in rounds) for d in dbs}
+    cpu = {d: statistics.median(r[d].get("cpu_ms", float("nan")) for r in rounds) for d in ("bare", *dbs)}
+    print("median CPU per event: " + ", ".join(f"{d} {v:.2f} ms" for d, v in cpu.items()))
+    for d in dbs:
+        print(f"{d} storage {statistics.median(r[d]['storage'] for r in rounds):.2f}")
+    for d in dbs:
+        print(f"{d} ratio {ratios[d]:.2f} (median of {len(rounds)}: "
+              + ", ".join(f"{r[d]['rate'] / r['bare']['rate']:.2f}" for r in rounds) + ")")
+    print(f"finished at {load_average()}")
     print("all answers 2xx and every acknowledged event present" if all_ok else "CHECK FAILED")
     print(f"ratio {min(ratios.values()):.2f}")
     return 0 if all_ok else 1

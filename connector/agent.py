@@ -27,7 +27,7 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp.types import TextContent
 from pydantic import SecretStr
 
-from .errors import FormsyncError, TransportError
+from .errors import FormsyncError, TransportError, reason_of
 from .pacing import Clock, Pacer, Sleep, shared_pacer, token_key
 
 # Tools that also count against the service's creates limit (as requests.create and
@@ -48,7 +48,8 @@ class AgentToolError(FormsyncError):
 
     @property
     def reason(self) -> str | None:
-        return self.details.get("reason")
+        """``details.reason``, or a reason the service wrote as the error text's prefix."""
+        return reason_of(self.details, self.message)
 
 
 class AgentClient:

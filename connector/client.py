@@ -13,6 +13,7 @@ that keeps every 60-second window within the limits.
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import json
 import logging
 import random
@@ -156,6 +157,9 @@ class FormClient:
         self._sleep = sleep
         self._clock = clock
         self.stats = {"calls": 0, "retries": 0, "rate_limited": 0, "paced_seconds": 0.0}
+        # What the service made of the token so far: decides whether a 429 is the
+        # failed-authentication limit (spec, Authentication 9) or a per-token one.
+        self._token_state: errors.TokenState = "unknown"
 
     @classmethod
     def from_settings(cls, service: ServiceSettings, **overrides: Any) -> FormClient:
@@ -228,11 +232,13 @@ class FormClient:
                     self.stats["calls"] += 1
                     return await self._send(session, method, body)
             except errors.RateLimited as exc:
-                # A throttled call was refused, not run: repeating it is always safe.
+                # A throttled call was refused, not run: repeating it is always safe. A bad
+                # token stays bad however long it waits, so failed-auth throttling is final.
                 self.stats["rate_limited"] += 1
-                if attempt >= self.max_retries or exc.reason == "AUTH_RATE_LIMITED":
+                if attempt >= self.max_retries or isinstance(exc, errors.AuthRateLimited):
                     raise exc.gave_up(attempt + 1) from None
-                delay = exc.retry_after_ms / 1000 if exc.retry_after_ms else self._backoff(attempt)
+                wait = exc.retry_after
+                delay = wait if wait is not None else self._backoff(attempt)
                 log.info("%s rate limited; retrying in %.3f s", method, delay)
             except errors.FormsyncError as exc:
                 if not exc.retryable:
@@ -261,6 +267,7 @@ class FormClient:
         try:
             async with session.post(f"{self.base_url}/api/v1", data=body, headers=headers) as resp:
                 status = resp.status
+                answer_headers = resp.headers
                 raw = await resp.read()
         except (aiohttp.ClientError, TimeoutError, OSError) as exc:
             # Only the exception's type and text are kept: aiohttp's request info holds the headers.
@@ -277,9 +284,21 @@ class FormClient:
             raise errors.TransportError(f"{method}: HTTP {status} from {self.base_url}/api/v1 is not an API "
                                         f"envelope ({raw[:80]!r})", status=status, retryable=status >= 500)
         if envelope["ok"]:
+            self._token_state = "accepted"
             return envelope.get("data")
-        err = envelope.get("error")
-        raise errors.from_envelope(err if isinstance(err, dict) else {}, status, method)
+        error = envelope.get("error")
+        err = errors.from_envelope(error if isinstance(error, dict) else {}, status, method,
+                                   headers=answer_headers, token=self._token_state, window=self.rate_window)
+        self._note_token(err)
+        raise err
+
+    def _note_token(self, err: errors.ApiError) -> None:
+        """Learn from a failure whether the service took the token: an UNAUTHORIZED
+        refuses it; any answer past authentication other than a throttle accepts it."""
+        if isinstance(err, errors.Unauthorized):
+            self._token_state = "refused"
+        elif not isinstance(err, errors.RateLimited):
+            self._token_state = "accepted"
 
     async def _model(self, method: str, model: type[M], params: dict[str, Any]) -> M:
         return self._parse(method, model, await self.call(method, params))
@@ -532,10 +551,20 @@ class FormClient:
 
     # -- documents -------------------------------------------------------------------------------------
     @api("documents.create")
-    async def create_document(self, form_id: str, name: str, content_type: str, size: int, *,
+    async def create_document(self, form_id: str, name: str, content_type: str, content: bytes | int, *,
                               sha256: str | Unset = UNSET) -> models.DocumentUpload:
-        """Reserve a document (PDF or image, exact ``size`` in bytes) and get its upload URL;
-        then :meth:`upload_document`. Counts against the creates limit."""
+        """Reserve a document (PDF or image) and get its upload URL; then
+        :meth:`upload_document`. Give the file's bytes as ``content``: its exact size and
+        its ``sha256`` (which the hosted service takes, notes section 1) are computed
+        here. Given only a size, ``sha256`` is sent when passed. Counts against the
+        creates limit."""
+        if isinstance(content, bytes | bytearray | memoryview):
+            data = bytes(content)
+            size = len(data)
+            if isinstance(sha256, Unset):
+                sha256 = hashlib.sha256(data).hexdigest()
+        else:
+            size = content
         return await self._model("documents.create", models.DocumentUpload, params_of(
             formId=form_id, name=name, contentType=content_type, size=size, sha256=sha256))
 

@@ -1,9 +1,66 @@
 """One exception per error code of the service. Branch on the class (or ``code``) for
-the HTTP outcome, and on ``reason`` for the fix. No exception ever holds the token."""
+the HTTP outcome, and on ``reason`` for the fix. No exception ever holds the token.
+
+Every failure envelope becomes its exception in one place, :func:`from_envelope`. The tree::
+
+    FormsyncError                 every error the connector raises
+    ├── TransportError            no answer, or an answer that is not the API's envelope
+    ├── UnexpectedResult          a success whose data lacks what the connector needs
+    └── ApiError                  a failure the service reported (``code``, ``reason``, ``field``)
+        ├── ValidationError       VALIDATION_ERROR, 400
+        ├── Unauthorized          UNAUTHORIZED, 401
+        ├── UpgradeRequired       UPGRADE_REQUIRED, 402
+        ├── Forbidden             FORBIDDEN, 403
+        ├── NotFound              NOT_FOUND, 404
+        ├── MethodNotFound        METHOD_NOT_FOUND, 404
+        ├── Conflict              CONFLICT, 409
+        ├── RateLimited           RATE_LIMITED, 429
+        │   └── AuthRateLimited   429 to a call whose token is bad: too many failed authentications
+        └── InternalError         INTERNAL_ERROR, 500
+
+A code this version does not know maps to :class:`ApiError` itself, keeping the code.
+"""
 
 from __future__ import annotations
 
-from typing import Any
+import math
+import re
+from collections.abc import Mapping
+from datetime import UTC, datetime
+from email.utils import parsedate_to_datetime
+from typing import Any, Literal
+
+# A reason written where a message goes: the whole message, or its prefix before ": "
+# (``FORM_NOT_PUBLISHED``, ``INVALID_PREFILL_VALUE: plan expects an option key``).
+_REASON_PREFIX = re.compile(r"([A-Z][A-Z0-9]*(?:_[A-Z0-9]+)*)(?::\s|:?$)")
+
+TokenState = Literal["unknown", "accepted", "refused"]
+
+
+def reason_of(details: Mapping[str, Any], message: str) -> str | None:
+    """``details.reason``, else a reason-shaped prefix of ``message``, else None."""
+    reason = details.get("reason")
+    if isinstance(reason, str) and reason:
+        return reason
+    match = _REASON_PREFIX.match(message)
+    return match.group(1) if match else None
+
+
+def retry_after_header(value: str | None, now: datetime | None = None) -> float | None:
+    """The seconds an HTTP ``Retry-After`` header asks for (delta-seconds or an
+    HTTP-date), or None when absent or unreadable. A date in the past is 0."""
+    if not value:
+        return None
+    text = value.strip()
+    if text.isdigit():
+        return float(int(text))
+    try:
+        when = parsedate_to_datetime(text)
+    except (TypeError, ValueError, IndexError):
+        return None
+    if when.tzinfo is None:
+        when = when.replace(tzinfo=UTC)
+    return max(0.0, (when - (now or datetime.now(UTC))).total_seconds())
 
 
 class FormsyncError(Exception):
@@ -76,18 +133,22 @@ class ApiError(FormsyncError):
     code: str = "API_ERROR"
 
     def __init__(self, message: str, *, code: str | None = None, status: int | None = None,
-                 details: dict[str, Any] | None = None, method: str | None = None) -> None:
+                 details: dict[str, Any] | None = None, method: str | None = None,
+                 retry_after_header: float | None = None) -> None:
         super().__init__(message)
         if code is not None:
             self.code = code
         self.status = status
         self.details: dict[str, Any] = details or {}
         self.method = method
+        self.retry_after_header = retry_after_header
+        self._reason = reason_of(self.details, message)
 
     @property
     def reason(self) -> str | None:
-        """``details.reason``: what to fix (the code says the HTTP outcome)."""
-        return self.details.get("reason")
+        """What to fix (the code says the HTTP outcome): ``details.reason``, or the
+        reason a service wrote as the message or its prefix (``REQUEST_NOT_PENDING``)."""
+        return self._reason
 
     @property
     def field(self) -> str | None:
@@ -146,6 +207,20 @@ class RateLimited(ApiError):
         value = self.details.get("retryAfterMs")
         return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else 0
 
+    @property
+    def retry_after(self) -> float | None:
+        """Seconds to wait before sending again: ``details.retryAfterMs`` when given (the
+        finer of the two), else the ``Retry-After`` header; None when neither is."""
+        if self.retry_after_ms:
+            return self.retry_after_ms / 1000
+        return self.retry_after_header
+
+
+class AuthRateLimited(RateLimited):
+    """RATE_LIMITED answered to a call whose token is bad: the address made too many
+    failed authentications (spec, Authentication 9). Waiting does not help a bad token;
+    fix the token (a good one is still accepted)."""
+
 
 class InternalError(ApiError):
     code = "INTERNAL_ERROR"
@@ -159,13 +234,31 @@ BY_CODE: dict[str, type[ApiError]] = {
 }
 
 
-def from_envelope(error: dict[str, Any], status: int | None, method: str | None = None) -> ApiError:
-    """The exception for an ``error`` object of a failure envelope (an unknown code maps
-    to the base class, keeping the code)."""
+def from_envelope(error: Mapping[str, Any], status: int | None, method: str | None = None, *,
+                  headers: Mapping[str, str] | None = None, token: TokenState = "unknown",
+                  window: float = 60.0) -> ApiError:
+    """The exception for an ``error`` object of a failure envelope: the class of its code
+    (an unknown code maps to the base class, keeping the code). ``headers`` give a
+    ``Retry-After``. A RATE_LIMITED is :class:`AuthRateLimited` when the call's ``token``
+    is known to be refused, or is not yet known good and the wait asked is longer than
+    any per-token ``window`` (seconds) could ask: only failed authentication does that."""
     code = str(error.get("code") or "API_ERROR")
     cls = BY_CODE.get(code, ApiError)
-    details = error.get("details") if isinstance(error.get("details"), dict) else {}
-    err = cls(str(error.get("message") or code), code=code, status=status, details=details, method=method)
+    raw = error.get("details")
+    details = dict(raw) if isinstance(raw, Mapping) else {}
+    header = retry_after_header((headers or {}).get("Retry-After"))
+    err = cls(str(error.get("message") or code), code=code, status=status, details=details, method=method,
+              retry_after_header=header)
+    if isinstance(err, RateLimited) and _auth_throttled(err, token, window):
+        err = AuthRateLimited(err.message, code=code, status=status, details=details, method=method,
+                              retry_after_header=header)
     if cls is ApiError and status is not None and status >= 500:
         err.retryable = True  # a server-side failure under a code this version does not know
     return err
+
+
+def _auth_throttled(err: RateLimited, token: TokenState, window: float) -> bool:
+    if token == "refused":
+        return True
+    wait = err.retry_after
+    return token == "unknown" and wait is not None and math.ceil(wait) > window

@@ -1,6 +1,12 @@
 """Pydantic models of the wire shapes the connector reads. Unknown fields are ignored
 everywhere, as the spec's versioning rule asks: the service may add response fields
-without a new API version."""
+without a new API version.
+
+Reading is tolerant: a model requires only what the connector needs to do its job (an
+id, a page's ``items``, a request's ``status``, a submission's ``isCompleted`` and
+``createdAt`` that sync pages by, an upload's URL and type); every other field is
+optional with a default, so a service that answers with less than the spec shows (or
+only what it shows) never fails a page."""
 
 from __future__ import annotations
 
@@ -116,13 +122,13 @@ class Page(WireModel, Generic[T]):
 
 class Me(WireModel):
     id: str
-    email: str
-    name: str
+    email: str | None = None
+    name: str | None = None
 
 
 class WorkspaceRef(WireModel):
     id: str
-    name: str
+    name: str | None = None
 
 
 class MethodInfo(WireModel):
@@ -133,7 +139,7 @@ class MethodInfo(WireModel):
 class MethodList(WireModel):
     """``methods.list``: the names of every method the service offers."""
 
-    methods: list[str]
+    methods: list[str] = []
     items: list[MethodInfo] = []
 
 
@@ -141,16 +147,16 @@ class MethodList(WireModel):
 
 
 class Form(WireModel):
-    """An item of ``forms.list`` (timestamps in epoch ms)."""
+    """An item of ``forms.list`` (timestamps in epoch ms); only ``id`` is required."""
 
     id: str
-    name: str
+    name: str = ""
     folderId: str | None = None
-    workspaceId: str
-    isPublished: bool
+    workspaceId: str | None = None
+    isPublished: bool = False
     publishedAt: int | None = None
     unpublishedAt: int | None = None
-    createdAt: int
+    createdAt: int | None = None
     lastEditedAt: int | None = None
     emoji: str | None = None
 
@@ -177,19 +183,19 @@ class FormDetail(Form):
 
 class FormCreated(WireModel):
     id: str
-    name: str
-    workspaceId: str
+    name: str = ""
+    workspaceId: str | None = None
     folderId: str | None = None
     isPublished: bool = False
-    createdAt: int
+    createdAt: int | None = None
     previewUrl: str | None = None
 
 
 class FormUpdated(WireModel):
     """``forms.update``: ``cover``/``logo`` only when sent; ``noChange`` when nothing did."""
 
-    id: str
-    name: str
+    id: str | None = None
+    name: str | None = None
     folderId: str | None = None
     emoji: str | None = None
     cover: dict[str, Any] | None = None
@@ -198,8 +204,10 @@ class FormUpdated(WireModel):
 
 
 class FormPublished(WireModel):
-    id: str
-    isPublished: bool
+    """``forms.publish``: the spec shows only the flags; the rest is optional."""
+
+    id: str | None = None
+    isPublished: bool = True
     publishedAt: int | None = None
     snapshotId: str | None = None
     alreadyPublished: bool = False
@@ -207,8 +215,8 @@ class FormPublished(WireModel):
 
 
 class FormUnpublished(WireModel):
-    id: str
-    isPublished: bool
+    id: str | None = None
+    isPublished: bool = False
     unpublishedAt: int | None = None
     alreadyUnpublished: bool = False
 
@@ -216,7 +224,7 @@ class FormUnpublished(WireModel):
 class FormTrashed(WireModel):
     """``forms.delete``: the form is in the trash; ``alreadyTrashed`` keeps the first date."""
 
-    id: str
+    id: str | None = None
     isDeleted: bool = True
     trashedAt: int | None = None
     revokedShareLinks: int = 0
@@ -229,7 +237,7 @@ class FormRestored(Form):
 
 class Folder(WireModel):
     id: str
-    name: str
+    name: str = ""
     workspaceId: str | None = None
     createdAt: int | None = None
     formCount: int = 0
@@ -241,7 +249,7 @@ class FolderUpdated(Folder):
 
 class FolderDeleted(WireModel):
     id: str
-    deleted: bool
+    deleted: bool = True
     movedForms: int = 0
 
 
@@ -313,8 +321,8 @@ class PaymentStatus(WireModel):
 class FormSettings(WireModel):
     """``formSettings.get``. ``isDefault``: nothing saved yet, the defaults are shown."""
 
-    settings: FormSettingsValues
-    isDefault: bool
+    settings: FormSettingsValues = Field(default_factory=FormSettingsValues)
+    isDefault: bool = False
     availableEmailDomains: list[EmailDomain] = []
     defaultFromAddress: str | None = None
     fromAddress: str | None = None
@@ -326,7 +334,7 @@ class TranslationEntry(WireModel):
     """A translatable text of a form and its translation (null when not translated)."""
 
     key: str
-    source: str
+    source: str = ""
     translation: str | None = None
 
 
@@ -339,7 +347,8 @@ class SubmissionTranslation(WireModel):
 
 
 class Submission(WireModel):
-    """An item of ``submissions.list``; timestamps are ``YYYY-MM-DD HH:MM:SS`` strings."""
+    """An item of ``submissions.list``; timestamps are ``YYYY-MM-DD HH:MM:SS`` strings.
+    ``isCompleted`` and ``createdAt`` are required: sync pages and stores by them."""
 
     id: str
     submittedAt: str | None = None
@@ -355,20 +364,20 @@ class Submission(WireModel):
 
 
 class SubmissionPage(Page[Submission]):
-    formId: str
-    formName: str
+    formId: str | None = None
+    formName: str | None = None
 
 
 class SubmissionPdf(WireModel):
     url: str
-    filename: str
-    contentType: str
-    byteLength: int
+    filename: str | None = None
+    contentType: str = "application/pdf"
+    byteLength: int | None = None
 
 
 class Option(WireModel):
     key: str
-    label: str
+    label: str = ""
 
 
 class AuthoredDocument(WireModel):
@@ -401,8 +410,11 @@ class FieldDescriptor(WireModel):
 
 
 class FieldList(WireModel):
-    published: bool
-    items: list[FieldDescriptor]
+    """``fields.list``; a result without ``published`` is taken as published when it
+    lists fields (a never-published form lists none)."""
+
+    published: bool | None = None
+    items: list[FieldDescriptor] = []
     hasMore: bool = False
 
 
@@ -435,19 +447,19 @@ class RequestDocument(WireModel):
 
 class RequestCreated(WireModel):
     id: str
-    status: str
-    url: str
-    deliveryStatus: str
+    status: str = "pending"
+    url: str | None = None
+    deliveryStatus: str | None = None
     externalId: str | None = None
     deduplicated: bool = False
-    createdAt: int
-    expiresAt: int
+    createdAt: int | None = None
+    expiresAt: int | None = None
 
 
 class TimelineEntry(WireModel):
-    id: str
-    at: int
-    type: str
+    id: str | None = None
+    at: int | None = None
+    type: str = ""
     deliveryStatus: str | None = None
     attemptCount: int | None = None
     eventType: str | None = None
@@ -502,8 +514,8 @@ class RequestRecord(WireModel):
 
 
 class Replay(WireModel):
-    dispatchId: str
-    eventId: str
+    dispatchId: str | None = None
+    eventId: str | None = None
 
 
 class DocumentUpload(WireModel):
@@ -511,9 +523,9 @@ class DocumentUpload(WireModel):
     ``Content-Type`` equal to ``contentType``."""
 
     id: str
-    name: str
+    name: str | None = None
     contentType: str
-    size: int
+    size: int | None = None
     uploadUrl: str
     expiresAt: int | None = None
 
@@ -546,15 +558,15 @@ class WebhookSubscription(WireModel):
     """A subscription as create and list return it; the signing secret is never echoed."""
 
     subscriptionId: str
-    formId: str
-    provider: str
-    targetUrl: str
-    eventType: str
+    formId: str | None = None
+    provider: str | None = None
+    targetUrl: str | None = None
+    eventType: str = "submission_created"
     idleWindow: str | None = None
     status: str = "active"
     createdAt: int | None = None
 
 
 class WebhookDeleted(WireModel):
-    subscriptionId: str
-    deleted: bool
+    subscriptionId: str | None = None
+    deleted: bool = True

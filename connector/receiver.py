@@ -23,7 +23,8 @@ What each delivery gets, in this order:
        (``id`` and ``type`` of 1 to 256 visible ASCII characters, ``createdAt``;
        a known type's ``data`` blocks in their documented shapes), or holds what
        no database can store
-       (U+0000, lone surrogates, non-finite numbers, nesting deeper than 64)
+       (U+0000, lone surrogates, non-finite numbers, nesting deeper than 64, a
+       mapped integer such as ``editCount`` beyond 64 bits; ``details.field`` names it)
 200    stored (``"status": "stored"``; an unknown type is stored raw) or already
        stored (``"status": "duplicate"``; nothing is written the second time)
 503    the database is unavailable: the sender should retry later
@@ -44,6 +45,7 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import gc
 import json
 import logging
 import math
@@ -70,7 +72,7 @@ from sqlalchemy import exc as sa_exc
 from .models import Event
 from .settings import ReceiverSettings
 from .signing import CustomScheme, Scheme, SigningConfigError, verify
-from .store import Incoming, Source, Store, StoreOutcome
+from .store import Incoming, Source, Store, StoreOutcome, event_integer_problem
 
 __all__ = [
     "DEFAULT_MAX_BATCH",
@@ -222,12 +224,16 @@ def parse_event(raw: bytes) -> Event:
     # An unknown type is kept whatever its data holds: only the envelope is read.
     shape = payload if payload["type"] in _MAPPED_TYPES else {k: v for k, v in payload.items() if k != "data"}
     try:
-        return Event.model_validate(shape)
+        event = Event.model_validate(shape)
     except ValidationError as e:
         first = e.errors()[0]
         where = ".".join(str(p) for p in first["loc"]) or "(envelope)"
         raise _Refusal(400, "NOT_AN_EVENT", "not_an_event",
                        f"the body is JSON but not an event envelope: {where}: {first['msg']}", field=where) from None
+    if problem := event_integer_problem(event):
+        raise _Refusal(400, "UNSTORABLE_EVENT", "unstorable", f"the event cannot be stored: {problem}",
+                       field=problem.split(" ", 1)[0])
+    return event
 
 
 # ======================================================================================
@@ -401,6 +407,10 @@ class Receiver:
 
     async def _lifecycle(self, _app: web.Application) -> AsyncIterator[None]:
         self.writer.start()
+        # What start-up made lives as long as the process: keep it out of the cyclic
+        # collector's passes, which otherwise rescan it under load.
+        gc.collect()
+        gc.freeze()
         yield
         # Runs after the server stopped taking requests and those in flight ended.
         await self.writer.close()

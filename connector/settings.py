@@ -5,6 +5,8 @@ never print, never log and never reach an export."""
 
 from __future__ import annotations
 
+import re
+import tomllib
 from pathlib import Path
 from typing import Any, Literal
 
@@ -24,6 +26,20 @@ class Section(BaseModel):
     model_config = ConfigDict(extra="forbid", hide_input_in_errors=True)
 
 
+def check_secret_text(value: str) -> str:
+    """A token or secret as given, refused when it is empty or has whitespace around it
+    (a newline left by ``echo`` or a file): the service would refuse it with a puzzling
+    401, or every signature would fail to verify. The message never holds the value."""
+    if not value:
+        raise ValueError("is empty")
+    if value != value.strip():
+        end = value[-1] if value[-1].isspace() else value[0]
+        what = "a newline" if end in "\r\n" else "a space or tab"
+        side = "ends with" if value[-1].isspace() else "starts with"
+        raise ValueError(f"{side} {what}; remove it (in a shell, \"$(cat FILE)\" drops a trailing newline)")
+    return value
+
+
 class ServiceSettings(Section):
     """Where the Form Collection Service is and how hard to use it."""
 
@@ -34,6 +50,13 @@ class ServiceSettings(Section):
     creates_per_minute: int = Field(60, ge=1)
     timeout_seconds: float = Field(30.0, gt=0)
     max_retries: int = Field(5, ge=0)
+
+    @field_validator("token")
+    @classmethod
+    def _token_text(cls, v: SecretStr | None) -> SecretStr | None:
+        if v is not None:
+            check_secret_text(v.get_secret_value())
+        return v
 
 
 class ReceiverSettings(Section):
@@ -53,6 +76,13 @@ class ReceiverSettings(Section):
     # The scheme of senders that sign otherwise, used when scheme = "custom" ([receiver.custom]).
     custom: CustomScheme | None = None
 
+    @field_validator("callback_secrets", "webhook_secrets")
+    @classmethod
+    def _secret_text(cls, v: list[SecretStr]) -> list[SecretStr]:
+        for secret in v:
+            check_secret_text(secret.get_secret_value())
+        return v
+
 
 class StoreSettings(Section):
     """The SQL database the connector writes to: SQLite by default, PostgreSQL by URL."""
@@ -70,6 +100,9 @@ class OutreachSettings(Section):
 
 
 class ExportSettings(Section):
+    """Where ``formsync export`` writes when it is given no ``--out``: ``out_dir/TABLE.FORMAT``
+    for each of ``formats`` (or of ``--format``)."""
+
     out_dir: Path = Path("exports")
     formats: list[Literal["csv", "xlsx", "parquet"]] = ["csv"]
 
@@ -123,13 +156,48 @@ class Settings(BaseSettings):
         return tuple(sources)
 
 
+class SettingsFileError(ValueError):
+    """A settings file that is not TOML: ``line`` and ``column`` (1-based) when known."""
+
+    def __init__(self, path: Path, reason: str, line: int | None = None, column: int | None = None) -> None:
+        where = f"{path}:{line}:{column}" if line is not None else str(path)
+        super().__init__(f"{where}: {reason}")
+        self.path, self.reason, self.line, self.column = path, reason, line, column
+
+
+_TOML_AT = re.compile(r"\s*\(at line (\d+), column (\d+)\)$")
+
+
+def read_toml(file: Path) -> dict[str, Any]:
+    """The TOML document in ``file``; a ``SettingsFileError`` with the line and column
+    when it is not valid TOML, or not UTF-8."""
+    try:
+        text = file.read_bytes().decode("utf-8")
+    except UnicodeDecodeError as e:
+        line = file.read_bytes()[: e.start].count(b"\n") + 1
+        raise SettingsFileError(file, "is not UTF-8 text; save it as UTF-8", line) from None
+    try:
+        return tomllib.loads(text)
+    except tomllib.TOMLDecodeError as e:
+        msg = str(e)
+        m = _TOML_AT.search(msg)
+        if m is None:
+            raise SettingsFileError(file, f"invalid TOML: {msg.removesuffix(' (at end of document)')}",
+                                    text.count("\n") + 1) from None
+        raise SettingsFileError(file, f"invalid TOML: {msg[: m.start()]}", int(m.group(1)), int(m.group(2))) from None
+
+
 def load_settings(path: Path | str | None = None, **overrides: Any) -> Settings:
     """Settings from ``path`` (TOML) if given, then ``FORMSYNC_*`` variables over it,
-    then ``overrides`` over both. A missing file is an error, not silently ignored."""
+    then ``overrides`` over both. A missing file is an error, not silently ignored; a
+    file that is not TOML is a ``SettingsFileError`` naming its line and column."""
     if path is None:
         return Settings(**overrides)
     file = Path(path)
+    if file.is_dir():
+        raise FileNotFoundError(f"config file {file} is a directory")
     if not file.is_file():
         raise FileNotFoundError(f"config file {file} does not exist")
+    read_toml(file)
     bound: type[Settings] = type("FileSettings", (Settings,), {"model_config": {**Settings.model_config, "toml_file": file}})
     return bound(**overrides)

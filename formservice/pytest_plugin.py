@@ -1,7 +1,9 @@
 """pytest fixtures for testing your own pipelines against the sandbox, the way moto is
-used for AWS. Installed with formsync (entry point ``pytest11``); needs pytest-asyncio
-(``asyncio_mode = "auto"`` or ``@pytest.mark.asyncio``).
+used for AWS. Installed with formsync (entry point ``pytest11``); needs pytest-asyncio.
+The fixtures are pytest-asyncio fixtures, so they work in its default strict mode (mark
+the tests ``@pytest.mark.asyncio``) and in ``asyncio_mode = "auto"`` alike.
 
+    @pytest.mark.asyncio
     async def test_my_sync(formsync_client, formsync_sandbox):
         form_id = formsync_sandbox.workspace("pro")["forms"]["Contact"]
         fields = await formsync_client.list_fields(form_id)
@@ -22,6 +24,11 @@ import pytest
 
 from .sandbox.client import HelperError, SandboxHelpers
 from .sandbox.runner import SandboxServer
+
+try:
+    from pytest_asyncio import fixture as async_fixture
+except ImportError:  # pytest-asyncio absent: the plugin still loads; its fixtures then need it
+    async_fixture = pytest.fixture  # type: ignore[assignment]
 
 
 @dataclass
@@ -64,7 +71,7 @@ class SandboxHandle:
         self._clients.clear()
 
 
-@pytest.fixture
+@async_fixture
 async def formsync_sandbox(tmp_path: Path) -> AsyncIterator[SandboxHandle]:
     """A freshly seeded sandbox for one test, on SQLite in the test's tmp_path (its
     credentials also in ``credentials.json`` there)."""
@@ -77,7 +84,7 @@ async def formsync_sandbox(tmp_path: Path) -> AsyncIterator[SandboxHandle]:
             await handle.close()
 
 
-@pytest.fixture
+@async_fixture
 async def formsync_client(formsync_sandbox: SandboxHandle) -> AsyncIterator[Any]:
     """A FormClient for the sandbox's Pro workspace, with pacing that matches its limits."""
     from connector.client import FormClient

@@ -11,6 +11,7 @@ from typing import Any
 
 from aiohttp import web
 
+from .dialect import shape_error, shape_result
 from .errors import ApiError
 from .faults import Fault
 from .service import Service
@@ -149,7 +150,13 @@ def ok(data: Any) -> web.Response:
 
 
 def fail(err: ApiError) -> web.Response:
-    return web.json_response({"ok": False, "error": err.to_wire()}, status=err.status)
+    """The failure envelope; a throttled call also gets ``Retry-After`` (whole seconds,
+    rounded up from ``retryAfterMs``), the HTTP way of saying how long to wait."""
+    headers = {}
+    wait = err.details.get("retryAfterMs")
+    if err.code == "RATE_LIMITED" and isinstance(wait, int):
+        headers["Retry-After"] = str(max(0, math.ceil(wait / 1000)))
+    return web.json_response({"ok": False, "error": err.to_wire()}, status=err.status, headers=headers)
 
 
 def internal(exc: BaseException) -> web.Response:
@@ -171,12 +178,12 @@ async def handle(request: web.Request) -> web.Response:
         fault = service.faults.next(name)
         if fault.latency_ms:
             await asyncio.sleep(fault.latency_ms / 1000)
-        refused = refusal(fault)
+        refused = refusal(fault, service.dialect)
         if refused is not None:
             return refused
-        response = ok(service.invoke(caller, name, params))
+        response = ok(shape_result(service.dialect, name, service.invoke(caller, name, params)))
     except ApiError as err:
-        response = fail(err)
+        response = fail(shape_error(service.dialect, err))
     except Exception as exc:  # never a bare 500 page: the closed code set holds
         response = internal(exc)
     if fault.kind in ("reset", "drop_after_commit"):
@@ -197,10 +204,10 @@ def proxy_page(status: int) -> web.Response:
     return web.Response(status=status, text=f"{status} upstream unavailable\n")
 
 
-def refusal(fault: Fault) -> web.Response | None:
+def refusal(fault: Fault, dialect: str = "full") -> web.Response | None:
     """The answer of a call the fault plan refuses before it runs, or None to run it."""
     if fault.kind == "rate_limited":
-        return fail(injected_rate_limit(fault))
+        return fail(shape_error(dialect, injected_rate_limit(fault)))
     if fault.kind == "error_5xx":
         if fault.status == 500:
             return fail(ApiError("INTERNAL_ERROR", "Unexpected server error; the call changed nothing. Retry later."))

@@ -86,6 +86,7 @@ class Service:
         self.call_log: list[tuple[int, str, str]] = []  # (ms, token id, method): counted by tests
         self.worker: Any = None  # the DeliveryWorker, attached by the app
         self.faults = FaultInjector()  # the sandbox's injected faults (faults.set); none by default
+        self.dialect = "full"  # how much of each /api/v1 answer is sent (formservice/dialect.py)
 
     # -- store ------------------------------------------------------------------
     @contextmanager

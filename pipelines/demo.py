@@ -2,7 +2,7 @@
 
 It starts the sandbox and the receiver on free ports, subscribes webhooks for the
 seeded Contact form of the Pro workspace, sends one request per row of
-``config/demo/contacts.csv`` with callbacks to the receiver, answers most requests
+``pipelines/data/demo/contacts.csv`` (package data) with callbacks to the receiver, answers most requests
 through their recipient pages as people would, cancels one, lets one expire on the
 sandbox's test clock, has every callback and webhook delivered and checks the receiver
 stored each of them, polls and syncs, exports CSV, XLSX and Parquet, and prints a
@@ -27,6 +27,7 @@ import time
 from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
 from contextlib import AsyncExitStack, contextmanager
 from dataclasses import dataclass
+from importlib import resources
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
@@ -62,7 +63,8 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("pipelines.demo")
 
-DEMO_SHEET = Path(__file__).resolve().parent.parent / "config" / "demo" / "contacts.csv"
+# Package data, so the demo runs from an installed wheel as from a checkout.
+DEMO_SHEET = Path(str(resources.files("pipelines") / "data" / "demo" / "contacts.csv"))
 DEMO_PLAN = "pro"
 DEMO_FORM = "Contact"
 JOB = "demo"
@@ -451,7 +453,7 @@ async def run_demo(out: Path, *, console: Console | None = None, progress: bool 
     out = check_out_dir(out)
     state_dir = out / STATE_DIR
     if not DEMO_SHEET.is_file():
-        raise DemoError(f"the demo sheet {DEMO_SHEET} is missing; run the demo from a checkout of formsync")
+        raise DemoError(f"the demo sheet {DEMO_SHEET} is missing; reinstall formsync")
     state_path = state_dir / STATE_FILE
     state = load_state(state_path)
     steps = _Steps(console, progress)
@@ -554,7 +556,7 @@ def render_summary(summary: DemoSummary, console: Console) -> None:
     t.add_column("count", justify="right")
     t.add_column("what it is")
     rows = [
-        ("rows in the sheet", summary.sheet_rows, "config/demo/contacts.csv"),
+        ("rows in the sheet", summary.sheet_rows, "formsync's demo sheet"),
         ("requests sent", summary.sent, f"one per valid row; callbacks to the receiver (this run: "
                                         f"{summary.this_run.get('requests_created', 0)} new)"),
         ("completed", summary.completed, "answered by the recipients on their pages"),

@@ -1,5 +1,6 @@
 """Export the store to CSV, XLSX or Parquet: submissions wide (one row per submission,
-one column per field), answers long (one row per ``AnswerRow``) and requests.
+one column per field), answers long (one row per answer, or per part of a
+repeating group or matrix: see ``answer_rows``) and requests.
 
 The export streams: rows are read from the store in batches of ``CHUNK_ROWS`` (the
 store's ``exports`` reads), each batch is shaped column by column into an

@@ -16,6 +16,10 @@ Cost model of one cycle, per form with ``n`` stored pending requests:
   Each such listing also stops as soon as its candidates are found or passed.
 * Whatever is left is read with ``requests.get``, one call each: completed requests
   always (list summaries carry no answers), plus any leaver a listing did not resolve.
+* A listing's status filter is not trusted: every listed record is taken by the status it
+  carries, so a record the ``pending`` listing answers as completed is read whole with
+  ``requests.get`` (its answers stored), and one answered as expired or canceled is
+  stored as it is.
 
 So a cycle costs ``ceil(n/100)`` calls when nothing changed, and about ``ceil(n/100) +
 completed + (0..2 listings)`` when requests left ``pending``. Stored pending requests
@@ -27,6 +31,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
 
 from pydantic import BaseModel
 
@@ -94,30 +99,62 @@ async def _walk(client: FormClient, form_id: str, status: str, wanted: dict[str,
     return found
 
 
+@dataclass
+class ByStatus:
+    """Listed records by the status each one carries: a listing's status filter is not
+    trusted (a service may answer a record that has since moved on)."""
+
+    pending: list[models.RequestRecord]
+    final: list[models.RequestRecord]  # expired or canceled: the summary is the whole news
+    reread: list[models.RequestRecord]  # completed (answers only come with requests.get) or unknown
+
+
+FINAL_WITHOUT_ANSWERS = frozenset({"expired", "canceled"})
+
+
+def sort_by_status(records: Iterable[models.RequestRecord]) -> ByStatus:
+    """Split listed records by their own ``status`` (a pure rule)."""
+    out = ByStatus([], [], [])
+    for rec in records:
+        if rec.status == "pending":
+            out.pending.append(rec)
+        elif rec.status in FINAL_WITHOUT_ANSWERS:
+            out.final.append(rec)
+        else:
+            out.reread.append(rec)
+    return out
+
+
 async def _poll_form(client: FormClient, store: Store, form_id: str, tracked: Sequence[PendingRequest], now_ms: int,
                      report: PollReport) -> None:
     by_id = {p.id: p for p in tracked}
     # Test requests only show in listings with includeTest: without it a stored test
     # request would look like a leaver and cost a requests.get every cycle.
-    still = await _walk(client, form_id, "pending", by_id, include_test=True)
-    if still:
-        store.upsert_requests(still, source="poll")
-    leavers = {i: p for i, p in by_id.items() if i not in {r.id for r in still}}
-    report.still_pending += len(still)
-    if not leavers:
-        return
-    resolved: list[models.RequestRecord] = []
-    overdue = {i: p for i, p in leavers.items() if p.expires_at is not None and p.expires_at <= now_ms}
-    if len(overdue) >= 2:
-        resolved += await _walk(client, form_id, "expired", overdue, include_test=True)
-    others = {i: p for i, p in leavers.items() if i not in overdue}
-    if len(others) >= LIST_THRESHOLD:
-        resolved += await _walk(client, form_id, "canceled", others, include_test=True)
+    listed = sort_by_status(await _walk(client, form_id, "pending", by_id, include_test=True))
+    if listed.pending:
+        store.upsert_requests(listed.pending, source="poll")
+    report.still_pending += len(listed.pending)
+    known = {r.id for r in (*listed.pending, *listed.final, *listed.reread)}
+    leavers = {i: p for i, p in by_id.items() if i not in known}
+    resolved = list(listed.final)
+    reread = [r.id for r in listed.reread]
+    if leavers:
+        overdue = {i: p for i, p in leavers.items() if p.expires_at is not None and p.expires_at <= now_ms}
+        found: list[models.RequestRecord] = []
+        if len(overdue) >= 2:
+            found += await _walk(client, form_id, "expired", overdue, include_test=True)
+        others = {i: p for i, p in leavers.items() if i not in overdue}
+        if len(others) >= LIST_THRESHOLD:
+            found += await _walk(client, form_id, "canceled", others, include_test=True)
+        checked = sort_by_status(found)
+        resolved += checked.final
+        # A leaver listed as pending or completed after all is read whole, as is any leaver no listing showed.
+        listed_ids = {r.id for r in checked.final}
+        reread += [i for i in leavers if i not in listed_ids]
     if resolved:
         store.upsert_requests(resolved, source="poll")
         _count(report, resolved)
-    done = {r.id for r in resolved}
-    await _get_each(client, store, [i for i in leavers if i not in done], report)
+    await _get_each(client, store, reread, report)
 
 
 async def _get_each(client: FormClient, store: Store, ids: Sequence[str], report: PollReport) -> None:

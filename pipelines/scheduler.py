@@ -119,7 +119,9 @@ class JobRuntime:
             self._finish(run_id, "error", error="cancelled: the scheduler stopped before the run finished")
             raise
         except Exception as e:  # any failure of a run is recorded for status, and the scheduler goes on
-            log.exception("job %s failed", job.id)
+            reason = f"{type(e).__name__}: {str(e).strip().splitlines()[0] if str(e).strip() else ''}"
+            log.error("job %s (%s) failed: %s", job.id, job.kind, reason)
+            log.debug("job %s failed", job.id, exc_info=True)  # the traceback, with --verbose
             await asyncio.to_thread(self._finish, run_id, "error", error=f"{type(e).__name__}: {e}")
             return
         summary = summarise(job.kind, report)
@@ -271,6 +273,9 @@ async def serve(settings: Settings, store: Store, *, stop: asyncio.Event | None 
     from connector.receiver import run_receiver, stop_on_signals
 
     params = check_jobs(settings)
+    # Each run logs its own start and outcome; APScheduler's "executed successfully" would
+    # follow a failed run too, since a failure is recorded rather than raised.
+    logging.getLogger("apscheduler.executors").setLevel(logging.WARNING)
     options = options or SchedulerOptions()
     stop = stop or asyncio.Event()
     with stop_on_signals(stop):

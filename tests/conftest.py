@@ -141,10 +141,29 @@ async def start_sandbox(data_dir: Path, seed: Path | None = None) -> tuple[Sandb
     return server, sb
 
 
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    """A test marked ``dialects`` (a module's ``pytestmark``) runs once per sandbox
+    dialect: the connector must cope with the smallest answers the spec promises. A
+    test it does not fit is marked ``full_dialect_only`` with the reason."""
+    node = metafunc.definition
+    if ("dialect" in metafunc.fixturenames and node.get_closest_marker("dialects")
+            and not node.get_closest_marker("full_dialect_only")):
+        metafunc.parametrize("dialect", ["full", "minimal"], indirect=True)
+
+
 @pytest.fixture
-async def sandbox(tmp_path: Path) -> AsyncIterator[Sandbox]:
-    """A freshly seeded sandbox on a loopback port, on a SQLite file in ``tmp_path``."""
+def dialect(request: pytest.FixtureRequest) -> str:
+    """The dialect the ``sandbox`` fixture answers in: ``full`` unless the test is
+    parametrised over both (see ``pytest_generate_tests``)."""
+    return str(getattr(request, "param", "full"))
+
+
+@pytest.fixture
+async def sandbox(tmp_path: Path, dialect: str) -> AsyncIterator[Sandbox]:
+    """A freshly seeded sandbox on a loopback port, on a SQLite file in ``tmp_path``,
+    answering in ``dialect``."""
     server, sb = await start_sandbox(tmp_path / "sandbox")
+    sb.service.dialect = dialect
     try:
         yield sb
     finally:

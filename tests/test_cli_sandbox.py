@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import re
 import signal
 import sys
 from collections.abc import AsyncIterator
@@ -30,10 +31,11 @@ class Running:
 
 
 @asynccontextmanager
-async def sandbox_process(data_dir: Path, creds_file: Path) -> AsyncIterator[Running]:
+async def sandbox_process(data_dir: Path, creds_file: Path, *options: str) -> AsyncIterator[Running]:
     """Start the sandbox, wait for its "listening" line, and make sure it is gone after."""
     proc = await asyncio.create_subprocess_exec(
         str(FORMSYNC), "sandbox", "--port", "0", "--data-dir", str(data_dir), "--credentials-file", str(creds_file),
+        *options,
         stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
         env={**os.environ, "PYTHONUNBUFFERED": "1"},
     )
@@ -126,3 +128,14 @@ async def test_sandbox_command_refuses_missing_seed(tmp_path):
     assert proc.returncode != 0
     text = (out + err).decode()
     assert "nope.yaml" in text and "Traceback" not in text
+
+
+async def test_sandbox_command_answers_in_the_minimal_dialect(tmp_path):
+    async with sandbox_process(tmp_path / "d", tmp_path / "c.json", "--dialect", "minimal") as run:
+        ws = next(w for w in run.creds["workspaces"] if w["plan"] == "pro")
+        status, body = await rpc(run.creds["baseUrl"], ws["token"], "requests.create",
+                                 {"formId": ws["forms"]["Contact"], "prefill": {"topic": "Sales"}})
+        assert status == 400 and "reason" not in body["error"].get("details", {})
+        assert re.match(r"[A-Z_]+: ", body["error"]["message"]), "the reason leads the message"
+        code, _ = await stop(run)
+    assert code == 0

@@ -2,6 +2,13 @@
 
 from __future__ import annotations
 
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
 
 async def test_client_fixture_talks_to_the_sandbox_fixture(formsync_client, formsync_sandbox):
     pro = formsync_sandbox.workspace("pro")
@@ -48,3 +55,48 @@ async def test_a_refused_helper_says_what_was_wrong(formsync_sandbox):
         assert (err.status, err.code, err.details.get("field")) == (400, "VALIDATION_ERROR", "ms")
     else:
         raise AssertionError("a negative advance was accepted")
+
+
+# A user's project: its own test file and pytest settings, run by pytest in a subprocess
+# with the plugin loaded from its entry point, in each of pytest-asyncio's modes.
+USER_TEST = '''
+import pytest
+
+
+@pytest.mark.asyncio
+async def test_marked(formsync_client, formsync_sandbox):
+    fields = await formsync_client.list_fields(formsync_sandbox.workspace("pro")["forms"]["Contact"])
+    assert fields.published
+'''
+UNMARKED_TEST = '''
+async def test_unmarked(formsync_sandbox):
+    assert (await formsync_sandbox.helper("mail.list"))["items"] == []
+'''
+
+
+def run_user_suite(tmp_path: Path, mode: str, tests: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    (tmp_path / "pytest.ini").write_text(f"[pytest]\nasyncio_mode = {mode}\n"
+                                         "asyncio_default_fixture_loop_scope = function\n")
+    for name, text in tests.items():
+        (tmp_path / name).write_text(text)
+    return subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-W", "error"],
+                          cwd=tmp_path, capture_output=True, text=True, timeout=300)
+
+
+@pytest.mark.parametrize("mode", ["strict", "auto"])
+def test_the_fixtures_work_in_each_pytest_asyncio_mode(mode: str, tmp_path: Path) -> None:
+    tests = {"test_marked.py": USER_TEST}
+    if mode == "auto":
+        tests["test_unmarked.py"] = UNMARKED_TEST
+    done = run_user_suite(tmp_path, mode, tests)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert f"{len(tests)} passed" in done.stdout, done.stdout
+
+
+def test_the_readme_example_is_a_test_as_written(tmp_path: Path) -> None:
+    readme = (Path(__file__).resolve().parent.parent / "README.md").read_text()
+    section = readme[readme.index("### In your pytest suite"):]
+    example = re.search(r"```python\n(.*?)```", section, re.S)
+    assert example is not None
+    done = run_user_suite(tmp_path, "strict", {"test_readme.py": example.group(1)})
+    assert done.returncode == 0 and "1 passed" in done.stdout, done.stdout + done.stderr

@@ -207,9 +207,6 @@ class Store:
             firsts.setdefault(m.raw["id"], m)
 
         def work(w: Writer) -> set[str]:
-            for m in firsts.values():
-                if m.payload_text is not None:
-                    w.known_json(m.raw["payload"], m.payload_text)
             new = w.insert_new(EVENTS.name, [m.raw for m in firsts.values()])
             fresh = [m for m in firsts.values() if m.raw["id"] in new]
             merge(w, REQUEST_MERGE, [m.request for m in fresh if m.request])
@@ -240,7 +237,7 @@ class Store:
     def upsert_submissions(self, items: Sequence[Mapping[str, Any] | BaseModel], form_id: str,
                            form_name: str | None = None, *, source: Source = "sync") -> list[str]:
         """Store ``submissions.list`` items of one form, newest wins (see
-        ``submission_rank``), with their long-form answers. Returns the ids whose row was
+        ``submission_rank``), with their answers. Returns the ids whose row was
         inserted or replaced. A malformed item is a ``ValueError`` and nothing is stored."""
         return self.sync_page(form_id, items, None, form_name=form_name, source=source)
 

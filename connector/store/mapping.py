@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Iterable, Mapping
+import zlib
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any, Literal
@@ -24,8 +25,8 @@ TERMINAL_STATUSES = frozenset({"completed", "expired", "canceled"})
 
 @dataclass(frozen=True)
 class Incoming:
-    """An event as the receiver got it. ``body`` is the exact raw text (kept verbatim in
-    ``RawEvent.body``); without it the parsed event is re-serialised, which drops the
+    """An event as the receiver got it. ``body`` is the exact raw body (kept verbatim,
+    compressed, in ``RawEvent.body_zlib``); without it the parsed event is re-serialised, which drops the
     fields the model does not know. ``received_at`` defaults to the time of storing."""
 
     event: Event
@@ -65,7 +66,6 @@ class EventRows:
     raw: dict[str, Any]
     submission: dict[str, Any] | None = None
     request: dict[str, Any] | None = None
-    payload_text: str | None = None  # the JSON text of ``raw["payload"]`` when it is the body verbatim
 
     @property
     def answers(self) -> list[dict[str, Any]]:
@@ -79,6 +79,28 @@ class EventRows:
 # ======================================================================================
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+
+
+INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1  # the widest integer column of every supported database
+
+
+def integer_problem(row: Mapping[str, Any], where: str) -> str | None:
+    """Why an integer column of ``row`` cannot be stored (beyond 64 bits, the widest
+    integer column any supported database has), naming ``where``, or None."""
+    for col, value in row.items():
+        if type(value) is int and not INT64_MIN <= value <= INT64_MAX:
+            return f"{where}.{col} is {value}, beyond the 64-bit integers a database column holds"
+    return None
+
+
+def event_integer_problem(event: Event) -> str | None:
+    """Why an integer the event maps to a column cannot be stored (see
+    ``integer_problem``), naming the field, or None. Only ``editCount`` is an integer in
+    a mapped event (its times are datetimes, always within range)."""
+    sub = event.data.submission
+    if sub is not None and not INT64_MIN <= sub.editCount <= INT64_MAX:
+        return f"data.submission.editCount is {sub.editCount}, beyond the 64-bit integers a database column holds"
+    return None
 
 
 def epoch_ms(dt: datetime) -> int:
@@ -154,7 +176,7 @@ def _segments(text: Any, sep: str, n: int) -> list[str] | None:
 
 def answer_rows(submission_id: str, answers: Mapping[str, Any] | None,
                 display: Mapping[str, Any] | None) -> list[dict[str, Any]]:
-    """Flatten one submission's answers into long-form rows (dicts of ``AnswerRow``
+    """Flatten one submission's answers into long-form rows (dicts of ``ANSWER_COLUMNS``
     columns). Every answer key yields at least one row, and the key
     ``(field_key, instance, row_key, member_key)`` is unique:
 
@@ -174,19 +196,34 @@ def answer_rows(submission_id: str, answers: Mapping[str, Any] | None,
 
 
 ANSWER_COLUMNS = ("submission_id", "field_key", "instance", "row_key", "member_key", "value_json", "display_text")
-_encode_value = json.JSONEncoder(ensure_ascii=False).encode  # json.dumps(v, ensure_ascii=False), built once
+_encode_any = json.JSONEncoder(ensure_ascii=False).encode  # json.dumps(v, ensure_ascii=False), built once
+_encode_str: Callable[[str], str] = json.encoder.encode_basestring  # that encoder's way with a str, unchecked
+_SCALARS: dict[Any, str] = {True: "true", False: "false", None: "null"}
+
+
+def _encode_value(value: Any) -> str:
+    """``json.dumps(value, ensure_ascii=False)``, faster for the common scalars (export
+    derives every long row through here)."""
+    kind = type(value)
+    if kind is str:
+        return _encode_str(value)
+    if kind is int:
+        return int.__repr__(value)
+    if kind is bool or value is None:
+        return _SCALARS[value]
+    return _encode_any(value)
 
 
 def answer_tuples(submission_id: str, answers: Mapping[str, Any] | None,
                   display: Mapping[str, Any] | None) -> list[tuple[Any, ...]]:
-    """``answer_rows`` as tuples in ``ANSWER_COLUMNS`` order (what the store inserts)."""
+    """``answer_rows`` as tuples in ``ANSWER_COLUMNS`` order (what export derives)."""
     rows: list[tuple[Any, ...]] = []
     add = rows.append
     shown_all = display or {}
     for key, value in (answers or {}).items():
         shown = shown_all.get(key)
         if isinstance(value, str):  # the common case, first: one row, nothing to split
-            add((submission_id, key, -1, "", "", _encode_value(value), display_text(value, shown)))
+            add((submission_id, key, -1, "", "", _encode_str(value), display_text(value, shown)))
             continue
         before = len(rows)
         if _is_group(value):
@@ -276,8 +313,9 @@ def event_to_rows(event: Event | Incoming, *, now: int | None = None) -> EventRo
 
     * every event: a ``RawEvent`` row (an unknown type is stored raw, and only raw);
     * ``submission.completed`` / ``submission.updated``: a submission row and its answers;
-    * ``request.completed``: a request row (status, outcome, answers, display, submission
-      id) plus the submission row and its answers, linked by ``request_id``;
+    * ``request.completed``: a request row (status, outcome, submission id) plus the
+      submission row with the answers and display, linked by ``request_id`` (they are
+      stored once, there: see ``request_answers``);
     * ``request.expired`` / ``request.canceled``: a request row with the status, its time
       and the identity fields the event carries;
     * ``submission.abandoned``: the raw row only.
@@ -285,25 +323,25 @@ def event_to_rows(event: Event | Incoming, *, now: int | None = None) -> EventRo
     ``now`` (epoch ms, default the current time) fills ``received_at`` and ``stored_at``."""
     inc = event if isinstance(event, Incoming) else Incoming(event)
     ev, now = inc.event, now_ms() if now is None else now
-    payload_text = None
     if inc.body is None:
-        payload = ev.model_dump(mode="json", exclude_unset=True)
-        body = json.dumps(payload, ensure_ascii=False)
+        body = json.dumps(ev.model_dump(mode="json", exclude_unset=True), ensure_ascii=False).encode()
     else:
-        body = inc.body.decode("utf-8") if isinstance(inc.body, bytes) else inc.body
-        try:
-            payload = json.loads(body)
-            payload_text = body  # the same JSON: stored as received, not serialised again
-        except ValueError:
-            payload = ev.model_dump(mode="json", exclude_unset=True)
+        body = inc.body.encode("utf-8", "surrogateescape") if isinstance(inc.body, str) else inc.body
     out = EventRows(raw={
         "id": ev.id, "type": ev.type, "source": inc.source, "created_at": epoch_ms(ev.createdAt),
         "api_version": ev.apiVersion, "test": ev.test,
-        "received_at": inc.received_at if inc.received_at is not None else now, "body": body, "payload": payload,
-    }, payload_text=payload_text)
+        "received_at": inc.received_at if inc.received_at is not None else now,
+        "body_zlib": compress_body(body),
+    })
     out.submission = _event_submission(inc, now)
     out.request = _event_request(inc, now)
     return out
+
+
+def compress_body(body: bytes) -> bytes:
+    """An event body as ``RawEvent.body_zlib`` stores it (zlib's fastest level: bodies
+    are repetitive JSON, which it already shrinks several times over)."""
+    return zlib.compress(body, 1)
 
 
 def _event_submission(inc: Incoming, now: int) -> dict[str, Any] | None:
@@ -345,8 +383,6 @@ def _event_request(inc: Incoming, now: int) -> dict[str, Any] | None:
             row["form_id"] = data.form.id
         if data.submission:
             row["submission_id"] = data.submission.id
-        row["answers"] = data.answers or {}
-        row["display"] = data.display or {}
     # Events carry no updatedAt: the moment of the event's own transition stands for it.
     row["updated_at"] = row.get(_TERMINAL_TIME.get(row["status"], "")) or epoch_ms(ev.createdAt)
     row.update(source=inc.source, last_event_id=ev.id, stored_at=now)
@@ -413,6 +449,8 @@ def _item_row(it: Submission, where: str, form_id: str, form_name: str | None, s
             row[col] = list_ts_ms(value, f"{where}.{wire}") if wire.endswith("At") else value
     if row.get("edit_count", 0) is None:
         row["edit_count"] = 0
+    if problem := integer_problem(row, where):
+        raise ValueError(problem)
     return row
 
 
@@ -424,6 +462,8 @@ def _record_row(rec: RequestRecord, source: str, now: int) -> dict[str, Any]:
     if row.get("updated_at") is None:
         row["updated_at"] = _default_updated_at(row)
     row.update(source=source, last_event_id=None, stored_at=now)
+    if problem := integer_problem(row, f"record {rec.id}"):
+        raise ValueError(f"{problem}; nothing was stored")
     return row
 
 

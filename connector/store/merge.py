@@ -84,11 +84,7 @@ def merge(w: Writer, m: Merge, rows: Sequence[dict[str, Any]]) -> list[dict[str,
 
 
 def write_submissions(w: Writer, rows: Sequence[dict[str, Any]]) -> list[str]:
-    """Merge submission rows, then replace the long-form answers of every written row
-    that carries answers, from its newest written version (a row that lost to a newer
-    stored version leaves the answers alone). Returns the ids written, sorted."""
-    written = merge(w, SUBMISSION_MERGE, rows)
-    latest = {r["id"]: r for r in written if "answers" in r}  # rounds run oldest first: the last is the newest
-    if latest:
-        w.replace_answers(latest)
-    return sorted({r["id"] for r in written})
+    """Merge submission rows (their answers are stored once, as the row's JSON; the
+    long form is derived when read, see ``answer_tuples``). Returns the ids written,
+    sorted."""
+    return sorted({r["id"] for r in merge(w, SUBMISSION_MERGE, rows)})

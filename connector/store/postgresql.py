@@ -1,5 +1,5 @@
 """The PostgreSQL writer (psycopg 3): id lists travel as one array parameter, inserts of
-a group go in one pipelined round trip, answers arrive by ``COPY``, and the rows a merge
+a group go in one pipelined round trip, and the rows a merge
 reads are locked in id order. A deadlock or serialization failure runs the transaction
 again; concurrent migrations are serialised by an advisory lock, and the scheduler's
 leader holds a session advisory lock (``AdvisoryLock``). Long reads stream from a
@@ -17,7 +17,6 @@ from sqlalchemy.dialects import postgresql as pg_dialect
 from sqlalchemy.engine import Connection, Engine
 from sqlmodel import create_engine
 
-from .mapping import ANSWER_COLUMNS
 from .writer import SQLWriter
 
 log = logging.getLogger("formsync.scheduler")
@@ -79,11 +78,6 @@ class PostgreSQLWriter(SQLWriter):
                 break
         return inserted
 
-    def insert_answers(self, rows: list[tuple[Any, ...]]) -> None:
-        # COPY: one stream for every answer row of the batch.
-        with self.cur.copy(f"COPY formsync_answers ({', '.join(ANSWER_COLUMNS)}) FROM STDIN") as copy:
-            for r in rows:
-                copy.write_row(r)
 
 
 def advisory_key(name: str) -> int:

@@ -4,6 +4,8 @@ service's own string. The migrations (``connector/migrations``) build exactly th
 
 from __future__ import annotations
 
+import json
+import zlib
 from typing import Any
 
 from sqlalchemy import (
@@ -12,14 +14,19 @@ from sqlalchemy import (
     CheckConstraint,
     Column,
     ForeignKey,
+    LargeBinary,
     MetaData,
+    Select,
     Table,
     Text,
     UniqueConstraint,
+    func,
+    select,
 )
 from sqlalchemy.orm import registry
 from sqlmodel import Field, SQLModel
 
+BODY_MAX_BYTES = 2**24 - 1  # what ``RawEvent.body_zlib`` holds on every database
 OUTREACH_STATES: tuple[str, ...] = ("pending", "sending", "sent", "invalid", "failed", "changed")
 # Alembic's bookkeeping table, named so it never meets the user's own Alembic history.
 VERSION_TABLE = "formsync_alembic_version"
@@ -46,7 +53,8 @@ def _json_col() -> Any:
 
 
 class RawEvent(StoreModel, table=True):
-    """Every event received, exactly once per event id, as it came."""
+    """Every event received, exactly once per event id, as it came: its body is kept
+    once, zlib-compressed (``body`` and ``payload`` read it back)."""
 
     __tablename__ = "formsync_events"
 
@@ -57,8 +65,22 @@ class RawEvent(StoreModel, table=True):
     api_version: str | None = None
     test: bool = False
     received_at: int = Field(sa_type=BigInteger)
-    body: str = Field(sa_type=Text)  # the raw body as received (or as re-serialised when not given)
-    payload: dict[str, Any] | None = _json_col()  # the body parsed as JSON
+    # The raw body as received (or as re-serialised when not given), zlib-compressed. The
+    # length makes it a MEDIUMBLOB on MySQL/MariaDB (a BLOB stops at 64 KiB).
+    body_zlib: bytes = Field(sa_type=LargeBinary(BODY_MAX_BYTES))
+
+    @property
+    def body(self) -> str:
+        """The raw body as received, as text."""
+        return zlib.decompress(self.body_zlib).decode("utf-8", "surrogateescape")
+
+    @property
+    def payload(self) -> Any:
+        """The body parsed as JSON (None when it is not JSON)."""
+        try:
+            return json.loads(self.body)
+        except ValueError:
+            return None
 
 
 class SubmissionRow(StoreModel, table=True):
@@ -75,7 +97,7 @@ class SubmissionRow(StoreModel, table=True):
     created_at: int | None = Field(default=None, sa_type=BigInteger)  # known from submissions.list only
     submitted_at: int | None = Field(default=None, sa_type=BigInteger)
     updated_at: int | None = Field(default=None, sa_type=BigInteger)
-    edit_count: int = 0
+    edit_count: int = Field(default=0, sa_type=BigInteger)
     is_completed: bool = False
     language: str | None = None
     answers: dict[str, Any] | None = _json_col()
@@ -87,24 +109,11 @@ class SubmissionRow(StoreModel, table=True):
     stored_at: int = Field(sa_type=BigInteger)
 
 
-class AnswerRow(StoreModel, table=True):
-    """Answers in long form (see ``answer_rows``). The key never holds NULL, so it works
-    alike on SQLite and PostgreSQL: ``instance`` is -1 outside a repeating group, and
-    ``row_key`` / ``member_key`` are '' where they do not apply."""
-
-    __tablename__ = "formsync_answers"
-
-    submission_id: str = Field(primary_key=True)
-    field_key: str = Field(primary_key=True)
-    instance: int = Field(default=-1, primary_key=True, sa_column_kwargs={"autoincrement": False})
-    row_key: str = Field(default="", primary_key=True)
-    member_key: str = Field(default="", primary_key=True)
-    value_json: str = Field(sa_type=Text)  # the raw answer value as JSON text
-    display_text: str | None = Field(default=None, sa_type=Text)
-
-
 class RequestRow(StoreModel, table=True):
-    """One row per request id: its newest known state."""
+    """One row per request id: its newest known state. ``answers`` and ``display`` hold
+    only what a request record read from the service carried (``requests.get``); a
+    completion event stores them once, on the submission row (``submission_id``), and
+    ``request_answers`` reads them from there."""
 
     __tablename__ = "formsync_requests"
 
@@ -225,7 +234,16 @@ class SchedulerLease(StoreModel, table=True):
 # The tables as SQLAlchemy Core sees them, for the writers' statements.
 EVENTS: Table = RawEvent.__table__  # type: ignore[attr-defined]
 SUBMISSIONS: Table = SubmissionRow.__table__  # type: ignore[attr-defined]
-ANSWERS: Table = AnswerRow.__table__  # type: ignore[attr-defined]
 REQUESTS: Table = RequestRow.__table__  # type: ignore[attr-defined]
 CURSORS: Table = SyncCursor.__table__  # type: ignore[attr-defined]
 METADATA = StoreModel.metadata  # what the migrations build
+
+
+def request_answers() -> Select[tuple[str, Any, Any]]:
+    """A select of every request's ``(id, answers, display)``: the linked submission's
+    (stored once, there, by a completion event), else what the request's own record
+    carried. Add a ``where`` on ``REQUESTS.c.id`` to pick requests."""
+    r, s = REQUESTS.c, SUBMISSIONS.c
+    return (select(r.id, func.coalesce(s.answers, r.answers).label("answers"),
+                   func.coalesce(s.display, r.display).label("display"))
+            .select_from(REQUESTS.outerjoin(SUBMISSIONS, s.id == r.submission_id)))

@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 from sqlalchemy import JSON, Table, tuple_
 from sqlalchemy.engine import Connection, Engine
 
-from .mapping import ANSWER_COLUMNS, SyncMark, answer_tuples
+from .mapping import SyncMark
 from .tables import CURSORS, EVENTS, REQUESTS, SUBMISSIONS
 
 if TYPE_CHECKING:
@@ -65,10 +65,6 @@ class Writer(Protocol):
         """Whether the database ``url`` names does not exist yet (and would be created)."""
         ...
 
-    def known_json(self, value: Any, text: str) -> None:
-        """``text`` is already the JSON of ``value``: use it as is."""
-        ...
-
     def insert_new(self, table: str, rows: Sequence[Mapping[str, Any]]) -> set[str]:
         """Insert the rows (distinct ids) whose id is not stored yet; the ids inserted."""
         ...
@@ -81,10 +77,6 @@ class Writer(Protocol):
     def update(self, table: str, keys: Sequence[str], coalesce: frozenset[str],
                rows: Sequence[Mapping[str, Any]]) -> None:
         """Set ``keys`` (but ``id``) of each row; a ``coalesce`` column only while NULL."""
-        ...
-
-    def replace_answers(self, latest: Mapping[str, Mapping[str, Any]]) -> None:
-        """Replace the long-form answers of the submissions in ``latest`` (id -> row)."""
         ...
 
     def set_cursor(self, form_id: str, mark: SyncMark, stream: str, now: int) -> None:
@@ -180,10 +172,6 @@ class SQLWriter:
             hit = self._json[id(value)] = (value, json.dumps(value))
         return hit[1]
 
-    def known_json(self, value: Any, text: str) -> None:
-        """``text`` is already the JSON of ``value`` (an event's body): use it as is."""
-        self._json[id(value)] = (value, text)
-
     def params(self, table: str, cols: Sequence[str], row: Mapping[str, Any]) -> tuple[Any, ...]:
         """The parameters of ``row`` for ``cols``: JSON serialised, defaults filled in."""
         js, defaults = _JSON_COLUMNS[table], _DEFAULTS[table]
@@ -221,12 +209,6 @@ class SQLWriter:
         """What ends a ``ranks`` read to lock the rows it reads ('' where nothing locks)."""
         return ""
 
-    def insert_answers(self, rows: list[tuple[Any, ...]]) -> None:
-        """Insert answer tuples (``ANSWER_COLUMNS`` order)."""
-        sql = self.sql(("answers-insert",), lambda: (
-            f"INSERT INTO formsync_answers ({', '.join(ANSWER_COLUMNS)}) VALUES ({self.marks(len(ANSWER_COLUMNS))})"))
-        self.cur.executemany(sql, rows)
-
     # -- the writes -----------------------------------------------------------------
 
     def insert_new(self, table: str, rows: Sequence[Mapping[str, Any]]) -> set[str]:
@@ -263,15 +245,6 @@ class SQLWriter:
 
         sql = self.sql(("update", table, cols, coalesce & set(cols)), build)
         self.cur.executemany(sql, [(*self.params(table, cols, r), r["id"]) for r in rows])
-
-    def replace_answers(self, latest: Mapping[str, Mapping[str, Any]]) -> None:
-        """Replace the long-form answers of the submissions in ``latest`` (id -> row)."""
-        ids = sorted(latest)
-        self.cur.execute(self.sql(("answers-delete",), lambda: (
-            f"DELETE FROM formsync_answers WHERE {self.in_ids('submission_id')}")), (self.ids_param(ids),))
-        rows = [a for sid in ids for a in answer_tuples(sid, latest[sid]["answers"], latest[sid].get("display"))]
-        if rows:
-            self.insert_answers(rows)
 
     def set_cursor(self, form_id: str, mark: SyncMark, stream: str, now: int) -> None:
         """Move a sync cursor forward to ``mark``; a mark behind the stored one changes nothing."""

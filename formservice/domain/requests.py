@@ -727,8 +727,10 @@ def complete_request(session: Session, service: Any, req: Request, answers: dict
     merged.update(req.context or {})
     clean, errors = check_answers(blocks, merged, require=True)
     raise_answer_errors(errors)
+    # BCP-47 like a share-link submission's: the language the form opened in (notes, section 3).
+    language = req.language or settings_of(form, referenced(session, Workspace, form.workspace_id).plan).language
     sub = record_submission(session, form, clean, now, completed=True, respondent_email=req.recipient_email,
-                            request_id=req.id, language=req.language, is_test=req.is_test, snapshot=snap)
+                            request_id=req.id, language=language, is_test=req.is_test, snapshot=snap)
     req.status = "completed"
     req.completed_at = now
     req.last_activity_at = now

@@ -19,6 +19,7 @@ from .models import (
     CallList,
     ClockResult,
     Deleted,
+    DialectView,
     EventList,
     FaultPlan,
     FaultsView,
@@ -130,6 +131,10 @@ class SandboxHelpers:
 
     async def faults_clear(self) -> FaultsView:
         return await self._model(FaultsView, "faults.clear")
+
+    async def dialect_set(self, dialect: str) -> DialectView:
+        """Answer later ``/api/v1`` calls in ``full`` or ``minimal`` (formservice/dialect.py)."""
+        return await self._model(DialectView, "dialect.set", {"dialect": dialect})
 
     # -- tokens, members, workspace -----------------------------------------------------
     async def tokens_create(self, name: str = "test", kind: str = "api") -> TokenView:

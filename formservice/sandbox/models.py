@@ -238,3 +238,13 @@ class EventItem(TypedDict):
 
 class EventList(TypedDict):
     items: list[EventItem]
+
+
+class DialectParams(Params):
+    """``dialect.set``: the dialect later ``/api/v1`` answers use (formservice/dialect.py)."""
+
+    dialect: Literal["full", "minimal"]
+
+
+class DialectView(Result):
+    dialect: Literal["full", "minimal"]

@@ -15,6 +15,7 @@ from typing import Any
 from aiohttp import web
 
 from ..app import create_app
+from ..dialect import Dialect
 from ..service import Service
 from .client import SandboxHelpers
 from .seed import prepare
@@ -31,10 +32,12 @@ class SandboxServer:
     credentials file holds), ``sb.service`` (the in-process service) and
     ``sb.helpers(plan)``, a helpers client for a seeded workspace. ``start`` raises
     ``OSError`` when the port cannot be bound and ``ValueError`` for a bad seed; nothing
-    stays bound or open then."""
+    stays bound or open then. ``dialect`` ``minimal`` answers only what the spec shows
+    (formservice/dialect.py); the ``dialect.set`` helper switches it while running."""
 
     def __init__(self, data_dir: Path, *, host: str = "127.0.0.1", port: int = 0, seed: Path | None = None,
-                 credentials_file: Path | None = None) -> None:
+                 credentials_file: Path | None = None, dialect: Dialect = "full") -> None:
+        self.dialect: Dialect = dialect
         self.data_dir = Path(data_dir)
         self.host, self.port, self.seed = host, port, seed
         self.credentials_file = credentials_file
@@ -45,6 +48,7 @@ class SandboxServer:
     async def start(self) -> SandboxServer:
         """Bind, seed (first start) and write the credentials file when one is named."""
         service = Service(self.data_dir)
+        service.dialect = self.dialect
         runner = web.AppRunner(create_app(service), handle_signals=False, access_log=None)
         await runner.setup()
         try:
@@ -102,10 +106,12 @@ class SandboxServer:
 
 
 async def serve(host: str, port: int, data_dir: Path, seed: Path | None, credentials_file: Path | None,
-                ready: asyncio.Event | None = None, stop: asyncio.Event | None = None) -> None:
+                ready: asyncio.Event | None = None, stop: asyncio.Event | None = None,
+                dialect: Dialect = "full") -> None:
     """Run the sandbox until ``stop`` is set (or SIGINT/SIGTERM): bind, seed on first
-    start, write the credentials file, serve."""
-    async with SandboxServer(data_dir, host=host, port=port, seed=seed, credentials_file=credentials_file) as sb:
+    start, write the credentials file, serve (in ``dialect``)."""
+    async with SandboxServer(data_dir, host=host, port=port, seed=seed, credentials_file=credentials_file,
+                             dialect=dialect) as sb:
         stop = stop or asyncio.Event()
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGINT, signal.SIGTERM):

@@ -8,27 +8,45 @@ the ones that do one piece of work and exit.
 
 from __future__ import annotations
 
+from typing import Annotated
+
 import typer
 
 from . import batch, servers
+from .helptext import summary
+from .usage import FormsyncGroup
 
-app = typer.Typer(no_args_is_help=True, add_completion=False, rich_markup_mode="rich",
+# -h as well as --help, on every command (Click's subcommands inherit it).
+app = typer.Typer(cls=FormsyncGroup, no_args_is_help=True, add_completion=False, rich_markup_mode="rich",
+                  context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100},
                   help="formsync: connect your data to the Form Collection Service.")
 
-app.command()(servers.sandbox)
-app.command()(servers.receive)
-app.command()(batch.poll)
-app.command()(batch.sync)
-app.command("export")(batch.export)
-app.command()(batch.outreach)
-app.command()(batch.demo)
-app.command()(servers.run)
-app.command()(batch.status)
+for _fn, _name in ((servers.sandbox, "sandbox"), (servers.receive, "receive"), (batch.poll, "poll"),
+                   (batch.sync, "sync"), (batch.export, "export"), (batch.outreach, "outreach"),
+                   (batch.demo, "demo"), (servers.run, "run"), (batch.status, "status")):
+    app.command(_name, short_help=summary(_fn))(_fn)
+
+
+def _print_version(value: bool) -> None:
+    if value:
+        from importlib.metadata import PackageNotFoundError, version
+
+        try:
+            typer.echo(f"formsync {version('formsync')}")
+        except PackageNotFoundError:  # run from a source tree that was never installed
+            typer.echo("formsync (not installed)")
+        raise typer.Exit()
 
 
 @app.callback()
-def _root() -> None:
-    """formsync: connect your data to the Form Collection Service."""
+def _root(
+    version: Annotated[bool, typer.Option("--version", "-V", callback=_print_version, is_eager=True,
+                                          help="Print the version and exit.")] = False,
+) -> None:
+    """formsync: connect your data to the Form Collection Service.
+
+    Example: [bold]formsync sandbox --port 0 --credentials-file creds.json[/bold]
+    """
 
 
 def main() -> None:

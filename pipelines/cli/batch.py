@@ -7,7 +7,7 @@ from __future__ import annotations
 import logging
 from datetime import datetime
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from pydantic import BaseModel
@@ -16,6 +16,9 @@ from .context import command, print_report
 from .errors import UsageError
 from .export_fields import field_order, field_titles
 from .options import ConfigOption
+
+if TYPE_CHECKING:
+    from connector.settings import Settings
 
 
 def poll(
@@ -66,8 +69,10 @@ def sync(
 
 
 def export(
-    format: Annotated[str, typer.Option("--format", help="csv, xlsx or parquet.")],
-    out: Annotated[Path, typer.Option("--out", help="The file to write.")],
+    format: Annotated[str | None, typer.Option("--format", help="csv, xlsx or parquet (default: from --out's "
+                                                                "suffix, else export.formats).")] = None,
+    out: Annotated[Path | None, typer.Option("--out", help="The file to write (default: export.out_dir/TABLE.FORMAT "
+                                                           "for each format).")] = None,
     table: Annotated[str, typer.Option(help="wide (one row per submission), long (one row per answer), "
                                             "requests, or all (xlsx only: one sheet each).")] = "wide",
     form: Annotated[str | None, typer.Option(help="Only this form id.")] = None,
@@ -82,9 +87,10 @@ def export(
     config: ConfigOption = None,
 ) -> None:
     """Export the stored submissions, answers or requests to CSV, XLSX or Parquet. Prints
-    the report as JSON. With --form and service.token, the wide table's field columns
-    follow the form's field order (one fields.list call); else the order answers were
-    first seen in.
+    one JSON report per file written. Without --out, writes export.out_dir/TABLE.FORMAT
+    for --format or each of export.formats. With --form and service.token, the wide
+    table's field columns follow the form's field order; else the order answers were first
+    seen in.
 
     Example: [bold]formsync export --format xlsx --out results.xlsx --table all --form form_123[/bold]
     """
@@ -92,12 +98,58 @@ def export(
         from pipelines.export import export as export_store
 
         since_at = _iso_time(since)
+        targets = export_targets(format, out, table, ctx.settings())
         store = ctx.store()
+        make_out_dir(targets)
         titles, picked = field_titles(ctx, form) if labels else (None, None)
         order = field_order(ctx, form) if not labels else None
-        print_report(export_store(store, format, out, table=table, form_id=form,  # type: ignore[arg-type]
+        written = 0
+        for fmt, path in targets:
+            report = export_store(store, fmt, path, table=table, form_id=form,  # type: ignore[arg-type]
                                   since=since_at, status=status, display=display, labels=titles,
-                                  fields=picked, order=order))
+                                  fields=picked, order=order)
+            written += sum(report.rows.values())
+            print_report(report)
+        if written == 0:
+            typer.echo(f"note: nothing to export: the store {ctx.store_url()} holds no rows for this table "
+                       f"yet; fill it with formsync sync or formsync poll, or run formsync receive", err=True)
+
+
+SUFFIX_FORMATS = {".csv": "csv", ".xlsx": "xlsx", ".parquet": "parquet"}
+
+
+def export_targets(fmt: str | None, out: Path | None, table: str, settings: Settings) -> list[tuple[str, Path]]:
+    """The (format, file) pairs an export writes: ``--out`` in ``--format`` or its suffix's
+    format, else ``export.out_dir/TABLE.FORMAT`` for ``--format`` or each of
+    ``export.formats``."""
+    if out is not None:
+        if out.is_dir():
+            raise UsageError(f"{out} is a directory", where="--out",
+                             hint=f"give a file such as {out / (table + '.' + (fmt or 'csv'))}, or leave --out out to "
+                                  f"write export.out_dir/{table}.FORMAT")
+        if not out.parent.is_dir():
+            raise UsageError(f"the directory {out.parent} does not exist", where="--out",
+                             hint=f"create it first (mkdir -p {out.parent}) or write elsewhere")
+        picked = fmt or SUFFIX_FORMATS.get(out.suffix.lower())
+        if picked is None:
+            raise UsageError(f"cannot tell the format from {out.name!r}", where="--format",
+                             hint="give --format csv, xlsx or parquet, or an --out ending in one of them")
+        return [(picked, out)]
+    formats = [fmt] if fmt is not None else list(settings.export.formats)
+    if fmt is not None and fmt not in SUFFIX_FORMATS.values():
+        raise UsageError(f"format must be one of csv, xlsx, parquet, got {fmt!r}", where="--format")
+    return [(f, settings.export.out_dir / f"{table}.{f}") for f in formats]
+
+
+def make_out_dir(targets: list[tuple[str, Path]]) -> None:
+    """The directory of the files to write, made when missing (``export.out_dir``)."""
+    for _, path in targets:
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+        except OSError as e:
+            raise UsageError(f"cannot make the directory {path.parent}: {(e.strerror or str(e)).lower()}",
+                             where="export.out_dir",
+                             hint="give --out, or set export.out_dir to a directory you can write") from None
 
 
 def _iso_time(text: str | None) -> datetime | None:
@@ -186,7 +238,7 @@ def demo(
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress display.")] = False,
 ) -> None:
     """Run everything end to end on this machine: the sandbox and a receiver on free
-    loopback ports, outreach from config/demo/contacts.csv, recipients answering on their
+    loopback ports, outreach from its sheet of contacts, recipients answering on their
     pages, one request canceled and one expired, signed callbacks and webhooks verified
     and stored, poll, sync, and exports to CSV, XLSX and Parquet. Prints a summary (also in
     OUT/summary.json). Run it again in the same directory: nothing new is sent.

@@ -16,7 +16,7 @@ import click
 import typer
 from pydantic import BaseModel
 
-from .errors import UsageError, WorkFailed, explain, first_line
+from .errors import UsageError, WorkFailed, explain, first_line, scrub
 
 if TYPE_CHECKING:
     from connector.client import FormClient
@@ -45,22 +45,13 @@ class Context:
         return str(self.config) if self.config is not None else "settings"
 
     def settings(self) -> Settings:
-        """The settings from ``--config`` and the FORMSYNC_* variables; a missing file or a
-        bad key is a ``UsageError`` that never echoes a value."""
+        """The settings from ``--config`` and the FORMSYNC_* variables; a missing file, a
+        file that is not TOML or a bad key or variable is a ``UsageError`` that never
+        echoes a secret. Without ``--config``, says once which defaults it uses."""
         if self._settings is None:
-            from pydantic import ValidationError
-
-            from connector.settings import load_settings
-            from pipelines.jobs import describe_settings_error
-
-            try:
-                self._settings = load_settings(self.config)
-            except FileNotFoundError as e:
-                raise UsageError(str(e), where="--config", hint="give the path of a TOML settings file "
-                                 "(see config/formsync.example.toml)") from None
-            except ValidationError as e:
-                raise UsageError(f"invalid settings: {describe_settings_error(e, self.config)}",
-                                 where=self.where) from None
+            self._settings = load_checked(self.config)
+            if self.config is None:
+                note_defaults(self._settings)
         return self._settings
 
     def service_settings(self) -> Settings:
@@ -78,8 +69,13 @@ class Context:
             from connector.store import Store
 
             if url is None:
-                url, where = self.settings().store.url, f"{self.where}: store.url"
+                import os
+
+                url = self.settings().store.url
+                where = "FORMSYNC_STORE__URL" if "FORMSYNC_STORE__URL" in os.environ else f"{self.where}: store.url"
             self._urls.append(url)
+            if (problem := sqlite_problem(url)) is not None:
+                raise UsageError(problem, where=where, hint="create the directory, or give another path in the URL")
             try:
                 self._store = Store(url)
             except Exception as e:  # SQLAlchemy refuses an unusable URL with several exception types
@@ -90,6 +86,10 @@ class Context:
                 except Exception as e:  # SQLAlchemy and Alembic fail with many exception types
                     raise WorkFailed(f"cannot prepare the database {url!r}: {first_line(e)}", where=where) from None
         return self._store
+
+    def store_url(self) -> str:
+        """The URL of the store opened, its password hidden."""
+        return scrub(self._urls[-1]) if self._urls else scrub(self.settings().store.url)
 
     def secrets(self) -> list[str]:
         """Every secret the settings hold, to keep them out of any message."""
@@ -128,6 +128,101 @@ class Context:
             self._store.close()
 
 
+def load_checked(config: Path | None) -> Settings:
+    """``load_settings`` with every way it can fail as a ``UsageError``."""
+    import os
+
+    from pydantic import ValidationError
+    from pydantic_settings import SettingsError
+
+    from connector.settings import Settings, SettingsFileError, load_settings, read_toml
+
+    from .config_errors import describe
+
+    try:
+        return load_settings(config)
+    except FileNotFoundError as e:
+        raise UsageError(str(e), where="--config", hint="give the path of a TOML settings file "
+                         "(see config/formsync.example.toml)") from None
+    except SettingsFileError as e:
+        raise UsageError(e.reason, where=f"{e.path}:{e.line}:{e.column}" if e.column else
+                         f"{e.path}:{e.line}" if e.line else str(e.path)) from None
+    except SettingsError as e:  # a variable whose value is not the JSON its setting needs
+        field = re.search(r'field "(\w+)"', str(e))
+        var = _json_variable(field.group(1) if field else "", os.environ)
+        table = var.endswith(("MAPPING", "CUSTOM"))
+        example = ('{"E-mail": "email"}' if table else '["csv", "parquet"]' if var.endswith("FORMATS")
+                   else '["whsec_..."]')
+        raise UsageError(f"expected a JSON {'table' if table else 'list'}, got plain text", where=var,
+                         hint=f"write it as JSON, e.g. {var}='{example}'") from None
+    except ValidationError as e:
+        text = None
+        job_ids: list[Any] = []
+        if config is not None:
+            with suppress(Exception):  # the file was read once already; only line numbers are lost
+                doc = read_toml(config)
+                text = config.read_text(encoding="utf-8")
+                job_ids = [j.get("id") if isinstance(j, dict) else None for j in doc.get("jobs", [])]
+        problem = describe(e, Settings, config=str(config) if config else None, text=text,
+                           environ=os.environ, job_ids=job_ids)
+        raise UsageError(problem.message, where=problem.where) from None
+
+
+def _json_variable(section: str, environ: Any) -> str:
+    """The FORMSYNC_* variable under ``section`` whose value is not JSON (for a list or a
+    table), or the section's own variable."""
+    import json
+
+    prefix = f"FORMSYNC_{section.upper()}"
+    for name, value in sorted(environ.items()):
+        if name == prefix or name.startswith(prefix + "__"):
+            try:
+                json.loads(value)
+            except ValueError:
+                if name.endswith(("SECRETS", "MAPPING", "FORMATS", "CUSTOM", "JOBS")) or name == prefix:
+                    return name
+    return prefix + "__*"
+
+
+def note_defaults(settings: Settings) -> None:
+    """One line on stderr naming the database and service a command without ``--config``
+    uses, when either is the built-in default."""
+    from connector.settings import ServiceSettings, StoreSettings
+
+    parts = []
+    if settings.store.url == StoreSettings().url:
+        parts.append(f"database {settings.store.url}")
+    if settings.service.base_url == ServiceSettings().base_url:
+        parts.append(f"service {settings.service.base_url}")
+    if parts:
+        typer.echo(f"note: no --config; using the default {' and '.join(parts)}", err=True)
+
+
+def sqlite_problem(url: str) -> str | None:
+    """Why the SQLite file a URL names cannot be opened (a missing or read-only directory,
+    a directory where the file should be), or None."""
+    import os
+
+    from sqlalchemy.engine import make_url
+    from sqlalchemy.exc import ArgumentError
+
+    try:
+        parsed = make_url(url)
+    except ArgumentError:
+        return None  # said by the store, which refuses it
+    if not parsed.drivername.startswith("sqlite") or parsed.database in (None, "", ":memory:"):
+        return None
+    path = Path(parsed.database)
+    parent = path.parent if str(path.parent) else Path(".")
+    if path.is_dir():
+        return f"cannot open the SQLite database {path}: it is a directory"
+    if not parent.is_dir():
+        return f"cannot open the SQLite database {path}: the directory {parent} does not exist"
+    if not path.exists() and not os.access(parent, os.W_OK):
+        return f"cannot create the SQLite database {path}: the directory {parent} is not writable"
+    return None
+
+
 def _url_problem(url: str, detail: str) -> str:
     """Why ``url`` cannot be used, naming it once and saying which URLs work."""
     said = detail if url in detail else f"cannot use the database URL {url!r}: {detail}"
@@ -141,6 +236,8 @@ def print_report(report: BaseModel) -> None:
 
 def configure_logging(level: int) -> None:
     logging.basicConfig(level=level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    # Alembic announces each plugin and migration step at INFO: noise around formsync's own lines.
+    logging.getLogger("alembic").setLevel(max(level, logging.WARNING))
 
 
 @contextmanager
@@ -153,11 +250,16 @@ def command(config: Path | None = None, *, log_level: int | None = None) -> Iter
     ctx = Context(config)
     try:
         yield ctx
-    except (click.exceptions.Exit, click.exceptions.Abort, click.ClickException):
+    except (click.exceptions.Exit, click.exceptions.Abort, click.ClickException, typer.Exit, typer.Abort,
+            typer.exceptions.TyperException):
         raise
     except (Exception, KeyboardInterrupt) as e:
         failure = explain(e)
         log.debug("formsync failed", exc_info=True)  # the traceback, for --verbose only
+        if failure.bug:
+            import traceback
+
+            typer.echo(scrub("".join(traceback.format_exception(e)).rstrip(), ctx.secrets()), err=True)
         typer.echo(failure.line(ctx.secrets()), err=True)
         raise typer.Exit(int(failure.code)) from None
     finally:

@@ -9,6 +9,7 @@ which is the work failing (1); README.md ("Exit codes") documents the same table
 
 from __future__ import annotations
 
+import errno
 import re
 import sys
 from collections.abc import Iterable
@@ -58,6 +59,7 @@ class Failure:
     message: str
     where: str | None = None
     hint: str | None = None
+    bug: bool = False  # not foreseen: the traceback is printed above the line
 
     def line(self, secrets: Iterable[str] = ()) -> str:
         """``error: WHERE: MESSAGE; HINT`` on one line, with every secret and any password
@@ -110,13 +112,33 @@ RULES: tuple[Rule, ...] = (
 
 def explain(exc: BaseException) -> Failure:
     """The exit code and message for an exception that ended a command. One not foreseen
-    is a failure (1) named by its type."""
+    is a bug: a failure (1) named by its type, whose traceback is worth reporting."""
     if isinstance(exc, CommandError):
         return Failure(exc.code, exc.message, exc.where, exc.hint)
+    if isinstance(exc, OSError) and (said := _os_error(exc)) is not None:
+        return said
     for rule in RULES:
         if rule.matches(exc):
             return Failure(rule.code, rule.prefix + first_line(exc), rule.where, rule.hint)
-    return Failure(ExitCode.FAILED, f"unexpected {type(exc).__name__}: {first_line(exc)}")
+    return Failure(ExitCode.FAILED, f"unexpected {type(exc).__name__}: {first_line(exc)}",
+                   hint="this is a bug in formsync; please report it with the traceback above", bug=True)
+
+
+_BIND = re.compile(r"address \('?([^',]+)'?, (\d+)\)")
+
+
+def _os_error(exc: OSError) -> Failure | None:
+    """A port that cannot be bound, or a file that cannot be read or written, in words."""
+    if exc.errno in (errno.EADDRINUSE, errno.EADDRNOTAVAIL, errno.EACCES) and (m := _BIND.search(str(exc))):
+        host, port = m.groups()
+        why = {errno.EADDRINUSE: f"port {port} on {host} is in use",
+               errno.EADDRNOTAVAIL: f"address {host} is not one of this machine's",
+               errno.EACCES: f"port {port} needs administrator rights"}[exc.errno]
+        return Failure(ExitCode.FAILED, f"cannot listen on {host}:{port}: {why}",
+                       hint="choose another port (--port, or receiver.port; 0 picks a free one)")
+    if exc.filename is not None and exc.strerror:
+        return Failure(ExitCode.FAILED, f"{exc.strerror.lower()}", str(exc.filename))
+    return None
 
 
 def first_line(exc: BaseException) -> str:

@@ -7,6 +7,6 @@ from typing import Annotated
 
 import typer
 
-CONFIG_HELP = "TOML settings file (see config/formsync.example.toml); FORMSYNC_* variables win over it."
+CONFIG_HELP = "TOML settings file (the example: config/formsync.example.toml); FORMSYNC_* variables win over it."
 
 ConfigOption = Annotated[Path | None, typer.Option(help=CONFIG_HELP)]

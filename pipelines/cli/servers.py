@@ -4,26 +4,39 @@
 from __future__ import annotations
 
 import logging
+from enum import Enum
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Literal
 
 import typer
 
 from .context import command
 from .errors import UsageError
 from .options import CONFIG_HELP
+from .preflight import check_job_files
+
+
+class SandboxDialect(str, Enum):
+    """How much of each answer the sandbox sends (formservice/dialect.py)."""
+
+    full = "full"
+    minimal = "minimal"
 
 
 def sandbox(
     host: Annotated[str, typer.Option(help="Address to bind.")] = "127.0.0.1",
-    port: Annotated[int, typer.Option(min=0, max=65535, help="Port to bind; 0 picks a free one.")] = 8787,
+    port: Annotated[int, typer.Option(min=0, max=65535, metavar="PORT", help="Port to bind; 0 picks a free one.")] = 8787,
     data_dir: Annotated[Path, typer.Option(help="Where the sandbox keeps its SQLite store.")] = Path(
         ".formsync-sandbox"),
     seed: Annotated[Path | None, typer.Option(help="Seed YAML for a new data dir (default: the built-in seed).")]
     = None,
     credentials_file: Annotated[Path | None, typer.Option(
-        help="Write baseUrl, workspaces, tokens and signing secrets here (JSON).")] = None,
+        help="Write baseUrl, workspaces, tokens and signing secrets here (JSON; default: "
+             "credentials.json in the data dir).")] = None,
     verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Log every request.")] = False,
+    dialect: Annotated[SandboxDialect, typer.Option(
+        help="full: answer everything; minimal: only the fields and error parts the spec shows.")]
+    = SandboxDialect.full,
 ) -> None:
     """Run the local Form Collection Service: JSON-RPC, agent endpoint, recipient pages
     and test helpers, on SQLite.
@@ -31,21 +44,41 @@ def sandbox(
     Example: [bold]formsync sandbox --port 0 --data-dir /tmp/fs --credentials-file /tmp/fs/creds.json[/bold]
     """
     with command(log_level=logging.INFO if verbose else logging.WARNING) as ctx:
-        from formservice.sandbox.runner import serve
-
         if seed is not None and not seed.exists():
             raise UsageError(f"seed file {seed} does not exist", where="--seed")
-        ctx.serve(serve(host, port, data_dir, seed, credentials_file))
+        if data_dir.exists() and not data_dir.is_dir():
+            raise UsageError(f"{data_dir} is a file", where="--data-dir", hint="give a directory (made if missing)")
+        ctx.serve(_sandbox(host, port, data_dir, seed, credentials_file or data_dir / "credentials.json",
+                           "minimal" if dialect is SandboxDialect.minimal else "full"))
+
+
+async def _sandbox(host: str, port: int, data_dir: Path, seed: Path | None, credentials: Path,
+                   dialect: Literal["full", "minimal"]) -> None:
+    """The sandbox, saying where its credentials are once it listens."""
+    import asyncio
+
+    from formservice.sandbox.runner import serve
+
+    ready = asyncio.Event()
+
+    async def say() -> None:
+        await ready.wait()
+        typer.echo(f"credentials (baseUrl, tokens, signing secrets) written to {credentials}")
+
+    told = asyncio.create_task(say())
+    try:
+        await serve(host, port, data_dir, seed, credentials, ready=ready, dialect=dialect)
+    finally:
+        told.cancel()
 
 
 def receive(
     config: Annotated[Path | None, typer.Option(help=CONFIG_HELP)] = None,
     host: Annotated[str | None, typer.Option(help="Address to bind (default: receiver.host).")] = None,
     port: Annotated[int | None, typer.Option(
-        min=0, max=65535, help="Port to bind; 0 picks a free one (default: receiver.port).")] = None,
+        min=0, max=65535, metavar="PORT", help="Port to bind; 0 picks a free one (default: receiver.port).")] = None,
     db: Annotated[str | None, typer.Option(
-        help="Database URL, e.g. sqlite:///formsync.db or postgresql+psycopg://user@host/db "
-             "(default: store.url).")] = None,
+        help="Database URL such as sqlite:///events.db (default: store.url).")] = None,
     verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Log every event received.")] = False,
 ) -> None:
     """Receive signed callbacks and webhook deliveries and store them: migrates the
@@ -70,15 +103,15 @@ def receive(
 
 
 def run(
-    config: Annotated[Path, typer.Option(help="TOML settings file with the \\[\\[jobs]] to run (see "
-                                              "config/formsync.example.toml); FORMSYNC_* variables win over it.")],
+    config: Annotated[Path, typer.Option(help="TOML settings file with the \\[\\[jobs]] to run; FORMSYNC_* "
+                                              "variables win over it.")],
     lock_poll_seconds: Annotated[float, typer.Option(
-        min=0.1, help="How often a waiting process tries to take over the scheduler (and the leader checks "
+        min=0.1, metavar="SECONDS", help="How often a waiting process tries to take over the scheduler (and the leader checks "
                       "that it still holds it).")] = 5.0,
     lease_seconds: Annotated[float, typer.Option(
-        min=1, help="SQLite only: how long the scheduler lease lasts without renewal.")] = 30.0,
+        min=1, metavar="SECONDS", help="SQLite only: how long the scheduler lease lasts without renewal.")] = 30.0,
     stop_timeout: Annotated[float, typer.Option(
-        min=0, help="On SIGTERM, how long to wait for running jobs before cancelling them.")] = 120.0,
+        min=0, metavar="SECONDS", help="On SIGTERM, how long to wait for running jobs before cancelling them.")] = 120.0,
     verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Log debug detail.")] = False,
 ) -> None:
     """Run the jobs the file declares (its \\[\\[jobs]] tables) on their schedules, and the
@@ -93,7 +126,7 @@ def run(
         from pipelines.scheduler import SchedulerOptions, serve
 
         settings = ctx.settings()
-        check_jobs(settings)  # before anything starts, not even the database
+        check_job_files(check_jobs(settings), ctx.where)  # before anything starts, not even the database
         if not settings.jobs and not settings.receiver.enabled:
             raise UsageError("nothing to run: the file declares no [[jobs]] and [receiver] enabled is false",
                              where=ctx.where)

@@ -160,7 +160,8 @@ def test_the_mapping_gives_each_kind_of_failure_its_code() -> None:
 def test_scrub_hides_secrets_and_url_passwords() -> None:
     text = f"postgresql+psycopg://app:{PASSWORD}@db/x and token {TOKEN}"
     assert scrub(text, [TOKEN]) == "postgresql+psycopg://app:***@db/x and token ***"
-    assert explain(RuntimeError("two\nlines")).line() == "error: unexpected RuntimeError: two"
+    assert explain(RuntimeError("two\nlines")).line() == ("error: unexpected RuntimeError: two; this is a bug in "
+                                                         "formsync; please report it with the traceback above")
 
 
 async def test_ctrl_c_stops_a_one_shot_command_with_130(tmp_path: Path) -> None:

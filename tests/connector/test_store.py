@@ -22,7 +22,6 @@ from connector.models import Event
 from connector.store import (
     METADATA,
     VERSION_TABLE,
-    AnswerRow,
     Incoming,
     RawEvent,
     RequestRow,
@@ -32,7 +31,9 @@ from connector.store import (
     SyncMark,
     alembic_config,
     answer_rows,
+    answer_tuples,
     event_to_rows,
+    request_answers,
 )
 
 T0 = 1_780_000_000_000  # epoch ms, a fixed moment in 2026
@@ -159,10 +160,22 @@ def get(store: Store, model: type, key: Any) -> Any:
 
 
 def answers_of(store: Store, sid: str) -> dict[tuple[str, int, str, str], tuple[Any, str | None]]:
+    """The long-form answers of a stored submission, as export derives them from its row."""
+    sub = get(store, SubmissionRow, sid)
+    return {(r[1], r[2], r[3], r[4]): (json.loads(r[5]), r[6]) for r in answer_tuples(sid, sub.answers, sub.display)}
+
+
+def answer_count(store: Store) -> int:
+    """How many long-form answer rows the stored submissions make."""
     with store.reader() as s:
-        rows = s.exec(select(AnswerRow).where(AnswerRow.submission_id == sid)).scalars().all()
-        return {(r.field_key, r.instance, r.row_key, r.member_key): (json.loads(r.value_json), r.display_text)
-                for r in rows}
+        return sum(len(answer_tuples(r.id, r.answers, r.display)) for r in s.exec(select(SubmissionRow)).scalars())
+
+
+def req_answers(store: Store, rid: str) -> tuple[Any, Any]:
+    """A request's answers and display, as ``request_answers`` reads them."""
+    with store.reader() as s:
+        row = s.connection().execute(request_answers().where(RequestRow.__table__.c.id == rid)).one()
+        return row.answers, row.display
 
 
 def count(store: Store, model: type) -> int:
@@ -257,7 +270,7 @@ def test_same_event_twice_changes_nothing(store: Store, clock: Clock) -> None:
     assert [(o.event_id, o.status) for o in out] == [("evt_a", "stored"), ("evt_b", "stored")]
     before = dump(store)
     assert len(before["formsync_events"]) == 2 and len(before["formsync_submissions"]) == 2
-    assert len(before["formsync_requests"]) == 1 and len(before["formsync_answers"]) == 3
+    assert len(before["formsync_requests"]) == 1 and answer_count(store) == 3
 
     clock.now += 60_000
     # The same ids again, even with other content: nothing changes, not even stored_at.
@@ -315,8 +328,8 @@ def test_request_completed_then_stale_pending_poll(store: Store) -> None:
     done = T0 + 10_000
     store.store_events(events(req_completed("evt_c", "req_1", "sub_r", done, decision="approve")))
     row = get(store, RequestRow, "req_1")
-    assert (row.status, row.outcome, row.submission_id, row.answers) == ("completed", "approve", "sub_r",
-                                                                          {"decision": "approve"})
+    assert (row.status, row.outcome, row.submission_id, row.answers) == ("completed", "approve", "sub_r", None)
+    assert req_answers(store, "req_1")[0] == {"decision": "approve"}, "read from the linked submission"
     assert (row.completed_at, row.updated_at, row.url, row.form_id) == (done, done, None, "form_contact")
     sub = get(store, SubmissionRow, "sub_r")
     assert sub.request_id == "req_1" and answers_of(store, "sub_r")[("decision", -1, "", "")][0] == "approve"
@@ -327,8 +340,8 @@ def test_request_completed_then_stale_pending_poll(store: Store) -> None:
     written += store.upsert_requests([poll_record("req_1", "pending", done + 60_000, deliveryStatus="bounced")])
     assert written == []
     row = get(store, RequestRow, "req_1")
-    assert (row.status, row.outcome, row.answers, row.updated_at) == ("completed", "approve",
-                                                                      {"decision": "approve"}, done)
+    assert (row.status, row.outcome, req_answers(store, "req_1")[0], row.updated_at) == (
+        "completed", "approve", {"decision": "approve"}, done)
     assert row.delivery_status == "sent", "a losing write only fills columns still unknown"
     assert (row.url, row.workspace_id, row.expires_at) == ("http://127.0.0.1/r/rq_req_1", "ws_pro",
                                                            T0 + 29 * 86_400_000)
@@ -339,8 +352,8 @@ def test_request_completed_then_stale_pending_poll(store: Store) -> None:
     assert store.upsert_requests([poll_record("req_1", "completed", later, completedAt=done, deliveryStatus="bounced",
                                               submissionId="sub_r", outcome="approve")]) == ["req_1"]
     row = get(store, RequestRow, "req_1")
-    assert (row.delivery_status, row.updated_at, row.answers, row.source) == ("bounced", later,
-                                                                              {"decision": "approve"}, "poll")
+    assert (row.delivery_status, row.updated_at, req_answers(store, "req_1")[0], row.source) == (
+        "bounced", later, {"decision": "approve"}, "poll")
     assert row.last_event_id is None
 
 
@@ -388,7 +401,7 @@ def test_unknown_and_abandoned_events_are_stored_raw_only(store: Store) -> None:
     raw = get(store, RawEvent, "evt_u")
     assert (raw.type, raw.body, raw.payload, raw.api_version, raw.created_at) == (
         "form.archived", body, unknown, "2027-01-01", T0)
-    assert count(store, SubmissionRow) == 0 and count(store, RequestRow) == 0 and count(store, AnswerRow) == 0
+    assert count(store, SubmissionRow) == 0 and count(store, RequestRow) == 0 and answer_count(store) == 0
 
 
 def test_test_events_keep_their_flag(store: Store) -> None:
@@ -414,7 +427,7 @@ def test_group_commit_of_100_events(store: Store) -> None:
     assert count(store, RawEvent) == 100
     assert count(store, RequestRow) == 50
     assert count(store, SubmissionRow) == 75  # 25 request-born + 50 public-link
-    assert count(store, AnswerRow) == 25 * 1 + 50 * 2
+    assert answer_count(store) == 25 * 1 + 50 * 2
 
 
 def test_group_commit_is_all_or_nothing(store: Store) -> None:
@@ -528,12 +541,12 @@ def test_missing_json_objects_are_sql_null(store: Store) -> None:
     assert tuple(bool(v) for v in nulls) == (True, True, True)
 
 
-def test_a_body_that_is_not_json_keeps_the_parsed_event_as_payload(store: Store) -> None:
+def test_a_body_that_is_not_json_is_kept_verbatim(store: Store) -> None:
     ev = sub_event("evt_j", "sub_j")
     store.store_events([Incoming(Event.model_validate(ev), "webhook", "not json at all")])
     raw = get(store, RawEvent, "evt_j")
-    assert raw.body == "not json at all"
-    assert raw.payload["id"] == "evt_j" and raw.payload["data"]["answers"] == {"name": "Ann"}
+    assert raw.body == "not json at all" and raw.payload is None
+    assert get(store, SubmissionRow, "sub_j").answers == {"name": "Ann"}
 
 
 def test_hundreds_of_answer_rows_in_one_batch(store: Store) -> None:
@@ -542,7 +555,7 @@ def test_hundreds_of_answer_rows_in_one_batch(store: Store) -> None:
     store.store_events(events(sub_event("evt_big", "sub_big", answers=answers), sub_event("evt_one", "sub_one")))
     got = answers_of(store, "sub_big")
     assert got == {(k, -1, "", ""): (v, v) for k, v in answers.items()}
-    assert count(store, AnswerRow) == 301
+    assert answer_count(store) == 301
 
 
 def test_many_rows_replaced_in_one_write(store: Store) -> None:
@@ -674,8 +687,7 @@ def test_event_to_rows_request_completed() -> None:
         "id": "req_m", "external_id": "ext-req_m", "status": "completed", "outcome": "approve", "language": "en",
         "recipient_email": "bo@example.com", "recipient_name": "Bo", "metadata": {"runId": "run-42"},
         "context": {"crm_id": "c-1"}, "created_at": T0 - 86_400_000, "completed_at": T0 + 1234, "is_test": False,
-        "form_id": "form_contact", "submission_id": "sub_m", "answers": {"decision": "approve"},
-        "display": {"decision": "approve"}, "updated_at": T0 + 1234, "source": "callback", "last_event_id": "evt_m",
+        "form_id": "form_contact", "submission_id": "sub_m", "updated_at": T0 + 1234, "source": "callback", "last_event_id": "evt_m",
         "stored_at": T0 + 3000,
     }
     assert rows.submission is not None
@@ -701,9 +713,9 @@ def test_sync_page_writes_rows_and_cursor(store: Store) -> None:
 def test_sync_page_is_atomic(store: Store, clock: Clock) -> None:
     store.sync_page("form_c", [item("sub_a", answers={"name": "A0"})], SyncMark(sql_ts(T0), "sub_a"))
     before = dump(store)
-    # A constraint of the database refuses one answer row, after the new row, the
-    # replaced row and other answers were already written in the same transaction.
-    add_refusal(store, "formsync_answers", "field_key", "boom")
+    # A constraint of the database refuses one submission row, after another new row
+    # was already written in the same transaction.
+    add_refusal(store, "formsync_submissions", "id", "sub_c")
     clock.now += 1000
     page = [item("sub_b", created=T0 + 5000, answers={"name": "B"}),
             item("sub_a", answers={"name": "A1"}, updatedAt=sql_ts(T0 + 4000), editCount=1),
@@ -713,7 +725,7 @@ def test_sync_page_is_atomic(store: Store, clock: Clock) -> None:
     assert dump(store) == before
     assert store.get_cursor("form_c") == SyncMark(sql_ts(T0), "sub_a")
 
-    drop_refusal(store, "formsync_answers")
+    drop_refusal(store, "formsync_submissions")
     # The cursor write, last in the transaction, is refused: the rows go too.
     add_refusal(store, "formsync_sync_cursors", "last_id", "sub_b")
     with pytest.raises(DBAPIError, match="refused by test trigger"):
@@ -843,7 +855,8 @@ async def test_sandbox_request_lifecycle_events_and_reads_store(sandbox: Any, st
     done = (await sandbox.rpc("requests.get", {"requestId": made["id"]})).data
     assert (row.status, row.outcome, row.external_id, row.metadata_) == ("completed", "approve", "case-7",
                                                                          {"runId": "run-1"})
-    assert (row.answers, row.display, row.submission_id) == (done["answers"], done["display"], done["submissionId"])
+    assert (*req_answers(store, made["id"]), row.submission_id) == (done["answers"], done["display"],
+                                                                   done["submissionId"])
     assert (row.completed_at, row.url, row.form_id) == (done["completedAt"], made["url"], form_id)
     sub = get(store, SubmissionRow, done["submissionId"])
     assert sub.request_id == made["id"] and sub.answers == done["answers"]
@@ -854,7 +867,7 @@ async def test_sandbox_request_lifecycle_events_and_reads_store(sandbox: Any, st
     assert "answers" not in record  # list records carry no answers (notes section 2)
     store.upsert_requests([record])
     row = get(store, RequestRow, made["id"])
-    assert (row.status, row.answers) == ("completed", done["answers"])
+    assert (row.status, req_answers(store, made["id"])[0]) == ("completed", done["answers"])
 
     other = (await sandbox.rpc("requests.create", {"formId": form_id, "externalId": "case-8"})).data
     r = await sandbox.rpc("requests.cancel", {"requestId": other["id"], "reason": "Order withdrawn"})
@@ -864,3 +877,16 @@ async def test_sandbox_request_lifecycle_events_and_reads_store(sandbox: Any, st
     row = get(store, RequestRow, other["id"])
     assert (row.status, row.cancel_reason, row.external_id, row.answers) == ("canceled", "Order withdrawn", "case-8",
                                                                              None)
+
+
+def test_read_integers_past_32_bits_are_stored_and_past_64_bits_named(store: Store) -> None:
+    """``editCount`` from a ``submissions.list`` read: 64-bit on every database; beyond,
+    a ``ValueError`` naming the item and field, and nothing stored."""
+    assert store.upsert_submissions([item("sub_big", editCount=2**40)], "form_i") == ["sub_big"]
+    assert get(store, SubmissionRow, "sub_big").edit_count == 2**40
+    with pytest.raises(ValueError, match=r"items\[1\] \(sub_huge\)\.edit_count is 9223372036854775808"):
+        store.upsert_submissions([item("sub_ok"), item("sub_huge", editCount=2**63)], "form_i")
+    assert count(store, SubmissionRow) == 1
+    with pytest.raises(ValueError, match=r"record req_huge\.updated_at is 9223372036854775808.*nothing was stored"):
+        store.upsert_requests([poll_record("req_huge", "pending", 2**63)])
+    assert count(store, RequestRow) == 0

@@ -20,7 +20,7 @@ from typing import Any
 import pytest
 from sqlalchemy.engine import make_url
 
-from connector.store import RawEvent, RequestRow, Store
+from connector.store import RawEvent, RequestRow, Store, request_answers
 from formservice.delivery import RETRY_SCHEDULE_MS
 from tests.conftest import Sandbox
 from tests.connector.test_receiver import CONTACT, metric, receiver_settings, rows, running
@@ -155,10 +155,12 @@ async def test_database_outage_during_deliveries(backend: str, sandbox: Sandbox,
         reqs = {r.id: r for r in rows(store, RequestRow)}
         assert {rid: reqs[rid].status for rid in before + during} == dict.fromkeys(before + during, "completed")
         assert {rid: reqs[rid].status for rid in canceled} == dict.fromkeys(canceled, "canceled")
-        assert all(reqs[rid].answers == CONTACT for rid in before + during)
+        with store.reader() as s:
+            answers = {r.id: r.answers for r in s.connection().execute(request_answers())}
+        assert all(answers[rid] == CONTACT for rid in before + during)
         counts = table_counts(store)
         assert counts["formsync_events"] == 30 and counts["formsync_requests"] == 30
-        assert counts["formsync_submissions"] == 25 and counts["formsync_answers"] == 25 * len(CONTACT)
+        assert counts["formsync_submissions"] == 25
         assert stored_before["formsync_events"] == 10
         assert metric(metrics, "formsync_receiver_responses_total", status="500") == 0
         assert metric(metrics, "formsync_receiver_duplicates_total") == 1

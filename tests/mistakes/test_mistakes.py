@@ -8,12 +8,14 @@ service or stored.
 
 Case keys: ``about`` (what the user did), ``args`` (the command line), ``exit``,
 ``message`` (a regular expression searched in stderr), optional ``max_lines`` (stderr
-lines allowed, default 2), ``stdin``, ``[env]``, ``[files]`` (relative path -> UTF-8 text),
+lines allowed, default 2), ``secrets`` (more strings no output may hold: a database
+password), ``stdin``, ``[env]``, ``[files]`` (relative path -> UTF-8 text),
 ``[[encoded]]`` (``path``, ``text``, ``encoding``: a text file in another encoding, a BOM
 included where the codec writes one), ``[[workbooks]]`` (``path`` and ``sheets``, a table
 of sheet name -> rows: an XLSX file). Values may hold placeholders filled from the
 running sandbox: ``{dir}`` (the case's own directory, the working directory too),
-``{base_url}``, ``{token}``, ``{ws}``, ``{form}`` (the Pro workspace's Contact form),
+``{base_url}``, ``{port}`` (its port: one in use), ``{token}``, ``{ws}``, ``{form}`` (the Pro
+workspace's Contact form),
 ``{unpublished_form}`` (its Draft survey), ``{other_form}`` (the Business workspace's
 Contact form), ``{secret}`` (the Pro signing secret)."""
 
@@ -31,6 +33,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 import pytest
 from openpyxl import Workbook
@@ -78,7 +81,7 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[World]:
         by_plan = {ws["plan"]: ws for ws in creds["workspaces"]}
         pro = by_plan["pro"]
         values = {
-            "base_url": creds["baseUrl"], "token": pro["token"], "ws": pro["id"], "secret": pro["signingSecret"],
+            "base_url": creds["baseUrl"], "port": str(urlsplit(creds["baseUrl"]).port), "token": pro["token"], "ws": pro["id"], "secret": pro["signingSecret"],
             "form": pro["forms"]["Contact"], "unpublished_form": pro["forms"]["Draft survey"],
             "other_form": by_plan["business"]["forms"]["Contact"],
         }

@@ -22,6 +22,9 @@ from pipelines.poll import poll_once
 from pipelines.sync import stream_of, sync_all, sync_form
 from tests.conftest import Sandbox
 
+# Each test that uses the sandbox runs in both its dialects (tests/conftest.py).
+pytestmark = pytest.mark.dialects
+
 FAST = {"callsPerMinute": 10000, "createsPerMinute": 10000}
 
 
@@ -71,7 +74,7 @@ def submission_ids(store: Store, form_id: str) -> set[str]:
 
 
 async def test_poll_of_150_unchanged_pending_requests_costs_at_most_ceil_n_over_100_plus_one(
-        sandbox: Sandbox, client: FormClient, store: Store) -> None:
+        sandbox: Sandbox, client: FormClient, store: Store, dialect: str) -> None:
     form = sandbox.pro.forms["Contact"]
     ids = await create_pending(client, store, form, 150)
     before = await server_calls(sandbox)
@@ -81,7 +84,9 @@ async def test_poll_of_150_unchanged_pending_requests_costs_at_most_ceil_n_over_
     assert spent <= math.ceil(150 / 100) + 1
     assert (report.pending_before, report.still_pending, report.updated) == (150, 150, 0)
     rows = request_rows(store)
-    assert all(rows[i].status == "pending" and rows[i].workspace_id == sandbox.pro.id for i in ids)
+    assert all(rows[i].status == "pending" for i in ids)
+    if dialect == "full":  # the spec does not show a record's workspaceId
+        assert all(rows[i].workspace_id == sandbox.pro.id for i in ids)
     # a second cycle costs the same: nothing is read one by one
     before = await server_calls(sandbox)
     again = await poll_once(client, store)
@@ -89,7 +94,7 @@ async def test_poll_of_150_unchanged_pending_requests_costs_at_most_ceil_n_over_
 
 
 async def test_poll_stores_completions_with_answers_cancellations_and_expiries(
-        sandbox: Sandbox, client: FormClient, store: Store) -> None:
+        sandbox: Sandbox, client: FormClient, store: Store, dialect: str) -> None:
     form = sandbox.pro.forms["Contact"]
     now = await now_of(sandbox)
     soon = await create_pending(client, store, form, 2, expires_at=now + 3_600_000)
@@ -110,9 +115,12 @@ async def test_poll_stores_completions_with_answers_cancellations_and_expiries(
     assert rows[done].status == "completed"
     assert rows[done].answers is not None and rows[done].answers["name"] == "Grace Hopper"
     assert rows[done].display is not None and rows[done].display["topic"] == "Sales"
-    assert rows[done].submission_id is not None and rows[done].completed_at is not None
-    assert rows[gone].status == "canceled" and rows[gone].cancel_reason == "withdrawn"
-    assert all(rows[i].status == "expired" and rows[i].expired_at is not None for i in soon)
+    assert rows[gone].status == "canceled"
+    assert all(rows[i].status == "expired" for i in soon)
+    if dialect == "full":  # fields of the record the spec leaves "not shown"
+        assert rows[done].submission_id is not None and rows[done].completed_at is not None
+        assert rows[gone].cancel_reason == "withdrawn"
+        assert all(rows[i].expired_at is not None for i in soon)
     assert rows[waiting].status == "pending"
 
     # the terminal ones are not pending any more: the next cycle reads only the one left
@@ -137,6 +145,8 @@ async def test_poll_resolves_many_cancellations_with_one_listing(
     assert [rows[i].status for i in ids] == ["canceled"] * 4 + ["pending"] * 2
 
 
+@pytest.mark.full_dialect_only(reason="the spec's request record has no formId: a request read by id keeps an "
+                                       "unknown form, so it is read one by one every cycle")
 async def test_poll_reads_requests_of_unknown_form_one_by_one_then_lists_them(
         sandbox: Sandbox, client: FormClient, store: Store) -> None:
     form = sandbox.pro.forms["Contact"]

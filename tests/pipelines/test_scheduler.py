@@ -695,3 +695,27 @@ def test_the_example_config_jobs_are_valid(tmp_path: Path) -> None:
     settings = load_settings(cfg, service={"token": "fb_x"})
     assert [j.kind for j in settings.jobs] == ["outreach", "poll", "sync", "export"]
     assert set(check_jobs(settings)) == {j.id for j in settings.jobs}
+
+
+async def test_a_failed_run_is_one_log_line_with_its_job_id_and_no_success_line(
+        tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    # The export's directory is removed after the checks, so the run itself fails.
+    db = f"sqlite:///{tmp_path}/store.db"
+    cfg = tmp_path / "formsync.toml"
+    cfg.write_text(f'[store]\nurl = "{db}"\n[[jobs]]\nid = "nightly"\nkind = "export"\ninterval_seconds = 1\n'
+                   f'params = {{ format = "csv", out = "{tmp_path / "gone" / "w.csv"}" }}\n')
+    store = Store(db)
+    store.migrate()
+    stop = asyncio.Event()
+    caplog.set_level("INFO")
+    task = asyncio.create_task(serve(load_settings(cfg), store, stop=stop))
+    try:
+        await wait_for(lambda: any(r.outcome == "error" for r in runs(store, "nightly")), 20, "the job ran")
+    finally:
+        stop.set()
+        await asyncio.wait_for(task, 20)
+    failed = [r for r in caplog.records if r.levelname == "ERROR"]
+    assert failed and all(r.getMessage().startswith("job nightly (export) failed: ValueError: cannot write")
+                          and "\n" not in r.getMessage() and r.exc_info is None for r in failed), failed
+    assert not [r for r in caplog.records if "executed successfully" in r.getMessage()]
+    assert runs(store, "nightly")[0].error.startswith("ValueError: cannot write")  # type: ignore[union-attr]

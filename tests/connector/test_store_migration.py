@@ -1,0 +1,138 @@
+"""Migration 0003 (each event stored once) on a store filled by the previous schema,
+on SQLite and PostgreSQL: nothing is lost (bodies, answers, a request's own answers),
+what is now derived reads back the same, and a downgrade restores the old layout."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import sqlalchemy as sa
+from alembic import command
+
+from connector.store import (
+    RawEvent,
+    RequestRow,
+    Store,
+    SubmissionRow,
+    alembic_config,
+    answer_rows,
+    request_answers,
+)
+
+T0 = 1_780_000_000_000
+JSON = sa.JSON(none_as_null=True)
+EVENTS = sa.table("formsync_events", *[sa.column(c) for c in ("id", "type", "source", "created_at", "api_version",
+                                                               "test", "received_at", "body")],
+                  sa.column("payload", JSON))
+SUBMISSIONS = sa.table("formsync_submissions", *[sa.column(c) for c in (
+    "id", "form_id", "request_id", "submitted_at", "edit_count", "is_completed", "source", "observed_at",
+    "stored_at")], sa.column("answers", JSON), sa.column("display", JSON))
+REQUESTS = sa.table("formsync_requests", *[sa.column(c) for c in ("id", "status", "submission_id", "updated_at",
+                                                                 "is_test", "source", "stored_at")],
+                    sa.column("answers", JSON), sa.column("display", JSON))
+ANSWERS = sa.table("formsync_answers", *[sa.column(c) for c in ("submission_id", "field_key", "instance", "row_key",
+                                                                "member_key", "value_json", "display_text")])
+GROUP = {"people": [{"first": "Ann", "last": "Lee"}, {"first": "Bo", "last": "Ng"}], "grid": {"a": "x", "b": "y"},
+         "name": "Ann ✓ 😀"}
+GROUP_SHOWN = {"people": "Ann / Lee, Bo / Ng", "grid": "A: X, B: Y", "name": "Ann ✓ 😀"}
+
+
+def _to(store: Store, revision: str, down: bool = False) -> None:
+    cfg = alembic_config(store.url)
+    with store.engine.begin() as conn:
+        cfg.attributes["connection"] = conn
+        (command.downgrade if down else command.upgrade)(cfg, revision)
+
+
+def _body(eid: str, answers: dict[str, Any]) -> str:
+    return json.dumps({"id": eid, "type": "request.completed", "createdAt": "2026-05-01T10:00:00.000Z",
+                       "data": {"answers": answers}}, ensure_ascii=False)
+
+
+def _fill_previous(store: Store) -> dict[str, str]:
+    """Rows as the previous version wrote them (body and its parsed payload, answers on
+    the request and the submission, long-form rows). Returns the bodies by event id."""
+    bodies = {f"evt_{i}": _body(f"evt_{i}", {"name": f"Person {i}"}) for i in range(3)}
+    bodies["evt_g"] = _body("evt_g", GROUP)
+    bodies["evt_raw"] = "not json ✓"
+    with store.engine.begin() as conn:
+        conn.execute(sa.insert(EVENTS), [
+            {"id": eid, "type": "request.completed", "source": "callback", "created_at": T0, "api_version": None,
+             "test": False, "received_at": T0, "body": body,
+             "payload": None if eid == "evt_raw" else json.loads(body)} for eid, body in bodies.items()])
+        subs = [(f"sub_{i}", f"req_{i}", {"name": f"Person {i}"}, {"name": f"Person {i}"}) for i in range(3)]
+        subs.append(("sub_g", "req_g", GROUP, GROUP_SHOWN))
+        conn.execute(sa.insert(SUBMISSIONS), [
+            {"id": sid, "form_id": "form_1", "request_id": rid, "submitted_at": T0, "edit_count": 0,
+             "is_completed": True, "source": "callback", "observed_at": T0, "stored_at": T0, "answers": a,
+             "display": d} for sid, rid, a, d in subs])
+        conn.execute(sa.insert(ANSWERS), [r for sid, _, a, d in subs for r in answer_rows(sid, a, d)])
+        requests = [{"id": rid, "status": "completed", "submission_id": sid, "updated_at": T0, "is_test": False,
+                     "source": "callback", "stored_at": T0, "answers": a, "display": d} for sid, rid, a, d in subs]
+        # Read from the service before a later edit of the submission: its own answers differ.
+        requests[1]["answers"] = requests[1]["display"] = {"name": "Person 1, before the edit"}
+        # Read by the poller, no submission stored: the request holds the only copy.
+        requests.append({"id": "req_p", "status": "completed", "submission_id": "sub_unknown", "updated_at": T0,
+                         "is_test": False, "source": "poll", "stored_at": T0, "answers": {"name": "Polled"},
+                         "display": {"name": "POLLED"}})
+        conn.execute(sa.insert(REQUESTS), requests)
+    return bodies
+
+
+def _request_answers(store: Store) -> dict[str, tuple[Any, Any]]:
+    with store.reader() as s:
+        return {r.id: (r.answers, r.display) for r in s.connection().execute(request_answers())}
+
+
+def test_migration_keeps_everything_and_downgrades(db_url: str) -> None:
+    store = Store(db_url)
+    try:
+        _to(store, "0002")
+        bodies = _fill_previous(store)
+        before_answers = _request_answers_old(store)
+        with store.engine.connect() as conn:
+            long_before = sorted(conn.execute(sa.select(ANSWERS)).all())
+
+        store.migrate()
+        with store.reader() as s:
+            raws = {r.id: r for r in s.exec(sa.select(RawEvent)).scalars()}  # type: ignore[call-overload]
+            assert {eid: r.body for eid, r in raws.items()} == bodies
+            assert raws["evt_g"].payload == json.loads(bodies["evt_g"]) and raws["evt_raw"].payload is None
+            assert all(len(r.body_zlib) < len(r.body.encode()) + 16 for r in raws.values())
+            subs = {r.id: r for r in s.exec(sa.select(SubmissionRow)).scalars()}  # type: ignore[call-overload]
+            own = {r.id: r.answers for r in s.exec(sa.select(RequestRow)).scalars()}  # type: ignore[call-overload]
+        assert "formsync_answers" not in sa.inspect(store.engine).get_table_names()
+        long_after = sorted(tuple(r.values()) for sid, sub in subs.items()
+                            for r in answer_rows(sid, sub.answers, sub.display))
+        assert long_after == [tuple(r) for r in long_before], "the long form derives to the rows it replaced"
+        # Answers the linked submission holds are kept there only; a request's own differing
+        # copy and the poller's only copy stay.
+        assert own == {"req_0": None, "req_1": {"name": "Person 1, before the edit"}, "req_2": None,
+                       "req_g": None, "req_p": {"name": "Polled"}}
+        after = _request_answers(store)
+        assert after["req_p"] == before_answers["req_p"] and after["req_g"] == (GROUP, GROUP_SHOWN)
+        assert after["req_1"] == ({"name": "Person 1"}, {"name": "Person 1"}), "the submission's newest version"
+
+        with store.engine.begin() as conn:  # edit_count is 64-bit now
+            conn.execute(sa.update(SUBMISSIONS).where(SUBMISSIONS.c.id == "sub_0").values(edit_count=2**40))
+            assert conn.execute(sa.select(SUBMISSIONS.c.edit_count).where(SUBMISSIONS.c.id == "sub_0")).scalar() \
+                == 2**40
+            conn.execute(sa.update(SUBMISSIONS).where(SUBMISSIONS.c.id == "sub_0").values(edit_count=0))
+
+        _to(store, "0002", down=True)
+        with store.engine.begin() as conn:
+            restored = {r.id: (r.body, r.payload) for r in conn.execute(sa.select(EVENTS))}
+            assert sorted(conn.execute(sa.select(ANSWERS)).all()) == long_before
+        assert {eid: b for eid, (b, _) in restored.items()} == bodies
+        assert restored["evt_1"][1] == json.loads(bodies["evt_1"]) and restored["evt_raw"][1] is None
+        assert _request_answers_old(store) == before_answers
+        store.migrate()  # and up again
+        assert _request_answers(store) == after
+    finally:
+        store.close()
+
+
+def _request_answers_old(store: Store) -> dict[str, tuple[Any, Any]]:
+    with store.engine.connect() as conn:
+        return {r.id: (r.answers, r.display) for r in conn.execute(sa.select(REQUESTS))}
