@@ -89,6 +89,7 @@ class RecentError(BaseModel):
 
 class StatusReport(BaseModel):
     at: int = 0  # when it was read (epoch ms)
+    store_empty: bool = True  # no job run, outreach, request or delivery stored yet
     scheduler: SchedulerState = SchedulerState()
     jobs: list[JobStatus] = []
     outreach: list[OutreachProgress] = []
@@ -126,6 +127,8 @@ def collect_status(settings: Settings, store: Store) -> StatusReport:
     if RawEvent.__tablename__ in tables:
         report.events_received, report.newest_event_at = store.events.received()
     report.errors = sorted(report.errors, key=lambda e: e.at, reverse=True)[:ERRORS_SHOWN]
+    report.store_empty = not (any(j.runs for j in report.jobs) or report.outreach or report.requests
+                              or report.events_received)
     return report
 
 

@@ -215,8 +215,9 @@ def outreach(
 def status(
     config: Annotated[Path, typer.Option(help="The TOML settings file that `formsync run` uses.")],
 ) -> None:
-    """Show the jobs (schedule, next run, last run and outcome), outreach progress, pending
-    requests, deliveries received and the last errors. Reads the database only.
+    """Show at a glance, within 80 columns: whether a scheduler is alive, the jobs (next
+    and last run, outcome), each outreach job's progress, the requests of each form by
+    status, deliveries received and the last errors. Reads the database only.
 
     Example: [bold]formsync status --config formsync.toml[/bold]
     """
@@ -229,6 +230,9 @@ def status(
         settings = ctx.settings()
         check_jobs(settings)
         report = collect_status(settings, ctx.store(migrate=False))
+        if report.store_empty:
+            typer.echo(f"note: the store {ctx.store_url()} is new or empty: nothing has run against it yet",
+                       err=True)
         Console().print(render_status(report))
 
 

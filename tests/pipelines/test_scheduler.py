@@ -528,6 +528,7 @@ def test_status_on_an_empty_database(tmp_path: Path) -> None:
     assert table_row(res.output, "(none)")[1:5] == ["0", "0", "0", "0"]  # no requests
     assert "Deliveries received: 0\n" in res.output
     assert "no scheduler has run on this database" in res.output
+    assert f"note: the store sqlite:///{db} is new or empty" in res.stderr
     assert not db.exists()  # status only reads
 
 
