@@ -54,13 +54,13 @@ class OutreachProgressReads:
             return int(s.exec(select(func.count()).select_from(OutreachRow).where(
                 OutreachRow.job_name == job, col(OutreachRow.request_id).is_not(None))).one())
 
-    def links(self, job: str) -> list[tuple[str | None, str | None, str | None]]:
-        """``(externalId, email, url)`` of each request a job created, in sheet row order."""
+    def links(self, job: str) -> list[tuple[str, str | None]]:
+        """``(row key, request url)`` of each request a job created, in sheet row order."""
         with self._db.reader() as s:
-            rows = s.exec(select(RequestRow.external_id, RequestRow.recipient_email, RequestRow.url)
-                          .join(OutreachRow, col(OutreachRow.request_id) == col(RequestRow.id))
+            rows = s.exec(select(OutreachRow.row_key, RequestRow.url)
+                          .join(RequestRow, col(OutreachRow.request_id) == col(RequestRow.id))
                           .where(OutreachRow.job_name == job).order_by(col(OutreachRow.row_number)))
-            return [(ext, email, url) for ext, email, url in rows]
+            return [(key, url) for key, url in rows]
 
     def last_changes(self) -> dict[str, int]:
         """Each job's newest row change (epoch ms)."""

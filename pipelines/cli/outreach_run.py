@@ -84,10 +84,17 @@ async def _run(fc: FormClient, ctx: Context, call: OutreachCall, caught: list[si
     if prepared.to_send:
         typer.echo(estimate_line(prepared, per_minute), err=True)
     stop = asyncio.Event()
-    with stop_signals(stop, caught), progress_bar(per_minute, show=prepared.to_send > 0) as progress:
+    with stop_signals(stop, caught), progress_bar(per_minute, show=prepared.to_send > 0 and _on_terminal()) as progress:
         report = await send_outreach(fc, store, prepared, delivery=out.delivery, callback_url=out.callback_url,
                                      test=call.test, progress=progress, stop=stop)
     return prepared, report
+
+
+def _on_terminal() -> bool:
+    """Whether stderr is a terminal (a bar redrawn in a log file is noise)."""
+    from rich.console import Console
+
+    return Console(stderr=True).is_terminal
 
 
 def verdict(call: OutreachCall, prepared: Prepared, report: OutreachReport,

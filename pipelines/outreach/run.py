@@ -73,8 +73,22 @@ async def send_outreach(client: FormClient, store: Store, prepared: Prepared, *,
         write_report(p.report_path, sorted(p.plan.rejected + result.problems, key=lambda line: line[0]))
     store.ledger.record_outcome(p.job, {"rows": p.plan.rows, "rejected": p.plan.invalid, "stopped": result.stopped})
     links = links_path(p.report_path, p.job)
-    write_links(links, store.outreach_progress.links(p.job))
+    write_links(links, job_links(p.plan, store.outreach_progress.links(p.job)))
     return outreach_report(p, result, documents.uploads, links)
+
+
+def job_links(plan: Plan, sent: list[tuple[str, str | None]]) -> list[tuple[str | None, str | None, str | None]]:
+    """``(externalId, email, url)`` of each sent row: the ids and addresses as the sheet
+    has them (a row sent by an earlier run and gone from the sheet keeps its externalId)."""
+    rows = {r.identity: r.params for r in plan.valid}
+    out: list[tuple[str | None, str | None, str | None]] = []
+    for key, url in sent:
+        params = rows.get(key)
+        if params is not None:
+            out.append((params.externalId, params.recipient.get("email"), url))
+        else:
+            out.append((key.removeprefix("ext:") if key.startswith("ext:") else None, None, url))
+    return out
 
 
 def outreach_report(p: Prepared, result: SendResult, uploads: int = 0, links: Path | None = None) -> OutreachReport:

@@ -64,6 +64,16 @@ def summary_lines(p: Prepared, report: OutreachReport, *, dry_run: bool, per_min
     return lines
 
 
+def progress_note(at: SendProgress, per_minute: int) -> str:
+    """The bar's text: the rate the limit allows, the time left at that rate, and the wait
+    for the next slot when the run is waiting for the limit."""
+    left = pace_seconds(at.total - at.done, per_minute) + at.waiting
+    note = f"{per_minute}/min, {duration(left)} left"
+    if at.waiting > 0:
+        note += f"; waiting for the rate limit, next in {math.ceil(at.waiting)} s"
+    return note
+
+
 @contextmanager
 def progress_bar(per_minute: int, show: bool = True) -> Iterator[ProgressCallback | None]:
     """A progress callback drawing a bar on stderr while the block runs: rows done, the
@@ -77,11 +87,7 @@ def progress_bar(per_minute: int, show: bool = True) -> Iterator[ProgressCallbac
     task = bar.add_task("rows", total=None, note="")
 
     def update(at: SendProgress) -> None:
-        left = pace_seconds(at.total - at.done, per_minute) + at.waiting
-        note = f"{per_minute}/min, {duration(left)} left"
-        if at.waiting > 0:
-            note += f"; waiting for the rate limit, next in {math.ceil(at.waiting)} s"
-        bar.update(task, completed=at.done, total=at.total, note=note)
+        bar.update(task, completed=at.done, total=at.total, note=progress_note(at, per_minute))
 
     with bar:
         yield update

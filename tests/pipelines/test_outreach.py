@@ -310,7 +310,7 @@ async def test_cli_outreach_dry_run_then_send_then_rerun(sandbox: Sandbox, clien
     assert json.loads(res.stdout.strip().splitlines()[-1])["sent"] == 3
     assert "sending 3 of 4 rows" in res.stderr
     links = list(csv.DictReader((tmp_path / "cli-links.csv").open()))
-    assert [ln["externalId"] for ln in links] == ["c-0", "c-1", "c-2"]
+    assert [(ln["externalId"], ln["email"]) for ln in links] == [(f"c-{i}", f"p{i}@example.test") for i in range(3)]
     assert all(ln["url"].startswith(sandbox.base_url) for ln in links), links
     res = await formsync("outreach", str(sheet), "--form", form, "--config", str(cfg), "--job", "cli",
                          "--report", str(bad))

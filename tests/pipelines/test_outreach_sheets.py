@@ -148,3 +148,28 @@ async def test_every_layout_is_sent_with_its_accents(sandbox: Sandbox, client: F
         assert [ln.split(",")[0] for ln in rep.links_path.read_text().splitlines()] == ["externalId", "c-1", "c-2"]
     names = {r.recipient.name for r in [x async for x in client.iter_requests(form_id=form)] if r.recipient}
     assert {"José Müller", "Zoë Ñúñez"} <= names
+
+
+async def test_the_sender_says_when_it_waits_for_the_rate_limit(sandbox: Sandbox, store: Store,
+                                                                tmp_path: Path) -> None:
+    import asyncio
+
+    from pipelines.outreach import SendProgress
+
+    form = sandbox.pro.forms["Contact"]
+    sheet = write(tmp_path / "a.csv", csv_text() + "c-3,Third,third@example.test,Other\r\n", "utf-8")
+    heard: list[SendProgress] = []
+    stop = asyncio.Event()
+
+    def progress(at: SendProgress) -> None:
+        heard.append(at)
+        if at.waiting:
+            stop.set()  # the third create waits for the window: stop there
+
+    async with FormClient(sandbox.base_url, sandbox.pro.token, creates_per_minute=2) as fc:
+        rep = await run_outreach(fc, store, sheet, form, job="paced", report_path=tmp_path / "r.csv",
+                                 progress=progress, stop=stop)
+    assert (rep.sent, rep.stopped, rep.left) == (2, True, 1)
+    assert [(p.done, p.sent) for p in heard if not p.waiting] == [(1, 1), (2, 2)]
+    waits = [p for p in heard if p.waiting]
+    assert len(waits) == 1 and waits[0].done == 2 and 50 < waits[0].waiting <= 61
