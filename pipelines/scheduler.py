@@ -48,7 +48,7 @@ from .jobs import (
     summarise,
     trigger_for,
 )
-from .outreach import SheetOptions, run_outreach
+from .outreach import run_outreach
 from .poll import poll_once
 from .sync import sync_all, sync_form
 
@@ -146,9 +146,7 @@ class JobRuntime:
                     fc, store, params.sheet, params.form, job=name, mapping=out.mapping, delivery=out.delivery,
                     callback_url=out.callback_url, test=params.test,
                     report_path=params.report or out.report_dir / f"{name}-report.csv",
-                    stop=self.stopping, sheet_options=SheetOptions(
-                        encoding=params.encoding, delimiter=params.delimiter, sheet=params.sheet_name,
-                        header_row=params.header_row))
+                    stop=self.stopping, sheet_options=params.sheet_options())
             if isinstance(params, PollParams):
                 return await poll_once(fc, store, form_id=params.form)
             if isinstance(params, SyncParams):

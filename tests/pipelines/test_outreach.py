@@ -317,6 +317,12 @@ async def test_cli_outreach_dry_run_then_send_then_rerun(sandbox: Sandbox, clien
     out = json.loads(res.stdout.strip().splitlines()[-1])
     assert (out["sent"], out["skipped_existing"]) == (0, 3)
     assert await count_requests(client, form) == before + 3
+    # With delivery "none" the links are in the requests export too.
+    res = await formsync("export", "--table", "requests", "--format", "csv", "--out", str(tmp_path / "req.csv"),
+                         "--config", str(cfg))
+    assert res.exit_code == 0, res.output
+    exported = {r["external_id"]: r["url"] for r in csv.DictReader((tmp_path / "req.csv").open())}
+    assert {k: exported[k] for k in ("c-0", "c-1", "c-2")} == {ln["externalId"]: ln["url"] for ln in links}
 
 
 async def test_cli_outreach_refuses_a_missing_or_unsupported_sheet(tmp_path: Path) -> None:
