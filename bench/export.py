@@ -82,7 +82,7 @@ def build_store(path: Path, answer_rows_wanted: int) -> tuple[int, int]:
     store.migrate()
     n = -(-answer_rows_wanted // ROWS_PER_SUBMISSION)
     answers_total = 0
-    with store.engine.begin() as conn:
+    with store.database.engine.begin() as conn:
         for start in range(0, n, 5000):
             subs, rows = [], []
             for i in range(start, min(start + 5000, n)):

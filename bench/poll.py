@@ -31,14 +31,14 @@ from sandbox_process import SandboxProcess
 
 from connector.client import FormClient
 from connector.store import Store
+from formservice.sandbox.client import SandboxHelpers
 from pipelines.poll import poll_once, stored_pending
 
 CANCELED = 10
 
 
-async def server_calls(sb: SandboxProcess, http: aiohttp.ClientSession, since: int) -> Counter[str]:
-    items = (await sb.helper(http, "calls.list", {"since": since}))["items"]
-    return Counter(i["method"] for i in items)
+async def server_calls(helpers: SandboxHelpers, since: int) -> Counter[str]:
+    return Counter(i.method for i in (await helpers.calls_list(since=since)).items)
 
 
 async def measure(n: int, tmp: str) -> tuple[list[int], bool]:
@@ -59,14 +59,15 @@ async def measure(n: int, tmp: str) -> tuple[list[int], bool]:
         cycles: list[int] = []
         async with aiohttp.ClientSession() as http, FormClient(
                 sb.base_url, sb.token(), calls_per_minute=100_000, creates_per_minute=100_000) as fc:
-            await sb.helper(http, "limits.set", {"callsPerMinute": 100_000, "createsPerMinute": 100_000})
+            helpers = sb.helpers(http)
+            await helpers.limits_set(calls_per_minute=100_000, creates_per_minute=100_000)
             for cycle in (1, 2):
                 if cycle == 2:
                     for c in created[:: n // CANCELED][:CANCELED]:
                         await fc.cancel_request(c["id"], reason="bench")
-                since = int((await sb.helper(http, "clock.get"))["now"])
+                since = (await helpers.clock_get()).now
                 report = await poll_once(fc, store)
-                counted = await server_calls(sb, http, since)
+                counted = await server_calls(helpers, since)
                 total = sum(counted.values())
                 budget = math.ceil(n / 100) + 1
                 gets = counted.get("requests.get", 0)

@@ -242,7 +242,7 @@ def missing_after_kill(db_url: str, ids_file: Path) -> tuple[int, int]:
     acked = {line for line in ids_file.read_text().splitlines() if line}
     store = Store(db_url)
     try:
-        with store.reader() as s:
+        with store.database.reader() as s:
             present = set(s.exec(select(RawEvent.__table__.c.id)).scalars())
     finally:
         store.close()
@@ -256,7 +256,7 @@ def sqlite_settings(db_url: str) -> str:
 
     store = Store(db_url)
     try:
-        with store.engine.connect() as conn:
+        with store.database.engine.connect() as conn:
             mode = conn.execute(text("PRAGMA journal_mode")).scalar()
             sync = conn.execute(text("PRAGMA synchronous")).scalar()
     finally:
@@ -316,7 +316,7 @@ def storage_bytes(db_url: str) -> int:
             conn.close()
     store = Store(db_url)
     try:
-        with store.engine.connect() as pg:
+        with store.database.engine.connect() as pg:
             return int(pg.execute(text(
                 "SELECT COALESCE(SUM(pg_total_relation_size(c.oid)), 0) FROM pg_class c "
                 "JOIN pg_namespace n ON n.oid = c.relnamespace "
@@ -332,7 +332,7 @@ def stored_events(db_url: str) -> int:
 
     store = Store(db_url)
     try:
-        with store.reader() as s:
+        with store.database.reader() as s:
             return int(s.connection().execute(select(func.count()).select_from(RawEvent.__table__)).scalar_one())
     finally:
         store.close()

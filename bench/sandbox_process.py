@@ -17,7 +17,7 @@ from typing import Any
 
 import aiohttp
 
-from formservice.sandbox.client import HelperError, SandboxHelpers
+from formservice.sandbox.client import SandboxHelpers
 
 FORMSYNC = Path(sys.executable).with_name("formsync")
 START_TIMEOUT = 60.0
@@ -113,13 +113,6 @@ class SandboxProcess:
         """The typed helpers client on ``http``, as the owner of the ``plan`` workspace."""
         return SandboxHelpers(self.base_url, self.token(plan), http=http)
 
-    async def helper(self, http: aiohttp.ClientSession, method: str, params: dict[str, Any] | None = None,
-                     plan: str = "pro") -> Any:
-        """Call a sandbox test helper by name; its ``data``, or RuntimeError with the error."""
-        try:
-            return await self.helpers(http, plan).call(method, params)
-        except HelperError as err:
-            raise RuntimeError(str(err)) from None
 
 
 def most_in_window(times_ms: list[int], window_ms: int) -> int:

@@ -46,7 +46,6 @@ async def measure(k: int, tmp: str) -> tuple[int, bool]:
         form = sb.form("Contact")
         store = Store(f"sqlite:///{tmp}/sync-{k}.db")
         store.migrate()
-        limits = {"callsPerMinute": 100_000, "createsPerMinute": 100_000}
         async with FormClient(sb.base_url, sb.token(), calls_per_minute=100_000, creates_per_minute=100_000) as fc:
             await sync_form(fc, store, form)  # the mark: the seeded submissions
         sb.stop()
@@ -55,20 +54,21 @@ async def measure(k: int, tmp: str) -> tuple[int, bool]:
         sb.start()
         async with aiohttp.ClientSession() as http, FormClient(
                 sb.base_url, sb.token(), calls_per_minute=100_000, creates_per_minute=100_000) as fc:
-            await sb.helper(http, "limits.set", limits)
-            since = int((await sb.helper(http, "clock.get"))["now"])
+            helpers = sb.helpers(http)
+            await helpers.limits_set(calls_per_minute=100_000, creates_per_minute=100_000)
+            since = (await helpers.clock_get()).now
             walk = asyncio.create_task(sync_form(fc, store, form))
             arrived = 0
             while not walk.done() and arrived < ARRIVALS:
-                await sb.helper(http, "submissions.create", {"formId": form, "answers": answers(k + arrived)})
+                await helpers.submissions_create(form, answers(k + arrived))
                 arrived += 1
                 await asyncio.sleep(0.005)
             first = await walk
-            counted = Counter(i["method"] for i in (await sb.helper(http, "calls.list", {"since": since}))["items"])
+            counted = Counter(i.method for i in (await helpers.calls_list(since=since)).items)
             calls = sum(counted.values())
             second = await sync_form(fc, store, form)
             on_server = [s.id async for s in fc.iter_submissions(form, include_drafts=False)]
-        with store.reader() as s:
+        with store.database.reader() as s:
             stored = list(s.exec(select(SubmissionRow.id).where(SubmissionRow.form_id == form)))
         store.close()
     budget = math.ceil(k / 100) + 1

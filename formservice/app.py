@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+from collections.abc import AsyncIterator
 from pathlib import Path
 
 from aiohttp import web
@@ -36,7 +37,7 @@ def create_app(service: Service | None = None, *, data_dir: Path | str | None = 
     return app
 
 
-async def _background_worker(app: web.Application):  # type: ignore[no-untyped-def]
+async def _background_worker(app: web.Application) -> AsyncIterator[None]:
     """Run time-driven work and deliveries while the app serves."""
     worker = app[rpc.SERVICE_KEY].worker
     task = asyncio.create_task(worker.run())

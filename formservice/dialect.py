@@ -15,8 +15,10 @@ contract the service promises:
   (``REQUEST_NOT_PENDING: Request ... was canceled``), as services that put the reason in
   the message do.
 
-Both steps are pure functions applied at the binding (formservice/rpc.py), after the
-domain has answered: no domain method knows about dialects.
+The agent endpoint's tool results take the shape of the method a tool mirrors (and
+``document_create`` the one the spec's agent section shows), and its failures the same
+error shaping. All steps are pure functions applied at the bindings (formservice/rpc.py,
+formservice/mcp.py), after the domain has answered: no domain method knows about dialects.
 """
 
 from __future__ import annotations
@@ -102,6 +104,12 @@ RESULTS: dict[str, Shape] = {
     "requests.list": _page(REQUEST),
 }
 
+# The agent endpoint: a tool that mirrors a method answers with that method's shape; the
+# spec shows document_create's result itself. Other tools keep what the notes show.
+TOOL_RESULTS: dict[str, Shape] = {
+    "document_create": _keep("id", "name", "contentType", "size", "uploadUrl", "expiresAt"),
+}
+
 # -- the spec's Errors section --------------------------------------------------------------
 
 DETAILS = frozenset({"reason", "field", "validKeys", "validValues", "expectedType", "feature", "retryAfterMs"})
@@ -125,6 +133,14 @@ def shape_result(dialect: str, method: str, data: Any) -> Any:
     if dialect != "minimal":
         return data
     return shaped(data, RESULTS.get(method))
+
+
+def shape_tool_result(dialect: str, tool: str, method: str | None, data: Any) -> Any:
+    """The ``data`` of a successful agent ``tool`` call (mirroring ``method``, if any) as
+    ``dialect`` answers it."""
+    if dialect != "minimal":
+        return data
+    return shaped(data, TOOL_RESULTS.get(tool) or (RESULTS.get(method) if method else None))
 
 
 def shape_error(dialect: str, err: ApiError) -> ApiError:

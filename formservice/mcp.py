@@ -23,11 +23,12 @@ from urllib.parse import urlsplit
 from aiohttp import web
 from mcp import types as mt
 from mcp.shared.version import SUPPORTED_PROTOCOL_VERSIONS
-from pydantic import BaseModel, ValidationError
+from pydantic import AnyUrl, BaseModel, ValidationError
 
 from . import rpc
 from .agent import guides
 from .agent import tools as agent_tools
+from .dialect import shape_error, shape_tool_result
 from .domain.agentops import AGENT_METHODS
 from .errors import ApiError
 from .faults import Fault
@@ -110,8 +111,8 @@ async def handle(request: web.Request) -> web.StreamResponse:
         return _json(_error_body(msg_id, err), err.status, err.headers)
     except Exception as exc:
         log.exception("agent endpoint failure", exc_info=exc)
-        err = RpcError(mt.INTERNAL_ERROR, "Unexpected server error; nothing was changed. Retry later.", status=500)
-        return _json(_error_body(msg_id, err), 500)
+        failure = RpcError(mt.INTERNAL_ERROR, "Unexpected server error; nothing was changed. Retry later.", status=500)
+        return _json(_error_body(msg_id, failure), 500)
 
 
 def _called_tool(message: mt.JSONRPCRequest) -> agent_tools.ToolDef | None:
@@ -316,10 +317,10 @@ def _tools_call(service: Service, caller: Caller, req: mt.CallToolRequest) -> mt
         service.call_log.append((service.now(), caller.token_id, f"tools/call:{tool.name}"))
         data = agent_tools.run(service, caller, tool, req.params.arguments)
     except ApiError as err:
-        return agent_tools.failure(tool, err)
+        return agent_tools.failure(tool, shape_error(service.dialect, err))
     except Exception as exc:
         return agent_tools.failure(tool, agent_tools.internal_error(exc))
-    return agent_tools.success(tool, data)
+    return agent_tools.success(tool, shape_tool_result(service.dialect, tool.name, tool.method, data))
 
 
 @_on("prompts/list", mt.ListPromptsRequest)
@@ -349,7 +350,7 @@ def _prompts_get(service: Service, caller: Caller, req: mt.GetPromptRequest) -> 
 def _resources_list(service: Service, caller: Caller, req: mt.ListResourcesRequest) -> mt.ListResourcesResult:
     _no_cursor(req.params)
     return mt.ListResourcesResult(resources=[
-        mt.Resource(uri=s.uri, name=s.topic, title=s.title, description=s.description, mimeType="text/markdown",
+        mt.Resource(uri=AnyUrl(s.uri), name=s.topic, title=s.title, description=s.description, mimeType="text/markdown",
                     size=len(s.markdown.encode()))
         for s in guides.SKILLS.values()])
 
@@ -368,5 +369,5 @@ def _resources_read(service: Service, caller: Caller, req: mt.ReadResourceReques
     if skill is None:
         raise RpcError(RESOURCE_NOT_FOUND, f"Resource not found: {uri}.",
                        data={"uri": uri, "validValues": [s.uri for s in guides.SKILLS.values()]})
-    return mt.ReadResourceResult(contents=[mt.TextResourceContents(uri=skill.uri, mimeType="text/markdown",
+    return mt.ReadResourceResult(contents=[mt.TextResourceContents(uri=AnyUrl(skill.uri), mimeType="text/markdown",
                                                                    text=skill.markdown)])

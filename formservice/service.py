@@ -49,8 +49,9 @@ class Caller:
     workspace_id: str
 
 
-def _import_domain() -> None:
-    # Importing the resource modules registers their methods.
+def import_domain() -> None:
+    """Register every method the service offers (importing a resource module registers
+    its methods); the service calls it on start, and a caller listing them may too."""
     from .domain import documents, forms, misc, requests, settings, sharelinks, submissions, webhooks  # noqa: F401
     _import_agent_domain()
 
@@ -63,7 +64,7 @@ def _import_agent_domain() -> None:
 class Service:
     def __init__(self, data_dir: Path | str | None = None, limits: Limits | None = None,
                  base_url: str = "http://127.0.0.1") -> None:
-        _import_domain()
+        import_domain()
         self.data_dir = Path(data_dir) if data_dir is not None else None
         self._seed_copy: sqlite3.Connection | None = None  # the seeded state, in memory (no data dir)
         if data_dir is None:  # in memory: one shared connection

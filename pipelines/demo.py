@@ -49,7 +49,7 @@ from rich.table import Table
 
 from connector.client import FormClient
 from connector.models import RequestRecord
-from connector.receiver import RECEIVER_KEY, Receiver, create_receiver_app, event_paths
+from connector.receiver import RECEIVER_KEY, Channel, Receiver, create_receiver_app, event_paths
 from connector.settings import ReceiverSettings
 from connector.store import Store
 from pipelines.export import export
@@ -253,7 +253,7 @@ class _World:
     http: aiohttp.ClientSession
     receiver: Receiver
     receiver_url: str
-    paths: dict[str, str]
+    paths: dict[Channel, str]
     token: str = ""
     client: FormClient | None = None
 
@@ -441,13 +441,59 @@ class _Steps:
         return lambda: self.bar.advance(task)
 
 
+async def _start(stack: AsyncExitStack, state_dir: Path, state: DemoState) -> tuple[_World, DemoState]:
+    """The demo's first step: the sandbox, the store and the receiver, each on the port of
+    the last run when it is free, stopped by ``stack``; the state with this run's ports."""
+    from formservice.sandbox.runner import SandboxServer
+
+    async def sandbox_on(port: int) -> SandboxServer:
+        return await SandboxServer(state_dir / "sandbox", port=port).start()
+
+    sandbox = await _bind(sandbox_on, state.sandbox_port)
+    stack.push_async_callback(sandbox.stop)
+    ws = sandbox.workspace(DEMO_PLAN)
+    store = Store(f"sqlite:///{state_dir / 'formsync.db'}")
+    stack.callback(store.close)
+    store.migrate()
+    settings = ReceiverSettings(host="127.0.0.1", port=0, callback_secrets=[SecretStr(ws["signingSecret"])],
+                                webhook_secrets=[SecretStr(state.webhook_secret)])
+    receiver, receiver_port = await _start_receiver(stack, store, settings, state.receiver_port)
+    state = state.model_copy(update={"sandbox_port": sandbox.bound_port, "receiver_port": receiver_port})
+    http = await stack.enter_async_context(aiohttp.ClientSession())
+    w = _World(service=sandbox.service, workspace=ws, form_id=ws["forms"][DEMO_FORM], store=store, http=http,
+               receiver=receiver, receiver_url=f"http://127.0.0.1:{receiver_port}", paths=event_paths(settings))
+    stack.push_async_callback(w.close)
+    await w.renew_token()
+    return w, state
+
+
+def _summarise(w: _World, out: Path, request_ids: set[str], delivered: dict[str, Any], files: list[FileWritten],
+               this_run: dict[str, int], seconds: float) -> DemoSummary:
+    """The run's summary, from the store (everything earlier runs stored too) and this run's counts."""
+    store = w.store
+    statuses = store.requests.status_counts(request_ids)
+    total, from_requests = store.submissions.completed_counts(w.form_id)
+    sheet = read_sheet(DEMO_SHEET)
+    rejected = rejected_rows(out / REPORT_FILE, sheet)
+    files.insert(0, FileWritten(path=str(out / REPORT_FILE), format="csv", rows=len(rejected)))
+    return DemoSummary(
+        out_dir=str(out), form=f"{DEMO_FORM} ({w.workspace['name']})", form_id=w.form_id,
+        sheet_rows=len(sheet), sent=store.outreach_progress.sent_count(JOB),
+        completed=statuses.get("completed", 0), canceled=statuses.get("canceled", 0),
+        expired=statuses.get("expired", 0), pending=statuses.get("pending", 0),
+        rejected=rejected,
+        callbacks_delivered=delivered["callbacks"], webhooks_delivered=delivered["webhooks"],
+        events_stored=store.events.count_stored(delivered["event_ids"]), deliveries_refused=delivered["refused"],
+        submissions_synced=total, submissions_from_requests=from_requests, files=files, this_run=this_run,
+        seconds=seconds)
+
+
 async def run_demo(out: Path, *, console: Console | None = None, progress: bool = True) -> DemoSummary:
     """Run the demo into ``out`` (see the module docstring) and return its summary, also
     written to ``out/summary.json``. ``DemoError`` (``OutDirError`` for ``out`` itself)
     when it cannot run or finish; what earlier runs stored is kept either way."""
     started = time.monotonic()
     from formservice.sandbox.client import HelperError
-    from formservice.sandbox.runner import SandboxServer
 
     console = console or Console()
     out = check_out_dir(out)
@@ -462,27 +508,9 @@ async def run_demo(out: Path, *, console: Console | None = None, progress: bool 
         async with AsyncExitStack() as stack:
             stack.enter_context(steps.bar)
             with steps.step(0):
-                async def sandbox_on(port: int) -> SandboxServer:
-                    return await SandboxServer(state_dir / "sandbox", port=port).start()
-
-                sandbox = await _bind(sandbox_on, state.sandbox_port)
-                stack.push_async_callback(sandbox.stop)
-                ws = sandbox.workspace(DEMO_PLAN)
-                store = Store(f"sqlite:///{state_dir / 'formsync.db'}")
-                stack.callback(store.close)
-                store.migrate()
-                settings = ReceiverSettings(host="127.0.0.1", port=0, callback_secrets=[SecretStr(ws["signingSecret"])],
-                                            webhook_secrets=[SecretStr(state.webhook_secret)])
-                receiver, receiver_port = await _start_receiver(stack, store, settings, state.receiver_port)
-                state = state.model_copy(update={"sandbox_port": sandbox.bound_port,
-                                                 "receiver_port": receiver_port})
+                w, state = await _start(stack, state_dir, state)
                 state_path.write_text(state.model_dump_json(indent=2))
-                http = await stack.enter_async_context(aiohttp.ClientSession())
-                w = _World(service=sandbox.service, workspace=ws, form_id=ws["forms"][DEMO_FORM], store=store, http=http,
-                           receiver=receiver, receiver_url=f"http://127.0.0.1:{receiver_port}",
-                           paths=dict(event_paths(settings)))
-                stack.push_async_callback(w.close)
-                await w.renew_token()
+                store = w.store
             with steps.step(1):
                 await _ensure_webhooks(w, state.webhook_secret)
             with steps.step(2):
@@ -507,22 +535,8 @@ async def run_demo(out: Path, *, console: Console | None = None, progress: bool 
                 this_run["synced_new"] = synced.fetched
             with steps.step(7):
                 files = _export_all(store, out, w.form_id)
-            this_run.update(receiver_counts(receiver))
-            statuses = store.requests.status_counts(set(ids))
-            total, from_requests = store.submissions.completed_counts(w.form_id)
-            sheet = read_sheet(DEMO_SHEET)
-            rejected = rejected_rows(out / REPORT_FILE, sheet)
-            files.insert(0, FileWritten(path=str(out / REPORT_FILE), format="csv", rows=len(rejected)))
-            summary = DemoSummary(
-                out_dir=str(out), form=f"{DEMO_FORM} ({ws['name']})", form_id=w.form_id,
-                sheet_rows=len(sheet), sent=store.outreach_progress.sent_count(JOB),
-                completed=statuses.get("completed", 0), canceled=statuses.get("canceled", 0),
-                expired=statuses.get("expired", 0), pending=statuses.get("pending", 0),
-                rejected=rejected,
-                callbacks_delivered=delivered["callbacks"], webhooks_delivered=delivered["webhooks"],
-                events_stored=store.events.count_stored(delivered["event_ids"]), deliveries_refused=delivered["refused"],
-                submissions_synced=total, submissions_from_requests=from_requests, files=files, this_run=this_run,
-                seconds=round(time.monotonic() - started, 2))
+            this_run.update(receiver_counts(w.receiver))
+            summary = _summarise(w, out, set(ids), delivered, files, this_run, round(time.monotonic() - started, 2))
     except HelperError as err:  # a helper the demo relies on refused: one line, no traceback
         raise DemoError(str(err)) from None
     (out / SUMMARY_FILE).write_text(summary.model_dump_json(indent=2))

@@ -32,6 +32,7 @@ from __future__ import annotations
 import time
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from typing import cast
 
 from pydantic import BaseModel
 
@@ -71,7 +72,7 @@ def _floor(items: Iterable[PendingRequest]) -> tuple[int, str] | None:
     keys = [(p.created_at, p.id) for p in items]
     if any(c is None for c, _ in keys):
         return None
-    return min(keys)  # type: ignore[type-var]
+    return min(cast(list[tuple[int, str]], keys))  # no None left, as checked above
 
 
 async def _walk(client: FormClient, form_id: str, status: str, wanted: dict[str, PendingRequest],
@@ -203,5 +204,5 @@ async def poll_once(client: FormClient, store: Store, *, form_id: str | None = N
             await _poll_form(client, store, fid, by_form[fid], now_ms, report)
         await _get_each(client, store, unknown, report)
     finally:
-        report.calls = client.stats["calls"] - calls_before
+        report.calls = int(client.stats["calls"] - calls_before)
     return report

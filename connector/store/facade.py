@@ -6,15 +6,13 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Mapping, Sequence
-from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import Any, TypeVar
 
 from pydantic import BaseModel
 from sqlalchemy import delete, text
-from sqlalchemy.engine import Connection, Engine, make_url
+from sqlalchemy.engine import Connection, make_url
 from sqlalchemy.exc import DBAPIError, OperationalError
-from sqlmodel import Session
 
 from ..models import Event
 from .database import Database
@@ -139,22 +137,11 @@ class Store:
             cfg.attributes["connection"] = conn
             command.upgrade(cfg, "head")
 
-    # -- internal: the database below the repositories ----------------------------------
-    # For tests that check what is stored; pipelines use the repositories above.
-
     @property
-    def engine(self) -> Engine:
-        """Internal: the SQLAlchemy engine."""
-        return self._db.engine
-
-    def session(self) -> AbstractContextManager[Session]:
-        """Internal: a SQLModel session for reads and writes; committed on success."""
-        return self._db.session()
-
-    def reader(self) -> AbstractContextManager[Session]:
-        """Internal: a read-only session. On SQLite it does not take the write lock, so
-        long reads (exports) never hold up the receiver."""
-        return self._db.reader()
+    def database(self) -> Database:
+        """The database below the repositories (its engine and sessions), for tests and
+        tools that check what is stored; applications use the methods and repositories."""
+        return self._db
 
     def _write_tx(self, work: Callable[[Writer], T]) -> T:
         """``_write`` with the transaction's writer."""

@@ -24,12 +24,12 @@ PG_PORT = int(os.environ.get("FORMSYNC_PG_PORT", "5432"))
 PG_USER = os.environ.get("FORMSYNC_PG_USER", "postgres")
 
 
-def _pg_connect(dbname: str) -> psycopg.Connection:
+def pg_connect(dbname: str) -> psycopg.Connection:
     return psycopg.connect(host=PG_HOST, port=PG_PORT, user=PG_USER, dbname=dbname, autocommit=True,
                            connect_timeout=5)
 
 
-def _unavailable(reason: str) -> None:
+def pg_unavailable(reason: str) -> None:
     if os.environ.get("CI") or os.environ.get("FORMSYNC_CI"):
         pytest.fail(f"PostgreSQL is required in CI: {reason}")
     pytest.skip(f"no PostgreSQL server: {reason}")
@@ -39,16 +39,16 @@ def _unavailable(reason: str) -> None:
 def pg_database() -> Iterator[str]:
     """A fresh PostgreSQL database for one test module; its SQLAlchemy URL."""
     try:
-        admin = _pg_connect("postgres")
+        admin = pg_connect("postgres")
     except psycopg.OperationalError as e:
-        _unavailable(f"cannot connect to {PG_USER}@{PG_HOST}:{PG_PORT}: {str(e).strip()}")
+        pg_unavailable(f"cannot connect to {PG_USER}@{PG_HOST}:{PG_PORT}: {str(e).strip()}")
     name = f"formsync_t_{secrets.token_hex(6)}"
     with admin:
         admin.execute(f'CREATE DATABASE "{name}"')
     try:
         yield f"postgresql+psycopg://{PG_USER}@{PG_HOST}:{PG_PORT}/{name}"
     finally:
-        with _pg_connect("postgres") as admin:
+        with pg_connect("postgres") as admin:
             admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
 
 
@@ -59,7 +59,7 @@ def db_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
     if request.param == "sqlite":
         return f"sqlite:///{tmp_path / 'store.db'}"
     url: str = request.getfixturevalue("pg_database")
-    with _pg_connect(url.rsplit("/", 1)[1]) as conn:
+    with pg_connect(url.rsplit("/", 1)[1]) as conn:
         conn.execute("DROP SCHEMA public CASCADE")
         conn.execute("CREATE SCHEMA public")
     return url

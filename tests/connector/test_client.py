@@ -31,7 +31,7 @@ from connector import errors, models
 from connector.client import FormClient
 from connector.settings import ServiceSettings
 from formservice.domain.base import METHODS
-from formservice.service import _import_domain
+from formservice.service import import_domain
 
 E = TypeVar("E", bound=BaseException)
 
@@ -258,7 +258,7 @@ PNG = b"\x89PNG\r\n\x1a\n" + bytes(range(120))
 
 @pytest.mark.dialects
 async def test_client_has_a_typed_method_for_every_service_method(sandbox):
-    _import_domain()
+    import_domain()
     async with client(sandbox) as fc:
         offered = set((await fc.list_methods()).methods)
     registered = set(METHODS)

@@ -221,7 +221,7 @@ async def test_poll_rereads_a_record_the_pending_listing_answers_as_completed(od
         report = await poll_once(fc, store, now_ms=1000)
     assert (report.completed, report.still_pending, report.updated) == (1, 1, 1)
     assert [(m, p.get("requestId")) for m, p, _ in odd.calls if m == "requests.get"] == [("requests.get", "req_done")]
-    with store.reader() as s:
+    with store.database.reader() as s:
         rows = {r.id: r for r in s.exec(select(RequestRow))}
     assert rows["req_done"].status == "completed" and rows["req_done"].answers == {"name": "Ada"}
     assert rows["req_wait"].status == "pending"

@@ -25,7 +25,7 @@ def pend(ledger: OutreachLedger, key: str, number: int, chash: str, ikey: str) -
 
 
 def row(store: Store, key: str) -> OutreachRow:
-    with store.reader() as s:
+    with store.database.reader() as s:
         return s.exec(select(OutreachRow).where(OutreachRow.job_name == "job", OutreachRow.row_key == key)).one()
 
 
@@ -97,7 +97,7 @@ def test_a_rerun_sends_only_the_rows_still_missing(store: Store, ledger: Outreac
             ledger.mark_sending("job", key)
     assert ledger.rows_to_send("job", sheet) == {"ext:3", "ext:4"}
     assert ledger.rows_to_send("other-job", sheet) == set(sheet), "each job has its own rows"
-    with store.reader() as s:
+    with store.database.reader() as s:
         states = sorted(r.state for r in s.exec(select(OutreachRow)))
     assert states == ["pending", "sending", "sent", "sent", "sent"]
 
@@ -120,7 +120,7 @@ def test_a_run_records_all_its_rows_at_once_and_gets_each_ones_claim(store: Stor
 def test_only_written_states_exist_and_the_schema_refuses_others(store: Store, ledger: OutreachLedger) -> None:
     assert set(ROW_STATES) <= set(OUTREACH_STATES) and "invalid" not in ROW_STATES
     pend(ledger, "ext:a", 2, "h1", "key-a")
-    with pytest.raises(IntegrityError), store.session() as s:
+    with pytest.raises(IntegrityError), store.database.session() as s:
         rec = s.exec(select(OutreachRow)).one()
         rec.state = "lost"
         s.add(rec)
@@ -130,13 +130,13 @@ def test_only_written_states_exist_and_the_schema_refuses_others(store: Store, l
 
 def test_a_job_keeps_its_first_record_and_remembers_its_documents(store: Store, ledger: OutreachLedger) -> None:
     ledger.open_job("job", "form_2", "other.csv", {"delivery": "email"})
-    with store.reader() as s:
+    with store.database.reader() as s:
         job = s.get(OutreachJob, "job")
         assert job is not None and (job.form_id, job.source_path) == ("form_1", "sheet.csv")
     assert ledger.documents("job") == {}
     ledger.record_documents("job", {"sha-1": "doc_1"})
     assert ledger.documents("job") == {"sha-1": "doc_1"}
-    with store.reader() as s:
+    with store.database.reader() as s:
         job = s.get(OutreachJob, "job")
         assert job is not None and job.settings == {"delivery": "none", "documents": {"sha-1": "doc_1"}}
     ledger.record_documents("nope", {"sha-1": "doc_1"})

@@ -37,7 +37,7 @@ from connector.settings import ReceiverSettings
 from connector.signing import GITHUB, custom_headers, formstep_headers, sign_formstep, standard_headers
 from connector.store import RawEvent, RequestRow, Store, SubmissionRow, answer_tuples, request_answers
 
-from .conftest import _pg_connect, _unavailable
+from .conftest import pg_connect, pg_unavailable
 
 CB_SECRET = "whsec_" + "c4" * 32
 WH_SECRET = "whsec_" + "7e" * 32
@@ -83,7 +83,7 @@ def now() -> int:
 
 def counts(store: Store) -> dict[str, int]:
     out = {}
-    with store.reader() as s:
+    with store.database.reader() as s:
         for name, model in (("events", RawEvent), ("submissions", SubmissionRow), ("requests", RequestRow)):
             out[name] = s.exec(select(func.count()).select_from(model)).one()
         out["answers"] = sum(len(answer_tuples(r.id, r.answers, r.display))
@@ -95,7 +95,7 @@ NOTHING = {"events": 0, "submissions": 0, "answers": 0, "requests": 0}
 
 
 def rows(store: Store, model: type[SQLModel]) -> list[Any]:
-    with store.reader() as s:
+    with store.database.reader() as s:
         return list(s.exec(select(model)).all())
 
 
@@ -201,7 +201,7 @@ async def test_sandbox_callbacks_land_in_the_store(sandbox, store, caplog):
         assert req.metadata_ == {"runId": "r-9"} and req.recipient_email == "ada@example.test"
         assert req.source == "callback" and req.last_event_id == attempt["eventId"]
         assert req.answers is None and req.submission_id, "a completion's answers are stored once, on the submission"
-        with store.reader() as s:
+        with store.database.reader() as s:
             assert s.connection().execute(request_answers()).one().answers == CONTACT
         [sub] = rows(store, SubmissionRow)
         assert (sub.id, sub.request_id, sub.form_id, sub.answers) == (req.submission_id, rid, form, CONTACT)
@@ -223,7 +223,7 @@ async def test_sandbox_callbacks_land_in_the_store(sandbox, store, caplog):
         assert (await sandbox.rpc("requests.cancel", {"requestId": gone, "reason": "Withdrawn"})).status == 200
         [attempt] = await flush(sandbox)
         assert attempt["status"] == 200
-        with store.reader() as s:
+        with store.database.reader() as s:
             row = s.get(RequestRow, gone)
         assert row.status == "canceled" and row.cancel_reason == "Withdrawn" and row.canceled_at
 
@@ -452,7 +452,7 @@ async def test_group_commit_batches_and_one_bad_event_does_not_fail_the_others(s
 async def test_an_event_the_database_refuses_does_not_fail_its_batch(store):
     """The database itself refuses one event type (a constraint added here): the batch is
     retried event by event, so the others are stored and only that one fails."""
-    with store.engine.begin() as conn:
+    with store.database.engine.begin() as conn:
         if conn.dialect.name == "postgresql":
             conn.exec_driver_sql("ALTER TABLE formsync_events ADD CONSTRAINT no_poison CHECK (type <> 'poison.type')")
         else:
@@ -548,9 +548,9 @@ async def test_sqlite_unavailable_is_503_then_recovers(tmp_path):
 
 async def test_postgresql_dropped_is_503_never_500():
     try:
-        admin = _pg_connect("postgres")
+        admin = pg_connect("postgres")
     except Exception as e:  # noqa: BLE001 - any failure to reach the server means "no server"
-        _unavailable(str(e))
+        pg_unavailable(str(e))
     name = f"formsync_rx_{os.getpid()}_{int(time.time())}"
     with admin:
         admin.execute(f'CREATE DATABASE "{name}"')
@@ -560,7 +560,7 @@ async def test_postgresql_dropped_is_503_never_500():
         async with running(store) as rx:
             body = encode(envelope("evt_before"))
             assert (await rx.post(body, signed(body)))[0] == 200
-            with _pg_connect("postgres") as conn:
+            with pg_connect("postgres") as conn:
                 conn.execute(f'DROP DATABASE "{name}" WITH (FORCE)')
             got = await asyncio.gather(*(rx.post(b, signed(b)) for b in
                                          [encode(envelope(f"evt_during{i}")) for i in range(5)]))
@@ -571,7 +571,7 @@ async def test_postgresql_dropped_is_503_never_500():
             assert metric(metrics, "formsync_receiver_rejected_total", reason="unavailable") == 5
     finally:
         store.close()
-        with _pg_connect("postgres") as conn:
+        with pg_connect("postgres") as conn:
             conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
 
 
@@ -747,7 +747,7 @@ async def test_every_acknowledged_event_survives_kill_9(tmp_path, db_url):
     assert len(acked) >= 50, "the receiver acknowledged events before it was killed"
     reopened = Store(db_url)
     try:
-        with reopened.reader() as s:
+        with reopened.database.reader() as s:
             stored = set(s.exec(select(RawEvent.id)).all())
     finally:
         reopened.close()
@@ -914,7 +914,7 @@ def test_no_mutated_delivery_is_accepted_or_answered_5xx(threaded, mutation, cha
     body, headers = apply(kind, params, int(time.time()))
     status = threaded.post(event_paths(threaded.rs)[channel], body, headers)
     assert 400 <= status < 500, f"{kind} {params}: {status}"
-    with threaded.store.reader() as s:
+    with threaded.store.database.reader() as s:
         assert s.exec(select(func.count()).select_from(RawEvent)).one() == 0, kind
 
 
@@ -924,7 +924,7 @@ def test_the_unmutated_delivery_is_accepted(threaded):
     headers = [("Content-Type", "application/json"), ("X-Formstep-Signature", sign_formstep(CB_SECRET, PROP_BODY, t))]
     assert threaded.post(event_paths(threaded.rs)["callbacks"], PROP_BODY, headers) == 200
     assert threaded.post(event_paths(threaded.rs)["callbacks"], PROP_BODY, headers) == 200
-    with threaded.store.reader() as s:
+    with threaded.store.database.reader() as s:
         assert s.exec(select(func.count()).select_from(RawEvent)).one() == 1
 
 

@@ -144,7 +144,7 @@ def events(*dicts: dict[str, Any]) -> list[Event]:
 def dump(store: Store) -> dict[str, list[tuple[Any, ...]]]:
     """Every row of every store table, sorted: a snapshot to compare before and after."""
     out = {}
-    with store.engine.connect() as conn:
+    with store.database.engine.connect() as conn:
         for t in METADATA.sorted_tables:
             out[t.name] = sorted(tuple(json.dumps(v, sort_keys=True, default=str) for v in r)
                                   for r in conn.execute(select(t)))
@@ -152,7 +152,7 @@ def dump(store: Store) -> dict[str, list[tuple[Any, ...]]]:
 
 
 def get(store: Store, model: type, key: Any) -> Any:
-    with store.reader() as s:
+    with store.database.reader() as s:
         row = s.get(model, key)
         assert row is not None, f"no {model.__name__} {key!r}"
         s.expunge(row)
@@ -167,26 +167,26 @@ def answers_of(store: Store, sid: str) -> dict[tuple[str, int, str, str], tuple[
 
 def answer_count(store: Store) -> int:
     """How many long-form answer rows the stored submissions make."""
-    with store.reader() as s:
+    with store.database.reader() as s:
         return sum(len(answer_tuples(r.id, r.answers, r.display)) for r in s.exec(select(SubmissionRow)).scalars())
 
 
 def req_answers(store: Store, rid: str) -> tuple[Any, Any]:
     """A request's answers and display, as ``request_answers`` reads them."""
-    with store.reader() as s:
+    with store.database.reader() as s:
         row = s.connection().execute(request_answers().where(RequestRow.__table__.c.id == rid)).one()
         return row.answers, row.display
 
 
 def count(store: Store, model: type) -> int:
-    with store.reader() as s:
+    with store.database.reader() as s:
         return len(s.exec(select(model)).scalars().all())
 
 
 def add_refusal(store: Store, table: str, column: str, value: str) -> None:
     """A database trigger refusing rows of ``table`` whose ``column`` is ``value``: a
     constraint the store does not know of, failing inside its transaction."""
-    with store.engine.begin() as conn:
+    with store.database.engine.begin() as conn:
         if conn.dialect.name == "sqlite":
             conn.execute(text(f"CREATE TRIGGER refuse BEFORE INSERT ON {table} WHEN NEW.{column} = '{value}' "
                               f"BEGIN SELECT RAISE(ABORT, 'refused by test trigger'); END"))
@@ -199,7 +199,7 @@ def add_refusal(store: Store, table: str, column: str, value: str) -> None:
 
 
 def drop_refusal(store: Store, table: str) -> None:
-    with store.engine.begin() as conn:
+    with store.database.engine.begin() as conn:
         if conn.dialect.name == "sqlite":
             conn.execute(text("DROP TRIGGER refuse"))
         else:
@@ -212,15 +212,15 @@ def drop_refusal(store: Store, table: str) -> None:
 
 def test_migrations_create_the_schema_and_compare_clean(store: Store) -> None:
     store.migrate()  # a second run is a no-op
-    with store.engine.connect() as conn:
+    with store.database.engine.connect() as conn:
         ctx = MigrationContext.configure(conn, opts={"compare_type": True, "version_table": VERSION_TABLE})
         assert compare_metadata(ctx, METADATA) == []
         head = ScriptDirectory.from_config(alembic_config(store.url)).get_current_head()
         assert conn.execute(text(f"SELECT version_num FROM {VERSION_TABLE}")).scalar_one() == head
     # The comparison does see a drifted schema.
-    with store.engine.begin() as conn:
+    with store.database.engine.begin() as conn:
         conn.execute(text("DROP INDEX ix_formsync_requests_external_id"))
-    with store.engine.connect() as conn:
+    with store.database.engine.connect() as conn:
         ctx = MigrationContext.configure(conn, opts={"compare_type": True, "version_table": VERSION_TABLE})
         diff = compare_metadata(ctx, METADATA)
     assert [d[0] for d in diff] == ["add_index"] and diff[0][1].name == "ix_formsync_requests_external_id"
@@ -230,10 +230,10 @@ def test_migrations_downgrade_and_upgrade_again(store: Store) -> None:
     from alembic import command
 
     command.downgrade(alembic_config(store.url), "base")
-    with store.engine.connect() as conn:
+    with store.database.engine.connect() as conn:
         assert [t for t in inspect(conn).get_table_names() if t != VERSION_TABLE] == []
     store.migrate()
-    with store.engine.connect() as conn:
+    with store.database.engine.connect() as conn:
         ctx = MigrationContext.configure(conn, opts={"compare_type": True, "version_table": VERSION_TABLE})
         assert compare_metadata(ctx, METADATA) == []
 
@@ -242,7 +242,7 @@ def test_sqlite_pragmas(tmp_path: Any) -> None:
     s = Store(tmp_path / "p.db")
     try:
         s.migrate()
-        with s.engine.connect() as conn:
+        with s.database.engine.connect() as conn:
             assert conn.exec_driver_sql("PRAGMA journal_mode").scalar() == "wal"
             assert conn.exec_driver_sql("PRAGMA synchronous").scalar() == 2  # FULL
             assert conn.exec_driver_sql("PRAGMA busy_timeout").scalar() == 30_000
@@ -251,7 +251,7 @@ def test_sqlite_pragmas(tmp_path: Any) -> None:
 
 
 def test_postgresql_url_without_driver_uses_psycopg() -> None:
-    assert Store("postgresql://postgres@127.0.0.1/x").engine.dialect.driver == "psycopg"
+    assert Store("postgresql://postgres@127.0.0.1/x").database.engine.dialect.driver == "psycopg"
 
 
 def test_unsupported_url_is_refused() -> None:
@@ -535,7 +535,7 @@ def test_values_that_look_like_sql_are_stored_verbatim(store: Store) -> None:
 
 def test_missing_json_objects_are_sql_null(store: Store) -> None:
     store.store_events(events(req_terminal("evt_c", "req_c", "canceled", T0, context=None, metadata=None)))
-    with store.engine.connect() as conn:
+    with store.database.engine.connect() as conn:
         nulls = conn.execute(text("SELECT context IS NULL, metadata IS NULL, answers IS NULL "
                                   "FROM formsync_requests WHERE id = 'req_c'")).one()
     assert tuple(bool(v) for v in nulls) == (True, True, True)
@@ -566,7 +566,7 @@ def test_many_rows_replaced_in_one_write(store: Store) -> None:
     newer = [poll_record(r, "pending", T0 + 1000, deliveryStatus="bounced") for r in ids[::2]]
     older = [poll_record(r, "pending", T0 - 1000, deliveryStatus="queued") for r in ids[1::2]]
     assert store.upsert_requests(newer + older) == ids[::2]
-    with store.engine.connect() as conn:
+    with store.database.engine.connect() as conn:
         got = dict(conn.execute(text("SELECT delivery_status, COUNT(*) FROM formsync_requests "
                                      "GROUP BY delivery_status")).all())
     assert got == {"bounced": 550, "sent": 550}

@@ -40,7 +40,7 @@ GROUP_SHOWN = {"people": "Ann / Lee, Bo / Ng", "grid": "A: X, B: Y", "name": "An
 
 def _to(store: Store, revision: str, down: bool = False) -> None:
     cfg = alembic_config(store.url)
-    with store.engine.begin() as conn:
+    with store.database.engine.begin() as conn:
         cfg.attributes["connection"] = conn
         (command.downgrade if down else command.upgrade)(cfg, revision)
 
@@ -56,7 +56,7 @@ def _fill_previous(store: Store) -> dict[str, str]:
     bodies = {f"evt_{i}": _body(f"evt_{i}", {"name": f"Person {i}"}) for i in range(3)}
     bodies["evt_g"] = _body("evt_g", GROUP)
     bodies["evt_raw"] = "not json ✓"
-    with store.engine.begin() as conn:
+    with store.database.engine.begin() as conn:
         conn.execute(sa.insert(EVENTS), [
             {"id": eid, "type": "request.completed", "source": "callback", "created_at": T0, "api_version": None,
              "test": False, "received_at": T0, "body": body,
@@ -81,7 +81,7 @@ def _fill_previous(store: Store) -> dict[str, str]:
 
 
 def _request_answers(store: Store) -> dict[str, tuple[Any, Any]]:
-    with store.reader() as s:
+    with store.database.reader() as s:
         return {r.id: (r.answers, r.display) for r in s.connection().execute(request_answers())}
 
 
@@ -91,18 +91,18 @@ def test_migration_keeps_everything_and_downgrades(db_url: str) -> None:
         _to(store, "0002")
         bodies = _fill_previous(store)
         before_answers = _request_answers_old(store)
-        with store.engine.connect() as conn:
+        with store.database.engine.connect() as conn:
             long_before = sorted(conn.execute(sa.select(ANSWERS)).all())
 
         store.migrate()
-        with store.reader() as s:
+        with store.database.reader() as s:
             raws = {r.id: r for r in s.exec(sa.select(RawEvent)).scalars()}  # type: ignore[call-overload]
             assert {eid: r.body for eid, r in raws.items()} == bodies
             assert raws["evt_g"].payload == json.loads(bodies["evt_g"]) and raws["evt_raw"].payload is None
             assert all(len(r.body_zlib) < len(r.body.encode()) + 16 for r in raws.values())
             subs = {r.id: r for r in s.exec(sa.select(SubmissionRow)).scalars()}  # type: ignore[call-overload]
             own = {r.id: r.answers for r in s.exec(sa.select(RequestRow)).scalars()}  # type: ignore[call-overload]
-        assert "formsync_answers" not in sa.inspect(store.engine).get_table_names()
+        assert "formsync_answers" not in sa.inspect(store.database.engine).get_table_names()
         long_after = sorted(tuple(r.values()) for sid, sub in subs.items()
                             for r in answer_rows(sid, sub.answers, sub.display))
         assert long_after == [tuple(r) for r in long_before], "the long form derives to the rows it replaced"
@@ -114,14 +114,14 @@ def test_migration_keeps_everything_and_downgrades(db_url: str) -> None:
         assert after["req_p"] == before_answers["req_p"] and after["req_g"] == (GROUP, GROUP_SHOWN)
         assert after["req_1"] == ({"name": "Person 1"}, {"name": "Person 1"}), "the submission's newest version"
 
-        with store.engine.begin() as conn:  # edit_count is 64-bit now
+        with store.database.engine.begin() as conn:  # edit_count is 64-bit now
             conn.execute(sa.update(SUBMISSIONS).where(SUBMISSIONS.c.id == "sub_0").values(edit_count=2**40))
             assert conn.execute(sa.select(SUBMISSIONS.c.edit_count).where(SUBMISSIONS.c.id == "sub_0")).scalar() \
                 == 2**40
             conn.execute(sa.update(SUBMISSIONS).where(SUBMISSIONS.c.id == "sub_0").values(edit_count=0))
 
         _to(store, "0002", down=True)
-        with store.engine.begin() as conn:
+        with store.database.engine.begin() as conn:
             restored = {r.id: (r.body, r.payload) for r in conn.execute(sa.select(EVENTS))}
             assert sorted(conn.execute(sa.select(ANSWERS)).all()) == long_before
         assert {eid: b for eid, (b, _) in restored.items()} == bodies
@@ -134,5 +134,5 @@ def test_migration_keeps_everything_and_downgrades(db_url: str) -> None:
 
 
 def _request_answers_old(store: Store) -> dict[str, tuple[Any, Any]]:
-    with store.engine.connect() as conn:
+    with store.database.engine.connect() as conn:
         return {r.id: (r.answers, r.display) for r in conn.execute(sa.select(REQUESTS))}

@@ -33,7 +33,7 @@ def table_counts(store: Store) -> dict[str, int]:
     """The number of rows of every table of the store (all of them, not only the event
     tables), by table name."""
     out: dict[str, int] = {}
-    with store.engine.connect() as conn:
+    with store.database.engine.connect() as conn:
         for table in StoreModel.metadata.sorted_tables:
             out[table.name] = conn.execute(select(func.count()).select_from(table)).scalar_one()
     return out

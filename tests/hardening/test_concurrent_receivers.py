@@ -20,7 +20,7 @@ import aiohttp
 import pytest
 
 from connector.store import RawEvent, RequestRow, Store, SubmissionRow, answer_tuples
-from tests.connector.conftest import _pg_connect
+from tests.connector.conftest import pg_connect
 from tests.connector.test_receiver import CB_SECRET, encode, rows, running, signed
 
 from .support import receive_process, report_figures, table_counts
@@ -85,7 +85,7 @@ async def two_receivers(mode: str, url: str, tmp_path: Path) -> AsyncIterator[li
 @pytest.mark.parametrize("mode", ["apps", "processes"])
 async def test_two_receivers_on_one_database_store_each_event_once(mode: str, pg_database: str,
                                                                    tmp_path: Path) -> None:
-    with _pg_connect(pg_database.rsplit("/", 1)[1]) as conn:  # each mode starts on an empty schema
+    with pg_connect(pg_database.rsplit("/", 1)[1]) as conn:  # each mode starts on an empty schema
         conn.execute("DROP SCHEMA public CASCADE")
         conn.execute("CREATE SCHEMA public")
     events = [e for i in range(COMPLETED) for e in completion_events(i)] + [cancel_event(i) for i in range(CANCELED)]

@@ -51,7 +51,7 @@ async def sqlite_file_moved(_pg: str, tmp: Path) -> AsyncIterator[tuple[Store, O
     store.migrate()
 
     def cut() -> None:
-        store.engine.dispose()
+        store.database.engine.dispose()
         for suffix in ("", "-wal", "-shm"):
             p = Path(f"{path}{suffix}")
             if p.exists():
@@ -155,7 +155,7 @@ async def test_database_outage_during_deliveries(backend: str, sandbox: Sandbox,
         reqs = {r.id: r for r in rows(store, RequestRow)}
         assert {rid: reqs[rid].status for rid in before + during} == dict.fromkeys(before + during, "completed")
         assert {rid: reqs[rid].status for rid in canceled} == dict.fromkeys(canceled, "canceled")
-        with store.reader() as s:
+        with store.database.reader() as s:
             answers = {r.id: r.answers for r in s.connection().execute(request_answers())}
         assert all(answers[rid] == CONTACT for rid in before + during)
         counts = table_counts(store)

@@ -72,7 +72,7 @@ def _child(t: Target, db_url: str, sheet: Path, report: Path) -> None:
 
 def _sent(store: Store) -> tuple[int, int]:
     """Rows recorded with a request, and rows recorded but still without one."""
-    with store.reader() as s:
+    with store.database.reader() as s:
         rows = s.exec(select(OutreachRow).where(OutreachRow.job_name == JOB)).all()
     return sum(r.request_id is not None for r in rows), sum(r.request_id is None for r in rows)
 
@@ -130,7 +130,7 @@ async def check_final_state(t: Target, store: Store, sheet_data: list[dict[str, 
         duplicates = sum(n - 1 for n in per_row.values())
         assert duplicates == 0, f"duplicate requests: {[k for k, n in per_row.items() if n > 1][:10]}"
         assert set(per_row) == mine, f"rows lost: {sorted(mine - set(per_row))[:10]}"
-        with store.reader() as s:
+        with store.database.reader() as s:
             recorded = {r.row_key: r for r in s.exec(select(OutreachRow).where(OutreachRow.job_name == JOB))}
         by_ext = {r.externalId: r for r in on_service}
         assert len(recorded) == len(sheet_data)

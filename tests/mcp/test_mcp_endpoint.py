@@ -989,3 +989,22 @@ async def test_the_invitation_and_reminder_are_written_in_the_requests_language(
     reminder = [m for m in (await sandbox.helper("mail.list")).data["items"]
                 if m["kind"] == "reminder" and m["to"] == "jonas@example.com"]
     assert len(reminder) == 1 and reminder[0]["subject"].startswith("Erinnerung: ")
+
+
+async def test_minimal_dialect_shapes_tool_results_and_errors_as_the_spec_shows(sandbox):
+    contact, approval = sandbox.pro.forms["Contact"], sandbox.pro.forms["Approval"]
+    assert (await sandbox.helper("dialect.set", {"dialect": "minimal"})).data == {"dialect": "minimal"}
+    async with agent(sandbox) as a:
+        created = await a.ok("request_create", {"formId": contact, "recipient": {"email": "ada@example.test"}})
+        got = await a.ok("request_get", {"requestId": created["id"]})
+        doc = await a.ok("document_create", {"formId": approval, "name": "Quote.pdf",
+                                             "contentType": "application/pdf", "size": len(PDF)})
+        canceled = await a.ok("request_cancel", {"requestId": created["id"]})
+        refused = await a.refused("request_cancel", {"requestId": created["id"]}, "CONFLICT")
+    envelope = {"success", "next"}
+    assert set(created) - envelope == {"id", "status", "url", "deliveryStatus", "externalId", "deduplicated",
+                                       "createdAt", "expiresAt"}
+    assert "recipient" not in got and "formId" not in got and got["status"] == "pending"
+    assert set(doc) - envelope == {"id", "name", "contentType", "size", "uploadUrl", "expiresAt"}
+    assert canceled["canceledBy"] == "api", "a tool the spec does not describe keeps the notes' fields"
+    assert "reason" not in refused["details"] and refused["error"].startswith("REQUEST_NOT_PENDING: ")

@@ -102,7 +102,7 @@ def ts(ms: int | None) -> pd.Timestamp | None:
 
 
 def submissions(store: Store) -> list[SubmissionRow]:
-    with store.reader() as s:
+    with store.database.reader() as s:
         rows = list(s.execute(select(SubmissionRow).order_by(SubmissionRow.submitted_at)).scalars())
         s.expunge_all()
         return rows
@@ -154,7 +154,7 @@ def expected_long(store: Store) -> list[dict[str, Any]]:
 
 
 def expected_requests(store: Store) -> list[dict[str, Any]]:
-    with store.reader() as s:
+    with store.database.reader() as s:
         rows = list(s.execute(select(RequestRow).order_by(RequestRow.created_at)).scalars())
     out = []
     for r in rows:

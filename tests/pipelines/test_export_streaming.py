@@ -176,7 +176,7 @@ def bulk_store(path: Path, submissions: int) -> int:
     s = Store(f"sqlite:///{path}")
     s.migrate()
     total = 0
-    with s.engine.begin() as conn:
+    with s.database.engine.begin() as conn:
         subs, rows = [], []
         for i in range(submissions):
             answers = {"name": f"Person {i}", "age": i % 90, "note": f"=note {i}", "colors": ["red", "blue"],
@@ -202,7 +202,7 @@ def test_memory_is_bounded_by_a_batch_not_the_table(tmp_path: Path, monkeypatch:
     # The Python objects of the whole long table, derived at once, as a yardstick.
     tracemalloc.start()
     try:
-        with s.engine.connect() as conn:
+        with s.database.engine.connect() as conn:
             whole = [a for r in conn.exec_driver_sql("SELECT id, answers, display FROM formsync_submissions")
                      for a in answer_tuples(r[0], json.loads(r[1]), json.loads(r[2]))]
         _, whole_peak = tracemalloc.get_traced_memory()

@@ -65,7 +65,7 @@ async def test_outreach_of_100_rows_under_every_fault_sends_each_row_exactly_onc
 
     listed = [r async for r in client.iter_requests(form_id=form) if (r.externalId or "").startswith("c-")]
     assert sorted(r.externalId for r in listed) == sorted(f"c-{i}" for i in range(100))  # none lost, none twice
-    with store.session() as s:
+    with store.database.session() as s:
         rows = [(r.state, r.request_id) for r in s.exec(select(OutreachRow).where(OutreachRow.job_name == "faulty"))]
     assert len(rows) == 100 and {state for state, _ in rows} == {"sent"}
     assert {rid for _, rid in rows} == {r.id for r in listed}

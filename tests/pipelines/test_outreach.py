@@ -94,7 +94,7 @@ async def test_bad_rows_reported_good_rows_sent_once_and_rerun_sends_nothing(
     assert len(got) == 1
     full = await client.get_request(got[0].id)
     assert full.prefill and full.prefill["topic"] == "other" and full.context == {"source": "sheet"}
-    with store.session() as s:
+    with store.database.session() as s:
         states = [r.state for r in s.exec(select(OutreachRow).where(OutreachRow.job_name == "spring"))]
     assert states.count("sent") == 58 and len(states) == 58
 
@@ -121,7 +121,7 @@ async def test_bad_rows_reported_good_rows_sent_once_and_rerun_sends_nothing(
     assert [(ln["row"], ln["column"]) for ln in lines] == [("12", "externalId")]
     assert "changed since it was recorded (ext:c-10); not sent again" in lines[0]["problem"]
     assert await count_requests(client, form) == before + 60
-    with store.session() as s:
+    with store.database.session() as s:
         row = s.exec(select(OutreachRow).where(OutreachRow.row_key == "ext:c-10")).one()
         assert row.state == "changed" and row.request_id is not None
 
@@ -144,8 +144,27 @@ async def test_an_unknown_column_is_said_once_for_the_sheet_and_nothing_is_sent(
                              mapping={"e-mail": "email"})
     assert (rep.sent, rep.invalid) == (2, 0), "the mapping the message gives fixes it"
     assert await count_requests(client, form) == before + 2
-    with store.session() as s:
+    with store.database.session() as s:
         assert not s.exec(select(OutreachRow).where(OutreachRow.job_name == "colours")).all()
+
+
+async def test_crash_between_record_and_send_resends_with_same_key(
+        sandbox: Sandbox, client: FormClient, store: Store, tmp_path: Path) -> None:
+    form = sandbox.pro.forms["Contact"]
+    before = await count_requests(client, form)
+    sheet = write_csv(tmp_path / "c.csv", sheet_rows(3, bad=False))
+    await run_outreach(client, store, sheet, form, job="crash", report_path=tmp_path / "r.csv")
+    # Simulate a crash after the create but before "sent" was stored: forget the request id.
+    with store.database.session() as s:
+        row = s.exec(select(OutreachRow).where(OutreachRow.row_key == "ext:c-1")).one()
+        row.state, row.request_id = "pending", None
+        s.add(row)
+    rep = await run_outreach(client, store, sheet, form, job="crash", report_path=tmp_path / "r.csv")
+    assert (rep.sent, rep.skipped_existing) == (1, 2)
+    assert await count_requests(client, form) == before + 3  # the service deduplicated the resend
+    with store.database.session() as s:
+        row = s.exec(select(OutreachRow).where(OutreachRow.row_key == "ext:c-1")).one()
+        assert row.state == "sent" and row.request_id is not None and row.attempts == 2
 
 
 @pytest.mark.full_dialect_only(reason="tells test requests by the record's isTest, which the spec does not show")
@@ -166,7 +185,7 @@ async def test_sent_requests_are_stored_with_their_form_so_a_poll_of_that_form_f
     path = write_csv(tmp_path / "c.csv", sheet_rows(3, bad=False))
     rep = await run_outreach(client, store, path, form, job="p", report_path=tmp_path / "r.csv")
     assert rep.sent == 3
-    with store.reader() as s:
+    with store.database.reader() as s:
         stored = {r.id: r for r in s.exec(select(RequestRow))}
     assert len(stored) == 3 and {(r.form_id, r.status) for r in stored.values()} == {(form, "pending")}
     first = sorted(stored)[0]
@@ -175,7 +194,7 @@ async def test_sent_requests_are_stored_with_their_form_so_a_poll_of_that_form_f
     assert done.ok, done.body
     report = await poll_once(client, store, form_id=form)
     assert (report.completed, report.still_pending) == (1, 2)
-    with store.reader() as s:
+    with store.database.reader() as s:
         assert s.get(RequestRow, first).status == "completed"
 
 
@@ -195,7 +214,7 @@ async def test_dry_run_makes_no_create_call(sandbox: Sandbox, client: FormClient
     assert lines[1] == ("6", "externalId", "same row identity as row 2")
     calls = (await sandbox.helper("calls.list", {"since": start}, ws="pro")).data["items"]
     assert [c["method"] for c in calls] == ["fields.list"]
-    with store.session() as s:
+    with store.database.session() as s:
         assert s.exec(select(OutreachRow).where(OutreachRow.job_name == "dry")).first() is None
 
 
@@ -349,7 +368,7 @@ async def test_a_create_refused_by_the_service_is_failed_reported_and_retried_ne
     with (tmp_path / "r.csv").open() as fh:
         lines = list(csv.DictReader(fh))
     assert len(lines) == 1 and lines[0]["row"] == "3" and "expiresAt" in lines[0]["problem"]
-    with store.session() as s:
+    with store.database.session() as s:
         row = s.exec(select(OutreachRow).where(OutreachRow.row_key == "ext:c-1")).one()
         assert row.state == "failed" and row.request_id is None and "expiresAt" in (row.error or "")
     assert await count_requests(client, form) == before + 2

@@ -61,12 +61,12 @@ async def create_pending(client: FormClient, store: Store, form_id: str, n: int,
 
 
 def request_rows(store: Store) -> dict[str, RequestRow]:
-    with store.reader() as s:
+    with store.database.reader() as s:
         return {r.id: r for r in s.exec(select(RequestRow))}
 
 
 def submission_ids(store: Store, form_id: str) -> set[str]:
-    with store.reader() as s:
+    with store.database.reader() as s:
         return set(s.exec(select(SubmissionRow.id).where(SubmissionRow.form_id == form_id)))
 
 
@@ -290,7 +290,7 @@ async def test_sync_with_drafts_uses_its_own_mark_and_free_refuses_drafts(
     drafts = await sync_form(client, store, form, include_drafts=True)
     assert (plain.fetched, drafts.fetched) == (3, 4)
     assert store.get_cursor(form, stream_of(True)) is not None
-    with store.reader() as s:
+    with store.database.reader() as s:
         assert len(s.exec(select(SubmissionRow).where(SubmissionRow.is_completed.is_(False))).all()) == 1
 
     free_form = sandbox.free.forms["Contact"]

@@ -57,7 +57,7 @@ def config(tmp_path: Path, sandbox: Sandbox, db: str, jobs: str, *, creates: int
 
 
 def runs(store: Store, job_id: str | None = None) -> list[JobRun]:
-    with store.reader() as s:
+    with store.database.reader() as s:
         stmt = select(JobRun).order_by(col(JobRun.started_at), col(JobRun.id))
         if job_id is not None:
             stmt = stmt.where(col(JobRun.job_id) == job_id)
@@ -169,14 +169,14 @@ params = {{ format = "csv", out = "{out}", table = "requests" }}
     assert sends[1].summary is not None and sends[1].summary.startswith("sent 0, already sent 5")
     assert len(await all_requests(sandbox, form)) == 5
     # The outreach stored its requests as pending, and the poll job keeps them up to date.
-    with store.reader() as s:
+    with store.database.reader() as s:
         stored = list(s.execute(select(RequestRow)).scalars())
     assert len(stored) == 5 and all(r.status == "pending" for r in stored)
     assert (runs(store, "poll")[-1].summary or "").startswith("pending 5: ")
     assert "1 forms" not in (runs(store, "sync")[0].summary or "") and "form " + form in (runs(store, "sync")[0].summary or "")
     assert out.is_file() and runs(store, "export")[-1].summary == f"wrote {out} (requests 5 rows)"
     # The job store kept each job with its next run.
-    with store.reader() as s:
+    with store.database.reader() as s:
         t = Table(JOBSTORE_TABLE, MetaData(), autoload_with=s.connection())
         stored = dict(s.execute(select(t.c.id, t.c.next_run_time)).all())
     assert set(stored) == {"send", "poll", "sync", "export"}
@@ -209,7 +209,7 @@ def test_reconcile_keeps_unchanged_jobs_and_reschedules_changed_ones(tmp_path: P
         await wait_for(lambda: states == ["leading"], 10, "the scheduler leads")
         stop.set()
         await asyncio.wait_for(task, 10)
-        with store.reader() as s:
+        with store.database.reader() as s:
             t = Table(JOBSTORE_TABLE, MetaData(), autoload_with=s.connection())
             return {k: v for k, v in s.execute(select(t.c.id, t.c.next_run_time)).all()}
 
@@ -219,7 +219,7 @@ def test_reconcile_keeps_unchanged_jobs_and_reschedules_changed_ones(tmp_path: P
     assert expected is not None and first["nightly"] == expected.timestamp()
     assert datetime.fromtimestamp(first["hourly"], UTC).minute == 7
     # Move the stored nightly run: a restart with the same definition must keep it.
-    with store.session() as s:
+    with store.database.session() as s:
         t = Table(JOBSTORE_TABLE, MetaData(), autoload_with=s.connection())
         s.execute(t.update().where(t.c.id == "nightly").values(next_run_time=first["nightly"] + 3600 * 24))
     second = asyncio.run(start_and_stop(cfg(nightly + hourly.replace("M", "9"))))
@@ -379,7 +379,7 @@ async def test_sigterm_mid_outreach_then_restart_sends_each_row_exactly_once(
     store.migrate()
 
     def sent() -> int:
-        with store.reader() as s:
+        with store.database.reader() as s:
             return len(s.execute(select(OutreachRow).where(col(OutreachRow.state) == "sent")).all())
 
     proc = await start_run(cfg, tmp_path, "first")
@@ -402,7 +402,7 @@ async def test_sigterm_mid_outreach_then_restart_sends_each_row_exactly_once(
     assert 5 <= done < 60
     # What the store says was sent is exactly what the service holds.
     created = [r for r in await all_requests(sandbox, form) if r["id"] not in before]
-    with store.reader() as s:
+    with store.database.reader() as s:
         rows = list(s.execute(select(OutreachRow)).scalars())
     assert sorted(r["id"] for r in created) == sorted(r.request_id for r in rows if r.request_id)
     assert all(r.state == "pending" and r.request_id is None for r in rows if r.state != "sent")
@@ -424,7 +424,7 @@ async def test_sigterm_mid_outreach_then_restart_sends_each_row_exactly_once(
     created = [r for r in await all_requests(sandbox, form) if r["id"] not in before]
     assert len(created) == 60
     assert sorted(r["externalId"] for r in created) == sorted(f"c-{i}" for i in range(60))
-    with store.reader() as s:
+    with store.database.reader() as s:
         rows = list(s.execute(select(OutreachRow)).scalars())
     assert len(rows) == 60 and all(r.state == "sent" for r in rows)
     assert sorted(r.request_id for r in rows if r.request_id) == sorted(r["id"] for r in created)
@@ -584,7 +584,7 @@ params = {{ format = "csv", out = "{tmp_path / 'n.csv'}" }}
     assert (await sandbox.helper("requests.complete", {"requestId": done, "answers": {"email": "a@b.test"}})).ok
     records = [(await sandbox.rpc("requests.get", {"requestId": r["id"]})).data for r in created]
     store.upsert_requests(records, source="poll")
-    with store.reader() as s:
+    with store.database.reader() as s:
         pending = len(s.execute(select(RequestRow).where(col(RequestRow.status) == "pending")).all())
     assert pending == 3
     newest = "2026-03-04T05:06:07.000Z"
@@ -653,7 +653,7 @@ async def test_receiver_runs_beside_the_jobs_when_enabled(fast: Sandbox, tmp_pat
     finally:
         stop.set()
         await asyncio.wait_for(task, 20)
-    with store.reader() as s:
+    with store.database.reader() as s:
         [req] = s.execute(select(RequestRow)).scalars()
     assert (req.id, req.status, req.source) == (r.data["id"], "completed", "callback")
     # Stopping the scheduler stopped the receiver too.
