@@ -18,7 +18,8 @@ import itertools
 import json
 import os
 import tempfile
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import date, datetime
 from pathlib import Path
@@ -57,7 +58,7 @@ WIDE_FIXED = ["submission_id", "form_id", "request_id", "submitted_at", "updated
 LONG_COLUMNS = ["submission_id", "form_id", "field_key", "instance", "row_key", "member_key", "value_json",
                 "display_text"]
 REQUEST_COLUMNS = ["request_id", "form_id", "status", "outcome", "delivery_status", "external_id",
-                   "recipient_email", "recipient_name", "submission_id", "created_at", "expires_at",
+                   "recipient_email", "recipient_name", "url", "submission_id", "created_at", "expires_at",
                    "completed_at", "expired_at", "canceled_at", "cancel_reason", "updated_at"]
 _REQUEST_TIMES = ("created_at", "expires_at", "completed_at", "expired_at", "canceled_at", "updated_at")
 TIMESTAMP = pa.timestamp("ms", tz="UTC")
@@ -178,8 +179,8 @@ class _Spill:
         self.types: dict[str, set[pa.DataType]] = {}  # data-driven column -> its batches' types
         self.rows = 0
 
-    def add(self, fixed: list[tuple[str, pa.Array]], data: dict[str, list[Any]]) -> None:
-        arrays = [a for _, a in fixed] + [_infer_array(v) for v in data.values()]
+    def add(self, fixed: list[tuple[str, pa.Array]], data: Mapping[str, list[Any] | pa.Array]) -> None:
+        arrays = [a for _, a in fixed] + [_infer_array(v) if isinstance(v, list) else v for v in data.values()]
         batch = pa.RecordBatch.from_arrays(arrays, names=[n for n, _ in fixed] + [f"\0{k}" for k in data])
         for k, a in zip(data, arrays[len(fixed):], strict=True):
             self.types.setdefault(k, set()).add(a.type)
@@ -297,25 +298,200 @@ def _wide_stream(store: Store, tmpdir: Path, *, form_id: str | None, since: date
     f = ExportFilter(form_id=form_id, since_ms=_since_ms(since))
     field_cols: dict[str, tuple[str, str | None]] = {}  # column key -> (field key, matrix row), first seen first
     spill = _Spill(tmpdir, "wide")
-    for part in store.exports.submissions(f, display=display, batch_rows=CHUNK_ROWS):
-        n = len(part)
-        values: dict[str, list[Any]] = {}
-        for i, row in enumerate(part):
-            answers = json_value(row[6]) or {}
-            for c, v in _wide_cells(answers, (json_value(row[7]) or {}) if display else {}, row[0], display).items():
-                col = values.get(c)
-                if col is None:
-                    col = values[c] = [None] * n
-                    if c not in field_cols:
-                        field_cols[c] = _field_of(c, answers)
-                col[i] = v
+    keys = [] if display else store.field_keys(form_id)
+    probe = _Probe(store.backend, keys)
+    parts = (store.exports.submissions(f, display=True, batch_rows=CHUNK_ROWS) if display
+             else store.exports.submission_fields(f, keys, batch_rows=CHUNK_ROWS))
+    for part in parts:
         fixed = list(zip(*part, strict=True))
+        if display:
+            values = _display_cells(part, field_cols)
+        else:
+            values = probe.cells(fixed[6:], len(part), field_cols)
         spill.add([("submission_id", pa.array(fixed[0], pa.string())), ("form_id", pa.array(fixed[1], pa.string())),
                    ("request_id", pa.array(fixed[2], pa.string())), ("submitted_at", _times(fixed[3])),
                    ("updated_at", _times(fixed[4])), ("edit_count", pa.array(fixed[5], pa.int64()))], values)
+        del part, fixed, values  # one batch in memory while the next is read
     field_cols = _order_columns(field_cols, fields, order)
     headers = _headers(field_cols, labels)[len(WIDE_FIXED):]
     return spill.stream(WIDE_SCHEMA, list(zip(field_cols, headers, strict=True)))
+
+
+def _display_cells(part: Sequence[tuple[Any, ...]], field_cols: dict[str, tuple[str, str | None]]
+                   ) -> dict[str, list[Any]]:
+    """The display-text cells of a batch (``_wide_cells``), new columns added to ``field_cols``."""
+    n = len(part)
+    values: dict[str, list[Any]] = {}
+    for i, row in enumerate(part):
+        answers = json_value(row[6]) or {}
+        for c, v in _wide_cells(answers, json_value(row[7]) or {}, row[0], True).items():
+            col = values.get(c)
+            if col is None:
+                col = values[c] = [None] * n
+                if c not in field_cols:
+                    field_cols[c] = _field_of(c, answers)
+            col[i] = v
+    return values
+
+
+# One separator outside a JSON string (with all that precedes it), or the end of the text.
+_SEPARATOR_RE = r'((?:"(?:[^"\\]|\\.)*"|[^",:])*)([,:]|$)'
+
+
+def _per_distinct(texts: pa.Array, shape: Callable[[pa.Array], pa.Array]) -> pa.Array:
+    """``shape`` applied to each distinct text once where texts repeat (choice lists,
+    option keys), judged on the first rows; else to the column as it is."""
+    sample = texts.slice(0, 1000)
+    if pc.count_distinct(sample).as_py() * 10 > len(sample):
+        return shape(texts)
+    encoded = texts.dictionary_encode()
+    return pc.take(shape(encoded.dictionary), encoded.indices)
+
+
+def _json_strings(texts: pa.Array) -> pa.Array:
+    """JSON string texts as their values: the quotes off; one with an escape decoded."""
+    column = pc.utf8_slice_codeunits(texts, 1, -1)
+    escaped = pc.fill_null(pc.match_substring(texts, "\\"), False)
+    if not pc.any(escaped).as_py():
+        return column
+    cells = column.to_pylist()
+    for i in pc.indices_nonzero(escaped).to_pylist():
+        cells[i] = json.loads(texts[i].as_py())
+    return pa.array(cells, pa.string())
+
+
+def _json_arrays(texts: pa.Array) -> pa.Array:
+    """SQLite's compact JSON texts of lists as ``_to_json`` writes them (``", "`` and
+    ``": "`` between items, text unescaped), in one pass over the column; a text with a
+    ``\\u`` escape is decoded and re-encoded on its own."""
+    spaced = pc.utf8_rtrim(pc.replace_substring_regex(texts, pattern=_SEPARATOR_RE, replacement="\\1\\2 "),
+                           characters=" ")
+    escaped = pc.match_substring(texts, "\\u")
+    if not pc.any(escaped).as_py():
+        return spaced
+    cells = spaced.to_pylist()
+    for i in pc.indices_nonzero(pc.fill_null(escaped, False)).to_pylist():
+        cells[i] = _to_json(json.loads(texts[i].as_py()))
+    return pa.array(cells, pa.string())
+
+
+_MEMO_MAX = 1_000  # JSON texts of lists and objects kept shaped (choice lists repeat a lot)
+
+
+_INTEGER_RE = "^-?[0-9]+$"  # a JSON number that json.loads reads as an int
+
+
+class _Probe:
+    """Shapes the raw answer cells of a batch from each key's JSON text, as the database
+    took it out of the document (``answer_json``): a key holding one kind of scalar in
+    the batch (or lists, on SQLite) becomes an Arrow column in a few vector operations;
+    a key holding objects or mixed kinds is shaped cell by cell. Columns and kinds come
+    out exactly as ``_wide_cells`` makes them (a matrix as one column per row, any other
+    list or object as JSON text)."""
+
+    def __init__(self, dialect: str, keys: list[str]) -> None:
+        self.keys = keys
+        self.sqlite = dialect == "sqlite"  # its JSON text is compact: lists are re-spaced in Arrow
+        self.memo: dict[str, Any] = {}
+
+    def cells(self, columns: list[tuple[Any, ...]], n: int, field_cols: dict[str, tuple[str, str | None]]
+              ) -> dict[str, list[Any] | pa.Array]:
+        data: dict[str, list[Any] | pa.Array] = {}
+        first: dict[str, tuple[int, int, int]] = {}  # new column -> (row, key rank, matrix row rank)
+        for j, key in enumerate(self.keys):
+            texts = pa.array(columns[j], pa.string())
+            if texts.null_count == n:
+                continue  # no answer in this batch
+            column = self._at_once(texts, *_kinds(texts))
+            if column is None:
+                self._by_cell(key, j, columns[j], n, data, first)
+                continue
+            data[key] = column
+            first[key] = (pc.index(pc.is_valid(texts), True).as_py(), j, 0)
+        for c, _ in sorted(first.items(), key=lambda kv: kv[1]):
+            if c not in field_cols:
+                key = self.keys[first[c][1]]
+                field_cols[c] = (key, None if c == key else c[len(key) + 1:])
+        return data
+
+    def _at_once(self, texts: pa.Array, present: set[str], null: pa.Array | None) -> pa.Array | None:
+        """The column of a key holding one kind of scalar (or only nulls); None otherwise."""
+        try:
+            if not present:
+                return pa.nulls(len(texts))
+            if present == {"text"}:
+                column = _per_distinct(texts, _json_strings)
+            elif present <= {"integer", "real"}:
+                column = texts.cast(pa.int64() if present == {"integer"} else pa.float64())
+            elif present == {"boolean"}:
+                column = pc.equal(texts, "true")
+            elif present == {"array"} and self.sqlite:
+                column = _per_distinct(texts, _json_arrays)
+            else:
+                return None
+        except (pa.ArrowInvalid, pa.ArrowTypeError, OverflowError):
+            return None
+        if null is not None:  # JSON null: an empty cell
+            column = pc.if_else(null, pa.scalar(None, column.type), column)
+        return column
+
+    def _by_cell(self, key: str, rank: int, texts: tuple[str | None, ...], n: int,
+                 data: dict[str, list[Any] | pa.Array], first: dict[str, tuple[int, int, int]]) -> None:
+        own: list[Any] | None = None
+        for i, text in enumerate(texts):
+            if text is None:
+                continue
+            matrix, cell = self._shaped(text)
+            if matrix:
+                for pos, (row_key, col) in enumerate(cell, start=1):
+                    c = f"{key}.{row_key}"
+                    cells = data.get(c)
+                    if cells is None:
+                        cells = data[c] = [None] * n
+                        first[c] = (i, rank, pos)
+                    cells[i] = col
+                continue
+            if own is None:
+                own = [None] * n
+                data[key] = own
+                first[key] = (i, rank, 0)
+            own[i] = cell
+
+    def _shaped(self, text: str) -> tuple[bool, Any]:
+        """(is a matrix, its (row, column) pairs) or (False, the cell ``_wide_cells`` makes)."""
+        hit = self.memo.get(text)
+        if hit is None:
+            if len(self.memo) >= _MEMO_MAX:
+                self.memo.clear()
+            value = json.loads(text)
+            if is_matrix(value):
+                hit = (True, list(value.items()))
+            elif value is None or isinstance(value, str | int | float):
+                hit = (False, value)
+            else:
+                hit = (False, _to_json(value))
+            self.memo[text] = hit
+        return hit
+
+
+_HEADS = {'"': "text", "t": "boolean", "f": "boolean", "n": "null", "[": "array", "{": "object"}
+
+
+def _kinds(texts: pa.Array) -> tuple[set[str], pa.Array | None]:
+    """The kinds of JSON texts present (text, integer, real, boolean, array, object; not
+    null), and where the JSON nulls are (None when there are none)."""
+    head = pc.utf8_slice_codeunits(texts, 0, 1)
+    heads = set(pc.unique(head.drop_null()).to_pylist())
+    kinds = {_HEADS.get(h, "number") for h in heads}
+    if "number" in kinds:
+        kinds.discard("number")
+        numbers = pc.fill_null(pc.match_substring_regex(head, "^[-0-9]$"), False)
+        whole = pc.fill_null(pc.match_substring_regex(texts, _INTEGER_RE), False)
+        # integers alone stay integers; with any fraction or exponent they are all reals
+        kinds.add("integer" if pc.all(pc.or_(pc.invert(numbers), whole)).as_py() else "real")
+    null = pc.equal(head, "n") if "n" in heads else None
+    kinds.discard("null")
+    return kinds, null
 
 
 def _long_stream(store: Store, *, form_id: str | None, since: datetime | date | None,
@@ -511,16 +687,39 @@ def export(store: Store, fmt: Format, out: Path, *, table: Table | Literal["all"
     names = list(TABLES) if table == "all" else [table]
     # Spilled batches go beside the output: the space the export needs is there anyway.
     with tempfile.TemporaryDirectory(prefix=f".{out.name}.", dir=out.parent) as tmpdir:
-        tables: list[_TableStream] = []
-        for name in names:
-            if name == "wide":
-                tables.append(_wide_stream(store, Path(tmpdir), form_id=form_id, since=since, display=display,
-                                           labels=labels, fields=fields, order=order))
-            elif name == "long":
-                tables.append(_long_stream(store, form_id=form_id, since=since, labels=labels, fields=fields))
-            else:
-                tables.append(_requests_stream(store, Path(tmpdir), form_id=form_id, since=since, status=status))
+        tables = [_stream(store, name, Path(tmpdir), form_id=form_id, since=since, status=status,  # type: ignore[arg-type]
+                          display=display, labels=labels, fields=fields, order=order) for name in names]
         return _write(tables, fmt, out)
+
+
+def _stream(store: Store, name: Table, tmpdir: Path, *, form_id: str | None, since: datetime | date | None,
+            status: str | None, display: bool, labels: dict[str, str] | None, fields: list[str] | None,
+            order: list[str] | None) -> _TableStream:
+    if name == "wide":
+        return _wide_stream(store, tmpdir, form_id=form_id, since=since, display=display, labels=labels,
+                            fields=fields, order=order)
+    if name == "long":
+        return _long_stream(store, form_id=form_id, since=since, labels=labels, fields=fields)
+    return _requests_stream(store, tmpdir, form_id=form_id, since=since, status=status)
+
+
+@contextmanager
+def table_batches(store: Store, table: Table, *, form_id: str | None = None, since: datetime | date | None = None,
+                  status: str | None = None, display: bool = False, labels: dict[str, str] | None = None,
+                  fields: list[str] | None = None, order: list[str] | None = None,
+                  ) -> Iterator[tuple[pa.Schema, Iterator[pa.RecordBatch]]]:
+    """The Arrow schema and record batches of one table, exactly as ``export`` writes
+    them (same arguments), for readers other than the file writers (``pipelines.frames``).
+    The batches are valid inside the ``with`` block (a wide table spills its batches to a
+    temporary directory, removed at its end)."""
+    if table not in TABLES:
+        raise ValueError(f"table must be one of {', '.join(TABLES)}, got {table!r}")
+    if status is not None and status not in REQUEST_STATUSES:
+        raise ValueError(f"status must be one of {', '.join(REQUEST_STATUSES)}, got {status!r}")
+    with tempfile.TemporaryDirectory(prefix="formsync-batches-") as tmpdir:
+        stream = _stream(store, table, Path(tmpdir), form_id=form_id, since=since, status=status, display=display,
+                         labels=labels, fields=fields, order=order)
+        yield stream.schema, stream.batches()
 
 
 def _write(tables: list[_TableStream], fmt: Format, out: Path) -> ExportReport:

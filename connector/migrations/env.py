@@ -12,7 +12,7 @@ from alembic import context
 from sqlalchemy import create_engine
 from sqlalchemy.engine import Connection
 
-from connector.store import METADATA, VERSION_TABLE
+from connector.store import METADATA, VERSION_TABLE, compare_column_type
 
 config = context.config
 
@@ -27,7 +27,7 @@ def _run(connection: Connection) -> None:
         target_metadata=METADATA,
         version_table=VERSION_TABLE,
         include_name=_ours,
-        compare_type=True,
+        compare_type=compare_column_type,
         # SQLite alters tables by copying them; later migrations need batch mode there.
         render_as_batch=connection.dialect.name == "sqlite",
     )

@@ -1,9 +1,10 @@
 """The connector's SQL store: what the receiver, the poller and the sync job bring from
-the service, persisted in the user's own database (SQLite by default, PostgreSQL by URL).
+the service, persisted in the user's own database (SQLite by default, PostgreSQL or MySQL/MariaDB by URL).
 
 Modules, one concern each: ``tables`` (the schema), ``mapping`` (events and reads to
 rows, pure), ``merge`` (newest wins), ``writer`` (the protocol of a database's writer and
-what writers share), ``sqlite`` and ``postgresql`` (one writer per database),
+what writers share), ``sqlite``, ``postgresql`` and ``mysql`` (one writer per database),
+``views`` and ``keeper`` (each form's field list and typed view),
 ``database`` (the engine and its sessions, below everything else), ``facade`` (the
 ``Store``), and the repositories the ``Store`` offers, each a module: ``runs``
 (``store.runs``), ``lease`` (``store.leader_lock()``), ``requests``, ``events``,
@@ -11,7 +12,7 @@ what writers share), ``sqlite`` and ``postgresql`` (one writer per database),
 (``store.scheduled_jobs``) and ``exports``."""
 
 from .exports import ExportFilter, json_value
-from .facade import WRITERS, Store, alembic_config
+from .facade import WRITERS, Store, alembic_config, url_problem
 from .lease import LOCK_NAME, LeaderLock, LeaseLock
 from .mapping import (
     ANSWER_COLUMNS,
@@ -36,6 +37,7 @@ from .mapping import (
     submission_rank,
     value_text,
 )
+from .mysql import NamedLock, compare_column_type
 from .postgresql import AdvisoryLock
 from .requests import PendingRequest
 from .runs import SUMMARY_MAX
@@ -45,6 +47,7 @@ from .tables import (
     NAMING_CONVENTION,
     OUTREACH_STATES,
     VERSION_TABLE,
+    FormField,
     JobRun,
     OutreachJob,
     OutreachRow,
@@ -56,13 +59,16 @@ from .tables import (
     SyncCursor,
     request_answers,
 )
+from .views import VIEW_PREFIX, FormView, ViewColumn, answer_json, select_sql, view_name
 
 __all__ = [
-    "LOCK_NAME", "SUMMARY_MAX", "AdvisoryLock", "ExportFilter", "LeaderLock", "LeaseLock", "PendingRequest",
-    "json_value",
-    "ANSWER_COLUMNS", "METADATA", "NAMING_CONVENTION", "OUTREACH_STATES", "SOURCES", "SQLITE_BUSY_TIMEOUT_MS",
-    "TERMINAL_STATUSES", "VERSION_TABLE", "WRITERS", "EventRows", "Incoming", "JobRun", "OutreachJob",
-    "OutreachRow", "RawEvent", "RequestRow", "SchedulerLease", "Source", "Store", "StoreModel", "StoreOutcome",
-    "SubmissionRow", "SyncCursor", "SyncMark", "alembic_config", "answer_rows", "answer_tuples", "compress_body", "display_text",
-    "epoch_ms", "event_integer_problem", "event_to_rows", "integer_problem", "is_matrix", "list_ts_ms", "request_answers", "request_rank", "submission_rank", "value_text",
+    "ANSWER_COLUMNS", "AdvisoryLock", "EventRows", "ExportFilter", "FormField", "FormView", "Incoming",
+    "JobRun", "LOCK_NAME", "LeaderLock", "LeaseLock", "METADATA", "NAMING_CONVENTION", "NamedLock",
+    "OUTREACH_STATES", "OutreachJob", "OutreachRow", "PendingRequest", "RawEvent", "RequestRow", "SOURCES",
+    "SQLITE_BUSY_TIMEOUT_MS", "SUMMARY_MAX", "SchedulerLease", "Source", "Store", "StoreModel",
+    "StoreOutcome", "SubmissionRow", "SyncCursor", "SyncMark", "TERMINAL_STATUSES", "VERSION_TABLE",
+    "VIEW_PREFIX", "ViewColumn", "WRITERS", "alembic_config", "answer_json", "answer_rows", "answer_tuples",
+    "compare_column_type", "compress_body", "display_text", "epoch_ms", "event_integer_problem",
+    "event_to_rows", "integer_problem", "is_matrix", "json_value", "list_ts_ms", "request_answers",
+    "request_rank", "select_sql", "submission_rank", "url_problem", "value_text", "view_name",
 ]

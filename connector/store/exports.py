@@ -1,9 +1,7 @@
 """What exports read: submissions, long-form answers and requests, in batches of plain
 DB-API row tuples streamed from one read-only transaction (a server-side cursor where
-the database has one). Long-form answers are not stored: the database derives them from
-each submission's answers and display (the writer's ``long_answers`` statement), and the
-fields its SQL leaves aside (groups, files, unusual values) are derived here with
-``answer_tuples``, the rule the statement follows.
+the database has one). Long-form answers are not stored: they are derived from each
+submission's answers and display (``answer_tuples``) as the batches are read.
 
 The statements are compiled by SQLAlchemy and run on the session's own DB-API
 connection: at a million rows, SQLAlchemy's ``Row`` objects and its row-by-row buffer of
@@ -18,11 +16,12 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import Select, select
+from sqlalchemy import Select, literal_column, select
 
 from .database import Database
-from .mapping import answer_tuples
+from .mapping import answer_count, answer_tuples
 from .tables import REQUESTS, SUBMISSIONS
+from .views import answer_json
 
 Batch = Sequence[tuple[Any, ...]]
 
@@ -62,36 +61,42 @@ class ExportReads:
             stmt = stmt.where(t.submitted_at >= f.since_ms)
         return self._batches(stmt.order_by(t.submitted_at, t.id), batch_rows)
 
+    def submission_fields(self, f: ExportFilter, keys: Sequence[str], *, batch_rows: int) -> Iterator[Batch]:
+        """Submission rows ``(id, form_id, request_id, submitted_at, updated_at,
+        edit_count, *answer JSON text of each key)`` in submission order: the database
+        takes each key's JSON text out of the answers document (NULL where absent)."""
+        t = SUBMISSIONS.c
+        dialect = self._db.engine.dialect.name
+        stmt = select(t.id, t.form_id, t.request_id, t.submitted_at, t.updated_at, t.edit_count,
+                      *[literal_column(answer_json(dialect, f"{SUBMISSIONS.name}.answers", k)).label(f"k{i}")
+                        for i, k in enumerate(keys)])
+        if f.form_id is not None:
+            stmt = stmt.where(t.form_id == f.form_id)
+        if f.since_ms is not None:
+            stmt = stmt.where(t.submitted_at >= f.since_ms)
+        return self._batches(stmt.order_by(t.submitted_at, t.id), batch_rows)
+
     def answers(self, f: ExportFilter, *, batch_rows: int) -> Iterator[Batch]:
         """Answer rows ``(submission_id, form_id, field_key, instance, row_key,
         member_key, value_json, display_text)`` in submission order, each submission's
-        in key order (``long_rows``' rows), about ``batch_rows`` at a time."""
-        statement = self._long_statement(f)
+        in key order. Submissions make about 16 rows each: they are read
+        ``batch_rows // 16`` at a time, so a batch stays near ``batch_rows`` rows."""
         wanted = None if f.fields is None else frozenset(f.fields)
-        if statement is None:  # no statement for this database: every row derived here
-            # Submissions make about 16 rows each: a batch stays near ``batch_rows`` rows.
-            for part in self._batches(self._answer_sources(f), max(1, batch_rows // 16)):
-                if derived := long_rows(part, wanted):
-                    yield derived
-            return
-        for part in self._run(*statement, batch_rows):
-            if finished := finish_long(part, wanted):
-                yield finished
+        for part in self._batches(self._answer_sources(f), max(1, batch_rows // 16)):
+            if rows := long_rows(part, wanted):
+                yield rows
 
     def count_answers(self, f: ExportFilter) -> int:
-        """How many answer rows ``answers`` yields: the database counts the rows of its
-        statement; only the fields it leaves aside are derived to be counted."""
-        statement = self._long_statement(f)
-        if statement is None:
-            return sum(len(rows) for rows in self.answers(f, batch_rows=50_000))
-        sql, params = statement
+        """How many answer rows ``answers`` yields: counted from the answers alone (the
+        display is not read, no row is made)."""
         wanted = None if f.fields is None else frozenset(f.fields)
-        counted = (f"SELECT * FROM ({sql}) q WHERE instance IS NULL UNION ALL "
-                   f"SELECT NULL, NULL, NULL, count(*), NULL, NULL, NULL, NULL FROM ({sql}) q WHERE instance IS NOT NULL")
-        total = 0
-        for part in self._run(counted, params, 50_000):
-            total += sum(r[3] if r[0] is None else len(finish_long([r], wanted)) for r in part)
-        return total
+        t = SUBMISSIONS.c
+        stmt = select(t.answers)
+        if f.form_id is not None:
+            stmt = stmt.where(t.form_id == f.form_id)
+        if f.since_ms is not None:
+            stmt = stmt.where(t.submitted_at >= f.since_ms)
+        return sum(answer_count(json_value(r[0]), wanted) for part in self._batches(stmt, 5000) for r in part)
 
     def requests(self, f: ExportFilter, columns: Sequence[str], *, batch_rows: int) -> Iterator[Batch]:
         """Request rows ``(id, *columns, metadata)`` in creation order."""
@@ -114,66 +119,24 @@ class ExportReads:
             stmt = stmt.where(t.submitted_at >= f.since_ms)
         return stmt.order_by(t.submitted_at, t.id)
 
-    def _long_statement(self, f: ExportFilter) -> tuple[str, dict[str, Any]] | None:
-        writer = self._db.writer
-        sql = writer.long_answers(form=f.form_id is not None, since=f.since_ms is not None, fields=f.fields is not None)
-        if sql is None:
-            return None
-        params = {"form_id": f.form_id, "since_ms": f.since_ms,
-                  "fields": None if f.fields is None else writer.fields_param(f.fields)}
-        return sql, {k: v for k, v in params.items() if v is not None}
-
     def _batches(self, stmt: Select[Any], batch_rows: int) -> Iterator[Batch]:
         with self._db.reader() as s:
             conn = s.connection()
             compiled = stmt.compile(dialect=conn.dialect, compile_kwargs={"render_postcompile": True})
             params: Any = (tuple(compiled.params[k] for k in compiled.positiontup or ())
                            if compiled.positional else compiled.params)
-            yield from self._stream(conn, str(compiled), params, batch_rows)
-
-    def _run(self, sql: str, params: dict[str, Any], batch_rows: int) -> Iterator[Batch]:
-        with self._db.reader() as s:
-            yield from self._stream(s.connection(), sql, params, batch_rows)
-
-    def _stream(self, conn: Any, sql: str, params: Any, batch_rows: int) -> Iterator[Batch]:
-        cursor = self._db.writer.stream_cursor(conn.connection.dbapi_connection, f"formsync_export_{id(sql):x}")
-        try:
-            cursor.execute(sql, params)
-            while rows := cursor.fetchmany(batch_rows):
-                yield rows
-        finally:
-            cursor.close()
+            cursor = self._db.writer.stream_cursor(conn.connection.dbapi_connection, f"formsync_export_{id(stmt):x}")
+            try:
+                cursor.execute(str(compiled), params)
+                while rows := cursor.fetchmany(batch_rows):
+                    yield rows
+                    del rows  # the reader has it: memory holds one batch, not two, while the next is read
+            finally:
+                cursor.close()
 
 
 def _long_key(row: tuple[Any, ...]) -> tuple[Any, ...]:
     return row[1:5]  # field_key, instance, row_key, member_key
-
-
-def finish_long(part: Batch, wanted: frozenset[str] | None) -> Batch:
-    """Rows of a ``long_answers`` statement with each field it left aside (``instance``
-    NULL) replaced by its derived rows (of the ``wanted`` fields only, for a whole
-    submission)."""
-    if all(r[3] is not None for r in part):
-        return part
-    out: list[tuple[Any, ...]] = []
-    for r in part:
-        if r[3] is not None:
-            out.append(r)
-        elif r[2] is None:  # a whole submission
-            out += long_rows([(r[0], r[1], r[6], r[7])], wanted)
-        else:
-            out += _field_rows(r)
-    return out
-
-
-def _field_rows(r: tuple[Any, ...]) -> list[tuple[Any, ...]]:
-    sid, form, key = r[0], r[1], r[2]
-    value, shown = json.loads(r[6]), None if r[7] is None else json.loads(r[7])
-    if r[4] == "*":  # the whole documents
-        value, shown = value[key], (shown or {}).get(key)
-    rows = answer_tuples(sid, {key: value}, {key: shown})
-    rows.sort(key=_long_key)
-    return [(sid, form, *t[1:]) for t in rows]
 
 
 def long_rows(part: Batch, wanted: frozenset[str] | None) -> list[tuple[Any, ...]]:

@@ -4,6 +4,7 @@ transient conflict where the database has them), and applies the schema's migrat
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
@@ -12,13 +13,14 @@ from typing import Any, TypeVar
 from pydantic import BaseModel
 from sqlalchemy import delete, text
 from sqlalchemy.engine import Connection, make_url
-from sqlalchemy.exc import DBAPIError, OperationalError
+from sqlalchemy.exc import ArgumentError, DBAPIError, IntegrityError, OperationalError
 
 from ..models import Event
 from .database import Database
 from .events import EventReads
 from .exports import ExportReads
 from .jobstore import ScheduledJobs
+from .keeper import ViewKeeper
 from .lease import LOCK_NAME, LeaderLock, leader_lock
 from .ledger import OutreachLedger
 from .mapping import (
@@ -34,6 +36,7 @@ from .mapping import (
     submission_rows,
 )
 from .merge import REQUEST_MERGE, merge, write_submissions
+from .mysql import MySQLWriter
 from .postgresql import PostgreSQLWriter
 from .progress import OutreachProgressReads
 from .requests import RequestReads
@@ -41,14 +44,28 @@ from .runs import JobRuns
 from .sqlite import SQLiteWriter
 from .submissions import SubmissionReads
 from .tables import CURSORS, EVENTS, SyncCursor
+from .views import FormView
 from .writer import Writer
+
+log = logging.getLogger("formsync.store")
 
 T = TypeVar("T")
 _RETRIES = 5  # a transient conflict (see Writer.retryable): the whole transaction is run again
 
 # The writer of each database, by SQLAlchemy backend name: a new database is a module
 # with its writer, and one line here.
-WRITERS: dict[str, type[Writer]] = {"sqlite": SQLiteWriter, "postgresql": PostgreSQLWriter}
+WRITERS: dict[str, type[Writer]] = {"sqlite": SQLiteWriter, "postgresql": PostgreSQLWriter, "mysql": MySQLWriter}
+
+
+def url_problem(url: str) -> str | None:
+    """Why the database ``url`` names cannot be opened, when its writer can tell without
+    connecting (a SQLite file in a missing directory); None otherwise, or for a URL no
+    writer takes (``Store`` says that one)."""
+    try:
+        writer = WRITERS.get(make_url(url).get_backend_name())
+    except ArgumentError:
+        return None
+    return writer.open_problem(url) if writer is not None else None
 
 
 def _normalise_url(url: str | Path) -> str:
@@ -57,6 +74,9 @@ def _normalise_url(url: str | Path) -> str:
     for bare in ("postgresql://", "postgres://"):
         if url.startswith(bare):  # psycopg 3 is the driver this distribution installs
             return "postgresql+psycopg://" + url[len(bare):]
+    for bare in ("mysql://", "mariadb://", "mariadb+pymysql://"):
+        if url.startswith(bare):  # PyMySQL is the driver this distribution installs
+            return "mysql+pymysql://" + url[len(bare):]
     return url
 
 
@@ -82,8 +102,9 @@ class Store:
         self.clock = clock
         writer = WRITERS.get(make_url(self.url).get_backend_name())
         if writer is None:
-            raise ValueError(f"unsupported database URL {self.url!r}: use sqlite:///path.db or "
-                             f"postgresql+psycopg://user@host/db")
+            shown = make_url(self.url).render_as_string(hide_password=True)
+            raise ValueError(f"unsupported database URL {shown!r}: use sqlite:///path.db, "
+                             f"postgresql+psycopg://user@host/db or mysql+pymysql://user@host/db")
         self._writer: type[Writer] = writer
         self._db = Database(writer.create_engine(self.url, echo=echo), writer)
         self.runs = JobRuns(self._db)
@@ -94,10 +115,11 @@ class Store:
         self.scheduled_jobs = ScheduledJobs(self._db)
         self.exports = ExportReads(self._db)
         self.ledger = OutreachLedger(self._db, clock)  # outreach jobs and the state of each sheet row
+        self._views = ViewKeeper(self._db.engine, clock)  # each form's field list and typed view
 
     @property
     def backend(self) -> str:
-        """The database's kind, as SQLAlchemy names it: ``sqlite`` or ``postgresql``."""
+        """The database's kind, as SQLAlchemy names it: ``sqlite``, ``postgresql`` or ``mysql``."""
         return self._db.engine.dialect.name
 
     def exists(self) -> bool:
@@ -134,8 +156,11 @@ class Store:
         cfg = alembic_config(self.url)
         with self._db.engine.begin() as conn:
             self._writer.lock_migrations(conn)
-            cfg.attributes["connection"] = conn
-            command.upgrade(cfg, "head")
+            try:
+                cfg.attributes["connection"] = conn
+                command.upgrade(cfg, "head")
+            finally:
+                self._writer.unlock_migrations(conn)
 
     @property
     def database(self) -> Database:
@@ -166,8 +191,10 @@ class Store:
                 except driver_error as e:
                     # Raised by the driver-level writes: as SQLAlchemy's own class
                     # (IntegrityError, OperationalError, ...), as its execute would raise.
+                    if self._writer.refused(e):  # a constraint the driver files elsewhere
+                        raise IntegrityError(None, None, e) from e
                     raise DBAPIError.instance(None, None, e, driver_error, dialect=self._db.engine.dialect) from e
-            except OperationalError as e:
+            except (OperationalError, IntegrityError) as e:
                 if not self._writer.retryable(e) or attempt == _RETRIES - 1:
                     raise
                 time.sleep(0.01 * (attempt + 1))
@@ -201,6 +228,7 @@ class Store:
             return new
 
         new = self._write_tx(work) if firsts else set()
+        self._learn_fields([m.submission for m in firsts.values() if m.submission and m.raw["id"] in new])
         outcomes = []
         for m in mapped:
             eid = m.raw["id"]
@@ -243,7 +271,43 @@ class Store:
                 w.set_cursor(form_id, cursor, stream, now)
             return written
 
-        return self._write_tx(work)
+        written = self._write_tx(work)
+        self._learn_fields(rows)
+        return written
+
+    # -- the typed views of the forms ------------------------------------------------------
+
+    def _learn_fields(self, rows: Sequence[Mapping[str, Any]]) -> None:
+        """After a write: a form or field seen for the first time gets its view (re)built.
+        The rows are stored already, so a failure here is logged, never raised."""
+        try:
+            self._views.learn(rows)
+        except Exception as e:  # the view catches up at the next change or `formsync views`
+            log.warning("could not update the typed view of a form: %s", e)
+
+    def record_fields(self, form_id: str, items: Sequence[Mapping[str, Any] | BaseModel]) -> FormView:
+        """Store a form's ``fields.list`` items as its field list (their order, types,
+        titles and choices) and rebuild its view ``formsync_form_<slug>``. A field no
+        longer listed keeps its column while stored submissions answer it."""
+        plain = [i.model_dump(exclude_none=True) if isinstance(i, BaseModel) else dict(i) for i in items]
+        return self._views.record_list(form_id, plain)
+
+    def refresh_views(self, form_ids: Sequence[str] | None = None) -> list[FormView]:
+        """Learn the fields answered in the stored submissions (of ``form_ids``, or of
+        every form) that no field list holds yet, and (re)build every such form's view.
+        Returns the views of those forms."""
+        self._views.learn_stored(form_ids)
+        forms = self._views.forms() if form_ids is None else list(form_ids)
+        return [self._views.rebuild(f) for f in forms if f in set(self._views.forms())]
+
+    def field_keys(self, form_id: str | None = None) -> list[str]:
+        """The field keys the store knows of ``form_id`` (or of every form), in each form's
+        field order: every key any stored submission of the form answers."""
+        return self._views.field_keys(form_id)
+
+    def views(self) -> list[FormView]:
+        """The typed view of every form the store knows (name, form, columns), by form id."""
+        return self._views.views()
 
     # -- sync cursors ---------------------------------------------------------------
 

@@ -66,18 +66,6 @@ class PostgreSQLWriter(SQLWriter):
     def lock_clause(self) -> str:
         return " ORDER BY id FOR UPDATE"
 
-    @classmethod
-    def long_answers(cls, *, form: bool, since: bool, fields: bool) -> str:
-        """The long-answer rows by ``json_each`` (see ``Writer.long_answers``): text,
-        integers, booleans, nulls, plain decimals, matrices and lists of text or integers
-        in SQL; the rest (groups, files, other objects, a display that is not text) left
-        to Python. The ``json`` columns keep the stored text, so a number's text is
-        Python's own."""
-        where = " AND ".join(w for w, on in (("s.form_id = %(form_id)s", form),
-                                                        ("s.submitted_at >= %(since_ms)s", since)) if on)
-        return _LONG_SQL.replace("{where}", where or "true").replace("{fields}", "a.key = ANY(%(fields)s)" if fields else "true")
-
-
     def run_inserts(self, sql: str, rows: Sequence[Mapping[str, Any]], params: list[tuple[Any, ...]]) -> set[str]:
         # One round trip for the group (pipeline); one result set per row.
         inserted: set[str] = set()
@@ -92,78 +80,21 @@ class PostgreSQLWriter(SQLWriter):
 
 
 
-_INT = "'^-?[0-9]+$'"
-_DECIMAL = "'^-?[0-9]+[.][0-9]+$'"  # Python's repr of a float at or above 1e-4 and below 1e16
-_STR = "(v #>> '{}')"
-_SCALAR_JSON = f"CASE t WHEN 'string' THEN to_json({_STR})::text ELSE v::text END"
-_SCALAR_TEXT = (f"CASE t WHEN 'string' THEN {_STR} WHEN 'boolean' THEN CASE v::text WHEN 'true' THEN 'Yes' ELSE 'No' END "
-                "WHEN 'number' THEN CASE WHEN v::text ~ '[.]0$' THEN left(v::text, -2) ELSE v::text END END")
-_SHOWN_OK = "(dt IS NULL OR dt IN ('string', 'null'))"
-# Kinds: 's' one scalar row, 'm' a matrix's rows, 'l' a list of text or integers, 'p' left
-# to Python (the value's and the display's JSON text). Nested CASEs: a set-returning
-# function must see only the JSON kind it takes.
-_KIND = f"""CASE
-    WHEN {_SHOWN_OK} AND (t IN ('string', 'boolean', 'null')
-                          OR t = 'number' AND (v::text ~ {_INT} OR v::text ~ {_DECIMAL} AND v::text <> '-0.0')) THEN 's'
-    WHEN t = 'object' THEN CASE WHEN EXISTS (SELECT 1 FROM json_each(v))
-         AND NOT EXISTS (SELECT 1 FROM json_each(v) z WHERE json_typeof(z.value) <> 'string') THEN 'm' ELSE 'p' END
-    WHEN t = 'array' AND {_SHOWN_OK} THEN CASE WHEN json_array_length(v) > 0
-         AND NOT EXISTS (SELECT 1 FROM json_array_elements(v) z
-                         WHERE NOT (json_typeof(z) = 'string' OR json_typeof(z) = 'number' AND z::text ~ {_INT}))
-         THEN 'l' ELSE 'p' END
-    ELSE 'p' END"""
-# A submission whose JSON holds \u0000 (which PostgreSQL cannot make text, so json_each
-# refuses the document) comes whole, as one row (row_key '*'), for Python to derive.
-_NUL = r"strpos(s.answers::text, '\u0000') + strpos(coalesce(s.display::text, ''), '\u0000')"
-_LONG_SQL = f"""SELECT submission_id, form_id, field_key, instance, row_key, member_key, value_json, display_text
-FROM (
-SELECT sat, sid AS submission_id, form AS form_id, k AS field_key,
-  CASE kind WHEN 'p' THEN NULL ELSE -1 END AS instance,
-  CASE kind WHEN 'p' THEN NULL ELSE coalesce(x.rk, '') END AS row_key,
-  CASE kind WHEN 'p' THEN NULL ELSE '' END AS member_key,
-  CASE kind WHEN 's' THEN {_SCALAR_JSON}
-            WHEN 'm' THEN to_json(x.c #>> '{{}}')::text
-            WHEN 'l' THEN (SELECT '[' || string_agg(CASE json_typeof(z.value) WHEN 'string'
-                                                    THEN to_json(z.value #>> '{{}}')::text ELSE z.value::text END,
-                                                    ', ' ORDER BY z.i) || ']'
-                           FROM json_array_elements(v) WITH ORDINALITY z(value, i))
-            ELSE v::text END AS value_json,
-  CASE kind WHEN 's' THEN coalesce(shown, {_SCALAR_TEXT})
-            WHEN 'm' THEN coalesce(CASE WHEN x.n = 1 THEN shown
-                                        WHEN cardinality(string_to_array(shown, ', ')) = x.n
-                                        THEN split_part(shown, ', ', x.i::int) END, x.c #>> '{{}}')
-            WHEN 'l' THEN coalesce(shown, (SELECT string_agg(z.value #>> '{{}}', ', ' ORDER BY z.i)
-                                           FROM json_array_elements(v) WITH ORDINALITY z(value, i)))
-            ELSE d::text END AS display_text
-FROM (
-  SELECT s.submitted_at AS sat, s.id AS sid, s.form_id AS form, a.key AS k, a.value AS v, json_typeof(a.value) AS t,
-         s.display -> a.key AS d, json_typeof(s.display -> a.key) AS dt,
-         CASE WHEN json_typeof(s.display -> a.key) = 'string' THEN s.display ->> a.key END AS shown
-  FROM formsync_submissions s CROSS JOIN LATERAL json_each(s.answers) a
-  WHERE {{where}} AND {{fields}} AND {_NUL} = 0
-) f
-CROSS JOIN LATERAL (SELECT {_KIND} AS kind) c
-LEFT JOIN LATERAL (SELECT e.key AS rk, e.value AS c, e.i, count(*) OVER () AS n
-                   FROM json_each(CASE WHEN c.kind = 'm' THEN f.v END) WITH ORDINALITY e(key, value, i)) x ON true
-UNION ALL
-SELECT s.submitted_at, s.id, s.form_id, NULL, NULL, '*', NULL, s.answers::text, s.display::text
-FROM formsync_submissions s WHERE {{where}} AND {_NUL} > 0
-) u
-ORDER BY sat, submission_id, field_key COLLATE "C", row_key COLLATE "C"
-"""
-
-
 def advisory_key(name: str) -> int:
     """A stable signed 64-bit advisory lock key derived from ``name``."""
     return int.from_bytes(hashlib.sha256(name.encode()).digest()[:8], "big", signed=True)
 
 
 class AdvisoryLock:
-    """A PostgreSQL session advisory lock on a connection of its own (a ``LeaderLock``)."""
+    """A PostgreSQL session advisory lock on a connection of its own (a ``LeaderLock``);
+    a subclass sets the statements of another database's session lock."""
+
+    take = "SELECT pg_try_advisory_lock(:k)"  # 1 (true) when taken, without waiting
+    give = "SELECT pg_advisory_unlock(:k)"
 
     def __init__(self, engine: Engine, name: str) -> None:
         self._engine = engine
-        self.key = advisory_key(name)
+        self.key: int | str = advisory_key(name)
         self.conn: Connection | None = None
 
     def _drop(self) -> None:
@@ -180,7 +111,7 @@ class AdvisoryLock:
         try:
             if self.conn is None:
                 self.conn = self._engine.connect().execution_options(isolation_level="AUTOCOMMIT")
-            got = bool(self.conn.execute(text("SELECT pg_try_advisory_lock(:k)"), {"k": self.key}).scalar())
+            got = self.conn.execute(text(self.take), {"k": self.key}).scalar() == 1
         except Exception as e:  # the database is unreachable: not the leader, try again later
             log.warning("cannot reach the database for the scheduler lock: %s", e)
             self._drop()
@@ -205,7 +136,7 @@ class AdvisoryLock:
         """Give the lock up (idempotent)."""
         if self.conn is not None:
             try:
-                self.conn.execute(text("SELECT pg_advisory_unlock(:k)"), {"k": self.key})
+                self.conn.execute(text(self.give), {"k": self.key})
             except Exception:  # closing the session below releases it anyway
                 pass
             self._drop()

@@ -231,11 +231,32 @@ class SchedulerLease(StoreModel, table=True):
     expires_at: int = Field(sa_type=BigInteger)
 
 
+class FormField(StoreModel, table=True):
+    """A field of a form the store knows, for the form's typed view (``views``): from
+    ``fields.list`` (its order, type, title and choices), or learnt from a received
+    answer when the service was not asked (``type`` is then the kind of the value:
+    ``text``, ``number``, ``boolean`` or ``json``). A field gone from ``fields.list``
+    stays, with ``listed`` false, while answers to it exist."""
+
+    __tablename__ = "formsync_form_fields"
+
+    form_id: str = Field(primary_key=True)
+    field_key: str = Field(primary_key=True)
+    position: int  # the view's column order: fields.list order, learnt fields after
+    type: str
+    title: str | None = None
+    options: list[dict[str, Any]] | None = _json_col()  # [{key, label}] of a choice field
+    listed: bool = True  # in the last fields.list read (or learnt from answers, never listed)
+    source: str  # fields.list | answers
+    updated_at: int = Field(sa_type=BigInteger)
+
+
 # The tables as SQLAlchemy Core sees them, for the writers' statements.
 EVENTS: Table = RawEvent.__table__  # type: ignore[attr-defined]
 SUBMISSIONS: Table = SubmissionRow.__table__  # type: ignore[attr-defined]
 REQUESTS: Table = RequestRow.__table__  # type: ignore[attr-defined]
 CURSORS: Table = SyncCursor.__table__  # type: ignore[attr-defined]
+FORM_FIELDS: Table = FormField.__table__  # type: ignore[attr-defined]
 METADATA = StoreModel.metadata  # what the migrations build
 
 

@@ -46,8 +46,19 @@ class Writer(Protocol):
         ...
 
     @classmethod
+    def unlock_migrations(cls, conn: Connection) -> None:
+        """Release what ``lock_migrations`` took, where it outlives the transaction."""
+        ...
+
+    @classmethod
     def retryable(cls, error: BaseException) -> bool:
         """Whether ``error`` (raised by a write) means the whole transaction may run again."""
+        ...
+
+    @classmethod
+    def refused(cls, error: BaseException) -> bool:
+        """Whether the driver's ``error`` is the database refusing the data (a constraint)
+        though the driver does not raise it as an integrity error."""
         ...
 
     @classmethod
@@ -66,23 +77,9 @@ class Writer(Protocol):
         ...
 
     @classmethod
-    def long_answers(cls, *, form: bool, since: bool, fields: bool) -> str | None:
-        """The statement deriving the long-form answer rows from the submissions' JSON:
-        ``(submission_id, form_id, field_key, instance, row_key, member_key,
-        value_json, display_text)`` as ``mapping.answer_tuples`` makes them, ordered by
-        ``(submitted_at, id)`` then field, instance, row and member key (code point
-        order). A field the SQL leaves to Python is one row with ``instance`` NULL, its
-        value's JSON text in ``value_json`` and its display's (or NULL) in
-        ``display_text``; or, with ``row_key`` '*', the submission's whole answers and
-        display documents there (for that field, or for all its fields where
-        ``field_key`` is NULL too). Named parameters, for those asked: ``form_id``,
-        ``since_ms`` (``submitted_at`` at least) and ``fields`` (one ``fields_param``). None where the
-        database has no such statement: export then derives every row in Python."""
-        ...
-
-    @classmethod
-    def fields_param(cls, fields: Sequence[str]) -> Any:
-        """Field keys as the one parameter of ``long_answers``' field condition."""
+    def open_problem(cls, url: str) -> str | None:
+        """Why the database ``url`` names cannot be opened or created, when that can be
+        known without connecting (a file in a missing directory); None otherwise."""
         ...
 
     def insert_new(self, table: str, rows: Sequence[Mapping[str, Any]]) -> set[str]:
@@ -126,9 +123,9 @@ def by_keys(rows: Sequence[Mapping[str, Any]]) -> Iterator[tuple[tuple[str, ...]
     yield from groups.items()
 
 
-def quote(col: str) -> str:
+def quote(col: str, char: str = '"') -> str:
     """A quoted column name ("metadata" is one; quoting every column keeps statements uniform)."""
-    return f'"{col}"'
+    return f"{char}{col}{char}"
 
 
 class SQLWriter:
@@ -138,6 +135,7 @@ class SQLWriter:
     A database's writer subclasses it and fills in the parts marked below."""
 
     placeholder: ClassVar[str] = "?"
+    quote_char: ClassVar[str] = '"'  # MySQL quotes names with backticks
 
     def __init__(self, conn: Connection) -> None:
         self.conn = conn
@@ -148,6 +146,15 @@ class SQLWriter:
     @classmethod
     def lock_migrations(cls, conn: Connection) -> None:
         """Nothing to do where the migration's own transaction already serialises them."""
+
+    @classmethod
+    def unlock_migrations(cls, conn: Connection) -> None:
+        """Release what ``lock_migrations`` took, where it outlives the transaction."""
+
+    @classmethod
+    def refused(cls, error: BaseException) -> bool:
+        """The driver's own error classes say it."""
+        return False
 
     @classmethod
     def retryable(cls, error: BaseException) -> bool:
@@ -170,14 +177,9 @@ class SQLWriter:
         return False
 
     @classmethod
-    def long_answers(cls, *, form: bool, since: bool, fields: bool) -> str | None:
-        """No statement unless the database's writer has one (export derives the rows)."""
+    def open_problem(cls, url: str) -> str | None:
+        """A server database's problems show when connecting."""
         return None
-
-    @classmethod
-    def fields_param(cls, fields: Sequence[str]) -> Any:
-        """The field keys as one parameter (see ``long_answers``)."""
-        return list(fields)
 
     def close(self) -> None:
         """Release the DB-API cursor."""
@@ -208,6 +210,10 @@ class SQLWriter:
         # A JSON column is in ``cols`` only when the row carries it; a default column may not be.
         return tuple([self.json(row[c]) if c in js else row[c] if c in row else defaults[c] for c in cols])
 
+    def quote(self, col: str) -> str:
+        """``col`` quoted in this database's way."""
+        return quote(col, self.quote_char)
+
     def marks(self, n: int) -> str:
         """``n`` placeholders, comma separated."""
         return ", ".join([self.placeholder] * n)
@@ -224,7 +230,7 @@ class SQLWriter:
 
     def insert_statement(self, table: str, cols: Sequence[str]) -> str:
         """An insert of one row into ``table`` that skips a row whose id is stored."""
-        return (f"INSERT INTO {table} ({', '.join(quote(c) for c in cols)}) "
+        return (f"INSERT INTO {table} ({', '.join(self.quote(c) for c in cols)}) "
                 f"VALUES ({self.marks(len(cols))}) ON CONFLICT (id) DO NOTHING")
 
     def run_inserts(self, sql: str, rows: Sequence[Mapping[str, Any]], params: list[tuple[Any, ...]]) -> set[str]:
@@ -246,7 +252,6 @@ class SQLWriter:
         inserted: set[str] = set()
         for keys, group in by_keys(rows):
             cols = tuple(sorted({*keys, *(c for c in _DEFAULTS[table] if c not in keys)}))
-
             sql = self.sql(("insert", table, cols), partial(self.insert_statement, table, cols))
             inserted |= self.run_inserts(sql, group, [self.params(table, cols, r) for r in group])
         return inserted
@@ -269,8 +274,8 @@ class SQLWriter:
         p = self.placeholder
 
         def build() -> str:
-            sets = ", ".join(f"{quote(c)} = COALESCE({quote(c)}, {p})" if c in coalesce else f"{quote(c)} = {p}"
-                             for c in cols)
+            q = self.quote
+            sets = ", ".join(f"{q(c)} = COALESCE({q(c)}, {p})" if c in coalesce else f"{q(c)} = {p}" for c in cols)
             return f"UPDATE {table} SET {sets} WHERE id = {p}"
 
         sql = self.sql(("update", table, cols, coalesce & set(cols)), build)

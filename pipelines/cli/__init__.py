@@ -22,7 +22,7 @@ app = typer.Typer(cls=FormsyncGroup, no_args_is_help=True, add_completion=False,
                   help="formsync: connect your data to the Form Collection Service.")
 
 for _fn, _name in ((servers.sandbox, "sandbox"), (servers.receive, "receive"), (batch.poll, "poll"),
-                   (batch.sync, "sync"), (batch.export, "export"), (batch.outreach, "outreach"),
+                   (batch.sync, "sync"), (batch.export, "export"), (batch.views, "views"), (batch.outreach, "outreach"),
                    (batch.demo, "demo"), (servers.run, "run"), (batch.status, "status")):
     app.command(_name, short_help=summary(_fn))(_fn)
 

@@ -1,5 +1,5 @@
 """The commands that do one piece of work and exit: ``poll``, ``sync``, ``export``,
-``outreach``, ``status`` and ``demo``. Each is a thin call to its pipeline inside the
+``views``, ``outreach``, ``status`` and ``demo``. Each is a thin call to its pipeline inside the
 shared context (``pipelines.cli.context``)."""
 
 from __future__ import annotations
@@ -152,6 +152,28 @@ def make_out_dir(targets: list[tuple[str, Path]]) -> None:
                              hint="give --out, or set export.out_dir to a directory you can write") from None
 
 
+def views(
+    config: ConfigOption = None,
+    form: Annotated[str | None, typer.Option(help="Only this form id (default: every form the store knows).")]
+    = None,
+) -> None:
+    """Create or update the typed view of each form in your database
+    ([bold]formsync_form_<form id>[/bold]: one row per submission, one typed column per
+    field) and list them as JSON. With service.token, each form's fields.list types and
+    orders the columns; without it, the types come from the stored answers.
+
+    Example: [bold]formsync views --config formsync.toml[/bold]
+    """
+    with command(config) as ctx:
+        from pipelines.views import refresh_views
+
+        store = ctx.store()
+        if ctx.settings().service.token is None:
+            print_report(ctx.run(refresh_views(store, None, form_id=form)))
+        else:
+            print_report(ctx.with_client(lambda fc: refresh_views(store, fc, form_id=form)))
+
+
 def _iso_time(text: str | None) -> datetime | None:
     """``--since`` as a time; a ``UsageError`` when it is not ISO 8601."""
     if text is None:
@@ -169,44 +191,55 @@ def outreach(
     job: Annotated[str | None, typer.Option(help="Job name: a re-run with the same name sends only the rows "
                                                  "not sent yet (default: the sheet's file name).")] = None,
     config: ConfigOption = None,
-    dry_run: Annotated[bool, typer.Option("--dry-run", help="Validate and print the plan; create nothing.")]
-    = False,
+    dry_run: Annotated[bool, typer.Option("--dry-run", help="Check the sheet and print what would be sent; "
+                                                            "create nothing.")] = False,
     test: Annotated[bool, typer.Option("--test", help="Create test requests.")] = False,
     report: Annotated[Path | None, typer.Option("--report", help="Where to write the CSV of bad rows "
                                                                  "(default: outreach.report_dir/JOB-report.csv).")]
     = None,
+    encoding: Annotated[str | None, typer.Option(help="The CSV's encoding, e.g. utf-8, utf-16, cp1252, latin-1 "
+                                                      "(default: detected).")] = None,
+    delimiter: Annotated[str | None, typer.Option(help="The CSV's delimiter: , ; | or tab (default: sniffed "
+                                                       "from the header line).")] = None,
+    sheet_name: Annotated[str | None, typer.Option("--sheet", help="The XLSX sheet, by name or number from 1 "
+                                                                  "(default: the first with data).")] = None,
+    header_row: Annotated[int | None, typer.Option(help="The row holding the column names, from 1 "
+                                                        "(default: detected).")] = None,
 ) -> None:
-    """Send one request per valid sheet row. Every row is checked against the form's fields
-    first; bad rows go to the report and are not sent. Prints the run report as JSON.
+    """Send one request per valid sheet row. The form and the sheet's columns are checked
+    first, then every row against the form's fields; bad rows go to the report and are
+    not sent. Prints an estimate, a progress bar, a summary with the first rejected rows
+    and the run report as JSON. Exit 3 when rows were rejected; on Ctrl-C (130) or SIGTERM
+    (143) the rows sent so far are kept and the same command sends the rest.
 
     Example: [bold]formsync outreach contacts.csv --form form_123 --job spring --report bad.csv[/bold]
     """
     with command(config) as ctx:
-        from pipelines.outreach import SHEET_SUFFIXES, run_outreach
-        from pipelines.outreach.show import plan_lines, progress_bar
+        from pipelines.outreach import SHEET_SUFFIXES, SheetOptions
+
+        from .outreach_run import OutreachCall, run_command
 
         if not sheet.is_file():
             raise UsageError(f"sheet {sheet} does not exist", where="SHEET")
         if sheet.suffix.lower() not in SHEET_SUFFIXES:
             raise UsageError(f"unsupported sheet type {sheet.suffix!r}; use .csv or .xlsx", where="SHEET")
-        out = ctx.service_settings().outreach
-        store = ctx.store()
         name = job or sheet.stem
-        with progress_bar(show=not dry_run) as progress:
-            done = ctx.with_client(lambda fc: run_outreach(
-                fc, store, sheet, form, job=name, mapping=out.mapping, delivery=out.delivery,
-                callback_url=out.callback_url, dry_run=dry_run, test=test,
-                report_path=report or out.report_dir / f"{name}-report.csv", progress=progress))
-        for line in plan_lines(done.plan) if dry_run else []:
-            typer.echo(line)
-        print_report(done)
+        report_dir = ctx.service_settings().outreach.report_dir
+        call = OutreachCall(sheet=sheet, form=form, job=name, config=config, dry_run=dry_run, test=test,
+                            report=report or report_dir / f"{name}-report.csv",
+                            options=SheetOptions(encoding=encoding, delimiter=delimiter, sheet=sheet_name,
+                                                 header_row=header_row))
+        code = run_command(ctx, call)
+    if code:
+        raise typer.Exit(code)
 
 
 def status(
     config: Annotated[Path, typer.Option(help="The TOML settings file that `formsync run` uses.")],
 ) -> None:
-    """Show the jobs (schedule, next run, last run and outcome), outreach progress, pending
-    requests, deliveries received and the last errors. Reads the database only.
+    """Show at a glance, within 80 columns: whether a scheduler is alive, the jobs (next
+    and last run, outcome), each outreach job's progress, the requests of each form by
+    status, deliveries received and the last errors. Reads the database only.
 
     Example: [bold]formsync status --config formsync.toml[/bold]
     """
@@ -219,6 +252,9 @@ def status(
         settings = ctx.settings()
         check_jobs(settings)
         report = collect_status(settings, ctx.store(migrate=False))
+        if report.store_empty:
+            typer.echo(f"note: the store {ctx.store_url()} is new or empty: nothing has run against it yet",
+                       err=True)
         Console().print(render_status(report))
 
 

@@ -31,6 +31,7 @@ COMMANDS: dict[str, list[str]] = {
     "outreach": ["outreach", "SHEET", "--form", "form_x"],
     "run": ["run"],
     "status": ["status"],
+    "views": ["views"],
 }
 SERVICE_COMMANDS = ("poll", "sync", "outreach", "run")
 
@@ -63,12 +64,12 @@ def one_error_line(res: Result, *, secrets: tuple[str, ...] = (TOKEN, PASSWORD, 
 
 @pytest.mark.parametrize("command", sorted(COMMANDS))
 def test_an_unusable_database_url_is_a_usage_error_with_the_password_hidden(command: str, tmp_path: Path) -> None:
-    cfg = write_config(tmp_path, f"mysql://root:{PASSWORD}@127.0.0.1/test")
+    cfg = write_config(tmp_path, f"oracle://root:{PASSWORD}@127.0.0.1/test")
     res = invoke(command, cfg, tmp_path)
     assert res.exit_code == ExitCode.USAGE == 2, res.output
     line = one_error_line(res)
-    assert f"{cfg}: store.url:" in line and "mysql://root:***@127.0.0.1/test" in line
-    assert "use sqlite:///path.db or postgresql+psycopg://user@host/db" in line
+    assert f"{cfg}: store.url:" in line and "oracle://root:***@127.0.0.1/test" in line
+    assert "use sqlite:///path.db, postgresql+psycopg://user@host/db or mysql+pymysql://user@host/db" in line
 
 
 @pytest.mark.parametrize("command", sorted(COMMANDS))

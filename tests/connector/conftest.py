@@ -1,10 +1,12 @@
 """Database fixtures of the connector tests.
 
-``db_url`` runs a test twice: on a SQLite file in ``tmp_path`` and on the PostgreSQL
-server at 127.0.0.1:5432 (user ``postgres``). For PostgreSQL each test module gets a
+``db_url`` runs a test three times: on a SQLite file in ``tmp_path``, on the PostgreSQL
+server at 127.0.0.1:5432 (user ``postgres``) and on the MariaDB (or MySQL) server at
+127.0.0.1:3306 (user ``root``, no password). For PostgreSQL each test module gets a
 fresh database, ``formsync_t_<random>``, dropped at the end; each test starts on an
-empty ``public`` schema. Without a reachable server the PostgreSQL runs are skipped, or
-fail when ``CI`` or ``FORMSYNC_CI`` is set (CI must never pass by skipping)."""
+empty ``public`` schema. For MariaDB each test gets a fresh database of its own, dropped
+at its end. Without a reachable server those runs are skipped, or fail when ``CI`` or
+``FORMSYNC_CI`` is set (CI must never pass by skipping)."""
 
 from __future__ import annotations
 
@@ -15,6 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import psycopg
+import pymysql
 import pytest
 
 from connector.store import Store
@@ -22,6 +25,9 @@ from connector.store import Store
 PG_HOST = os.environ.get("FORMSYNC_PG_HOST", "127.0.0.1")
 PG_PORT = int(os.environ.get("FORMSYNC_PG_PORT", "5432"))
 PG_USER = os.environ.get("FORMSYNC_PG_USER", "postgres")
+MY_HOST = os.environ.get("FORMSYNC_MYSQL_HOST", "127.0.0.1")
+MY_PORT = int(os.environ.get("FORMSYNC_MYSQL_PORT", "3306"))
+MY_USER = os.environ.get("FORMSYNC_MYSQL_USER", "root")
 
 
 def pg_connect(dbname: str) -> psycopg.Connection:
@@ -29,10 +35,19 @@ def pg_connect(dbname: str) -> psycopg.Connection:
                            connect_timeout=5)
 
 
+def my_connect(dbname: str | None = None) -> pymysql.connections.Connection:  # type: ignore[type-arg]
+    return pymysql.connect(host=MY_HOST, port=MY_PORT, user=MY_USER, database=dbname, autocommit=True,
+                           connect_timeout=5)
+
+
 def pg_unavailable(reason: str) -> None:
+    server_unavailable(reason, "PostgreSQL")
+
+
+def server_unavailable(reason: str, server: str) -> None:
     if os.environ.get("CI") or os.environ.get("FORMSYNC_CI"):
-        pytest.fail(f"PostgreSQL is required in CI: {reason}")
-    pytest.skip(f"no PostgreSQL server: {reason}")
+        pytest.fail(f"{server} is required in CI: {reason}")
+    pytest.skip(f"no {server} server: {reason}")
 
 
 @pytest.fixture(scope="module")
@@ -52,12 +67,34 @@ def pg_database() -> Iterator[str]:
             admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
 
 
-@pytest.fixture(params=["sqlite", "postgresql"])
+@pytest.fixture
+def mysql_database() -> Iterator[str]:
+    """A fresh MariaDB / MySQL database for one test; its SQLAlchemy URL."""
+    try:
+        admin = my_connect()
+    except pymysql.err.OperationalError as e:
+        server_unavailable(f"cannot connect to {MY_USER}@{MY_HOST}:{MY_PORT}: {e.args[-1]}", "MariaDB")
+    name = f"formsync_t_{secrets.token_hex(6)}"
+    with admin.cursor() as cur:
+        cur.execute(f"CREATE DATABASE `{name}` CHARACTER SET utf8mb4")
+    admin.close()
+    try:
+        yield f"mysql+pymysql://{MY_USER}@{MY_HOST}:{MY_PORT}/{name}"
+    finally:
+        admin = my_connect()
+        with admin.cursor() as cur:
+            cur.execute(f"DROP DATABASE IF EXISTS `{name}`")
+        admin.close()
+
+
+@pytest.fixture(params=["sqlite", "postgresql", "mysql"])
 def db_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
-    """An empty database: a SQLite file, or the module's PostgreSQL database with its
-    ``public`` schema emptied."""
+    """An empty database: a SQLite file, the module's PostgreSQL database with its
+    ``public`` schema emptied, or a fresh MariaDB database."""
     if request.param == "sqlite":
         return f"sqlite:///{tmp_path / 'store.db'}"
+    if request.param == "mysql":
+        return str(request.getfixturevalue("mysql_database"))
     url: str = request.getfixturevalue("pg_database")
     with pg_connect(url.rsplit("/", 1)[1]) as conn:
         conn.execute("DROP SCHEMA public CASCADE")

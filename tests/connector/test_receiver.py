@@ -453,7 +453,7 @@ async def test_an_event_the_database_refuses_does_not_fail_its_batch(store):
     """The database itself refuses one event type (a constraint added here): the batch is
     retried event by event, so the others are stored and only that one fails."""
     with store.database.engine.begin() as conn:
-        if conn.dialect.name == "postgresql":
+        if conn.dialect.name in ("postgresql", "mysql"):
             conn.exec_driver_sql("ALTER TABLE formsync_events ADD CONSTRAINT no_poison CHECK (type <> 'poison.type')")
         else:
             conn.exec_driver_sql("CREATE TRIGGER no_poison BEFORE INSERT ON formsync_events "

@@ -32,6 +32,7 @@ from connector.store import (
     alembic_config,
     answer_rows,
     answer_tuples,
+    compare_column_type,
     event_to_rows,
     request_answers,
 )
@@ -190,6 +191,10 @@ def add_refusal(store: Store, table: str, column: str, value: str) -> None:
         if conn.dialect.name == "sqlite":
             conn.execute(text(f"CREATE TRIGGER refuse BEFORE INSERT ON {table} WHEN NEW.{column} = '{value}' "
                               f"BEGIN SELECT RAISE(ABORT, 'refused by test trigger'); END"))
+        elif conn.dialect.name == "mysql":
+            conn.execute(text(f"CREATE TRIGGER refuse BEFORE INSERT ON {table} FOR EACH ROW BEGIN "
+                              f"IF NEW.{column} = '{value}' THEN "
+                              f"SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'refused by test trigger'; END IF; END"))
         else:
             conn.execute(text(f"CREATE FUNCTION refuse() RETURNS trigger AS $$ BEGIN "
                               f"IF NEW.{column} = '{value}' THEN RAISE EXCEPTION 'refused by test trigger'; END IF; "
@@ -202,6 +207,8 @@ def drop_refusal(store: Store, table: str) -> None:
     with store.database.engine.begin() as conn:
         if conn.dialect.name == "sqlite":
             conn.execute(text("DROP TRIGGER refuse"))
+        elif conn.dialect.name == "mysql":
+            conn.execute(text("DROP TRIGGER refuse"))
         else:
             conn.execute(text(f"DROP TRIGGER refuse ON {table}"))
             conn.execute(text("DROP FUNCTION refuse()"))
@@ -213,15 +220,16 @@ def drop_refusal(store: Store, table: str) -> None:
 def test_migrations_create_the_schema_and_compare_clean(store: Store) -> None:
     store.migrate()  # a second run is a no-op
     with store.database.engine.connect() as conn:
-        ctx = MigrationContext.configure(conn, opts={"compare_type": True, "version_table": VERSION_TABLE})
+        ctx = MigrationContext.configure(conn, opts={"compare_type": compare_column_type, "version_table": VERSION_TABLE})
         assert compare_metadata(ctx, METADATA) == []
         head = ScriptDirectory.from_config(alembic_config(store.url)).get_current_head()
         assert conn.execute(text(f"SELECT version_num FROM {VERSION_TABLE}")).scalar_one() == head
     # The comparison does see a drifted schema.
     with store.database.engine.begin() as conn:
-        conn.execute(text("DROP INDEX ix_formsync_requests_external_id"))
+        on = " ON formsync_requests" if conn.dialect.name == "mysql" else ""
+        conn.execute(text(f"DROP INDEX ix_formsync_requests_external_id{on}"))
     with store.database.engine.connect() as conn:
-        ctx = MigrationContext.configure(conn, opts={"compare_type": True, "version_table": VERSION_TABLE})
+        ctx = MigrationContext.configure(conn, opts={"compare_type": compare_column_type, "version_table": VERSION_TABLE})
         diff = compare_metadata(ctx, METADATA)
     assert [d[0] for d in diff] == ["add_index"] and diff[0][1].name == "ix_formsync_requests_external_id"
 
@@ -234,7 +242,7 @@ def test_migrations_downgrade_and_upgrade_again(store: Store) -> None:
         assert [t for t in inspect(conn).get_table_names() if t != VERSION_TABLE] == []
     store.migrate()
     with store.database.engine.connect() as conn:
-        ctx = MigrationContext.configure(conn, opts={"compare_type": True, "version_table": VERSION_TABLE})
+        ctx = MigrationContext.configure(conn, opts={"compare_type": compare_column_type, "version_table": VERSION_TABLE})
         assert compare_metadata(ctx, METADATA) == []
 
 
@@ -254,9 +262,15 @@ def test_postgresql_url_without_driver_uses_psycopg() -> None:
     assert Store("postgresql://postgres@127.0.0.1/x").database.engine.dialect.driver == "psycopg"
 
 
-def test_unsupported_url_is_refused() -> None:
-    with pytest.raises(ValueError, match="unsupported database URL 'mysql://x/y'"):
-        Store("mysql://x/y")
+def test_mysql_url_without_driver_uses_pymysql() -> None:
+    assert Store("mysql://root@127.0.0.1/x").database.engine.dialect.driver == "pymysql"
+    assert Store("mariadb://root@127.0.0.1/x").database.engine.dialect.driver == "pymysql"
+
+
+def test_unsupported_url_is_refused_without_its_password() -> None:
+    with pytest.raises(ValueError, match="unsupported database URL 'oracle://scott:\\*\\*\\*@x/y'") as e:
+        Store("oracle://scott:tiger@x/y")
+    assert "tiger" not in str(e.value)
 
 
 # -- events: idempotency --------------------------------------------------------------------

@@ -1,6 +1,6 @@
-"""Fixtures of the hardening suites: the connector tests' PostgreSQL databases
-(``pg_database``, ``db_url``), shared rather than redefined."""
+"""Fixtures of the hardening suites: the connector tests' databases (``pg_database``,
+``mysql_database``, ``db_url``), shared rather than redefined."""
 
-from tests.connector.conftest import db_url, pg_database
+from tests.connector.conftest import db_url, mysql_database, pg_database
 
-__all__ = ["db_url", "pg_database"]
+__all__ = ["db_url", "mysql_database", "pg_database"]

@@ -1,4 +1,4 @@
-"""Two receivers on one PostgreSQL database (two applications in this process, each with
+"""Two receivers on one PostgreSQL or MariaDB database (two applications in this process, each with
 its own Store and connection pool; or two ``formsync receive`` processes), fed the same events at the same time in
 different orders: each
 event is stored once (one receiver answers ``stored``, the other ``duplicate``), no
@@ -81,20 +81,30 @@ async def two_receivers(mode: str, url: str, tmp_path: Path) -> AsyncIterator[li
         yield [events_url + "/callbacks" for _, events_url in procs]
 
 
-@pytest.mark.slow
-@pytest.mark.parametrize("mode", ["apps", "processes"])
-async def test_two_receivers_on_one_database_store_each_event_once(mode: str, pg_database: str,
-                                                                   tmp_path: Path) -> None:
-    with pg_connect(pg_database.rsplit("/", 1)[1]) as conn:  # each mode starts on an empty schema
+def _empty_database(request: pytest.FixtureRequest, database: str) -> str:
+    """The URL of an empty database of kind ``database``."""
+    if database == "mysql":
+        return str(request.getfixturevalue("mysql_database"))  # a fresh database per test
+    url = str(request.getfixturevalue("pg_database"))
+    with pg_connect(url.rsplit("/", 1)[1]) as conn:  # each mode starts on an empty schema
         conn.execute("DROP SCHEMA public CASCADE")
         conn.execute("CREATE SCHEMA public")
+    return url
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("database", ["postgresql", "mysql"])
+@pytest.mark.parametrize("mode", ["apps", "processes"])
+async def test_two_receivers_on_one_database_store_each_event_once(mode: str, database: str, tmp_path: Path,
+                                                                   request: pytest.FixtureRequest) -> None:
+    url = _empty_database(request, database)
     events = [e for i in range(COMPLETED) for e in completion_events(i)] + [cancel_event(i) for i in range(CANCELED)]
     bodies = {e["id"]: encode(e) for e in events}
     rng = random.Random(SEED)
     order_a, order_b = list(bodies), list(bodies)
     rng.shuffle(order_a)
     rng.shuffle(order_b)
-    async with two_receivers(mode, pg_database, tmp_path) as (url_a, url_b), aiohttp.ClientSession() as http:
+    async with two_receivers(mode, url, tmp_path) as (url_a, url_b), aiohttp.ClientSession() as http:
         semaphore = asyncio.Semaphore(CONCURRENCY)
 
         async def deliver(url: str, eid: str) -> tuple[str, str]:
@@ -107,7 +117,7 @@ async def test_two_receivers_on_one_database_store_each_event_once(mode: str, pg
         tasks = [deliver(url, eid) for pair in zip(order_a, order_b, strict=True)
                  for url, eid in ((url_a, pair[0]), (url_b, pair[1]))]
         outcomes = await asyncio.gather(*tasks)
-    store_a = Store(pg_database)
+    store_a = Store(url)
     try:
         assert_each_event_once(store_a, events, bodies, outcomes, mode)
     finally:

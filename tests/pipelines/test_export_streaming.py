@@ -24,7 +24,7 @@ from connector.store import Store, SubmissionRow, answer_rows, answer_tuples
 from pipelines import export as export_mod
 from pipelines.cli import app
 from pipelines.export import WIDE_FIXED, export, neutralise, neutralise_array
-from tests.connector.conftest import db_url, pg_database  # noqa: F401  (fixtures)
+from tests.connector.conftest import db_url, mysql_database, pg_database  # noqa: F401  (fixtures)
 from tests.pipelines.test_export import T0, read_csv, read_sheet, sub_event
 
 

@@ -1,0 +1,58 @@
+"""``formsync views``: bring the typed view of each form (``formsync_form_<slug>``) up to
+date and list them. Fields are learnt from the stored answers; with a token, each form's
+``fields.list`` then types them (number, date, choice with its label, JSON) and orders
+them as the form does."""
+
+from __future__ import annotations
+
+from pydantic import BaseModel
+
+from connector.client import FormClient
+from connector.errors import FormsyncError
+from connector.store import FormView, Store
+
+
+class ViewColumnOut(BaseModel):
+    name: str
+    kind: str
+    field_key: str | None = None
+
+
+class ViewOut(BaseModel):
+    """One form's view: its name, the form and its columns in order."""
+
+    view: str
+    form_id: str
+    columns: list[ViewColumnOut]
+
+
+class ViewsReport(BaseModel):
+    """What ``refresh_views`` did: the views, and the forms whose fields.list could not be read."""
+
+    views: list[ViewOut]
+    warnings: list[str] = []
+
+
+def _out(v: FormView) -> ViewOut:
+    return ViewOut(view=v.name, form_id=v.form_id,
+                   columns=[ViewColumnOut(name=c.name, kind=c.kind, field_key=c.field_key) for c in v.columns])
+
+
+async def refresh_views(store: Store, client: FormClient | None, *, form_id: str | None = None) -> ViewsReport:
+    """(Re)build the views of every form the store knows (or of ``form_id``): fields from
+    the stored answers, then, with ``client``, the form's fields.list (one call per form).
+    A form whose fields.list fails keeps the types learnt from its answers (a warning)."""
+    store.refresh_views(None if form_id is None else [form_id])
+    warnings: list[str] = []
+    if client is not None:
+        forms = [form_id] if form_id is not None else [v.form_id for v in store.views()]
+        for f in forms:
+            try:
+                listed = await client.list_fields(f)
+            except FormsyncError as e:
+                warnings.append(f"cannot read the fields of form {f} ({e}); its view keeps the types of its answers")
+                continue
+            if listed.published or listed.items:
+                store.record_fields(f, listed.items)
+    views = [v for v in store.views() if form_id is None or v.form_id == form_id]
+    return ViewsReport(views=[_out(v) for v in views], warnings=warnings)

@@ -1,0 +1,58 @@
+"""``formsync views`` over a store synced from the sandbox: the Contact form's view is
+created, typed from fields.list, listed as JSON, and answers plain SQL."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from pathlib import Path
+from typing import Any
+
+from sqlalchemy import text
+from typer.testing import CliRunner
+
+from connector.store import Store, view_name
+from pipelines.cli import app
+
+
+async def test_views_command_types_columns_from_fields_list(sandbox: Any, tmp_path: Path) -> None:
+    from connector.client import FormClient
+    from pipelines.sync import sync_form
+
+    form = sandbox.pro.forms["Contact"]
+    url = f"sqlite:///{tmp_path / 'views.db'}"
+    store = Store(url)
+    store.migrate()
+    async with FormClient(sandbox.base_url, sandbox.pro.token) as fc:
+        await sync_form(fc, store, form)
+        fields = (await fc.list_fields(form)).items
+    store.close()
+    env = {"FORMSYNC_STORE__URL": url, "FORMSYNC_SERVICE__BASE_URL": sandbox.base_url,
+           "FORMSYNC_SERVICE__TOKEN": sandbox.pro.token}
+    result = await asyncio.to_thread(CliRunner().invoke, app, ["views"], env=env)
+    assert result.exit_code == 0, result.output
+    (listed,) = json.loads(result.stdout)["views"]
+    assert listed["view"] == view_name(form) and listed["form_id"] == form
+    keys = [c["field_key"] for c in listed["columns"] if c["field_key"] and c["kind"] != "label"]
+    assert keys == [f.key for f in fields if f.type != "documents"], "fields.list order"
+    kinds = {c["name"]: c["kind"] for c in listed["columns"]}
+    assert kinds["topic"] == "text" and kinds["topic_label"] == "label" and kinds["submitted_at"] == "timestamp"
+    store = Store(url)
+    with store.database.engine.connect() as conn:
+        got = conn.execute(text(f"SELECT topic, count(*) FROM {listed['view']} GROUP BY topic ORDER BY topic")).all()
+    store.close()
+    assert sum(n for _, n in got) == 3 and all(t for t, _ in got)
+
+
+def test_views_command_without_a_token_learns_from_answers(tmp_path: Path) -> None:
+    from tests.connector.test_store import events, sub_event
+
+    url = f"sqlite:///{tmp_path / 'plain.db'}"
+    store = Store(url)
+    store.migrate()
+    store.store_events(events(sub_event("evt_1", "sub_1", answers={"name": "Ann", "score": 3})))
+    store.close()
+    result = CliRunner().invoke(app, ["views"], env={"FORMSYNC_STORE__URL": url})
+    assert result.exit_code == 0, result.output
+    (listed,) = json.loads(result.stdout)["views"]
+    assert [(c["name"], c["kind"]) for c in listed["columns"]][-2:] == [("name", "text"), ("score", "number")]
