@@ -10,7 +10,7 @@ import json
 import time
 import zlib
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, Literal
 
@@ -364,7 +364,7 @@ def premapped(inc: Incoming) -> Incoming:
     writes them: the receiver maps in its event loop while the writer thread commits the
     previous batch. ``stored_at`` (and a missing ``received_at``) is still the time of
     storing (``stamped``)."""
-    return replace(inc, rows=event_to_rows(inc, now=0))
+    return Incoming(inc.event, inc.source, inc.body, inc.received_at, event_to_rows(inc, now=0))  # not replace(): slower
 
 
 def stamped(inc: Incoming, now: int) -> EventRows:
