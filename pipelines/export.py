@@ -42,6 +42,8 @@ from connector.store import (
     json_value,
 )
 
+from .wide_json import doc_cells, row_cells
+
 Format = Literal["csv", "xlsx", "parquet"]
 Table = Literal["wide", "long", "requests"]
 FORMATS: tuple[str, ...] = ("csv", "xlsx", "parquet")
@@ -300,12 +302,18 @@ def _wide_stream(store: Store, tmpdir: Path, *, form_id: str | None, since: date
     spill = _Spill(tmpdir, "wide")
     keys = [] if display else store.field_keys(form_id)
     probe = _Probe(store.backend, keys)
-    parts = (store.exports.submissions(f, display=True, batch_rows=CHUNK_ROWS) if display
+    # SQLite gives each answers document as its text: parsed a batch at a time by Arrow's
+    # JSON reader (``wide_json``), the document is read once rather than once per field.
+    whole = not display and store.backend == "sqlite"
+    parts = (store.exports.submissions(f, display=display, batch_rows=CHUNK_ROWS) if display or whole
              else store.exports.submission_fields(f, keys, batch_rows=CHUNK_ROWS))
     for part in parts:
         fixed = list(zip(*part, strict=True))
         if display:
             values = _display_cells(part, field_cols)
+        elif whole:
+            values, first = doc_cells(fixed[6], keys) or row_cells(fixed[6], keys)
+            _add_columns(first, keys, field_cols)
         else:
             values = probe.cells(fixed[6:], len(part), field_cols)
         spill.add([("submission_id", pa.array(fixed[0], pa.string())), ("form_id", pa.array(fixed[1], pa.string())),
@@ -408,10 +416,7 @@ class _Probe:
                 continue
             data[key] = column
             first[key] = (pc.index(pc.is_valid(texts), True).as_py(), j, 0)
-        for c, _ in sorted(first.items(), key=lambda kv: kv[1]):
-            if c not in field_cols:
-                key = self.keys[first[c][1]]
-                field_cols[c] = (key, None if c == key else c[len(key) + 1:])
+        _add_columns(first, self.keys, field_cols)
         return data
 
     def _at_once(self, texts: pa.Array, present: set[str], null: pa.Array | None) -> pa.Array | None:
@@ -472,6 +477,16 @@ class _Probe:
                 hit = (False, _to_json(value))
             self.memo[text] = hit
         return hit
+
+
+def _add_columns(first: Mapping[str, tuple[int, int, int]], keys: Sequence[str],
+                 field_cols: dict[str, tuple[str, str | None]]) -> None:
+    """Add a batch's new columns to ``field_cols`` in the order they first appear (row,
+    then key rank, then matrix row rank); ``first`` maps each to that place."""
+    for c, (_, rank, _) in sorted(first.items(), key=lambda kv: kv[1]):
+        if c not in field_cols:
+            key = keys[rank]
+            field_cols[c] = (key, None if c == key else c[len(key) + 1:])
 
 
 _HEADS = {'"': "text", "t": "boolean", "f": "boolean", "n": "null", "[": "array", "{": "object"}
