@@ -105,10 +105,11 @@ def _json_texts(col: pa.Array) -> pa.Array | None:
     for a type it cannot write exactly (floats, times, a null inside an object)."""
     t = col.type
     if pa.types.is_string(t):
-        if pc.any(pc.match_substring_regex(col, "[\\x00-\\x1f]")).as_py():
-            return None  # control characters: escaped per character by json
-        escaped = pc.replace_substring(pc.replace_substring(col, "\\", "\\\\"), '"', '\\"')
-        return pc.binary_join_element_wise('"', escaped, '"', "")
+        if pc.any(pc.match_substring_regex(col, '["\\\\\\x00-\\x1f]')).as_py():
+            if pc.any(pc.match_substring_regex(col, "[\\x00-\\x1f]")).as_py():
+                return None  # control characters: escaped per character by json
+            col = pc.replace_substring(pc.replace_substring(col, "\\", "\\\\"), '"', '\\"')
+        return pc.binary_join_element_wise('"', col, '"', "")
     if pa.types.is_int64(t):
         return col.cast(pa.string())
     if pa.types.is_boolean(t):
@@ -144,7 +145,8 @@ def _object_texts(col: pa.StructArray) -> pa.Array | None:
             return None
         parts += [(", " if j else "") + _to_json(f.name) + ": ", text]
     parts.append("}")
-    return pc.if_else(valid, pc.binary_join_element_wise(*parts, ""), pa.scalar(None, pa.string()))
+    texts = pc.binary_join_element_wise(*parts, "")
+    return pc.if_else(valid, texts, pa.scalar(None, pa.string())) if col.null_count else texts
 
 
 def row_cells(texts: Sequence[Any], keys: Sequence[str]) -> tuple[Cells, First]:
