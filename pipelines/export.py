@@ -19,6 +19,7 @@ import json
 import os
 import tempfile
 from collections.abc import Callable, Iterator, Mapping, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import date, datetime
@@ -42,7 +43,7 @@ from connector.store import (
     json_value,
 )
 
-from .wide_json import doc_cells, row_cells
+from .wide_json import Cells, First, doc_cells, row_cells
 
 Format = Literal["csv", "xlsx", "parquet"]
 Table = Literal["wide", "long", "requests"]
@@ -300,29 +301,62 @@ def _wide_stream(store: Store, tmpdir: Path, *, form_id: str | None, since: date
     f = ExportFilter(form_id=form_id, since_ms=_since_ms(since))
     field_cols: dict[str, tuple[str, str | None]] = {}  # column key -> (field key, matrix row), first seen first
     spill = _Spill(tmpdir, "wide")
-    keys = [] if display else store.field_keys(form_id)
-    probe = _Probe(store.backend, keys)
-    # SQLite gives each answers document as its text: parsed a batch at a time by Arrow's
-    # JSON reader (``wide_json``), the document is read once rather than once per field.
-    whole = not display and store.backend == "sqlite"
-    parts = (store.exports.submissions(f, display=display, batch_rows=CHUNK_ROWS) if display or whole
-             else store.exports.submission_fields(f, keys, batch_rows=CHUNK_ROWS))
-    for part in parts:
-        fixed = list(zip(*part, strict=True))
-        if display:
-            values = _display_cells(part, field_cols)
-        elif whole:
-            values, first = doc_cells(fixed[6], keys) or row_cells(fixed[6], keys)
-            _add_columns(first, keys, field_cols)
-        else:
-            values = probe.cells(fixed[6:], len(part), field_cols)
+    for fixed, values in _field_batches(store, f, display, field_cols):
         spill.add([("submission_id", pa.array(fixed[0], pa.string())), ("form_id", pa.array(fixed[1], pa.string())),
                    ("request_id", pa.array(fixed[2], pa.string())), ("submitted_at", _times(fixed[3])),
                    ("updated_at", _times(fixed[4])), ("edit_count", pa.array(fixed[5], pa.int64()))], values)
-        del part, fixed, values  # one batch in memory while the next is read
+        del fixed, values  # one batch in memory while the next is read
     field_cols = _order_columns(field_cols, fields, order)
     headers = _headers(field_cols, labels)[len(WIDE_FIXED):]
     return spill.stream(WIDE_SCHEMA, list(zip(field_cols, headers, strict=True)))
+
+
+FieldBatch = tuple[list[tuple[Any, ...]], Mapping[str, list[Any] | pa.Array]]
+
+
+def _field_batches(store: Store, f: ExportFilter, display: bool, field_cols: dict[str, tuple[str, str | None]]
+                   ) -> Iterator[FieldBatch]:
+    """Each batch of submissions as its columns (the fixed ones first) and its field
+    cells by column key; new columns are added to ``field_cols`` as they appear."""
+    if display:
+        for part in store.exports.submissions(f, display=True, batch_rows=CHUNK_ROWS):
+            yield list(zip(*part, strict=True)), _display_cells(part, field_cols)
+        return
+    keys = store.field_keys(f.form_id)
+    if store.backend != "sqlite":
+        probe = _Probe(store.backend, keys)
+        for part in store.exports.submission_fields(f, keys, batch_rows=CHUNK_ROWS):
+            fixed = list(zip(*part, strict=True))
+            yield fixed, probe.cells(fixed[6:], len(part), field_cols)
+        return
+    # SQLite gives each answers document as its text: Arrow's JSON reader parses a batch's
+    # documents at once (``wide_json``), so each is read once rather than once per field;
+    # the next batch is read from the database while the reader parses this one.
+    with ThreadPoolExecutor(1) as pool:
+        ahead: tuple[list[tuple[Any, ...]], Future[tuple[Cells, First]]] | None = None
+        for part in store.exports.submissions(f, display=False, batch_rows=_PARSED_ROWS):
+            fixed = list(zip(*part, strict=True))
+            job = fixed, pool.submit(_doc_cells, fixed[6], keys)
+            del part
+            if ahead is not None:
+                yield _with_columns(*ahead, keys, field_cols)
+            ahead = job
+        if ahead is not None:
+            yield _with_columns(*ahead, keys, field_cols)
+
+
+_PARSED_ROWS = CHUNK_ROWS // 5  # small enough for reading and parsing to overlap
+
+
+def _doc_cells(texts: Sequence[str], keys: list[str]) -> tuple[Cells, First]:
+    return doc_cells(texts, keys) or row_cells(texts, keys)
+
+
+def _with_columns(fixed: list[tuple[Any, ...]], cells: Future[tuple[Cells, First]], keys: list[str],
+                  field_cols: dict[str, tuple[str, str | None]]) -> FieldBatch:
+    values, first = cells.result()
+    _add_columns(first, keys, field_cols)
+    return fixed, values
 
 
 def _display_cells(part: Sequence[tuple[Any, ...]], field_cols: dict[str, tuple[str, str | None]]
