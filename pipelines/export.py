@@ -199,7 +199,7 @@ class _Spill:
         types = {k: _unify(self.types.get(k, set())) for k, _ in columns}
         schema = pa.schema(list(fixed) + [(h, types[k]) for k, h in columns])
 
-        def batches() -> Iterator[pa.RecordBatch]:
+        def spilled() -> Iterator[pa.RecordBatch]:
             for path in self.files:
                 with pa.memory_map(str(path)) as src:
                     batch = pa.ipc.open_file(src).get_batch(0)
@@ -210,7 +210,23 @@ class _Spill:
                         arrays.append(pa.nulls(n, types[k]) if i < 0 else _conform(batch.column(i), types[k]))
                     yield pa.RecordBatch.from_arrays(arrays, schema=schema)
 
-        return _TableStream(self.name, schema, batches, lambda: self.rows)
+        return _TableStream(self.name, schema, lambda: _regrouped(spilled(), schema, CHUNK_ROWS),
+                            lambda: self.rows)
+
+
+def _regrouped(batches: Iterator[pa.RecordBatch], schema: pa.Schema, rows: int) -> Iterator[pa.RecordBatch]:
+    """Consecutive ``batches`` as batches of ``rows`` rows (the last one may be shorter)."""
+    held: list[pa.RecordBatch] = []
+    n = 0
+    for batch in batches:
+        held.append(batch)
+        n += batch.num_rows
+        while n >= rows:
+            table = pa.Table.from_batches(held, schema)
+            yield table.slice(0, rows).combine_chunks().to_batches()[0]
+            held, n = table.slice(rows).to_batches(), n - rows
+    if n:
+        yield pa.Table.from_batches(held, schema).combine_chunks().to_batches()[0]
 
 
 def _wide_cells(answers: dict[str, Any], shown: dict[str, Any], sid: str, display: bool) -> dict[str, Any]:
@@ -331,10 +347,11 @@ def _field_batches(store: Store, f: ExportFilter, display: bool, field_cols: dic
         return
     # SQLite gives each answers document as its text: Arrow's JSON reader parses a batch's
     # documents at once (``wide_json``), so each is read once rather than once per field;
-    # the next batch is read from the database while the reader parses this one.
+    # the next batch is read from the database while the reader parses this one (batches
+    # of a fifth of CHUNK_ROWS, so the two overlap; the spill writes them CHUNK_ROWS at a time).
     with ThreadPoolExecutor(1) as pool:
         ahead: tuple[list[tuple[Any, ...]], Future[tuple[Cells, First]]] | None = None
-        for part in store.exports.submissions(f, display=False, batch_rows=_PARSED_ROWS):
+        for part in store.exports.submissions(f, display=False, batch_rows=max(1, CHUNK_ROWS // 5)):
             fixed = list(zip(*part, strict=True))
             job = fixed, pool.submit(_doc_cells, fixed[6], keys)
             del part
@@ -343,9 +360,6 @@ def _field_batches(store: Store, f: ExportFilter, display: bool, field_cols: dic
             ahead = job
         if ahead is not None:
             yield _with_columns(*ahead, keys, field_cols)
-
-
-_PARSED_ROWS = CHUNK_ROWS // 5  # small enough for reading and parsing to overlap
 
 
 def _doc_cells(texts: Sequence[str], keys: list[str]) -> tuple[Cells, First]:

@@ -105,11 +105,8 @@ def _json_texts(col: pa.Array) -> pa.Array | None:
     for a type it cannot write exactly (floats, times, a null inside an object)."""
     t = col.type
     if pa.types.is_string(t):
-        if pc.any(pc.match_substring_regex(col, '["\\\\\\x00-\\x1f]')).as_py():
-            if pc.any(pc.match_substring_regex(col, "[\\x00-\\x1f]")).as_py():
-                return None  # control characters: escaped per character by json
-            col = pc.replace_substring(pc.replace_substring(col, "\\", "\\\\"), '"', '\\"')
-        return pc.binary_join_element_wise('"', col, '"', "")
+        inner = _escaped(col)
+        return None if inner is None else pc.binary_join_element_wise('"', inner, '"', "")
     if pa.types.is_int64(t):
         return col.cast(pa.string())
     if pa.types.is_boolean(t):
@@ -123,29 +120,47 @@ def _json_texts(col: pa.Array) -> pa.Array | None:
     return None
 
 
+def _escaped(col: pa.Array) -> pa.Array | None:
+    """Text as it stands between a JSON string's quotes; None with a control character
+    (json escapes each its own way)."""
+    if not pc.any(pc.match_substring_regex(col, '["\\\\\\x00-\\x1f]')).as_py():
+        return col
+    if pc.any(pc.match_substring_regex(col, "[\\x00-\\x1f]")).as_py():
+        return None
+    return pc.replace_substring(pc.replace_substring(col, "\\", "\\\\"), '"', '\\"')
+
+
 def _list_texts(col: pa.ListArray) -> pa.Array | None:
-    items = _json_texts(col.flatten())
+    items = col.flatten()
+    text = pa.types.is_string(items.type) and not items.null_count
+    items = _escaped(items) if text else _json_texts(items)  # text items: quoted as the list is joined
     if items is None:
         return None
     offsets = pc.subtract(col.offsets, col.offsets[0])
     joined = pc.binary_join(pa.ListArray.from_arrays(offsets, pc.fill_null(items, "null"), mask=col.is_null()),
-                            ", ")
-    return pc.binary_join_element_wise("[", joined, "]", "")
+                            '", "' if text else ", ")
+    if not text:
+        return pc.binary_join_element_wise("[", joined, "]", "")
+    quoted = pc.binary_join_element_wise('["', joined, '"]', "")
+    return pc.if_else(pc.equal(pc.list_value_length(col), 0), "[]", quoted)
 
 
 def _object_texts(col: pa.StructArray) -> pa.Array | None:
     valid = pc.is_valid(col)
-    parts: list[Any] = ["{"]
+    parts: list[Any] = []
+    literal = "{"  # the text between two value columns: keys, separators, a text value's quotes
     for j, f in enumerate(col.type):
         child = col.field(j)
         if pc.any(pc.and_(valid, pc.is_null(child))).as_py():
             return None  # absent or JSON null: the reader does not say which
-        text = _json_texts(child)
-        if text is None:
+        literal += (", " if j else "") + _to_json(f.name) + ": "
+        text = pa.types.is_string(child.type)
+        value = _escaped(child) if text else _json_texts(child)
+        if value is None:
             return None
-        parts += [(", " if j else "") + _to_json(f.name) + ": ", text]
-    parts.append("}")
-    texts = pc.binary_join_element_wise(*parts, "")
+        parts += [literal + '"', value] if text else [literal, value]
+        literal = '"' if text else ""
+    texts = pc.binary_join_element_wise(*parts, literal + "}", "")
     return pc.if_else(valid, texts, pa.scalar(None, pa.string())) if col.null_count else texts
 
 

@@ -25,6 +25,8 @@ READ_AT_ONCE: list[list[dict[str, Any]]] = [
         {"name": "", "tags": ["only"], "unlisted": [1, 2]},
     ],
     [{"age": -12, "tags": [["nested", "list"], []], "grid": {"b": "x", "a": "y"}}, {"grid": {"b": "z", "a": "w"}}],
+    [{"tags": [""], "people": [{"first": 'a"b\\c', "n": 2}, None], "pay": {"ok": True, "to": {"name": "é"}}},
+     {"tags": ["x", None]}, {"tags": None}, {"tags": []}],
 ]
 
 DECLINED: list[list[dict[str, Any]]] = [
