@@ -88,7 +88,7 @@ def safe_to_repeat(method: str, params: Mapping[str, Any]) -> bool:
 def backoff_delay(attempt: int, base: float = 0.5, cap: float = 30.0,
                   rand: Callable[[], float] = random.random) -> float:
     """Full-jitter exponential backoff: a random delay in [0, min(cap, base * 2**attempt)]."""
-    return rand() * min(cap, base * (2 ** attempt))
+    return rand() * min(cap, base * 2.0 ** attempt)
 
 
 def jsonable(value: Any) -> Any:

@@ -61,7 +61,7 @@ WIDE_FIXED = ["submission_id", "form_id", "request_id", "submitted_at", "updated
 LONG_COLUMNS = ["submission_id", "form_id", "field_key", "instance", "row_key", "member_key", "value_json",
                 "display_text"]
 REQUEST_COLUMNS = ["request_id", "form_id", "status", "outcome", "delivery_status", "external_id",
-                   "recipient_email", "recipient_name", "submission_id", "created_at", "expires_at",
+                   "recipient_email", "recipient_name", "url", "submission_id", "created_at", "expires_at",
                    "completed_at", "expired_at", "canceled_at", "cancel_reason", "updated_at"]
 _REQUEST_TIMES = ("created_at", "expires_at", "completed_at", "expired_at", "canceled_at", "updated_at")
 TIMESTAMP = pa.timestamp("ms", tz="UTC")

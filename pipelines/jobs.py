@@ -9,7 +9,7 @@ import json
 import tomllib
 from datetime import datetime
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from apscheduler.triggers.base import BaseTrigger
 from apscheduler.triggers.cron import CronTrigger
@@ -17,6 +17,9 @@ from apscheduler.triggers.interval import IntervalTrigger
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from connector.settings import JobSettings, Settings
+
+if TYPE_CHECKING:
+    from pipelines.outreach.sheet import SheetOptions
 
 KINDS: tuple[str, ...] = ("outreach", "poll", "sync", "export")
 # Jobs that talk to the service and so need [service] token.
@@ -32,13 +35,25 @@ class _Params(BaseModel):
 
 
 class OutreachParams(_Params):
-    """``formsync outreach SHEET --form F [--job J] [--test] [--report R]``."""
+    """``formsync outreach SHEET --form F [--job J] [--test] [--report R]`` and the sheet
+    options: ``encoding``, ``delimiter``, ``sheet`` (name or number from 1), ``header_row``."""
 
     sheet: Path
     form: str = Field(min_length=1)
     job: str | None = Field(None, min_length=1)  # default: the scheduler job's id
     test: bool = False
     report: Path | None = None
+    encoding: str | None = Field(None, min_length=1)
+    delimiter: str | None = Field(None, min_length=1)
+    sheet_name: str | None = Field(None, min_length=1)  # the workbook sheet: "sheet" is the file
+    header_row: int | None = Field(None, ge=1)
+
+    def sheet_options(self) -> SheetOptions:
+        """How to read the sheet, as ``formsync outreach``'s sheet options."""
+        from pipelines.outreach.sheet import SheetOptions
+
+        return SheetOptions(encoding=self.encoding, delimiter=self.delimiter, sheet=self.sheet_name,
+                            header_row=self.header_row)
 
     @field_validator("sheet")
     @classmethod

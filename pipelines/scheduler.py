@@ -35,6 +35,7 @@ from pydantic import BaseModel
 from connector.client import FormClient
 from connector.settings import JobSettings, Settings
 from connector.store import LeaderLock, Store
+from connector.store.lease import holder_id
 
 from .export import export
 from .jobs import (
@@ -145,7 +146,7 @@ class JobRuntime:
                     fc, store, params.sheet, params.form, job=name, mapping=out.mapping, delivery=out.delivery,
                     callback_url=out.callback_url, test=params.test,
                     report_path=params.report or out.report_dir / f"{name}-report.csv",
-                    stop=self.stopping)
+                    stop=self.stopping, sheet_options=params.sheet_options())
             if isinstance(params, PollParams):
                 return await poll_once(fc, store, form_id=params.form)
             if isinstance(params, SyncParams):
@@ -205,6 +206,7 @@ async def _lead(settings: Settings, store: Store, params: dict[str, Any], lock: 
     the way out, let running jobs finish (``stop_timeout_seconds``) and stop the scheduler."""
     global _active
     rt = JobRuntime(settings, store, params)
+    holder = holder_id()
     stale = await asyncio.to_thread(rt.mark_interrupted)
     if stale:
         log.warning("%d job run(s) of a previous scheduler were interrupted", stale)
@@ -222,12 +224,15 @@ async def _lead(settings: Settings, store: Store, params: dict[str, Any], lock: 
         if on_state is not None:
             on_state("leading")
         check = min(options.lock_poll_seconds, options.lease_seconds / 3)
+        await _beat(store, holder, check)
         while not stop.is_set():
             await _pause(stop, check)
             if not stop.is_set() and not await asyncio.to_thread(lock.still_held):
                 log.error("lost the scheduler lock; stopping the scheduler here")
                 break
+            await _beat(store, holder, check)
     finally:
+        await _beat(store, holder, None)
         scheduler.pause()
         rt.stopping.set()
         if rt.running:
@@ -238,6 +243,18 @@ async def _lead(settings: Settings, store: Store, params: dict[str, Any], lock: 
         if left:
             await asyncio.wait(left, timeout=5)
         _active = None
+
+
+async def _beat(store: Store, holder: str, every: float | None) -> None:
+    """The heartbeat ``formsync status`` reads: alive for three beats of ``every`` seconds;
+    ``None`` says the scheduler stopped. A database that cannot take it is only logged."""
+    try:
+        if every is None:
+            await asyncio.to_thread(store.runs.beat_stopped, holder)
+        else:
+            await asyncio.to_thread(store.runs.beat, holder, stale_after_ms=int(every * 3000))
+    except Exception as e:  # the database is busy or gone: the lock check says what matters
+        log.warning("cannot record the scheduler's heartbeat: %s", e)
 
 
 def _missed(event: JobEvent) -> None:

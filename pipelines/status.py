@@ -3,11 +3,13 @@ anything (a database not created or not migrated yet reads as empty)."""
 
 from __future__ import annotations
 
+import time
 from datetime import UTC, datetime
 
 from pydantic import BaseModel
 from rich.console import Group
 from rich.table import Table
+from rich.text import Text
 
 from connector.settings import Settings
 from connector.store import JobRun, OutreachRow, RawEvent, RequestRow, Store
@@ -16,6 +18,7 @@ from .jobs import schedule_text
 from .scheduler import JOBSTORE_TABLE
 
 ERRORS_SHOWN = 10
+STATUSES = ("completed", "expired", "canceled", "pending")
 
 
 class JobStatus(BaseModel):
@@ -33,11 +36,49 @@ class JobStatus(BaseModel):
 class OutreachProgress(BaseModel):
     job: str
     form_id: str
-    rows: int = 0
+    rows: int = 0  # rows recorded in the ledger (the valid rows of the sheet)
     sent: int = 0
     failed: int = 0
     pending: int = 0  # recorded, no request confirmed yet (a stopped or interrupted send)
     changed: int = 0
+    sheet_rows: int | None = None  # rows the last run read from the sheet (None before a run ended)
+    rejected: int = 0  # rows the last run rejected before sending
+    last_change_at: int | None = None
+
+    def line(self) -> str:
+        """``240 of 50,000 sent, 12 rejected, interrupted 16:35, run again to continue``."""
+        total = max(self.sheet_rows or 0, self.rows)
+        bad = self.rejected + self.failed + self.changed
+        text = f"{self.sent:,} of {total:,} sent, {bad:,} rejected"
+        when = _clock(self.last_change_at)
+        if self.pending:
+            return f"{text}, interrupted {when}, run again to continue"
+        return f"{text}, done {when}"
+
+
+class SchedulerState(BaseModel):
+    """The scheduler's heartbeat as ``formsync status`` read it."""
+
+    holder: str | None = None
+    last_beat_at: int | None = None
+    alive: bool = False
+
+    def line(self, now_ms: int) -> str:
+        if self.last_beat_at is None:
+            return "no scheduler has run on this database (start one: formsync run --config FILE)"
+        if self.alive:
+            return f"scheduler alive ({self.holder}), last beat {max(0, now_ms - self.last_beat_at) // 1000} s ago"
+        return f"no scheduler running; the last one beat at {_when(self.last_beat_at)} UTC"
+
+
+class FormRequests(BaseModel):
+    """Stored requests of one form by status."""
+
+    form_id: str
+    completed: int = 0
+    expired: int = 0
+    canceled: int = 0
+    pending: int = 0
 
 
 class RecentError(BaseModel):
@@ -47,8 +88,12 @@ class RecentError(BaseModel):
 
 
 class StatusReport(BaseModel):
+    at: int = 0  # when it was read (epoch ms)
+    store_empty: bool = True  # no job run, outreach, request or delivery stored yet
+    scheduler: SchedulerState = SchedulerState()
     jobs: list[JobStatus] = []
     outreach: list[OutreachProgress] = []
+    requests: list[FormRequests] = []
     pending_requests: int = 0
     events_received: int = 0
     newest_event_at: int | None = None
@@ -59,7 +104,8 @@ def collect_status(settings: Settings, store: Store) -> StatusReport:
     """The figures ``formsync status`` shows: configured jobs with their next run (job
     store) and last run (job runs), outreach progress per outreach job, stored pending
     requests, events received, and the newest job errors and failed outreach rows."""
-    report = StatusReport(jobs=[JobStatus(id=j.id, kind=j.kind, schedule=schedule_text(j)) for j in settings.jobs])
+    report = StatusReport(at=int(time.time() * 1000),
+                          jobs=[JobStatus(id=j.id, kind=j.kind, schedule=schedule_text(j)) for j in settings.jobs])
     if not store.exists():
         return report
     tables = store.table_names()
@@ -68,13 +114,21 @@ def collect_status(settings: Settings, store: Store) -> StatusReport:
         job.next_run_at = next_runs.get(job.id)
     if JobRun.__tablename__ in tables:
         _add_runs(report, store)
+        beat = store.runs.heartbeat()
+        if beat is not None:
+            report.scheduler = SchedulerState(holder=beat.holder, last_beat_at=beat.beat_at,
+                                              alive=beat.alive(report.at))
     if OutreachRow.__tablename__ in tables:
         _add_outreach(report, store)
     if RequestRow.__tablename__ in tables:
         report.pending_requests = store.requests.pending_count()
+        report.requests = [FormRequests(form_id=form, **{k: v for k, v in counts.items() if k in STATUSES})
+                           for form, counts in sorted(store.requests.status_by_form().items())]
     if RawEvent.__tablename__ in tables:
         report.events_received, report.newest_event_at = store.events.received()
     report.errors = sorted(report.errors, key=lambda e: e.at, reverse=True)[:ERRORS_SHOWN]
+    report.store_empty = not (any(j.runs for j in report.jobs) or report.outreach or report.requests
+                              or report.events_received)
     return report
 
 
@@ -105,6 +159,11 @@ def _add_outreach(report: StatusReport, store: Store) -> None:
             p.pending += n
         elif state == "changed":
             p.changed += n
+    outcomes, changes = reads.outcomes(), reads.last_changes()
+    for p in progress.values():
+        outcome = outcomes.get(p.job, {})
+        p.sheet_rows, p.rejected = outcome.get("rows"), int(outcome.get("rejected", 0))
+        p.last_change_at = max(changes.get(p.job, 0), int(outcome.get("at", 0))) or None
     report.outreach = sorted(progress.values(), key=lambda p: p.job)
     for row in reads.failed_rows(ERRORS_SHOWN):
         report.errors.append(RecentError(at=row.updated_at, error=row.error or "",
@@ -117,34 +176,50 @@ def _when(ms: int | None) -> str:
     return datetime.fromtimestamp(ms / 1000, UTC).strftime("%Y-%m-%d %H:%M:%S")
 
 
+def _clock(ms: int | None) -> str:
+    """A time as ``16:35`` (UTC), with the date when it is not today."""
+    if ms is None:
+        return "-"
+    at = datetime.fromtimestamp(ms / 1000, UTC)
+    return at.strftime("%H:%M") if at.date() == datetime.now(UTC).date() else at.strftime("%Y-%m-%d %H:%M")
+
+
+def _short(ms: int | None) -> str:
+    return "-" if ms is None else datetime.fromtimestamp(ms / 1000, UTC).strftime("%m-%d %H:%M")
+
+
+def _table(title: str, *columns: str) -> Table:
+    table = Table(title=title, title_justify="left", expand=False)
+    for name in columns:
+        table.add_column(name, overflow="fold")
+    return table
+
+
 def render_status(report: StatusReport) -> Group:
-    """The report as Rich tables: jobs, outreach, store, last errors (times in UTC)."""
-    jobs = Table(title="Jobs (times UTC)", title_justify="left")
-    for name in ("job", "kind", "schedule", "next run", "last run", "outcome", "runs", "summary"):
-        jobs.add_column(name, overflow="fold")
+    """The report at a glance, within 80 columns (times in UTC): the scheduler's heartbeat,
+    the jobs, each outreach job in one line, the requests per form, deliveries, the last
+    errors."""
+    jobs = _table("Jobs (times UTC)", "job", "kind", "schedule", "next run", "last run", "outcome", "runs")
     for j in report.jobs:
-        jobs.add_row(j.id, j.kind, j.schedule, _when(j.next_run_at), _when(j.last_started_at),
-                     j.last_outcome or "-", str(j.runs), j.last_summary or "")
+        jobs.add_row(Text(j.id), j.kind, Text(j.schedule), _short(j.next_run_at), _short(j.last_started_at),
+                     j.last_outcome or "-", str(j.runs))
     if not report.jobs:
-        jobs.add_row("(no jobs configured)", "", "", "", "", "", "", "")
-    outreach = Table(title="Outreach", title_justify="left")
-    for name in ("outreach job", "form", "rows", "sent", "failed", "pending", "changed"):
-        outreach.add_column(name, overflow="fold")
+        jobs.add_row("(no jobs configured)", "", "", "", "", "", "")
+    outreach = [Text("Outreach", style="italic")]
     for p in report.outreach:
-        outreach.add_row(p.job, p.form_id, str(p.rows), str(p.sent), str(p.failed), str(p.pending), str(p.changed))
+        outreach += [Text(f"  {p.job} ({p.form_id})"), Text(f"    {p.line()}")]
     if not report.outreach:
-        outreach.add_row("(none)", "", "", "", "", "", "")
-    store = Table(title="Store", title_justify="left")
-    store.add_column("what")
-    store.add_column("count")
-    store.add_column("newest (UTC)")
-    store.add_row("pending requests", str(report.pending_requests), "")
-    store.add_row("deliveries received", str(report.events_received), _when(report.newest_event_at))
-    errors = Table(title="Last errors", title_justify="left")
-    for name in ("when (UTC)", "where", "error"):
-        errors.add_column(name, overflow="fold")
+        outreach.append(Text("  (no outreach job yet)"))
+    requests = _table("Requests per form", "form", *STATUSES)
+    for f in report.requests:
+        requests.add_row(Text(f.form_id), *(f"{n:,}" for n in (f.completed, f.expired, f.canceled, f.pending)))
+    if not report.requests:
+        requests.add_row("(none)", "0", "0", "0", "0")
+    received = (f"Deliveries received: {report.events_received:,}"
+                + (f", newest {_when(report.newest_event_at)} UTC" if report.newest_event_at else ""))
+    errors = _table("Last errors", "when (UTC)", "where", "error")
     for e in report.errors:
-        errors.add_row(_when(e.at), e.where, e.error)
+        errors.add_row(_short(e.at), Text(e.where), Text(e.error))  # Text: a [bracket] in an error is no markup
     if not report.errors:
         errors.add_row("-", "(none)", "")
-    return Group(jobs, outreach, store, errors)
+    return Group(Text(report.scheduler.line(report.at)), jobs, *outreach, requests, Text(received), errors)

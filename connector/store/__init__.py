@@ -12,7 +12,7 @@ what writers share), ``sqlite``, ``postgresql`` and ``mysql`` (one writer per da
 (``store.scheduled_jobs``) and ``exports``."""
 
 from .exports import ExportFilter, json_value
-from .facade import WRITERS, Store, alembic_config
+from .facade import WRITERS, Store, alembic_config, url_problem
 from .lease import LOCK_NAME, LeaderLock, LeaseLock
 from .mapping import (
     ANSWER_COLUMNS,
@@ -62,12 +62,13 @@ from .tables import (
 from .views import VIEW_PREFIX, FormView, ViewColumn, answer_json, select_sql, view_name
 
 __all__ = [
-    "VIEW_PREFIX", "FormView", "ViewColumn", "answer_json", "select_sql", "view_name",
-    "LOCK_NAME", "SUMMARY_MAX", "AdvisoryLock", "ExportFilter", "LeaderLock", "LeaseLock", "NamedLock",
-    "PendingRequest", "json_value",
-    "ANSWER_COLUMNS", "METADATA", "NAMING_CONVENTION", "OUTREACH_STATES", "SOURCES", "SQLITE_BUSY_TIMEOUT_MS",
-    "TERMINAL_STATUSES", "VERSION_TABLE", "WRITERS", "EventRows", "FormField", "Incoming", "JobRun", "OutreachJob",
-    "OutreachRow", "RawEvent", "RequestRow", "SchedulerLease", "Source", "Store", "StoreModel", "StoreOutcome",
-    "SubmissionRow", "SyncCursor", "SyncMark", "alembic_config", "answer_rows", "compare_column_type", "answer_tuples", "compress_body", "display_text",
-    "epoch_ms", "event_integer_problem", "event_to_rows", "integer_problem", "is_matrix", "list_ts_ms", "request_answers", "request_rank", "submission_rank", "value_text",
+    "ANSWER_COLUMNS", "AdvisoryLock", "EventRows", "ExportFilter", "FormField", "FormView", "Incoming",
+    "JobRun", "LOCK_NAME", "LeaderLock", "LeaseLock", "METADATA", "NAMING_CONVENTION", "NamedLock",
+    "OUTREACH_STATES", "OutreachJob", "OutreachRow", "PendingRequest", "RawEvent", "RequestRow", "SOURCES",
+    "SQLITE_BUSY_TIMEOUT_MS", "SUMMARY_MAX", "SchedulerLease", "Source", "Store", "StoreModel",
+    "StoreOutcome", "SubmissionRow", "SyncCursor", "SyncMark", "TERMINAL_STATUSES", "VERSION_TABLE",
+    "VIEW_PREFIX", "ViewColumn", "WRITERS", "alembic_config", "answer_json", "answer_rows", "answer_tuples",
+    "compare_column_type", "compress_body", "display_text", "epoch_ms", "event_integer_problem",
+    "event_to_rows", "integer_problem", "is_matrix", "json_value", "list_ts_ms", "request_answers",
+    "request_rank", "select_sql", "submission_rank", "url_problem", "value_text", "view_name",
 ]

@@ -13,7 +13,7 @@ from typing import Any, TypeVar
 from pydantic import BaseModel
 from sqlalchemy import delete, text
 from sqlalchemy.engine import Connection, make_url
-from sqlalchemy.exc import DBAPIError, IntegrityError, OperationalError
+from sqlalchemy.exc import ArgumentError, DBAPIError, IntegrityError, OperationalError
 
 from ..models import Event
 from .database import Database
@@ -55,6 +55,17 @@ _RETRIES = 5  # a transient conflict (see Writer.retryable): the whole transacti
 # The writer of each database, by SQLAlchemy backend name: a new database is a module
 # with its writer, and one line here.
 WRITERS: dict[str, type[Writer]] = {"sqlite": SQLiteWriter, "postgresql": PostgreSQLWriter, "mysql": MySQLWriter}
+
+
+def url_problem(url: str) -> str | None:
+    """Why the database ``url`` names cannot be opened, when its writer can tell without
+    connecting (a SQLite file in a missing directory); None otherwise, or for a URL no
+    writer takes (``Store`` says that one)."""
+    try:
+        writer = WRITERS.get(make_url(url).get_backend_name())
+    except ArgumentError:
+        return None
+    return writer.open_problem(url) if writer is not None else None
 
 
 def _normalise_url(url: str | Path) -> str:

@@ -78,6 +78,16 @@ class OutreachLedger:
                 rec.updated_at = self._clock()
                 s.add(rec)
 
+    def record_outcome(self, job: str, outcome: Mapping[str, Any]) -> None:
+        """Remember how the job's last run ended (rows read, rejected, stopped, when), for
+        ``formsync status``."""
+        with self._db.session() as s:
+            rec = s.get(OutreachJob, job)
+            if rec is not None:
+                rec.settings = {**(rec.settings or {}), "outcome": {**outcome, "at": self._clock()}}
+                rec.updated_at = self._clock()
+                s.add(rec)
+
     # -- rows -----------------------------------------------------------------------
 
     def rows_to_send(self, job: str, rows: Mapping[str, str]) -> set[str]:

@@ -247,6 +247,23 @@ def answer_tuples(submission_id: str, answers: Mapping[str, Any] | None,
     return rows
 
 
+def answer_count(answers: Mapping[str, Any] | None, wanted: frozenset[str] | None = None) -> int:
+    """How many rows ``answer_tuples`` makes of ``answers`` (of the ``wanted`` fields
+    only, when given), without making them."""
+    n = 0
+    for key, value in (answers or {}).items():
+        if wanted is not None and key not in wanted:
+            continue
+        if isinstance(value, str):
+            n += 1
+        elif _is_group(value):
+            parts = sum(len(v) if is_matrix(v) else 1 for inst in value for v in inst.values())
+            n += parts or 1
+        else:
+            n += len(value) if is_matrix(value) else 1
+    return n
+
+
 def _answer(submission_id: str, key: str, instance: int, row_key: str, member_key: str, value: Any,
             shown: Any) -> tuple[Any, ...]:
     return (submission_id, key, instance, row_key, member_key, _encode_value(value), display_text(value, shown))

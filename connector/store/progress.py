@@ -3,11 +3,13 @@ for ``formsync status`` and the demo. The outreach ledger's own writes are not h
 
 from __future__ import annotations
 
+from typing import Any
+
 from sqlalchemy import func
 from sqlmodel import col, select
 
 from .database import Database
-from .tables import OutreachJob, OutreachRow
+from .tables import OutreachJob, OutreachRow, RequestRow
 
 
 class OutreachProgressReads:
@@ -20,6 +22,11 @@ class OutreachProgressReads:
         """Every outreach job: name -> form id."""
         with self._db.reader() as s:
             return {j.name: j.form_id for j in s.exec(select(OutreachJob))}
+
+    def outcomes(self) -> dict[str, dict[str, Any]]:
+        """Each job's last recorded run outcome (see ``OutreachLedger.record_outcome``)."""
+        with self._db.reader() as s:
+            return {j.name: dict((j.settings or {}).get("outcome") or {}) for j in s.exec(select(OutreachJob))}
 
     def state_counts(self) -> list[tuple[str, str, int]]:
         """``(job name, row state, rows)`` for every job and state that has rows."""
@@ -46,3 +53,17 @@ class OutreachProgressReads:
         with self._db.reader() as s:
             return int(s.exec(select(func.count()).select_from(OutreachRow).where(
                 OutreachRow.job_name == job, col(OutreachRow.request_id).is_not(None))).one())
+
+    def links(self, job: str) -> list[tuple[str, str | None]]:
+        """``(row key, request url)`` of each request a job created, in sheet row order."""
+        with self._db.reader() as s:
+            rows = s.exec(select(OutreachRow.row_key, RequestRow.url)
+                          .join(RequestRow, col(OutreachRow.request_id) == col(RequestRow.id))
+                          .where(OutreachRow.job_name == job).order_by(col(OutreachRow.row_number)))
+            return [(key, url) for key, url in rows]
+
+    def last_changes(self) -> dict[str, int]:
+        """Each job's newest row change (epoch ms)."""
+        with self._db.reader() as s:
+            return {job: int(at) for job, at in s.exec(
+                select(OutreachRow.job_name, func.max(OutreachRow.updated_at)).group_by(col(OutreachRow.job_name)))}

@@ -49,3 +49,12 @@ class RequestReads:
             rows = s.exec(select(RequestRow.status, func.count()).where(col(RequestRow.id).in_(list(ids)))
                           .group_by(col(RequestRow.status))).all()
         return {status: int(n) for status, n in rows}
+
+    def status_by_form(self) -> dict[str, dict[str, int]]:
+        """Form id ('?' when unknown) -> status -> how many requests are stored."""
+        out: dict[str, dict[str, int]] = {}
+        with self._db.reader() as s:
+            for form_id, status, n in s.exec(select(RequestRow.form_id, RequestRow.status, func.count())
+                                             .group_by(col(RequestRow.form_id), col(RequestRow.status))):
+                out.setdefault(form_id or "?", {})[status] = int(n)
+        return out

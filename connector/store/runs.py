@@ -4,12 +4,30 @@ and ``formsync status`` shows."""
 from __future__ import annotations
 
 import time
+from dataclasses import dataclass
 
 from sqlalchemy import func, update
 from sqlmodel import col, select
 
 from .database import Database
-from .tables import JobRun
+from .tables import JobRun, SchedulerLease
+
+# The scheduler's heartbeat is a row of the lease table (which every database has, whatever
+# its leader lock): ``acquired_at`` is the last beat, ``expires_at`` when it goes stale.
+HEARTBEAT = "formsync-scheduler-heartbeat"
+
+
+@dataclass(frozen=True)
+class Heartbeat:
+    """The scheduler's last beat: who beat (host:pid:…), when (epoch ms), and until when
+    that counts as alive (a scheduler that stops cleanly sets it to its last beat)."""
+
+    holder: str
+    beat_at: int
+    alive_until: int
+
+    def alive(self, now_ms: int) -> bool:
+        return now_ms < self.alive_until
 
 SUMMARY_MAX = 500  # characters of a run's summary kept
 
@@ -69,3 +87,28 @@ class JobRuns:
         with self._db.reader() as s:
             return list(s.exec(select(JobRun).where(JobRun.outcome == "error")
                                .order_by(col(JobRun.started_at).desc()).limit(limit)))
+
+    def beat(self, holder: str, *, stale_after_ms: int) -> None:
+        """The scheduler ``holder`` is alive now; without another beat within
+        ``stale_after_ms`` it counts as gone."""
+        now = _now_ms()
+        with self._db.session() as s:
+            row = s.get(SchedulerLease, HEARTBEAT)
+            if row is None:
+                row = SchedulerLease(name=HEARTBEAT, holder=holder, acquired_at=now, expires_at=now)
+            row.holder, row.acquired_at, row.expires_at = holder, now, now + stale_after_ms
+            s.add(row)
+
+    def beat_stopped(self, holder: str) -> None:
+        """The scheduler ``holder`` stopped: its last beat stays, it no longer counts as alive."""
+        with self._db.session() as s:
+            row = s.get(SchedulerLease, HEARTBEAT)
+            if row is not None and row.holder == holder:
+                row.expires_at = min(row.expires_at, _now_ms())
+                s.add(row)
+
+    def heartbeat(self) -> Heartbeat | None:
+        """The scheduler's last beat on this database, or None when none ever beat."""
+        with self._db.reader() as s:
+            row = s.get(SchedulerLease, HEARTBEAT)
+            return Heartbeat(row.holder, row.acquired_at, row.expires_at) if row is not None else None

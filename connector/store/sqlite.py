@@ -6,6 +6,7 @@ receiver)."""
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -41,6 +42,22 @@ class SQLiteWriter(SQLWriter):
         """A SQLite file not created yet."""
         u = make_url(url)
         return bool(u.database) and not Path(u.database or "").exists()
+
+    @classmethod
+    def open_problem(cls, url: str) -> str | None:
+        """A missing or read-only directory, or a directory where the file should be."""
+        database = make_url(url).database
+        if database in (None, "", ":memory:"):
+            return None
+        path = Path(database or "")
+        parent = path.parent if str(path.parent) else Path(".")
+        if path.is_dir():
+            return f"cannot open the SQLite database {path}: it is a directory"
+        if not parent.is_dir():
+            return f"cannot open the SQLite database {path}: the directory {parent} does not exist"
+        if not path.exists() and not os.access(parent, os.W_OK):
+            return f"cannot create the SQLite database {path}: the directory {parent} is not writable"
+        return None
 
     def upsert(self, table: Table) -> Any:
         return sqlite_dialect.insert(table)

@@ -76,6 +76,12 @@ class Writer(Protocol):
         """Whether the database ``url`` names does not exist yet (and would be created)."""
         ...
 
+    @classmethod
+    def open_problem(cls, url: str) -> str | None:
+        """Why the database ``url`` names cannot be opened or created, when that can be
+        known without connecting (a file in a missing directory); None otherwise."""
+        ...
+
     def insert_new(self, table: str, rows: Sequence[Mapping[str, Any]]) -> set[str]:
         """Insert the rows (distinct ids) whose id is not stored yet; the ids inserted."""
         ...
@@ -169,6 +175,11 @@ class SQLWriter:
     def missing(cls, url: str) -> bool:
         """A server database is never taken as missing."""
         return False
+
+    @classmethod
+    def open_problem(cls, url: str) -> str | None:
+        """A server database's problems show when connecting."""
+        return None
 
     def close(self) -> None:
         """Release the DB-API cursor."""

@@ -191,44 +191,55 @@ def outreach(
     job: Annotated[str | None, typer.Option(help="Job name: a re-run with the same name sends only the rows "
                                                  "not sent yet (default: the sheet's file name).")] = None,
     config: ConfigOption = None,
-    dry_run: Annotated[bool, typer.Option("--dry-run", help="Validate and print the plan; create nothing.")]
-    = False,
+    dry_run: Annotated[bool, typer.Option("--dry-run", help="Check the sheet and print what would be sent; "
+                                                            "create nothing.")] = False,
     test: Annotated[bool, typer.Option("--test", help="Create test requests.")] = False,
     report: Annotated[Path | None, typer.Option("--report", help="Where to write the CSV of bad rows "
                                                                  "(default: outreach.report_dir/JOB-report.csv).")]
     = None,
+    encoding: Annotated[str | None, typer.Option(help="The CSV's encoding, e.g. utf-8, utf-16, cp1252, latin-1 "
+                                                      "(default: detected).")] = None,
+    delimiter: Annotated[str | None, typer.Option(help="The CSV's delimiter: , ; | or tab (default: sniffed "
+                                                       "from the header line).")] = None,
+    sheet_name: Annotated[str | None, typer.Option("--sheet", help="The XLSX sheet, by name or number from 1 "
+                                                                  "(default: the first with data).")] = None,
+    header_row: Annotated[int | None, typer.Option(help="The row holding the column names, from 1 "
+                                                        "(default: detected).")] = None,
 ) -> None:
-    """Send one request per valid sheet row. Every row is checked against the form's fields
-    first; bad rows go to the report and are not sent. Prints the run report as JSON.
+    """Send one request per valid sheet row. The form and the sheet's columns are checked
+    first, then every row against the form's fields; bad rows go to the report and are
+    not sent. Prints an estimate, a progress bar, a summary with the first rejected rows
+    and the run report as JSON. Exit 3 when rows were rejected; on Ctrl-C (130) or SIGTERM
+    (143) the rows sent so far are kept and the same command sends the rest.
 
     Example: [bold]formsync outreach contacts.csv --form form_123 --job spring --report bad.csv[/bold]
     """
     with command(config) as ctx:
-        from pipelines.outreach import SHEET_SUFFIXES, run_outreach
-        from pipelines.outreach.show import plan_lines, progress_bar
+        from pipelines.outreach import SHEET_SUFFIXES, SheetOptions
+
+        from .outreach_run import OutreachCall, run_command
 
         if not sheet.is_file():
             raise UsageError(f"sheet {sheet} does not exist", where="SHEET")
         if sheet.suffix.lower() not in SHEET_SUFFIXES:
             raise UsageError(f"unsupported sheet type {sheet.suffix!r}; use .csv or .xlsx", where="SHEET")
-        out = ctx.service_settings().outreach
-        store = ctx.store()
         name = job or sheet.stem
-        with progress_bar(show=not dry_run) as progress:
-            done = ctx.with_client(lambda fc: run_outreach(
-                fc, store, sheet, form, job=name, mapping=out.mapping, delivery=out.delivery,
-                callback_url=out.callback_url, dry_run=dry_run, test=test,
-                report_path=report or out.report_dir / f"{name}-report.csv", progress=progress))
-        for line in plan_lines(done.plan) if dry_run else []:
-            typer.echo(line)
-        print_report(done)
+        report_dir = ctx.service_settings().outreach.report_dir
+        call = OutreachCall(sheet=sheet, form=form, job=name, config=config, dry_run=dry_run, test=test,
+                            report=report or report_dir / f"{name}-report.csv",
+                            options=SheetOptions(encoding=encoding, delimiter=delimiter, sheet=sheet_name,
+                                                 header_row=header_row))
+        code = run_command(ctx, call)
+    if code:
+        raise typer.Exit(code)
 
 
 def status(
     config: Annotated[Path, typer.Option(help="The TOML settings file that `formsync run` uses.")],
 ) -> None:
-    """Show the jobs (schedule, next run, last run and outcome), outreach progress, pending
-    requests, deliveries received and the last errors. Reads the database only.
+    """Show at a glance, within 80 columns: whether a scheduler is alive, the jobs (next
+    and last run, outcome), each outreach job's progress, the requests of each form by
+    status, deliveries received and the last errors. Reads the database only.
 
     Example: [bold]formsync status --config formsync.toml[/bold]
     """
@@ -241,6 +252,9 @@ def status(
         settings = ctx.settings()
         check_jobs(settings)
         report = collect_status(settings, ctx.store(migrate=False))
+        if report.store_empty:
+            typer.echo(f"note: the store {ctx.store_url()} is new or empty: nothing has run against it yet",
+                       err=True)
         Console().print(render_status(report))
 
 

@@ -66,7 +66,7 @@ class Context:
         false. A URL that cannot be used is a ``UsageError``; a database that cannot be
         reached or prepared is ``WorkFailed``."""
         if self._store is None:
-            from connector.store import Store
+            from connector.store import Store, url_problem
 
             if url is None:
                 import os
@@ -74,7 +74,7 @@ class Context:
                 url = self.settings().store.url
                 where = "FORMSYNC_STORE__URL" if "FORMSYNC_STORE__URL" in os.environ else f"{self.where}: store.url"
             self._urls.append(url)
-            if (problem := sqlite_problem(url)) is not None:
+            if (problem := url_problem(url)) is not None:
                 raise UsageError(problem, where=where, hint="create the directory, or give another path in the URL")
             try:
                 self._store = Store(url)
@@ -198,35 +198,10 @@ def note_defaults(settings: Settings) -> None:
         typer.echo(f"note: no --config; using the default {' and '.join(parts)}", err=True)
 
 
-def sqlite_problem(url: str) -> str | None:
-    """Why the SQLite file a URL names cannot be opened (a missing or read-only directory,
-    a directory where the file should be), or None."""
-    import os
-
-    from sqlalchemy.engine import make_url
-    from sqlalchemy.exc import ArgumentError
-
-    try:
-        parsed = make_url(url)
-    except ArgumentError:
-        return None  # said by the store, which refuses it
-    if not parsed.drivername.startswith("sqlite") or parsed.database in (None, "", ":memory:"):
-        return None
-    path = Path(parsed.database)
-    parent = path.parent if str(path.parent) else Path(".")
-    if path.is_dir():
-        return f"cannot open the SQLite database {path}: it is a directory"
-    if not parent.is_dir():
-        return f"cannot open the SQLite database {path}: the directory {parent} does not exist"
-    if not path.exists() and not os.access(parent, os.W_OK):
-        return f"cannot create the SQLite database {path}: the directory {parent} is not writable"
-    return None
-
-
 def _url_problem(url: str, detail: str) -> str:
     """Why ``url`` cannot be used, naming it once and saying which URLs work."""
     said = detail if url in detail else f"cannot use the database URL {url!r}: {detail}"
-    return said if "sqlite:///" in said else f"{said}; use sqlite:///path.db or postgresql+psycopg://user@host/db"
+    return said if "sqlite:///" in said else f"{said}; use sqlite:///path.db, postgresql+psycopg://user@host/db or mysql+pymysql://user@host/db"
 
 
 def print_report(report: BaseModel) -> None:

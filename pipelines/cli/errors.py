@@ -23,7 +23,9 @@ class ExitCode(IntEnum):
     DONE = 0
     FAILED = 1  # the work failed: the service refused, the database or network was unreachable
     USAGE = 2  # a usage or configuration error: fix the command line or the settings and run again
+    REJECTED = 3  # outreach ran, but rows were rejected or refused: they are in the report, the rest were sent
     INTERRUPTED = 130  # Ctrl-C (SIGINT) stopped a one-shot command: 128 + 2, as shells report it
+    TERMINATED = 143  # SIGTERM stopped a one-shot command: 128 + 15
 
 
 class CommandError(Exception):
@@ -92,6 +94,9 @@ RULES: tuple[Rule, ...] = (
     Rule("pipelines.demo", "OutDirError", ExitCode.USAGE, where="--out"),
     Rule("pipelines.demo", "DemoError", ExitCode.FAILED, prefix="the demo stopped: "),
     Rule("pipelines.jobs", "ConfigError", ExitCode.USAGE, where="--config"),
+    # A sheet that cannot be read, a form that takes no requests, columns that match nothing.
+    Rule("pipelines.outreach.sheet", "SheetError", ExitCode.USAGE),
+    Rule("pipelines.outreach.checks", "OutreachRefused", ExitCode.USAGE),
     Rule("connector.errors", "Unauthorized", ExitCode.FAILED,
          hint="check service.token (or FORMSYNC_SERVICE__TOKEN)"),
     Rule("connector.errors", "FormsyncError", ExitCode.FAILED),

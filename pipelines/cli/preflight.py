@@ -6,9 +6,12 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .errors import UsageError, first_line
+
+if TYPE_CHECKING:
+    from pipelines.jobs import OutreachParams
 
 
 def check_job_files(params: dict[str, Any], where: str) -> None:
@@ -18,20 +21,21 @@ def check_job_files(params: dict[str, Any], where: str) -> None:
 
     for job_id, p in params.items():
         if isinstance(p, OutreachParams):
-            _check_sheet(job_id, p.sheet, where)
+            _check_sheet(job_id, p, where)
         elif isinstance(p, ExportParams):
             _check_out(job_id, p.out, where)
 
 
-def _check_sheet(job_id: str, sheet: Path, where: str) -> None:
+def _check_sheet(job_id: str, params: OutreachParams, where: str) -> None:
     from pipelines.outreach import read_sheet
 
+    sheet = params.sheet
     if not sheet.is_file():
         what = "is a directory" if sheet.is_dir() else "does not exist"
         raise UsageError(f"job {job_id!r} (outreach): sheet {sheet} {what}", where=where,
                          hint="fix params.sheet (a relative path is from the directory formsync runs in)")
     try:
-        read_sheet(sheet)
+        read_sheet(sheet, params.sheet_options())
     except Exception as e:  # pandas, openpyxl and the codecs fail in many ways: each is the sheet's fault here
         raise UsageError(f"job {job_id!r} (outreach): cannot read sheet {sheet}: {first_line(e)}",
                          where=where) from None

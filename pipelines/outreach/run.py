@@ -1,57 +1,129 @@
-"""One outreach run: read the sheet, plan it against the form's fields, report the
-rejected rows, send the rest through the ledger."""
+"""One outreach run: check the form, read the sheet, check its columns, plan it against
+the form's fields, report the rejected rows, send the rest through the ledger, and write
+the job's links beside the report."""
 
 from __future__ import annotations
 
 import asyncio
 from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
 
 from connector.client import FormClient
-from connector.store import Store
+from connector.store import OutreachRow, Store
 
+from .checks import OutreachRefused, column_problem, form_fields
 from .documents import Documents, document_problems
-from .plan import plan_rows
-from .report import OutreachReport, default_report_path, write_report
+from .plan import Plan, plan_rows
+from .report import OutreachReport, default_report_path, links_path, write_links, write_report
 from .send import ProgressCallback, Sender, SendOptions, SendResult
-from .sheet import read_sheet
+from .sheet import Sheet, SheetOptions, load_sheet
+
+
+@dataclass
+class Prepared:
+    """A run checked and planned, nothing sent: the sheet as read, the plan, where the
+    report went, and how many of the plan's rows the ledger has not sent yet."""
+
+    sheet: Sheet
+    form_id: str
+    job: str
+    plan: Plan
+    report_path: Path
+    to_send: int
+
+
+async def prepare_outreach(client: FormClient, store: Store | None, sheet: Path, form_id: str, *, job: str,
+                           mapping: Mapping[str, str] | None = None, delivery: str = "none",
+                           report_path: Path | None = None, sheet_options: SheetOptions | None = None
+                           ) -> Prepared:
+    """Check the form (``OutreachRefused`` with the service's reason when it cannot take
+    requests), read the sheet (``SheetError``), check its columns once (``OutreachRefused``
+    naming each unknown column with the closest known name and a mapping), plan the rows
+    and write the rejected ones to the report. Calls nothing but ``fields.list``, writes
+    nothing to the store."""
+    fields = await form_fields(client, form_id)
+    read = load_sheet(sheet, sheet_options)
+    problem = column_problem(read.columns, fields, mapping or {})
+    if problem is not None:
+        raise OutreachRefused(f"{sheet}: {problem}")
+    plan = plan_rows(read.rows, fields, job=job, form_id=form_id, mapping=mapping, delivery=delivery,
+                     check_documents=lambda params: document_problems(params, sheet.parent), numbers=read.numbers)
+    report_path = report_path or default_report_path(job)
+    write_report(report_path, plan.rejected)
+    to_send = len(plan.valid)
+    if store is not None and store.exists() and OutreachRow.__tablename__ in store.table_names():
+        to_send = len(store.ledger.rows_to_send(job, {r.identity: r.content_hash for r in plan.valid}))
+    return Prepared(read, form_id, job, plan, report_path, to_send)
+
+
+async def send_outreach(client: FormClient, store: Store, prepared: Prepared, *, delivery: str = "none",
+                        callback_url: str | None = None, test: bool = False,
+                        progress: ProgressCallback | None = None, stop: asyncio.Event | None = None
+                        ) -> OutreachReport:
+    """Send a prepared plan (see ``run_outreach``) and write the job's links
+    (``<report>-links.csv`` beside the report: externalId, email, url)."""
+    p = prepared
+    store.ledger.open_job(p.job, p.form_id, str(p.sheet.path), {"delivery": delivery, "test": test})
+    documents = Documents(client, store.ledger, p.job, p.form_id, p.sheet.path.parent)
+    sender = Sender(client, store, documents, job=p.job, form_id=p.form_id, stop=stop,
+                    options=SendOptions(delivery=delivery, callback_url=callback_url, test=test))
+    result = await sender.send(p.plan.valid, progress)
+    if result.problems:
+        write_report(p.report_path, sorted(p.plan.rejected + result.problems, key=lambda line: line[0]))
+    store.ledger.record_outcome(p.job, {"rows": p.plan.rows, "rejected": p.plan.invalid, "stopped": result.stopped})
+    links = links_path(p.report_path, p.job)
+    write_links(links, job_links(p.plan, store.outreach_progress.links(p.job)))
+    return outreach_report(p, result, documents.uploads, links)
+
+
+def job_links(plan: Plan, sent: list[tuple[str, str | None]]) -> list[tuple[str | None, str | None, str | None]]:
+    """``(externalId, email, url)`` of each sent row: the ids and addresses as the sheet
+    has them (a row sent by an earlier run and gone from the sheet keeps its externalId)."""
+    rows = {r.identity: r.params for r in plan.valid}
+    out: list[tuple[str | None, str | None, str | None]] = []
+    for key, url in sent:
+        params = rows.get(key)
+        if params is not None:
+            out.append((params.externalId, params.recipient.get("email"), url))
+        else:
+            out.append((key.removeprefix("ext:") if key.startswith("ext:") else None, None, url))
+    return out
+
+
+def outreach_report(p: Prepared, result: SendResult, uploads: int = 0, links: Path | None = None) -> OutreachReport:
+    """The report of a prepared run and what sending it did (nothing, for a dry run)."""
+    return OutreachReport(rows=p.plan.rows, sent=result.sent, skipped_existing=result.skipped,
+                          invalid=p.plan.invalid, changed=result.changed, failed=result.failed,
+                          report_path=p.report_path, links_path=links, stopped=result.stopped, left=result.left,
+                          documents_uploaded=uploads, plan=p.plan)
 
 
 async def run_outreach(client: FormClient, store: Store, sheet: Path, form_id: str, *, job: str,
                        mapping: Mapping[str, str] | None = None, delivery: str = "none",
                        callback_url: str | None = None, dry_run: bool = False, test: bool = False,
                        report_path: Path | None = None, progress: ProgressCallback | None = None,
-                       stop: asyncio.Event | None = None) -> OutreachReport:
-    """Send one request per valid row of ``sheet`` to ``form_id``. Every row is validated
-    against ``fields.list`` first; bad rows go to the CSV report (row numbers as in the
-    sheet, header = row 1) and are never sent. The rows to send are recorded ``pending``
-    first; each is marked ``sending`` before its create and ``sent`` after, so a re-run
-    sends only rows without a request, with the same idempotency key. A row whose content changed under
-    the same identity is marked ``changed`` and not sent; a row the service refused
-    (``failed``, nothing sent) is sent again, as corrected, on the next run; a later row
-    repeating an earlier row's identity is reported, not sent. ``dry_run`` calls nothing
-    but ``fields.list`` and records nothing; the report carries the plan.
+                       stop: asyncio.Event | None = None, sheet_options: SheetOptions | None = None
+                       ) -> OutreachReport:
+    """Send one request per valid row of ``sheet`` to ``form_id``. The form and the
+    sheet's columns are checked first (``OutreachRefused``, ``SheetError``: nothing is
+    sent); every row is validated against ``fields.list``; bad rows go to the CSV report
+    (row numbers as in the sheet) and are never sent. The rows to send are recorded
+    ``pending`` first; each is marked ``sending`` before its create and ``sent`` after, so
+    a re-run sends only rows without a request, with the same idempotency key. A row whose
+    content changed under the same identity is marked ``changed`` and not sent; a row the
+    service refused (``failed``, nothing sent) is sent again, as corrected, on the next
+    run; a later row repeating an earlier row's identity is reported, not sent.
+    ``dry_run`` calls nothing but ``fields.list`` and records nothing; the report carries
+    the plan.
 
-    ``progress`` is called after each row with (rows done, rows to go through). ``stop``
+    ``progress`` hears each row gone through and each wait for the rate limit. ``stop``
     asks for a graceful end: the row being sent is finished and recorded, no further row
-    is sent (a wait for the rate window is cut short), and the report says ``stopped``.
-    Rows not sent have no request recorded, so the next run sends them."""
-    rows = read_sheet(sheet)
-    fields = (await client.list_fields(form_id)).items
-    plan = plan_rows(rows, fields, job=job, form_id=form_id, mapping=mapping, delivery=delivery,
-                     check_documents=lambda params: document_problems(params, sheet.parent))
-    report_path = report_path or default_report_path(job)
-    write_report(report_path, plan.rejected)
-    result, uploads = SendResult(), 0
-    if not dry_run:
-        store.ledger.open_job(job, form_id, str(sheet), {"delivery": delivery, "test": test})
-        documents = Documents(client, store.ledger, job, form_id, sheet.parent)
-        sender = Sender(client, store, documents, job=job, form_id=form_id, stop=stop,
-                        options=SendOptions(delivery=delivery, callback_url=callback_url, test=test))
-        result = await sender.send(plan.valid, progress)
-        uploads = documents.uploads
-        if result.problems:
-            write_report(report_path, sorted(plan.rejected + result.problems, key=lambda line: line[0]))
-    return OutreachReport(rows=plan.rows, sent=result.sent, skipped_existing=result.skipped, invalid=plan.invalid,
-                          changed=result.changed, failed=result.failed, report_path=report_path,
-                          stopped=result.stopped, documents_uploaded=uploads, plan=plan)
+    is sent (a wait for the rate window is cut short), and the report says ``stopped``
+    and how many rows are ``left``; the next run sends them."""
+    prepared = await prepare_outreach(client, store, sheet, form_id, job=job, mapping=mapping, delivery=delivery,
+                                      report_path=report_path, sheet_options=sheet_options)
+    if dry_run:
+        return outreach_report(prepared, SendResult(left=prepared.to_send), 0, None)
+    return await send_outreach(client, store, prepared, delivery=delivery, callback_url=callback_url, test=test,
+                               progress=progress, stop=stop)

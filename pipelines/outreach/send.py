@@ -19,8 +19,21 @@ from .documents import Documents, DocumentUnreadable
 from .plan import PlannedRow
 from .values import Problem
 
-# Called after each row with (rows gone through, rows in the plan).
-ProgressCallback = Callable[[int, int], None]
+
+@dataclass(frozen=True)
+class SendProgress:
+    """Where a run is: rows gone through of the plan's ``total``, requests ``sent`` by this
+    run, and ``waiting``: the seconds until the rate limit admits the next create (0 when
+    the run is not waiting for it)."""
+
+    done: int
+    total: int
+    sent: int
+    waiting: float = 0.0
+
+
+# Called after each row, and before each wait for the rate limit.
+ProgressCallback = Callable[[SendProgress], None]
 
 
 @dataclass(frozen=True)
@@ -41,6 +54,7 @@ class SendResult:
     changed: int = 0
     failed: int = 0
     stopped: bool = False
+    left: int = 0  # rows of the plan not gone through (a stop ended the run first)
     problems: list[tuple[int, Problem]] = field(default_factory=list)
 
 
@@ -60,9 +74,10 @@ class Sender:
         todo = self.ledger.rows_to_send(self.job, {r.identity: r.content_hash for r in rows})
         claims = self.ledger.record_pending(self.job, [
             PendingRow(r.identity, r.number, r.content_hash, r.key) for r in rows if r.identity in todo])
+        done = 0
         for done, row in enumerate(rows, start=1):
             if self.stop is not None and self.stop.is_set():
-                result.stopped = True
+                result.stopped, done = True, done - 1
                 break
             claim = claims.get(row.identity, "sent")
             if claim == "sent":
@@ -70,16 +85,21 @@ class Sender:
             elif claim == "changed":
                 result.changed += 1
                 result.problems.append((row.number, changed_problem(row)))
-            elif not await self._send(row, result):
-                result.stopped = True
-                break
+            else:
+                def waiting(seconds: float, done: int = done) -> None:
+                    if progress is not None:
+                        progress(SendProgress(done - 1, len(rows), result.sent, waiting=seconds))
+                if not await self._send(row, result, waiting):
+                    result.stopped, done = True, done - 1
+                    break
             if progress is not None:
-                progress(done, len(rows))
+                progress(SendProgress(done, len(rows), result.sent))
+        result.left = len(rows) - done
         return result
 
-    async def _send(self, row: PlannedRow, result: SendResult) -> bool:
+    async def _send(self, row: PlannedRow, result: SendResult, waiting: Callable[[float], None]) -> bool:
         """Create one recorded row and mark it; False when a stop came while waiting to create."""
-        if self.stop is not None and await stopped_while_waiting(self.client, self.stop):
+        if await stopped_while_waiting(self.client, self.stop, waiting):
             return False  # still pending with no request: the next run sends it, same key
         self.ledger.mark_sending(self.job, row.identity)
         try:
@@ -112,11 +132,16 @@ def changed_problem(row: PlannedRow) -> Problem:
                    accepted="the row as first sent, or a new externalId (or a new job) for a new request")
 
 
-async def stopped_while_waiting(client: FormClient, stop: asyncio.Event) -> bool:
-    """Wait until the client's pacer would admit a create, unless ``stop`` is set first;
-    True when stopped."""
+async def stopped_while_waiting(client: FormClient, stop: asyncio.Event | None,
+                                waiting: Callable[[float], None] | None = None) -> bool:
+    """Wait until the client's pacer would admit a create (telling ``waiting`` how long,
+    when there is a wait), unless ``stop`` is set first; True when stopped."""
     pacer = client.pacer
     delay = pacer.delay(create=True) if pacer is not None else 0.0
+    if delay > 0 and waiting is not None:
+        waiting(delay)
+    if stop is None:
+        return False  # the client's own pacer does the wait
     if delay > 0 and not stop.is_set():
         try:
             await asyncio.wait_for(stop.wait(), delay)

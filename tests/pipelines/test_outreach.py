@@ -22,6 +22,7 @@ from pipelines.cli import app
 from pipelines.outreach import (
     Documents,
     DocumentUnreadable,
+    OutreachRefused,
     RowParams,
     idempotency_key,
     row_identity,
@@ -125,18 +126,26 @@ async def test_bad_rows_reported_good_rows_sent_once_and_rerun_sends_nothing(
         assert row.state == "changed" and row.request_id is not None
 
 
-async def test_unknown_column_is_reported_for_every_row_and_nothing_is_sent(
+async def test_an_unknown_column_is_said_once_for_the_sheet_and_nothing_is_sent(
         sandbox: Sandbox, client: FormClient, store: Store, tmp_path: Path) -> None:
     form = sandbox.pro.forms["Contact"]
     before = await count_requests(client, form)
     sheet = write_csv(tmp_path / "c.csv", sheet_rows(4, bad=False), extra={1: {"colour": "red"}})
-    rep = await run_outreach(client, store, sheet, form, job="colours", report_path=tmp_path / "r.csv")
-    assert (rep.sent, rep.invalid) == (0, 4)
-    with (tmp_path / "r.csv").open() as fh:
-        lines = list(csv.DictReader(fh))
-    assert {ln["column"] for ln in lines} == {"colour"} and len(lines) == 4
-    assert "topic" in lines[0]["accepted"]
-    assert await count_requests(client, form) == before
+    with pytest.raises(OutreachRefused, match=r"`colour` is not a column formsync knows; map it: "
+                                              r"\[outreach\] mapping = \{ \"colour\" = \"metadata.colour\" \}"):
+        await run_outreach(client, store, sheet, form, job="colours", report_path=tmp_path / "r.csv")
+    rows = sheet_rows(2, bad=False)
+    typo = tmp_path / "typo.csv"
+    pd.DataFrame(rows).rename(columns={"email": "e-mail"}).to_csv(typo, index=False)
+    with pytest.raises(OutreachRefused, match=r"`e-mail` is not a column formsync knows; did you mean `email`\? "
+                                              r"or map it: \[outreach\] mapping = \{ \"e-mail\" = \"email\" \}"):
+        await run_outreach(client, store, typo, form, job="typo", report_path=tmp_path / "r.csv")
+    rep = await run_outreach(client, store, typo, form, job="typo", report_path=tmp_path / "r.csv",
+                             mapping={"e-mail": "email"})
+    assert (rep.sent, rep.invalid) == (2, 0), "the mapping the message gives fixes it"
+    assert await count_requests(client, form) == before + 2
+    with store.database.session() as s:
+        assert not s.exec(select(OutreachRow).where(OutreachRow.job_name == "colours")).all()
 
 
 async def test_crash_between_record_and_send_resends_with_same_key(
@@ -305,22 +314,34 @@ async def test_cli_outreach_dry_run_then_send_then_rerun(sandbox: Sandbox, clien
     bad = tmp_path / "bad.csv"
     res = await formsync("outreach", str(sheet), "--form", form, "--config", str(cfg), "--dry-run",
                          "--report", str(bad))
-    assert res.exit_code == 0, res.output
-    out = json.loads(res.output.strip().splitlines()[-1])
+    assert res.exit_code == 3, res.output
+    out = json.loads(res.stdout.strip().splitlines()[-1])
     assert (out["rows"], out["invalid"], out["sent"]) == (4, 1, 0)
-    assert res.output.count("would create") == 3
+    assert "dry run: would send 3 requests" in res.stdout
+    assert "row 5: topic: 'Billing' is not an option of topic" in res.stdout
+    assert "1 of 4 rows rejected" in res.stderr
     assert await count_requests(client, form) == before
     assert "Billing" in bad.read_text()
 
     res = await formsync("outreach", str(sheet), "--form", form, "--config", str(cfg), "--job", "cli",
                          "--report", str(bad))
-    assert res.exit_code == 0, res.output
-    assert json.loads(res.output.strip().splitlines()[-1])["sent"] == 3
+    assert res.exit_code == 3, res.output
+    assert json.loads(res.stdout.strip().splitlines()[-1])["sent"] == 3
+    assert "sending 3 of 4 rows" in res.stderr
+    links = list(csv.DictReader((tmp_path / "cli-links.csv").open()))
+    assert [(ln["externalId"], ln["email"]) for ln in links] == [(f"c-{i}", f"p{i}@example.test") for i in range(3)]
+    assert all(ln["url"].startswith(sandbox.base_url) for ln in links), links
     res = await formsync("outreach", str(sheet), "--form", form, "--config", str(cfg), "--job", "cli",
                          "--report", str(bad))
-    out = json.loads(res.output.strip().splitlines()[-1])
+    out = json.loads(res.stdout.strip().splitlines()[-1])
     assert (out["sent"], out["skipped_existing"]) == (0, 3)
     assert await count_requests(client, form) == before + 3
+    # With delivery "none" the links are in the requests export too.
+    res = await formsync("export", "--table", "requests", "--format", "csv", "--out", str(tmp_path / "req.csv"),
+                         "--config", str(cfg))
+    assert res.exit_code == 0, res.output
+    exported = {r["external_id"]: r["url"] for r in csv.DictReader((tmp_path / "req.csv").open())}
+    assert {k: exported[k] for k in ("c-0", "c-1", "c-2")} == {ln["externalId"]: ln["url"] for ln in links}
 
 
 async def test_cli_outreach_refuses_a_missing_or_unsupported_sheet(tmp_path: Path) -> None:

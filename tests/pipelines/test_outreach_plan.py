@@ -151,3 +151,14 @@ def test_email_delivery_needs_an_email_in_every_row() -> None:
     plan = plan_rows([{"name": "Ada"}, {"email": "b@x.test"}], FIELDS, job="j", form_id="f", delivery="email")
     assert [r.number for r in plan.valid] == [3]
     assert [(n, p.column, p.problem) for n, p in plan.rejected] == [(2, "email", "missing email with email delivery")]
+
+
+def test_the_estimate_and_the_bar_come_from_the_pacing() -> None:
+    from pipelines.outreach import SendProgress
+    from pipelines.outreach.show import duration, pace_seconds, progress_note
+
+    assert [pace_seconds(n, 60) for n in (0, 1, 60, 61, 240)] == [0, 0, 0, 60, 180]
+    assert (duration(30), duration(180), duration(7500)) == ("under a minute", "about 3 min", "about 2 h 5 min")
+    assert progress_note(SendProgress(done=60, total=240, sent=60), 60) == "60/min, about 2 min left"
+    waiting = progress_note(SendProgress(done=60, total=240, sent=60, waiting=41.2), 60)
+    assert waiting == "60/min, about 3 min left; waiting for the rate limit, next in 42 s"

@@ -1,0 +1,133 @@
+"""The ``formsync outreach`` command's run: prepare, say the estimate, send with a progress
+bar while Ctrl-C and SIGTERM ask for a graceful stop, then the summary and the exit code
+(0 done, 3 rows rejected, 130 / 143 stopped by a signal, with the command that resumes)."""
+
+from __future__ import annotations
+
+import asyncio
+import shlex
+import signal
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import typer
+
+from .context import Context, print_report
+from .errors import ExitCode, Failure
+
+if TYPE_CHECKING:
+    from connector.client import FormClient
+    from pipelines.outreach import OutreachReport, Prepared, SheetOptions
+
+
+@dataclass(frozen=True)
+class OutreachCall:
+    """What the command was asked: enough to run it, and to say how to run it again."""
+
+    sheet: Path
+    form: str
+    job: str
+    config: Path | None
+    dry_run: bool
+    test: bool
+    report: Path
+    options: SheetOptions
+
+    def resume(self) -> str:
+        """The command that sends the rows this run did not."""
+        args = ["formsync", "outreach", str(self.sheet), "--form", self.form, "--job", self.job]
+        args += ["--config", str(self.config)] if self.config is not None else []
+        args += ["--test"] if self.test else []
+        o = self.options
+        for flag, value in (("--encoding", o.encoding), ("--delimiter", o.delimiter), ("--sheet", o.sheet),
+                            ("--header-row", o.header_row)):
+            args += [flag, str(value)] if value is not None else []
+        return shlex.join(args)
+
+
+@contextmanager
+def stop_signals(stop: asyncio.Event, caught: list[signal.Signals]) -> Iterator[None]:
+    """While the block runs, SIGINT and SIGTERM set ``stop`` and are noted in ``caught``
+    (in the main thread's event loop; elsewhere signals keep their default handling)."""
+    loop = asyncio.get_running_loop()
+    handled = []
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        def on_signal(sig: signal.Signals = sig) -> None:
+            caught.append(sig)
+            stop.set()
+        try:
+            loop.add_signal_handler(sig, on_signal)
+            handled.append(sig)
+        except (NotImplementedError, RuntimeError, ValueError):  # not the main thread
+            pass
+    try:
+        yield
+    finally:
+        for sig in handled:
+            loop.remove_signal_handler(sig)
+
+
+async def _run(fc: FormClient, ctx: Context, call: OutreachCall, caught: list[signal.Signals]
+               ) -> tuple[Prepared, OutreachReport]:
+    from pipelines.outreach import SendResult, outreach_report, prepare_outreach, send_outreach
+    from pipelines.outreach.show import estimate_line, progress_bar
+
+    settings = ctx.service_settings()
+    out, store, per_minute = settings.outreach, ctx.store(), settings.service.creates_per_minute
+    prepared = await prepare_outreach(fc, store, call.sheet, call.form, job=call.job, mapping=out.mapping,
+                                      delivery=out.delivery, report_path=call.report, sheet_options=call.options)
+    if call.dry_run:
+        return prepared, outreach_report(prepared, SendResult(left=prepared.to_send))
+    if prepared.to_send:
+        typer.echo(estimate_line(prepared, per_minute), err=True)
+    stop = asyncio.Event()
+    with stop_signals(stop, caught), progress_bar(per_minute, show=prepared.to_send > 0 and _on_terminal()) as progress:
+        report = await send_outreach(fc, store, prepared, delivery=out.delivery, callback_url=out.callback_url,
+                                     test=call.test, progress=progress, stop=stop)
+    return prepared, report
+
+
+def _on_terminal() -> bool:
+    """Whether stderr is a terminal (a bar redrawn in a log file is noise)."""
+    from rich.console import Console
+
+    return Console(stderr=True).is_terminal
+
+
+def verdict(call: OutreachCall, prepared: Prepared, report: OutreachReport,
+            caught: list[signal.Signals]) -> Failure | None:
+    """How the run ends when not plainly done: stopped by a signal (with the resume
+    command), or rows rejected or refused (with where the report is)."""
+    if report.stopped:
+        code = ExitCode.TERMINATED if signal.SIGTERM in caught else ExitCode.INTERRUPTED
+        return Failure(code, f"interrupted: {report.sent + report.skipped_existing:,} of {len(prepared.plan.valid):,} "
+                             f"sent, {report.left:,} left", hint=f"run again to continue: {call.resume()}")
+    bad = report.invalid + report.failed + report.changed
+    if bad:
+        first = min(prepared.plan.rejected, default=None, key=lambda line: line[0])
+        said = f"; first: row {first[0]}: {first[1].column + ': ' if first[1].column else ''}{first[1].problem}" \
+            if first else ""
+        nothing = " (nothing to send)" if not prepared.plan.valid else ""
+        return Failure(ExitCode.REJECTED, f"{bad:,} of {report.rows:,} rows rejected or refused{nothing}{said}",
+                       where=str(call.sheet), hint=f"all in {report.report_path}; fix them and run again")
+    return None
+
+
+def run_command(ctx: Context, call: OutreachCall) -> int:
+    """Run the command: summary and first rejected rows on stdout, the verdict on stderr,
+    the report's JSON as the last line of stdout. Returns the exit code."""
+    from pipelines.outreach.show import summary_lines
+
+    caught: list[signal.Signals] = []
+    prepared, report = ctx.with_client(lambda fc: _run(fc, ctx, call, caught))
+    per_minute = ctx.service_settings().service.creates_per_minute
+    for line in summary_lines(prepared, report, dry_run=call.dry_run, per_minute=per_minute):
+        typer.echo(line)
+    failure = verdict(call, prepared, report, caught)
+    if failure is not None:
+        typer.echo(failure.line(ctx.secrets()), err=True)
+    print_report(report)
+    return int(failure.code) if failure is not None else 0
