@@ -10,6 +10,7 @@ from dataclasses import dataclass
 
 from sqlalchemy import inspect
 from sqlalchemy.engine import Engine
+from sqlalchemy.exc import IntegrityError, OperationalError
 from sqlmodel import Session
 
 from .sqlite import READ_OPTION
@@ -25,10 +26,17 @@ class Database:
 
     @contextmanager
     def session(self) -> Iterator[Session]:
-        """A session for reads and writes; committed on success."""
-        with Session(self.engine) as s:
-            yield s
-            s.commit()
+        """A session for reads and writes; committed on success. A row a constraint
+        refuses raises ``IntegrityError`` on every database (MySQL's driver files a CHECK
+        refusal as an operational error)."""
+        try:
+            with Session(self.engine) as s:
+                yield s
+                s.commit()
+        except OperationalError as e:
+            if e.orig is not None and self.writer.refused(e.orig):
+                raise IntegrityError(e.statement, e.params, e.orig) from e
+            raise
 
     @contextmanager
     def reader(self) -> Iterator[Session]:
