@@ -19,6 +19,7 @@ import json
 import os
 import tempfile
 from collections.abc import Callable, Iterator, Mapping, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import date, datetime
@@ -41,6 +42,8 @@ from connector.store import (
     is_matrix,
     json_value,
 )
+
+from .wide_json import Cells, First, doc_cells, row_cells
 
 Format = Literal["csv", "xlsx", "parquet"]
 Table = Literal["wide", "long", "requests"]
@@ -196,7 +199,7 @@ class _Spill:
         types = {k: _unify(self.types.get(k, set())) for k, _ in columns}
         schema = pa.schema(list(fixed) + [(h, types[k]) for k, h in columns])
 
-        def batches() -> Iterator[pa.RecordBatch]:
+        def spilled() -> Iterator[pa.RecordBatch]:
             for path in self.files:
                 with pa.memory_map(str(path)) as src:
                     batch = pa.ipc.open_file(src).get_batch(0)
@@ -207,7 +210,23 @@ class _Spill:
                         arrays.append(pa.nulls(n, types[k]) if i < 0 else _conform(batch.column(i), types[k]))
                     yield pa.RecordBatch.from_arrays(arrays, schema=schema)
 
-        return _TableStream(self.name, schema, batches, lambda: self.rows)
+        return _TableStream(self.name, schema, lambda: _regrouped(spilled(), schema, CHUNK_ROWS),
+                            lambda: self.rows)
+
+
+def _regrouped(batches: Iterator[pa.RecordBatch], schema: pa.Schema, rows: int) -> Iterator[pa.RecordBatch]:
+    """Consecutive ``batches`` as batches of ``rows`` rows (the last one may be shorter)."""
+    held: list[pa.RecordBatch] = []
+    n = 0
+    for batch in batches:
+        held.append(batch)
+        n += batch.num_rows
+        while n >= rows:
+            table = pa.Table.from_batches(held, schema)
+            yield table.slice(0, rows).combine_chunks().to_batches()[0]
+            held, n = table.slice(rows).to_batches(), n - rows
+    if n:
+        yield pa.Table.from_batches(held, schema).combine_chunks().to_batches()[0]
 
 
 def _wide_cells(answers: dict[str, Any], shown: dict[str, Any], sid: str, display: bool) -> dict[str, Any]:
@@ -298,23 +317,60 @@ def _wide_stream(store: Store, tmpdir: Path, *, form_id: str | None, since: date
     f = ExportFilter(form_id=form_id, since_ms=_since_ms(since))
     field_cols: dict[str, tuple[str, str | None]] = {}  # column key -> (field key, matrix row), first seen first
     spill = _Spill(tmpdir, "wide")
-    keys = [] if display else store.field_keys(form_id)
-    probe = _Probe(store.backend, keys)
-    parts = (store.exports.submissions(f, display=True, batch_rows=CHUNK_ROWS) if display
-             else store.exports.submission_fields(f, keys, batch_rows=CHUNK_ROWS))
-    for part in parts:
-        fixed = list(zip(*part, strict=True))
-        if display:
-            values = _display_cells(part, field_cols)
-        else:
-            values = probe.cells(fixed[6:], len(part), field_cols)
+    for fixed, values in _field_batches(store, f, display, field_cols):
         spill.add([("submission_id", pa.array(fixed[0], pa.string())), ("form_id", pa.array(fixed[1], pa.string())),
                    ("request_id", pa.array(fixed[2], pa.string())), ("submitted_at", _times(fixed[3])),
                    ("updated_at", _times(fixed[4])), ("edit_count", pa.array(fixed[5], pa.int64()))], values)
-        del part, fixed, values  # one batch in memory while the next is read
+        del fixed, values  # one batch in memory while the next is read
     field_cols = _order_columns(field_cols, fields, order)
     headers = _headers(field_cols, labels)[len(WIDE_FIXED):]
     return spill.stream(WIDE_SCHEMA, list(zip(field_cols, headers, strict=True)))
+
+
+FieldBatch = tuple[list[tuple[Any, ...]], Mapping[str, list[Any] | pa.Array]]
+
+
+def _field_batches(store: Store, f: ExportFilter, display: bool, field_cols: dict[str, tuple[str, str | None]]
+                   ) -> Iterator[FieldBatch]:
+    """Each batch of submissions as its columns (the fixed ones first) and its field
+    cells by column key; new columns are added to ``field_cols`` as they appear."""
+    if display:
+        for part in store.exports.submissions(f, display=True, batch_rows=CHUNK_ROWS):
+            yield list(zip(*part, strict=True)), _display_cells(part, field_cols)
+        return
+    keys = store.field_keys(f.form_id)
+    if store.backend != "sqlite":
+        probe = _Probe(store.backend, keys)
+        for part in store.exports.submission_fields(f, keys, batch_rows=CHUNK_ROWS):
+            fixed = list(zip(*part, strict=True))
+            yield fixed, probe.cells(fixed[6:], len(part), field_cols)
+        return
+    # SQLite gives each answers document as its text: Arrow's JSON reader parses a batch's
+    # documents at once (``wide_json``), so each is read once rather than once per field;
+    # the next batch is read from the database while the reader parses this one (batches
+    # of a fifth of CHUNK_ROWS, so the two overlap; the spill writes them CHUNK_ROWS at a time).
+    with ThreadPoolExecutor(1) as pool:
+        ahead: tuple[list[tuple[Any, ...]], Future[tuple[Cells, First]]] | None = None
+        for part in store.exports.submissions(f, display=False, batch_rows=max(1, CHUNK_ROWS // 5)):
+            fixed = list(zip(*part, strict=True))
+            job = fixed, pool.submit(_doc_cells, fixed[6], keys)
+            del part
+            if ahead is not None:
+                yield _with_columns(*ahead, keys, field_cols)
+            ahead = job
+        if ahead is not None:
+            yield _with_columns(*ahead, keys, field_cols)
+
+
+def _doc_cells(texts: Sequence[str], keys: list[str]) -> tuple[Cells, First]:
+    return doc_cells(texts, keys) or row_cells(texts, keys)
+
+
+def _with_columns(fixed: list[tuple[Any, ...]], cells: Future[tuple[Cells, First]], keys: list[str],
+                  field_cols: dict[str, tuple[str, str | None]]) -> FieldBatch:
+    values, first = cells.result()
+    _add_columns(first, keys, field_cols)
+    return fixed, values
 
 
 def _display_cells(part: Sequence[tuple[Any, ...]], field_cols: dict[str, tuple[str, str | None]]
@@ -408,10 +464,7 @@ class _Probe:
                 continue
             data[key] = column
             first[key] = (pc.index(pc.is_valid(texts), True).as_py(), j, 0)
-        for c, _ in sorted(first.items(), key=lambda kv: kv[1]):
-            if c not in field_cols:
-                key = self.keys[first[c][1]]
-                field_cols[c] = (key, None if c == key else c[len(key) + 1:])
+        _add_columns(first, self.keys, field_cols)
         return data
 
     def _at_once(self, texts: pa.Array, present: set[str], null: pa.Array | None) -> pa.Array | None:
@@ -472,6 +525,16 @@ class _Probe:
                 hit = (False, _to_json(value))
             self.memo[text] = hit
         return hit
+
+
+def _add_columns(first: Mapping[str, tuple[int, int, int]], keys: Sequence[str],
+                 field_cols: dict[str, tuple[str, str | None]]) -> None:
+    """Add a batch's new columns to ``field_cols`` in the order they first appear (row,
+    then key rank, then matrix row rank); ``first`` maps each to that place."""
+    for c, (_, rank, _) in sorted(first.items(), key=lambda kv: kv[1]):
+        if c not in field_cols:
+            key = keys[rank]
+            field_cols[c] = (key, None if c == key else c[len(key) + 1:])
 
 
 _HEADS = {'"': "text", "t": "boolean", "f": "boolean", "n": "null", "[": "array", "{": "object"}
