@@ -96,11 +96,13 @@ def command_cases(work: Path, form: str, token: str, listed: set[str]) -> list[C
     cfg = str(work / "formsync.toml")
     out = work / "exports"
     cases = [
+        # The sheet has one bad row: outreach ends with 3 (rows rejected) once the rest is sent.
         Case("outreach dry run", ["outreach", str(work / "contacts.csv"), "--form", form, "--config", cfg,
-                                  "--job", "spring", "--dry-run"]),
-        Case("outreach", ["outreach", str(work / "contacts.csv"), "--form", form, "--config", cfg, "--job", "spring"]),
+                                  "--job", "spring", "--dry-run"], frozenset({3})),
+        Case("outreach", ["outreach", str(work / "contacts.csv"), "--form", form, "--config", cfg, "--job", "spring"],
+             frozenset({3})),
         Case("outreach rerun", ["outreach", str(work / "contacts.csv"), "--form", form, "--config", cfg,
-                                "--job", "spring"]),
+                                "--job", "spring"], frozenset({3})),
         Case("poll", ["poll", "--config", cfg]),
         Case("sync one form", ["sync", "--config", cfg, "--form", form, "--full"]),
         Case("sync all forms", ["sync", "--config", cfg]),
