@@ -95,8 +95,10 @@ async def test_two_gunicorn_workers_store_each_sandbox_event_once(sandbox: Sandb
         assert len(sent) == COMPLETED + CANCELED and all(d["state"] == "delivered" for _, d in sent), sent
         payloads = [e["payload"] for e, _ in sent]
 
-        # Every event again, 16 at a time: the kernel spreads the connections over both workers.
-        async with aiohttp.ClientSession() as http:
+        # Every event again, 16 at a time, each on a connection of its own: every delivery is
+        # a new accept, which either worker may take (kept-alive connections could all land
+        # on the worker that accepted first).
+        async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(force_close=True)) as http:
             gate = asyncio.Semaphore(16)
 
             async def again(payload: dict[str, object]) -> str:
