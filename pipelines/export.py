@@ -42,7 +42,9 @@ from connector.store import (
     is_matrix,
     json_value,
 )
+from connector.store.exports import long_rows
 
+from .long_json import LONG_COLUMNS, LONG_SCHEMA, long_batch
 from .wide_json import Cells, First, doc_cells, row_cells
 
 Format = Literal["csv", "xlsx", "parquet"]
@@ -58,8 +60,6 @@ FORMULA_PREFIXES = ("=", "+", "-", "@", "\t", "\r")
 _FORMULA_RE = "^([=+\\-@\t\r])"  # FORMULA_PREFIXES as one RE2 pattern for pyarrow.compute
 
 WIDE_FIXED = ["submission_id", "form_id", "request_id", "submitted_at", "updated_at", "edit_count"]
-LONG_COLUMNS = ["submission_id", "form_id", "field_key", "instance", "row_key", "member_key", "value_json",
-                "display_text"]
 REQUEST_COLUMNS = ["request_id", "form_id", "status", "outcome", "delivery_status", "external_id",
                    "recipient_email", "recipient_name", "url", "submission_id", "created_at", "expires_at",
                    "completed_at", "expired_at", "canceled_at", "cancel_reason", "updated_at"]
@@ -569,15 +569,47 @@ def _long_stream(store: Store, *, form_id: str | None, since: datetime | date | 
     label_titles = pa.array(list(labels.values()), pa.string()) if labels else None
 
     def batches() -> Iterator[pa.RecordBatch]:
-        for part in store.exports.answers(f, batch_rows=CHUNK_ROWS):
-            columns = list(zip(*part, strict=True))
-            arrays = [pa.array(v, types[c]) for c, v in zip(LONG_COLUMNS, columns, strict=True)]
+        for batch in _long_batches(store, f):
+            arrays = batch.columns
             if label_keys is not None:
                 titles = pc.take(label_titles, pc.index_in(arrays[2], value_set=label_keys))
                 arrays.insert(3, pc.coalesce(titles, arrays[2]))
             yield pa.RecordBatch.from_arrays(arrays, schema=schema)
 
     return _TableStream("long", schema, batches, lambda: _count(store, f))
+
+
+def _long_batches(store: Store, f: ExportFilter) -> Iterator[pa.RecordBatch]:
+    """The long table's rows (``store.exports.answers``) as record batches of ``LONG_SCHEMA``."""
+    if store.backend != "sqlite":
+        for part in store.exports.answers(f, batch_rows=CHUNK_ROWS):
+            yield _long_arrays(part)
+        return
+    # SQLite gives the documents as their text: Arrow's JSON reader parses a batch's
+    # documents at once (``long_json``), and the next batch is read from the database
+    # while this one is shaped. Submissions make about 16 rows each.
+    wanted = None if f.fields is None else frozenset(f.fields)
+    with ThreadPoolExecutor(1) as pool:
+        ahead: Future[pa.RecordBatch] | None = None
+        for part in store.exports.answer_documents(f, batch_rows=max(1, CHUNK_ROWS // 16)):
+            job = pool.submit(_long_shaped, part, wanted)
+            del part
+            if ahead is not None and (batch := ahead.result()).num_rows:
+                yield batch
+            ahead = job
+        if ahead is not None and (batch := ahead.result()).num_rows:
+            yield batch
+
+
+def _long_shaped(part: Sequence[tuple[Any, ...]], wanted: frozenset[str] | None) -> pa.RecordBatch:
+    batch = long_batch(part, wanted)
+    return batch if batch is not None else _long_arrays(long_rows(part, wanted))
+
+
+def _long_arrays(rows: Sequence[tuple[Any, ...]]) -> pa.RecordBatch:
+    columns = list(zip(*rows, strict=True)) or [()] * len(LONG_SCHEMA)
+    return pa.RecordBatch.from_arrays([pa.array(v, f.type) for v, f in zip(columns, LONG_SCHEMA, strict=True)],
+                                      schema=LONG_SCHEMA)
 
 
 def _requests_stream(store: Store, tmpdir: Path, *, form_id: str | None, since: datetime | date | None,

@@ -86,6 +86,12 @@ class ExportReads:
             if rows := long_rows(part, wanted):
                 yield rows
 
+    def answer_documents(self, f: ExportFilter, *, batch_rows: int) -> Iterator[Batch]:
+        """The submission rows ``answers`` derives its rows from, ``batch_rows`` at a time:
+        ``(id, form_id, answers, display)`` in submission order (each document as the
+        driver gives it: SQLite its JSON text)."""
+        return self._batches(self._answer_sources(f), batch_rows)
+
     def count_answers(self, f: ExportFilter) -> int:
         """How many answer rows ``answers`` yields: counted from the answers alone (the
         display is not read, no row is made)."""
