@@ -10,6 +10,7 @@ import json
 from collections.abc import Sequence
 from typing import TypeAlias
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.json as pajson
@@ -23,14 +24,16 @@ _PLAIN_FLOAT_RE = "^-?[0-9]+\\.[0-9]+$"
 _ESCAPES = (("\\", "\\\\"), ('"', '\\"'), ("\n", "\\n"), ("\r", "\\r"), ("\t", "\\t"), ("\b", "\\b"), ("\f", "\\f"))
 
 
-def read_documents(texts: Sequence[str]) -> pa.Table | None:
+def read_documents(texts: pa.Array) -> pa.Table | None:
     """The documents ``texts`` (JSON objects without a newline) as one table, a column per
     key (first seen first); text the reader would take for a time stays text. None when
     the reader cannot type the batch (a key of mixed kinds, a duplicate key, ...) or a
     document is not an object or holds a newline."""
-    joined = "\n".join(texts).encode()
-    if joined.count(b"\n") != len(texts) - 1 or joined.count(b"\n{") != len(texts) - 1 or joined[:1] != b"{":
+    if texts.null_count or pc.any(pc.match_substring(texts, "\n")).as_py() \
+            or not pc.all(pc.starts_with(texts, "{")).as_py():
         return None  # a newline inside a document, or a document not an object (the reader may crash)
+    lines = pc.binary_join_element_wise(texts, "\n", "")  # a new array: its text starts its buffer
+    joined = lines.buffers()[2].slice(0, _text_bytes(lines))
     table = _read(joined, None)
     times = [f.name for f in table.schema if pa.types.is_timestamp(f.type)] if table is not None else []
     if times:  # the reader takes ISO dates for times: read those keys again as text
@@ -40,7 +43,13 @@ def read_documents(texts: Sequence[str]) -> pa.Table | None:
     return table
 
 
-def _read(joined: bytes, text_keys: pa.Schema | None) -> pa.Table | None:
+def _text_bytes(lines: pa.Array) -> int:
+    """How many bytes of text a string array (offset 0) holds."""
+    offsets = lines.buffers()[1]
+    return int(np.frombuffer(offsets, dtype=np.int32)[len(lines)]) if len(lines) else 0
+
+
+def _read(joined: pa.Buffer, text_keys: pa.Schema | None) -> pa.Table | None:
     options = _OPTIONS if text_keys is None else pajson.ParseOptions(
         newlines_in_values=False, explicit_schema=text_keys, unexpected_field_behavior="infer")
     try:

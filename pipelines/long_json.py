@@ -38,28 +38,35 @@ def long_batch(part: Batch, wanted: frozenset[str] | None) -> pa.RecordBatch | N
     """The long rows of submission rows ``(id, form_id, answers, display)`` (documents
     as JSON text) as a record batch of ``LONG_SCHEMA``, as ``long_rows`` makes them;
     None when the reader cannot parse the batch (then ``long_rows`` must)."""
-    ids, forms, answers, display = (list(c) for c in zip(*part, strict=True)) if part else ([], [], [], [])
-    odd = np.zeros(len(part), dtype=bool)
-    parsed = _parsed(answers, display, odd)
-    if parsed is None:  # perhaps a document that is not an object: those are left to ``long_rows``
-        odd = np.array([not _object_text(a) or not _object_text(d) for a, d in zip(answers, display, strict=True)])
-        answers = ["{}" if o else a for a, o in zip(answers, odd, strict=True)]
-        display = ["{}" if o else d for d, o in zip(display, odd, strict=True)]
-        parsed = _parsed(answers, display, odd)
-        if parsed is None:
-            return None
-    docs, shown, plain = parsed
-    own = {k: pieces(docs.column(k).combine_chunks(), plain) for k in docs.column_names}
-    exact = _matching(docs, own, pa.array(answers, pa.string())) & ~odd & _text_display(shown)
+    if not part:
+        return None
+    ids, forms, answers, display = zip(*part, strict=True)
+    try:
+        texts, shown_texts = pa.array(answers, pa.string()), pa.array(display, pa.string())
+    except (pa.ArrowTypeError, pa.ArrowInvalid):
+        return None  # documents already decoded (not SQLite)
+    # No document (NULL) makes no rows, as one that is not an object: left to ``long_rows``.
+    odd = np.asarray(pc.or_(pc.invert(pc.starts_with(texts, "{")), pc.invert(pc.starts_with(shown_texts, "{")))
+                     .fill_null(False))
+    if odd.any():
+        texts, shown_texts = (pc.if_else(pa.array(odd), "{}", t) for t in (texts, shown_texts))
+    texts, shown_texts = texts.fill_null("{}"), shown_texts.fill_null("{}")
+    docs, shown = _columns(read_documents(texts)), _columns(read_documents(shown_texts))
+    if docs is None or shown is None:
+        return None
+    plain = not pc.any(pc.match_substring(texts, "\\")).as_py()  # no text to escape
+    own = {k: pieces(col, plain) for k, col in docs.items()}
+    exact = _matching(docs, own, texts) & ~odd & _text_display(shown, len(part))
     clean = np.flatnonzero(exact)
     rows = _Rows(plain)
     if len(clean) < len(part):
-        docs, shown = docs.take(clean), shown.take(clean)
+        index = pa.array(clean)
+        docs, shown = {k: c.take(index) for k, c in docs.items()}, {k: c.take(index) for k, c in shown.items()}
     else:  # the whole values' texts are made already
-        rows.whole = {k: joined(p, docs.num_rows) for k, p in own.items() if not _scalar(docs.schema.field(k).type)}
-    for key in docs.column_names:
+        rows.whole = {k: joined(p, len(part)) for k, p in own.items() if not _scalar(docs[k].type)}
+    for key, col in docs.items():
         if wanted is None or key in wanted:
-            _key_rows(rows, key, docs.column(key).combine_chunks(), _shown(shown, key, docs.num_rows))
+            _key_rows(rows, key, col, _shown(shown, key, len(clean)))
     made, columns = rows.ordered()
     made = clean[made]
     if len(clean) < len(part):
@@ -69,35 +76,31 @@ def long_batch(part: Batch, wanted: frozenset[str] | None) -> pa.RecordBatch | N
                                        *columns], schema=LONG_SCHEMA)
 
 
-def _parsed(answers: list[Any], display: list[Any], odd: np.ndarray) -> tuple[pa.Table, pa.Table, bool] | None:
-    """The answers and display documents read, and whether no answer holds a backslash."""
-    for texts in (answers, display):
-        if None in texts:  # no document: no rows, as ``long_rows`` makes of None
-            texts[:] = ["{}" if t is None else t for t in texts]
+Columns = dict[str, pa.Array]
+
+
+def _columns(table: pa.Table | None) -> Columns | None:
+    """The table's columns each in one array (None if Arrow cannot join one's chunks)."""
+    if table is None:
+        return None
     try:
-        docs, shown = read_documents(answers), read_documents(display)
-        plain = not any("\\" in a for a in answers)
-    except TypeError:
-        return None  # documents already decoded (not SQLite)
-    return None if docs is None or shown is None else (docs, shown, plain)
+        return {name: col.combine_chunks() for name, col in zip(table.column_names, table.columns, strict=True)}
+    except pa.ArrowException:
+        return None  # seen with a list of numbers holding a null
 
 
-def _object_text(text: Any) -> bool:
-    return isinstance(text, str) and text.startswith("{")
-
-
-def _shown(shown: pa.Table, key: str, n: int) -> pa.Array:
-    i = shown.schema.get_field_index(key)
-    if i < 0 or not pa.types.is_string(shown.schema.field(i).type):
+def _shown(shown: Columns, key: str, n: int) -> pa.Array:
+    col = shown.get(key)
+    if col is None or not pa.types.is_string(col.type):
         return pa.nulls(n, pa.string())  # absent (a display that is not text is not read here)
-    return shown.column(i).combine_chunks()
+    return col
 
 
-def _text_display(shown: pa.Table) -> np.ndarray:
+def _text_display(shown: Columns, n: int) -> np.ndarray:
     """Where every display value is text or null (absent and null show alike)."""
-    ok = np.ones(shown.num_rows, dtype=bool)
-    for f, col in zip(shown.schema, shown.columns, strict=True):
-        if not pa.types.is_string(f.type) and not pa.types.is_null(f.type):
+    ok = np.ones(n, dtype=bool)
+    for col in shown.values():
+        if not pa.types.is_string(col.type) and not pa.types.is_null(col.type):
             ok &= np.asarray(pc.is_null(col))
     return ok
 
@@ -106,10 +109,10 @@ def _scalar(t: pa.DataType) -> bool:
     return not pa.types.is_list(t) and not pa.types.is_struct(t)
 
 
-def _matching(docs: pa.Table, own: dict[str, list[Piece]], texts: pa.Array) -> np.ndarray:
+def _matching(docs: Columns, own: dict[str, list[Piece]], texts: pa.Array) -> np.ndarray:
     """Where the columns write each document back as its text: first with the keys in
     the reader's order, then in the order of a document that did not match."""
-    order = docs.column_names
+    order = list(docs)
     ok = _rebuilt_equal(docs, own, order, texts)
     tried: set[tuple[str, ...]] = {tuple(order)}
     for _ in range(_ORDER_TRIES):
@@ -132,9 +135,8 @@ def _keys_of(text: str, own: dict[str, list[Piece]]) -> list[str] | None:
     return list(doc) if isinstance(doc, dict) and all(k in own for k in doc) else None
 
 
-def _rebuilt_equal(docs: pa.Table, own: dict[str, list[Piece]], order: list[str], texts: pa.Array) -> np.ndarray:
-    members = [(k, docs.column(k).combine_chunks()) for k in order]
-    rebuilt = joined(object_pieces(members, True, own), docs.num_rows)
+def _rebuilt_equal(docs: Columns, own: dict[str, list[Piece]], order: list[str], texts: pa.Array) -> np.ndarray:
+    rebuilt = joined(object_pieces([(k, docs[k]) for k in order], True, own), len(texts))
     ok = np.asarray(pc.equal(rebuilt, texts).fill_null(False))
     left = np.flatnonzero(~ok)
     if len(left):  # the store escapes text past ASCII (\\uXXXX), the columns hold it decoded
@@ -295,7 +297,7 @@ def _segment(whole: pa.Array, parts: pa.ListArray, n: np.ndarray, k: np.ndarray)
     lengths = np.asarray(pc.list_value_length(parts).fill_null(0))
     valid = np.asarray(pc.is_valid(whole))
     single = valid & (n == 1)
-    split = valid & (n > 1) & (lengths == n)
+    split = valid & (n > 1) & (lengths == n) & (k < n)
     starts = np.asarray(parts.offsets)[:-1] - parts.offsets[0].as_py()
     index = np.where(split, starts + k, 0)
     items = list_items(parts)
