@@ -7,7 +7,6 @@ exactly that way."""
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
 from typing import TypeAlias
 
 import numpy as np
