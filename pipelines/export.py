@@ -18,6 +18,7 @@ import itertools
 import json
 import os
 import tempfile
+from collections import deque
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import contextmanager
@@ -54,6 +55,7 @@ TABLES: tuple[str, ...] = ("wide", "long", "requests")
 REQUEST_STATUSES: tuple[str, ...] = ("pending", "completed", "expired", "canceled")
 XLSX_MAX_ROWS = 1_048_576  # rows in one worksheet, the header row included
 CHUNK_ROWS = 50_000  # rows per batch read from the store and written
+LONG_SHAPERS = 2  # long batches shaped at once (Arrow's kernels free the interpreter lock)
 WIDTH_SAMPLE_ROWS = 1000  # XLSX column widths are fitted to the header and the first rows
 # A text cell starting with one of these is run as a formula (or starts one) by spreadsheets.
 FORMULA_PREFIXES = ("=", "+", "-", "@", "\t", "\r")
@@ -595,16 +597,16 @@ def _long_batches(store: Store, f: ExportFilter) -> Iterator[pa.RecordBatch]:
     # documents at once (``long_json``), and the next batch is read from the database
     # while this one is shaped. Submissions make about 16 rows each.
     wanted = None if f.fields is None else frozenset(f.fields)
-    with ThreadPoolExecutor(1) as pool:
-        ahead: Future[pa.RecordBatch] | None = None
+    with ThreadPoolExecutor(LONG_SHAPERS) as pool:
+        ahead: deque[Future[pa.RecordBatch]] = deque()
         for part in store.exports.answer_documents(f, batch_rows=max(1, CHUNK_ROWS // 16)):
-            job = pool.submit(_long_shaped, part, wanted)
+            ahead.append(pool.submit(_long_shaped, part, wanted))
             del part
-            if ahead is not None and (batch := ahead.result()).num_rows:
+            if len(ahead) > LONG_SHAPERS and (batch := ahead.popleft().result()).num_rows:
                 yield batch
-            ahead = job
-        if ahead is not None and (batch := ahead.result()).num_rows:
-            yield batch
+        while ahead:
+            if (batch := ahead.popleft().result()).num_rows:
+                yield batch
 
 
 def _long_shaped(part: Sequence[tuple[Any, ...]], wanted: frozenset[str] | None) -> pa.RecordBatch:

@@ -23,16 +23,23 @@ _PLAIN_FLOAT_RE = "^-?[0-9]+\\.[0-9]+$"
 _ESCAPES = (("\\", "\\\\"), ('"', '\\"'), ("\n", "\\n"), ("\r", "\\r"), ("\t", "\\t"), ("\b", "\\b"), ("\f", "\\f"))
 
 
-def read_documents(texts: pa.Array) -> pa.Table | None:
-    """The documents ``texts`` (JSON objects without a newline) as one table, a column per
-    key (first seen first); text the reader would take for a time stays text. None when
-    the reader cannot type the batch (a key of mixed kinds, a duplicate key, ...) or a
-    document is not an object or holds a newline."""
-    if texts.null_count or pc.any(pc.match_substring(texts, "\n")).as_py() \
-            or not pc.all(pc.starts_with(texts, "{")).as_py():
-        return None  # a newline inside a document, or a document not an object (the reader may crash)
+def document_lines(texts: pa.Array) -> pa.Buffer:
+    """The documents ``texts`` (no nulls) one a line, as the reader takes them."""
     lines = pc.binary_join_element_wise(texts, "\n", "")  # a new array: its text starts its buffer
-    joined = lines.buffers()[2].slice(0, _text_bytes(lines))
+    return lines.buffers()[2].slice(0, _text_bytes(lines)) if len(lines) else pa.py_buffer(b"")
+
+
+def read_documents(texts: pa.Array, lines: pa.Buffer | None = None) -> pa.Table | None:
+    """The documents ``texts`` (JSON objects without a newline; ``lines``, their
+    ``document_lines`` when made already) as one table, a column per key (first seen
+    first); text the reader would take for a time stays text. None when the reader
+    cannot type the batch (a key of mixed kinds, a duplicate key, ...) or a document is
+    not an object or holds a newline."""
+    if texts.null_count or not pc.all(pc.starts_with(texts, "{")).as_py():
+        return None  # not an object: the reader may even crash on one
+    joined = document_lines(texts) if lines is None else lines
+    if np.count_nonzero(np.frombuffer(joined, dtype=np.uint8) == 10) != len(texts):
+        return None  # a newline inside a document (not as the store writes it)
     table = _read(joined, None)
     times = [f.name for f in table.schema if pa.types.is_timestamp(f.type)] if table is not None else []
     if times:  # the reader takes ISO dates for times: read those keys again as text

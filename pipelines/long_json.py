@@ -23,7 +23,7 @@ import pyarrow.compute as pc
 
 from connector.store.exports import long_rows
 
-from .json_text import Piece, joined, json_texts, list_items, object_pieces, pieces, read_documents
+from .json_text import Piece, document_lines, joined, json_texts, list_items, object_pieces, pieces, read_documents
 
 Batch = Sequence[tuple[Any, ...]]
 LONG_COLUMNS = ["submission_id", "form_id", "field_key", "instance", "row_key", "member_key", "value_json",
@@ -51,10 +51,11 @@ def long_batch(part: Batch, wanted: frozenset[str] | None) -> pa.RecordBatch | N
     if odd.any():
         texts, shown_texts = (pc.if_else(pa.array(odd), "{}", t) for t in (texts, shown_texts))
     texts, shown_texts = texts.fill_null("{}"), shown_texts.fill_null("{}")
-    docs, shown = _columns(read_documents(texts)), _columns(read_documents(shown_texts))
+    lines = document_lines(texts)
+    docs, shown = _columns(read_documents(texts, lines)), _columns(read_documents(shown_texts))
     if docs is None or shown is None:
         return None
-    plain = not pc.any(pc.match_substring(texts, "\\")).as_py()  # no text to escape
+    plain = not (np.frombuffer(lines, dtype=np.uint8) == ord("\\")).any()  # no text to escape
     own = {k: pieces(col, plain) for k, col in docs.items()}
     exact = _matching(docs, own, texts) & ~odd & _text_display(shown, len(part))
     clean = np.flatnonzero(exact)
