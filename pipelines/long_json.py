@@ -23,7 +23,16 @@ import pyarrow.compute as pc
 
 from connector.store.exports import long_rows
 
-from .json_text import Piece, document_lines, joined, json_texts, list_items, object_pieces, pieces, read_documents
+from .json_text import (
+    Piece,
+    document_lines,
+    joined,
+    json_texts,
+    list_items,
+    object_pieces,
+    pieces,
+    read_documents,
+)
 
 Batch = Sequence[tuple[Any, ...]]
 LONG_COLUMNS = ["submission_id", "form_id", "field_key", "instance", "row_key", "member_key", "value_json",

@@ -18,16 +18,16 @@ from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
-import pyarrow.json as pajson
 
 from connector.store import is_matrix
+
+from .json_text import document_lines, escaped, read_documents
 
 Cells = dict[str, list[Any] | pa.Array]
 First = dict[str, tuple[int, int, int]]  # column -> (first row, key rank, matrix row rank)
 
 _to_json = json.JSONEncoder(ensure_ascii=False).encode
 _SCALARS = (pa.types.is_string, pa.types.is_int64, pa.types.is_float64, pa.types.is_boolean, pa.types.is_null)
-_OPTIONS = pajson.ParseOptions(newlines_in_values=False)
 
 
 def doc_cells(texts: Sequence[str | None], keys: Sequence[str]) -> tuple[Cells, First] | None:
@@ -35,16 +35,15 @@ def doc_cells(texts: Sequence[str | None], keys: Sequence[str]) -> tuple[Cells, 
     with where each column first appears; None when the batch needs ``row_cells``."""
     if None in texts:
         return None
-    joined = "\n".join(texts).encode()  # type: ignore[arg-type]
-    if joined.count(b"\n") != len(texts) - 1:
-        return None  # a newline inside a document (not as the store writes it)
-    table = _read(joined, None)
-    times = [f.name for f in table.schema if pa.types.is_timestamp(f.type)] if table is not None else []
-    if times:  # the reader takes ISO dates for times: read those keys again as text
-        table = _read(joined, pa.schema([(k, pa.string()) for k in times]))
-    if table is None or table.num_rows != len(texts):
+    try:
+        documents = pa.array(texts, pa.string())
+    except (pa.ArrowTypeError, pa.ArrowInvalid):
+        return None  # documents already decoded
+    lines = document_lines(documents)
+    table = read_documents(documents, lines)
+    if table is None:
         return None
-    nulls = b": null" in joined  # then a missing cell may be a JSON null or an absent key
+    nulls = b": null" in lines.to_pybytes()  # then a missing cell may be a JSON null or an absent key
     data: Cells = {}
     first: First = {}
     for rank, key in enumerate(keys):
@@ -54,15 +53,6 @@ def doc_cells(texts: Sequence[str | None], keys: Sequence[str]) -> tuple[Cells, 
         if not _key_cells(key, rank, table.column(i).combine_chunks(), nulls, data, first):
             return None
     return data, first
-
-
-def _read(joined: bytes, text_keys: pa.Schema | None) -> pa.Table | None:
-    options = _OPTIONS if text_keys is None else pajson.ParseOptions(
-        newlines_in_values=False, explicit_schema=text_keys, unexpected_field_behavior="infer")
-    try:
-        return pajson.read_json(pa.BufferReader(joined), parse_options=options)
-    except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
-        return None  # a key of mixed kinds, a duplicate key, ...
 
 
 def _key_cells(key: str, rank: int, col: pa.Array, nulls: bool, data: Cells, first: First) -> bool:
@@ -122,12 +112,9 @@ def _json_texts(col: pa.Array) -> pa.Array | None:
 
 def _escaped(col: pa.Array) -> pa.Array | None:
     """Text as it stands between a JSON string's quotes; None with a control character
-    (json escapes each its own way)."""
-    if not pc.any(pc.match_substring_regex(col, '["\\\\\\x00-\\x1f]')).as_py():
-        return col
-    if pc.any(pc.match_substring_regex(col, "[\\x00-\\x1f]")).as_py():
-        return None
-    return pc.replace_substring(pc.replace_substring(col, "\\", "\\\\"), '"', '\\"')
+    json escapes as ``\\u00XX``."""
+    out = escaped(col)
+    return None if out.null_count > col.null_count else out
 
 
 def _list_texts(col: pa.ListArray) -> pa.Array | None:
