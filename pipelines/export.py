@@ -27,6 +27,7 @@ from datetime import date, datetime
 from pathlib import Path
 from typing import Any, Literal
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.csv as pacsv
@@ -59,7 +60,6 @@ LONG_SHAPERS = 2  # long batches shaped at once (Arrow's kernels free the interp
 WIDTH_SAMPLE_ROWS = 1000  # XLSX column widths are fitted to the header and the first rows
 # A text cell starting with one of these is run as a formula (or starts one) by spreadsheets.
 FORMULA_PREFIXES = ("=", "+", "-", "@", "\t", "\r")
-_FORMULA_HEADS = pa.array(FORMULA_PREFIXES, pa.string())  # each one character
 
 WIDE_FIXED = ["submission_id", "form_id", "request_id", "submitted_at", "updated_at", "edit_count"]
 REQUEST_COLUMNS = ["request_id", "form_id", "status", "outcome", "delivery_status", "external_id",
@@ -96,13 +96,34 @@ def neutralise_array(values: pa.Array | pa.ChunkedArray) -> pa.Array | pa.Chunke
     returned as they are."""
     if not pa.types.is_string(values.type) and not pa.types.is_large_string(values.type):
         return values
-    # The first characters against the prefixes: a few times faster than a regular
+    # The first bytes against the prefixes (each one ASCII byte, so a UTF-8 text starts
+    # one exactly when its first byte is one): many times faster than a regular
     # expression over every value, and the column is copied only when a value starts one.
-    formula = pc.is_in(pc.utf8_slice_codeunits(values, 0, 1), value_set=_FORMULA_HEADS.cast(values.type))
-    if not pc.any(formula).as_py():
+    chunks = values.chunks if isinstance(values, pa.ChunkedArray) else [values]
+    formula = [_formula_starts(c) for c in chunks]
+    if not any(f.any() for f in formula):
         return values
     quoted = pc.binary_join_element_wise(pa.scalar("'", values.type), values, pa.scalar("", values.type))
-    return pc.if_else(formula, quoted, values)
+    mask = pa.array(np.concatenate(formula)) if formula else pa.array([], pa.bool_())
+    return pc.if_else(mask, quoted, values)
+
+
+_FORMULA_BYTES = np.array([ord(p) for p in FORMULA_PREFIXES], dtype=np.uint8)
+
+
+def _formula_starts(texts: pa.Array) -> np.ndarray:
+    """Where a text (not null, not empty) starts with a formula prefix."""
+    if not len(texts):
+        return np.zeros(0, dtype=bool)
+    wide = pa.types.is_large_string(texts.type)
+    offsets = np.frombuffer(texts.buffers()[1], dtype=np.int64 if wide else np.int32)[
+        texts.offset:texts.offset + len(texts) + 1]
+    data = texts.buffers()[2]
+    if data is None or not data.size:
+        return np.zeros(len(texts), dtype=bool)
+    first = np.frombuffer(data, dtype=np.uint8)[np.minimum(offsets[:-1], data.size - 1)]
+    starts = np.isin(first, _FORMULA_BYTES) & (offsets[1:] > offsets[:-1])
+    return starts & np.asarray(pc.is_valid(texts)) if texts.null_count else starts
 
 
 def _since_ms(since: datetime | date | None) -> int | None:

@@ -82,8 +82,10 @@ def long_batch(part: Batch, wanted: frozenset[str] | None) -> pa.RecordBatch | N
     if len(clean) < len(part):
         made, columns = _with_others(made, columns, np.flatnonzero(~exact), part, wanted)
     at = pa.array(made)
-    return pa.RecordBatch.from_arrays([pa.array(ids, pa.string()).take(at), pa.array(forms, pa.string()).take(at),
-                                       *columns], schema=LONG_SCHEMA)
+    one_form = len(set(forms)) == 1 and isinstance(forms[0], str)  # the common case: no take
+    form_ids = pa.repeat(pa.scalar(forms[0], pa.string()), len(made)) if one_form \
+        else pa.array(forms, pa.string()).take(at)
+    return pa.RecordBatch.from_arrays([pa.array(ids, pa.string()).take(at), form_ids, *columns], schema=LONG_SCHEMA)
 
 
 Columns = dict[str, pa.Array]

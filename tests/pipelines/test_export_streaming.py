@@ -17,6 +17,8 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from sqlalchemy import insert
 from typer.testing import CliRunner
 
@@ -109,6 +111,19 @@ def test_neutralise_array_matches_neutralise() -> None:
     assert neutralise_array(pa.array([-5, 3])).to_pylist() == [-5, 3]  # numbers are not formulas
     chunked = pa.chunked_array([NASTY[:5], NASTY[5:]], pa.string())
     assert neutralise_array(chunked).to_pylist() == [neutralise(v) for v in NASTY]
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.none() | st.text(alphabet=st.sampled_from(list("=+-@\t\r'a é日\n")), max_size=4), max_size=12),
+       st.integers(0, 3), st.integers(0, 3), st.booleans())
+def test_neutralise_array_matches_neutralise_on_any_text(values: list[str | None], start: int, cut: int,
+                                                         large: bool) -> None:
+    """Slices, large text and chunks alike (the first bytes are read off the buffers)."""
+    column = pa.array(values, pa.large_string() if large else pa.string()).slice(start)
+    want = [neutralise(v) for v in values[start:]]
+    assert neutralise_array(column).to_pylist() == want
+    chunked = pa.chunked_array([column.slice(0, cut), column.slice(cut)], column.type)
+    assert neutralise_array(chunked).to_pylist() == want
 
 
 def test_formula_text_neutralised_in_csv_and_xlsx_over_batches(tmp_path: Path,
