@@ -116,13 +116,13 @@ def _formula_starts(texts: pa.Array) -> np.ndarray:
     if not len(texts):
         return np.zeros(0, dtype=bool)
     wide = pa.types.is_large_string(texts.type)
-    offsets = np.frombuffer(texts.buffers()[1], dtype=np.int64 if wide else np.int32)[
-        texts.offset:texts.offset + len(texts) + 1]
+    offsets: np.ndarray = np.frombuffer(texts.buffers()[1], dtype=np.int64 if wide else np.int32)[
+        texts.offset:texts.offset + len(texts) + 1].astype(np.int64)
     data = texts.buffers()[2]
     if data is None or not data.size:
         return np.zeros(len(texts), dtype=bool)
     first = np.frombuffer(data, dtype=np.uint8)[np.minimum(offsets[:-1], data.size - 1)]
-    starts = np.isin(first, _FORMULA_BYTES) & (offsets[1:] > offsets[:-1])
+    starts = np.isin(first, _FORMULA_BYTES) & (np.diff(offsets) > 0)
     return starts & np.asarray(pc.is_valid(texts)) if texts.null_count else starts
 
 
