@@ -38,7 +38,6 @@ Batch = Sequence[tuple[Any, ...]]
 LONG_COLUMNS = ["submission_id", "form_id", "field_key", "instance", "row_key", "member_key", "value_json",
                 "display_text"]
 LONG_SCHEMA = pa.schema([(c, pa.int64() if c == "instance" else pa.string()) for c in LONG_COLUMNS])
-_NULL_TEXT = pa.scalar(None, pa.string())
 _MARK = "\x01"  # never raw in JSON text: control characters are escaped
 _ORDER_TRIES = 4  # key orders tried on documents that did not match the reader's order
 
@@ -314,7 +313,7 @@ def _segment(whole: pa.Array, parts: pa.ListArray, n: np.ndarray, k: np.ndarray)
     index = np.where(split, starts + k, 0)
     items = list_items(parts)
     picked = items.take(pa.array(index)) if len(items) else pa.nulls(len(whole), pa.string())
-    out = pc.if_else(pa.array(split), picked, _NULL_TEXT)
+    out = pc.if_else(pa.array(split), picked, pa.scalar(None, pa.string()))
     return pc.if_else(pa.array(single), whole, out)
 
 
