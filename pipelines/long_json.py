@@ -40,6 +40,7 @@ LONG_COLUMNS = ["submission_id", "form_id", "field_key", "instance", "row_key", 
 LONG_SCHEMA = pa.schema([(c, pa.int64() if c == "instance" else pa.string()) for c in LONG_COLUMNS])
 _MARK = "\x01"  # never raw in JSON text: control characters are escaped
 _ORDER_TRIES = 4  # key orders tried on documents that did not match the reader's order
+_ORDER_PROBES = 32  # documents whose own key order may be tried
 
 
 def long_batch(part: Batch, wanted: frozenset[str] | None) -> pa.RecordBatch | None:
@@ -122,19 +123,17 @@ def _scalar(t: pa.DataType) -> bool:
 
 def _matching(docs: Columns, own: dict[str, list[Piece]], texts: pa.Array) -> np.ndarray:
     """Where the columns write each document back as its text: first with the keys in
-    the reader's order, then in the order of a document that did not match."""
+    the reader's order, then in the orders of the first documents that did not match."""
     order = list(docs)
     ok = _rebuilt_equal(docs, own, order, texts)
     tried: set[tuple[str, ...]] = {tuple(order)}
-    for _ in range(_ORDER_TRIES):
-        left = np.flatnonzero(~ok)
-        if not len(left):
+    for i in np.flatnonzero(~ok)[:_ORDER_PROBES]:
+        if len(tried) > _ORDER_TRIES:
             break
-        keys = _keys_of(texts[int(left[0])].as_py(), own)
-        if keys is None or tuple(keys) in tried:
-            break
-        tried.add(tuple(keys))
-        ok |= _rebuilt_equal(docs, own, keys + [k for k in order if k not in keys], texts)
+        keys = None if ok[i] else _keys_of(texts[int(i)].as_py(), own)
+        if keys is not None and tuple(keys) not in tried:
+            tried.add(tuple(keys))
+            ok |= _rebuilt_equal(docs, own, keys + [k for k in order if k not in keys], texts)
     return ok
 
 
