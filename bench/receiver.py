@@ -202,7 +202,7 @@ async def serve_nostore() -> None:
 
     with tempfile.TemporaryDirectory() as tmp:
         store = NoStore(f"sqlite:///{tmp}/unused.db")
-        settings = ReceiverSettings(callback_secrets=[SECRET])
+        settings = ReceiverSettings(callback_secrets=[SECRET], store_process=False)  # NoStore lives here
         await run_receiver(store, settings, host="127.0.0.1", port=0,
                            on_ready=lambda url: print(f"nostore listening on {url}/formsync/events", flush=True))
 

@@ -13,8 +13,8 @@ the database waits for it). The receiver writes each batch of verified deliverie
 body, source, time received) to the process's standard input and reads one result per
 delivery from its standard output: frames of a 4-byte length and a pickle, both ends
 being this module. The process rebuilds each event from its body (``event_of``: the
-receiver has already checked it), maps and stores the batch, and answers after the
-commit. It exits when its standard input closes, so it never outlives its receiver,
+receiver has already checked it), maps and stores the batch (with any others that
+arrived meanwhile: one transaction, one flush to disk), and answers after the commit. It exits when its standard input closes, so it never outlives its receiver,
 even one killed with SIGKILL; it ignores SIGINT and SIGTERM (a terminal's Ctrl-C, a
 service manager signalling the whole group), so the receiver can have it commit what
 is pending before both stop. Should it die, its batch is answered 503 (the sender
@@ -29,6 +29,7 @@ import fcntl
 import logging
 import os
 import pickle
+import select
 import signal
 import struct
 import sys
@@ -53,6 +54,7 @@ _LENGTH = struct.Struct(">I")
 _START_TIMEOUT_S = 120.0  # the process imports the connector and opens the store
 _END_TIMEOUT_S = 60.0  # the process commits the batches in flight, then exits
 _PIPE_BYTES = 1 << 20  # Linux's default most for an unprivileged process
+_MOST_EVENTS = 1024  # the most events one transaction of the store process takes
 
 
 def _unavailable(error: BaseException) -> bool:
@@ -148,12 +150,12 @@ def committer_for(store: Store, *, process: bool) -> Committer:
 
 class ProcessCommitter:
     """Batches stored by a process of their own on the database at ``url`` (see the
-    module docstring). The process opens its own ``Store(url)``. Two batches may be in
-    flight: the process starts the next as soon as it has committed one, instead of
-    waiting for the receiver to answer and send more."""
+    module docstring). The process opens its own ``Store(url)``. Up to ``depth``
+    batches are in flight: the process never waits for the receiver to answer and send
+    more, and it stores the batches waiting for it in one transaction."""
 
     premap = False
-    depth = 2
+    depth = 4
 
     def __init__(self, url: str) -> None:
         self.url = url
@@ -284,12 +286,37 @@ async def _end(proc: asyncio.subprocess.Process) -> None:
 # ======================================================================================
 
 
-def _read_frame(stream: IO[bytes]) -> Any:
-    head = stream.read(_LENGTH.size)
-    if len(head) < _LENGTH.size:
-        return None  # the receiver closed our input: time to go
-    (size,) = _LENGTH.unpack(head)
-    return pickle.loads(stream.read(size))
+class _Frames:
+    """The frames arriving on a file descriptor, read whole, with a way to tell whether
+    another one is there already."""
+
+    def __init__(self, fd: int) -> None:
+        self.fd = fd
+        self.buffer = bytearray()
+
+    def _fill(self, size: int) -> bool:
+        while len(self.buffer) < size:
+            chunk = os.read(self.fd, max(size - len(self.buffer), _PIPE_BYTES))
+            if not chunk:
+                return False  # the receiver closed our input: time to go
+            self.buffer += chunk
+        return True
+
+    def next(self) -> Any:
+        """The next frame's value (waiting for it), or None at the end of the input."""
+        if not self._fill(_LENGTH.size):
+            return None
+        (size,) = _LENGTH.unpack_from(self.buffer)
+        if not self._fill(_LENGTH.size + size):
+            return None
+        value = pickle.loads(memoryview(self.buffer)[_LENGTH.size:_LENGTH.size + size])
+        del self.buffer[:_LENGTH.size + size]
+        return value
+
+    def waiting(self) -> bool:
+        """Whether more input has arrived (``next`` then returns at once, or as soon as
+        the rest of a frame being written is there)."""
+        return bool(self.buffer) or bool(select.select([self.fd], [], [], 0)[0])
 
 
 def _write_frame(stream: IO[bytes], value: Any) -> None:
@@ -308,16 +335,20 @@ def _incoming(body: bytes, source: Any, received_at: int | None) -> Incoming | N
         return None
 
 
-def _commit_frame(store: Store, batch: list[tuple[bytes, Any, int | None]]) -> list[Result]:
-    items = [_incoming(*entry) for entry in batch]
-    results = iter(commit_batch(store, [i for i in items if i is not None]))
-    return [next(results) if i is not None else "failed" for i in items]
+def _commit_frames(store: Store, batches: list[list[tuple[bytes, Any, int | None]]]) -> list[list[Result]]:
+    """The batches that have arrived, stored in one transaction; one answer per batch."""
+    items = [_incoming(*entry) for batch in batches for entry in batch]
+    stored = iter(commit_batch(store, [i for i in items if i is not None]))
+    results = iter([next(stored) if i is not None else "failed" for i in items])
+    return [[next(results) for _ in batch] for batch in batches]
 
 
-def serve(stdin: IO[bytes], stdout: IO[bytes]) -> None:
-    """The store process's loop: the settings frame, then one answer per batch frame,
-    until ``stdin`` ends."""
-    config = _read_frame(stdin)
+def serve(stdin: int, stdout: IO[bytes]) -> None:
+    """The store process's loop on the file descriptor ``stdin``: the settings frame,
+    then an answer per batch frame, until the input ends. Batches that arrived while
+    the one before was committed share a transaction (and its flush to disk)."""
+    frames = _Frames(stdin)
+    config = frames.next()
     if config is None:
         return
     logging.basicConfig(level=config["log_level"], format="%(asctime)s %(levelname)s %(name)s: %(message)s")
@@ -328,8 +359,17 @@ def serve(stdin: IO[bytes], stdout: IO[bytes]) -> None:
         return
     try:
         _write_frame(stdout, "ready")
-        while (batch := _read_frame(stdin)) is not None:
-            _write_frame(stdout, _commit_frame(store, batch))
+        while (batch := frames.next()) is not None:
+            batches = [batch]
+            while sum(map(len, batches)) < _MOST_EVENTS and frames.waiting():
+                if (more := frames.next()) is None:
+                    break
+                batches.append(more)
+            answers = _commit_frames(store, batches)
+            log.debug("store process: %d deliveries of %d batches in one transaction", sum(map(len, answers)),
+                      len(answers))
+            for answer in answers:
+                _write_frame(stdout, answer)
     finally:
         store.close()
 
@@ -342,7 +382,7 @@ def main() -> None:
     # standard error instead, where it cannot break a frame.
     frames = os.fdopen(os.dup(1), "wb")
     os.dup2(2, 1)
-    serve(sys.stdin.buffer, frames)
+    serve(sys.stdin.fileno(), frames)
 
 
 if __name__ == "__main__":

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import os
 import signal
 import sqlite3
@@ -20,7 +21,7 @@ from hypothesis import strategies as st
 
 from connector.committer import ProcessCommitter, ThreadCommitter, committer_for
 from connector.receiver import event_of, parse_event
-from connector.store import Store
+from connector.store import Incoming, Store
 
 from .test_receiver import CB_SECRET, FORMSYNC, counts, encode, envelope, running, signed
 
@@ -100,6 +101,44 @@ def test_reading_again_keeps_duplicate_keys_and_big_integers_as_the_receiver_doe
     payload["data"]["answers"] = {"n": 2**70, "x": 0.1, "e": "\u00e9\u2028"}
     body = json.dumps(payload, ensure_ascii=False).encode()
     assert event_of(body).data.answers == {"n": 2**70, "x": 0.1, "e": "\u00e9\u2028"}
+
+
+async def test_batches_waiting_for_the_store_process_share_one_transaction(tmp_path, capfd):
+    """While the process waits for the write lock with one batch, two more arrive: once
+    the lock is free they are stored together, and every delivery gets its own result."""
+    path = tmp_path / "co.db"
+    store = Store(f"sqlite:///{path}")
+    store.migrate()
+    root = logging.getLogger()
+    level = root.level
+    root.setLevel(logging.DEBUG)  # the process logs each transaction at this level
+    committer = ProcessCommitter(store.url)
+    try:
+        await committer.start()
+        blocker = sqlite3.connect(path, isolation_level=None)
+        blocker.execute("BEGIN IMMEDIATE")
+
+        def batch(prefix: str, n: int) -> list[Incoming]:
+            bodies = [encode(envelope(f"evt_{prefix}{i}")) for i in range(n)]
+            return [Incoming(parse_event(b), "callback", b, 1) for b in bodies]
+
+        first = asyncio.create_task(committer.commit(batch("a", 2)))
+        await asyncio.sleep(0.3)  # the first batch is in the process, waiting for the lock
+        later = [asyncio.create_task(committer.commit(batch(p, 3))) for p in "bc"]
+        await asyncio.sleep(0.3)
+        blocker.execute("ROLLBACK")
+        blocker.close()
+        results = await asyncio.gather(first, *later)
+    finally:
+        await committer.close()
+        root.setLevel(level)
+    assert [[r.status for r in rs] for rs in results] == [["stored"] * 2, ["stored"] * 3, ["stored"] * 3]
+    assert [[r.event_id for r in rs] for rs in results][2] == ["evt_c0", "evt_c1", "evt_c2"]
+    logged = capfd.readouterr().err
+    assert "2 deliveries of 1 batches in one transaction" in logged
+    assert "6 deliveries of 2 batches in one transaction" in logged
+    assert counts(store)["events"] == 8
+    store.close()
 
 
 # -- the store process dying --------------------------------------------------------------------
