@@ -15,9 +15,9 @@ delivery from its standard output: frames of a 4-byte length and a pickle, both 
 being this module. The process rebuilds each event from its body (``event_of``: the
 receiver has already checked it), maps and stores the batch (with any others that
 arrived meanwhile: one transaction, one flush to disk), and answers after the commit. It exits when its standard input closes, so it never outlives its receiver,
-even one killed with SIGKILL; it ignores SIGINT and SIGTERM (a terminal's Ctrl-C, a
-service manager signalling the whole group), so the receiver can have it commit what
-is pending before both stop. Should it die, its batch is answered 503 (the sender
+even one killed with SIGKILL. It runs in a session of its own and ignores SIGINT and
+SIGTERM (a terminal's Ctrl-C, a service manager signalling every process of the
+service), so the receiver can have it commit what is pending before both stop. Should it die, its batch is answered 503 (the sender
 retries; a retry of a committed event is a duplicate) and the next batch starts
 another."""
 
@@ -206,8 +206,11 @@ class _Running:
 
     @classmethod
     async def start(cls, url: str) -> _Running:
+        # A session of its own: a terminal's Ctrl-C, sent to the receiver's process group,
+        # does not reach it, even while it starts (before it ignores signals).
         proc = await asyncio.create_subprocess_exec(
-            sys.executable, "-m", __name__, stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE)
+            sys.executable, "-m", __name__, stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
+            start_new_session=True)
         _widen_pipe(proc)
         try:
             await _send(proc, {"url": url, "log_level": logging.getLogger().getEffectiveLevel()})

@@ -50,10 +50,9 @@ import gc
 import json
 import logging
 import math
-import signal
 import time
-from collections.abc import AsyncIterator, Callable, Iterable, Iterator
-from contextlib import contextmanager, nullcontext
+from collections.abc import AsyncIterator, Callable, Iterable
+from contextlib import nullcontext
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -73,6 +72,7 @@ from pydantic_core import from_json
 from .committer import Committer, Result, committer_for
 from .models import Event
 from .settings import ReceiverSettings
+from .signals import stop_on_signals
 from .signing import CustomScheme, Scheme, SigningConfigError, verify
 from .store import Incoming, Source, Store, event_integer_problem, premapped
 
@@ -538,25 +538,6 @@ def create_receiver_app(store: Store, settings: ReceiverSettings, *, custom_sche
     if not receiver.callback_secrets and not receiver.webhook_secrets:
         log.warning("no callback or webhook secret is configured: every delivery will be refused with 401")
     return app
-
-
-@contextmanager
-def stop_on_signals(stop: asyncio.Event) -> Iterator[None]:
-    """Set ``stop`` on SIGINT or SIGTERM while the block runs (where this thread may take
-    signals: only the main thread's event loop can)."""
-    loop = asyncio.get_running_loop()
-    handled: list[signal.Signals] = []
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        try:
-            loop.add_signal_handler(sig, stop.set)
-            handled.append(sig)
-        except (NotImplementedError, RuntimeError, ValueError):  # not the main thread, or no signals here
-            pass
-    try:
-        yield
-    finally:
-        for sig in handled:
-            loop.remove_signal_handler(sig)
 
 
 async def run_receiver(store: Store, settings: ReceiverSettings, *, host: str | None = None, port: int | None = None,

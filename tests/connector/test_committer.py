@@ -225,9 +225,9 @@ async def test_the_store_process_ends_when_its_receiver_is_killed(tmp_path):
 
 
 async def test_ctrl_c_to_the_whole_group_still_stores_what_was_pending(tmp_path):
-    """SIGINT reaches the receiver and its store process alike (a terminal's Ctrl-C):
-    the store process keeps going until the receiver has had every pending delivery
-    committed and answered."""
+    """Ctrl-C reaches the receiver's process group, and a service manager may send
+    SIGTERM to every process of the service: the store process keeps going until the
+    receiver has had every pending delivery committed and answered."""
     db = tmp_path / "int.db"
     proc, url = await _formsync_receive(tmp_path, db)
     blocker = sqlite3.connect(db, isolation_level=None)
@@ -244,9 +244,10 @@ async def test_ctrl_c_to_the_whole_group_still_stores_what_was_pending(tmp_path)
             await asyncio.sleep(0.8)  # every delivery is waiting for its commit
             assert not any(p.done() for p in posts)
             [child] = store_processes(proc.pid)
-            os.killpg(proc.pid, signal.SIGINT)
+            os.killpg(proc.pid, signal.SIGINT)  # a terminal's Ctrl-C
+            os.kill(child, signal.SIGTERM)  # a service manager stopping every process of the service
             await asyncio.sleep(0.5)
-            assert not gone(child), "the store process ignores SIGINT"
+            assert not gone(child), "the store process waits for its receiver"
             blocker.execute("ROLLBACK")
             assert await asyncio.gather(*posts) == [200] * 12
         await asyncio.wait_for(proc.wait(), 30)
