@@ -10,7 +10,7 @@ client in another process, so it never shares a server's event loop):
   parse (``connector.signing.verify`` and ``connector.receiver.parse_event``), answering
   200 without storing;
 * ``sqlite``: ``formsync receive`` on a SQLite file (WAL, ``synchronous=FULL``; a 2xx
-  only after the commit);
+  only after the commit), with its store process (``receiver.store_process``);
 * ``postgresql``: ``formsync receive`` on a fresh database at 127.0.0.1:5432;
 * with ``--with-nostore``, also ``no store``: the receiver with a store that writes
   nothing, which shows what the receiver costs apart from its database.
@@ -202,7 +202,7 @@ async def serve_nostore() -> None:
 
     with tempfile.TemporaryDirectory() as tmp:
         store = NoStore(f"sqlite:///{tmp}/unused.db")
-        settings = ReceiverSettings(callback_secrets=[SECRET])
+        settings = ReceiverSettings(callback_secrets=[SECRET], store_process=False)  # NoStore lives here
         await run_receiver(store, settings, host="127.0.0.1", port=0,
                            on_ready=lambda url: print(f"nostore listening on {url}/formsync/events", flush=True))
 
@@ -264,14 +264,27 @@ def sqlite_settings(db_url: str) -> str:
     return f"journal_mode={mode} synchronous={ {0: 'OFF', 1: 'NORMAL', 2: 'FULL', 3: 'EXTRA'}.get(sync, sync)}"
 
 
+def _descendants(pid: int) -> list[int]:
+    found, todo = [], [pid]
+    while todo:
+        p = todo.pop()
+        found.append(p)
+        for task in Path(f"/proc/{p}/task").iterdir():
+            todo += [int(c) for c in (task / "children").read_text().split()]
+    return found
+
+
 def cpu_seconds(pid: int) -> float | None:
-    """CPU time (user + system, all threads) used so far by process ``pid``; None where
-    /proc is not available."""
+    """CPU time (user + system, all threads) used so far by process ``pid`` and its
+    children (the receiver's store process); None where /proc is not available."""
+    total = 0.0
     try:
-        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        for p in _descendants(pid):
+            fields = Path(f"/proc/{p}/stat").read_text().rsplit(")", 1)[1].split()
+            total += (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
     except OSError:
         return None
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    return total
 
 
 def loaded(proc: subprocess.Popen[str], url: str, args: argparse.Namespace, ids: Path) -> dict[str, Any]:

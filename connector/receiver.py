@@ -36,8 +36,9 @@ Answers are JSON: ``{"ok": true, "status", "eventId", "type"}``, or ``{"ok": fal
 "error": {"code", "message", "details"?}}`` (503 adds ``Retry-After``). A 2xx is only
 ever sent after the event's transaction has committed. Concurrent
 deliveries are group-committed: a single writer task takes up to ``max_batch`` queued
-events and stores them with one ``Store.store_events`` call in a worker thread, then
-answers each waiter with its own outcome. Log lines carry the event id, type, source and
+events and stores them with one ``Store.store_events`` call, in a process of its own
+by default (``connector.committer``) or in a worker thread, then answers each waiter
+with its own outcome. Log lines carry the event id, type, source and
 outcome, never a header value, secret or body.
 """
 
@@ -49,10 +50,9 @@ import gc
 import json
 import logging
 import math
-import signal
 import time
-from collections.abc import AsyncIterator, Callable, Iterable, Iterator
-from contextlib import contextmanager, nullcontext
+from collections.abc import AsyncIterator, Callable, Iterable
+from contextlib import nullcontext
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -67,12 +67,14 @@ from prometheus_client import (
     generate_latest,
 )
 from pydantic import SecretStr, ValidationError
-from sqlalchemy import exc as sa_exc
+from pydantic_core import from_json
 
+from .committer import Committer, Result, committer_for
 from .models import Event
 from .settings import ReceiverSettings
+from .signals import stop_on_signals
 from .signing import CustomScheme, Scheme, SigningConfigError, verify
-from .store import Incoming, Source, Store, StoreOutcome, event_integer_problem, premapped
+from .store import Incoming, Source, Store, event_integer_problem, premapped
 
 __all__ = [
     "DEFAULT_MAX_BATCH",
@@ -208,6 +210,22 @@ def _check_token(payload: dict[str, Any], name: str) -> None:
                        f"{_MAX_ID_LENGTH} visible ASCII characters", field=name)
 
 
+def _envelope(payload: dict[str, Any]) -> dict[str, Any]:
+    # An unknown type is kept whatever its data holds: only the envelope is read.
+    return payload if payload["type"] in _MAPPED_TYPES else {k: v for k, v in payload.items() if k != "data"}
+
+
+def event_of(raw: bytes) -> Event:
+    """The event of a body ``parse_event`` accepted, read again without its checks (the
+    store process's way). pydantic-core's parser gives the values ``json.loads`` gives
+    (integers of any size included); a body it refuses is read by ``json.loads``."""
+    try:
+        payload = from_json(raw)
+    except ValueError:
+        payload = json.loads(raw)
+    return Event.model_validate(_envelope(payload))
+
+
 def parse_event(raw: bytes) -> Event:
     """The event in a verified body. Raises ``ValueError`` (a refusal with status 400
     and a message saying what is wrong) for a body that is not UTF-8 JSON, not an event
@@ -221,10 +239,8 @@ def parse_event(raw: bytes) -> Event:
     problem = _unstorable(payload)
     if problem:
         raise _Refusal(400, "UNSTORABLE_EVENT", "unstorable", f"the event cannot be stored: {problem}")
-    # An unknown type is kept whatever its data holds: only the envelope is read.
-    shape = payload if payload["type"] in _MAPPED_TYPES else {k: v for k, v in payload.items() if k != "data"}
     try:
-        event = Event.model_validate(shape)
+        event = Event.model_validate(_envelope(payload))
     except ValidationError as e:
         first = e.errors()[0]
         where = ".".join(str(p) for p in first["loc"]) or "(envelope)"
@@ -241,33 +257,22 @@ def parse_event(raw: bytes) -> Event:
 # ======================================================================================
 
 
-def _unavailable(error: BaseException) -> bool:
-    """Whether ``error`` means the database cannot be used right now (as opposed to a
-    problem with one event's data)."""
-    if isinstance(error, sa_exc.IntegrityError | sa_exc.DataError):
-        return False
-    return isinstance(error, sa_exc.DBAPIError | sa_exc.TimeoutError | sa_exc.DisconnectionError | OSError)
-
-
-_Failure = Literal["unavailable", "failed"]
-# What a delivery's waiter gets: its event's outcome, or why it was not stored.
-_Result = StoreOutcome | _Failure
-
-
 class _Writer:
     """One task that drains the pending deliveries: up to ``max_batch`` events per
-    ``store_events`` call, run in a worker thread; each waiter gets its own result.
-    Per delivery it costs one future and a list append (the group commit's hot path)."""
+    commit by its ``Committer``, ``committer.depth`` commits in flight at most; each
+    waiter gets its own result. Per delivery it costs
+    one future and a list append (the group commit's hot path)."""
 
-    def __init__(self, store: Store, metrics: ReceiverMetrics, max_batch: int) -> None:
-        self.store, self.metrics, self.max_batch = store, metrics, max_batch
-        self.pending: list[tuple[Incoming, asyncio.Future[_Result]]] = []
+    def __init__(self, committer: Committer, metrics: ReceiverMetrics, max_batch: int) -> None:
+        self.committer, self.metrics, self.max_batch = committer, metrics, max_batch
+        self.pending: list[tuple[Incoming, asyncio.Future[Result]]] = []
         self.wake = asyncio.Event()
         self.task: asyncio.Task[None] | None = None
         self.closed = False
         metrics.queued.set_function(lambda: len(self.pending))
 
-    def start(self) -> None:
+    async def start(self) -> None:
+        await self.committer.start()
         self.task = asyncio.create_task(self._run(), name="formsync-receiver-writer")
 
     async def close(self) -> None:
@@ -276,12 +281,15 @@ class _Writer:
             return
         self.closed = True
         self.wake.set()
-        await self.task
+        try:
+            await self.task
+        finally:
+            await self.committer.close()
 
-    async def submit(self, incoming: Incoming) -> _Result:
+    async def submit(self, incoming: Incoming) -> Result:
         if self.closed or self.task is None or self.task.done():
             return "unavailable"
-        done: asyncio.Future[_Result] = asyncio.get_running_loop().create_future()
+        done: asyncio.Future[Result] = asyncio.get_running_loop().create_future()
         self.pending.append((incoming, done))
         self.wake.set()
         # A handler cancelled mid-wait cancels only this future: its event stays in the
@@ -289,66 +297,59 @@ class _Writer:
         return await done
 
     async def _run(self) -> None:
-        batch: list[tuple[Incoming, asyncio.Future[_Result]]] = []
+        slots = asyncio.Semaphore(self.committer.depth)
+        flying: set[asyncio.Task[None]] = set()
+
+        def landed(task: asyncio.Task[None]) -> None:
+            flying.discard(task)
+            slots.release()
+
         try:
-            while True:
+            while self.pending or not self.closed:
                 if not self.pending:
-                    if self.closed:
-                        return
                     self.wake.clear()
                     await self.wake.wait()
                     continue
+                await slots.acquire()  # meanwhile more deliveries join the next batch
                 batch = self.pending[:self.max_batch]
                 del self.pending[:self.max_batch]
-                try:
-                    results = await self._commit([incoming for incoming, _ in batch])
-                except Exception:  # the writer must outlive anything a batch does
-                    log.exception("group commit failed unexpectedly")
-                    results = ["failed"] * len(batch)
-                for (_, done), result in zip(batch, results, strict=True):
-                    if not done.done():
-                        done.set_result(result)
-                batch = []
+                task = asyncio.create_task(self._deliver(batch))
+                flying.add(task)
+                task.add_done_callback(landed)
+            if flying:
+                await asyncio.wait(flying)
         finally:
             # Cancelled mid-way: nobody may wait forever. "Unavailable" is always a safe
             # answer, since the sender's retry of a committed event is a duplicate.
-            batch += self.pending
-            self.pending = []
+            for task in flying:
+                task.cancel()
+            pending, self.pending = self.pending, []
+            for _, done in pending:
+                if not done.done():
+                    done.set_result("unavailable")
+
+    async def _deliver(self, batch: list[tuple[Incoming, asyncio.Future[Result]]]) -> None:
+        try:
+            try:
+                results = await self._commit([incoming for incoming, _ in batch])
+            except Exception:  # the writer must outlive anything a batch does
+                log.exception("group commit failed unexpectedly")
+                results = ["failed"] * len(batch)
+            for (_, done), result in zip(batch, results, strict=True):
+                if not done.done():
+                    done.set_result(result)
+        finally:
             for _, done in batch:
                 if not done.done():
                     done.set_result("unavailable")
 
-    async def _commit(self, items: list[Incoming]) -> list[_Result]:
+    async def _commit(self, items: list[Incoming]) -> list[Result]:
         self.metrics.batch_size.observe(len(items))
         started = time.perf_counter()
         try:
-            outcomes = await asyncio.to_thread(self.store.store_events, items)
-        except Exception as error:
-            if _unavailable(error):
-                log.warning("database unavailable (%s); %d event(s) not stored", type(error).__name__, len(items))
-                return ["unavailable"] * len(items)
-            if len(items) == 1:
-                log.error("event %s type %s could not be stored (%s)", items[0].event.id, items[0].event.type,
-                          type(error).__name__)
-                return ["failed"]
-            # One event's data broke the batch: store each alone so the others still land.
-            return await asyncio.to_thread(self._one_by_one, items)
+            return await self.committer.commit(items)
         finally:
             self.metrics.commit_seconds.observe(time.perf_counter() - started)
-        return list(outcomes)
-
-    def _one_by_one(self, items: list[Incoming]) -> list[_Result]:
-        results: list[_Result] = []
-        for item in items:
-            try:
-                [outcome] = self.store.store_events([item])
-                results.append(outcome)
-            except Exception as error:
-                failure: _Failure = "unavailable" if _unavailable(error) else "failed"
-                log.error("event %s type %s could not be stored (%s)", item.event.id, item.event.type,
-                          type(error).__name__)
-                results.append(failure)
-        return results
 
 
 # ======================================================================================
@@ -369,7 +370,8 @@ class Receiver:
     """The state behind one receiver application: store, secrets, writer, metrics."""
 
     def __init__(self, store: Store, settings: ReceiverSettings, *, custom_scheme: CustomScheme | None = None,
-                 max_batch: int = DEFAULT_MAX_BATCH, now: Callable[[], float] | None = None) -> None:
+                 max_batch: int = DEFAULT_MAX_BATCH, now: Callable[[], float] | None = None,
+                 store_process: bool | None = None) -> None:
         if not 1 <= max_batch <= 100_000:
             raise ValueError(f"max_batch must be between 1 and 100000, got {max_batch}")
         self.store, self.settings, self.now = store, settings, now
@@ -394,12 +396,13 @@ class Receiver:
         self._received = {ch: m.received.labels(ch) for ch in ("callbacks", "webhooks", "any")}
         self._stored = {source: m.stored.labels(source) for source in ("callback", "webhook")}
         self._answered_200 = m.responses.labels("200")
-        self.writer = _Writer(store, m, max_batch)
+        in_process = settings.store_process if store_process is None else store_process
+        self.writer = _Writer(committer_for(store, process=in_process), m, max_batch)
 
     # -- lifecycle ------------------------------------------------------------------
 
     async def _lifecycle(self, _app: web.Application) -> AsyncIterator[None]:
-        self.writer.start()
+        await self.writer.start()
         # What start-up made lives as long as the process: keep it out of the cyclic
         # collector's passes, which otherwise rescan it under load.
         gc.collect()
@@ -467,7 +470,8 @@ class Receiver:
         except _Refusal as refusal:
             return self._refuse(refusal, channel)
         # Mapped here, in the event loop, while the writer thread commits the batch before.
-        outcome = await self.writer.submit(premapped(Incoming(event, source, body, received_at)))
+        incoming = Incoming(event, source, body, received_at)
+        outcome = await self.writer.submit(premapped(incoming) if self.writer.committer.premap else incoming)
         if outcome == "unavailable":
             return self._refuse(_Refusal(503, "UNAVAILABLE", "unavailable",
                                          "the database is unavailable; nothing was stored, retry later"), channel)
@@ -510,15 +514,19 @@ def event_paths(settings: ReceiverSettings) -> dict[Channel, str]:
 
 
 def create_receiver_app(store: Store, settings: ReceiverSettings, *, custom_scheme: CustomScheme | None = None,
-                        max_batch: int = DEFAULT_MAX_BATCH, now: Callable[[], float] | None = None
-                        ) -> web.Application:
+                        max_batch: int = DEFAULT_MAX_BATCH, now: Callable[[], float] | None = None,
+                        store_process: bool | None = None) -> web.Application:
     """An aiohttp application that verifies, stores and acknowledges deliveries (see the
     module docstring for routes and answers). ``store`` must be migrated; the application
     does not close it. When ``settings.scheme`` is ``"custom"`` the scheme is
-    ``custom_scheme``, else ``settings.custom`` (one is required); ``now`` (unix seconds) replaces the clock used for the signature
-    tolerance. Raises ``ValueError`` for a configuration that cannot work (a malformed
+    ``custom_scheme``, else ``settings.custom`` (one is required); ``now`` (unix seconds)
+    replaces the clock used for the signature tolerance. ``store_process`` (default:
+    ``settings.store_process``) commits in a process of its own that opens
+    ``Store(store.url)``; false commits with ``store`` itself in a worker thread (keep
+    that for a store with its own clock or behaviour). Raises ``ValueError`` for a configuration that cannot work (a malformed
     secret, a custom scheme without its definition)."""
-    receiver = Receiver(store, settings, custom_scheme=custom_scheme, max_batch=max_batch, now=now)
+    receiver = Receiver(store, settings, custom_scheme=custom_scheme, max_batch=max_batch, now=now,
+                        store_process=store_process)
     # aiohttp's own body limit is not used: _read enforces max_body_bytes while streaming.
     app = web.Application()
     app[RECEIVER_KEY] = receiver
@@ -530,25 +538,6 @@ def create_receiver_app(store: Store, settings: ReceiverSettings, *, custom_sche
     if not receiver.callback_secrets and not receiver.webhook_secrets:
         log.warning("no callback or webhook secret is configured: every delivery will be refused with 401")
     return app
-
-
-@contextmanager
-def stop_on_signals(stop: asyncio.Event) -> Iterator[None]:
-    """Set ``stop`` on SIGINT or SIGTERM while the block runs (where this thread may take
-    signals: only the main thread's event loop can)."""
-    loop = asyncio.get_running_loop()
-    handled: list[signal.Signals] = []
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        try:
-            loop.add_signal_handler(sig, stop.set)
-            handled.append(sig)
-        except (NotImplementedError, RuntimeError, ValueError):  # not the main thread, or no signals here
-            pass
-    try:
-        yield
-    finally:
-        for sig in handled:
-            loop.remove_signal_handler(sig)
 
 
 async def run_receiver(store: Store, settings: ReceiverSettings, *, host: str | None = None, port: int | None = None,

@@ -73,6 +73,9 @@ class ReceiverSettings(Section):
     webhook_secrets: list[SecretStr] = []
     tolerance_seconds: int = Field(300, ge=0)
     max_body_bytes: int = Field(1024 * 1024, ge=1024)
+    # Group commits in a process of their own (the database work on a second core), or
+    # in a worker thread of the receiver's process (false).
+    store_process: bool = True
     # The scheme of senders that sign otherwise, used when scheme = "custom" ([receiver.custom]).
     custom: CustomScheme | None = None
 

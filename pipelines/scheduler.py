@@ -268,7 +268,8 @@ async def serve(settings: Settings, store: Store, *, stop: asyncio.Event | None 
     """Run the configured jobs (and the receiver when enabled) until SIGINT, SIGTERM or
     ``stop``. The store must be migrated. The jobs are checked first (``ConfigError``).
     ``on_state`` hears ``waiting`` and ``leading``; ``on_receiver_ready`` the receiver's URL."""
-    from connector.receiver import run_receiver, stop_on_signals
+    from connector.receiver import run_receiver
+    from connector.signals import stop_on_signals
 
     params = check_jobs(settings)
     # Each run logs its own start and outcome; APScheduler's "executed successfully" would

@@ -7,13 +7,13 @@ from __future__ import annotations
 import asyncio
 import shlex
 import signal
-from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 import typer
+
+from connector.signals import stop_on_signals
 
 from .context import Context, print_report
 from .errors import ExitCode, Failure
@@ -48,28 +48,6 @@ class OutreachCall:
         return shlex.join(args)
 
 
-@contextmanager
-def stop_signals(stop: asyncio.Event, caught: list[signal.Signals]) -> Iterator[None]:
-    """While the block runs, SIGINT and SIGTERM set ``stop`` and are noted in ``caught``
-    (in the main thread's event loop; elsewhere signals keep their default handling)."""
-    loop = asyncio.get_running_loop()
-    handled = []
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        def on_signal(sig: signal.Signals = sig) -> None:
-            caught.append(sig)
-            stop.set()
-        try:
-            loop.add_signal_handler(sig, on_signal)
-            handled.append(sig)
-        except (NotImplementedError, RuntimeError, ValueError):  # not the main thread
-            pass
-    try:
-        yield
-    finally:
-        for sig in handled:
-            loop.remove_signal_handler(sig)
-
-
 async def _run(fc: FormClient, ctx: Context, call: OutreachCall, caught: list[signal.Signals]
                ) -> tuple[Prepared, OutreachReport]:
     from pipelines.outreach import SendResult, outreach_report, prepare_outreach, send_outreach
@@ -84,7 +62,7 @@ async def _run(fc: FormClient, ctx: Context, call: OutreachCall, caught: list[si
     if prepared.to_send:
         typer.echo(estimate_line(prepared, per_minute), err=True)
     stop = asyncio.Event()
-    with stop_signals(stop, caught), progress_bar(per_minute, show=prepared.to_send > 0 and _on_terminal()) as progress:
+    with stop_on_signals(stop, caught), progress_bar(per_minute, show=prepared.to_send > 0 and _on_terminal()) as progress:
         report = await send_outreach(fc, store, prepared, delivery=out.delivery, callback_url=out.callback_url,
                                      test=call.test, progress=progress, stop=stop)
     return prepared, report

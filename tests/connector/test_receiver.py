@@ -432,8 +432,9 @@ async def test_a_duplicate_is_200_and_never_a_second_row(store):
     assert counts(store) == {"events": 2, "submissions": 2, "answers": 4, "requests": 2}
 
 
-async def test_group_commit_batches_and_one_bad_event_does_not_fail_the_others(store):
-    async with running(store) as rx:
+@pytest.mark.parametrize("store_process", [True, False], ids=["process", "thread"])
+async def test_group_commit_batches_and_one_bad_event_does_not_fail_the_others(store, store_process):
+    async with running(store, store_process=store_process) as rx:
         bodies = [encode(envelope(f"evt_g{i:03d}")) for i in range(60)]
         bad = [(b"{not json", signed(b"{not json")), (bodies[0], signed(bodies[0], OTHER_SECRET)),
                (encode({"type": "x"}), signed(encode({"type": "x"})))]
@@ -449,7 +450,8 @@ async def test_group_commit_batches_and_one_bad_event_does_not_fail_the_others(s
     assert metric(metrics, "formsync_receiver_commit_seconds_count") == batches
 
 
-async def test_an_event_the_database_refuses_does_not_fail_its_batch(store):
+@pytest.mark.parametrize("store_process", [True, False], ids=["process", "thread"])
+async def test_an_event_the_database_refuses_does_not_fail_its_batch(store, store_process):
     """The database itself refuses one event type (a constraint added here): the batch is
     retried event by event, so the others are stored and only that one fails."""
     with store.database.engine.begin() as conn:
@@ -458,7 +460,7 @@ async def test_an_event_the_database_refuses_does_not_fail_its_batch(store):
         else:
             conn.exec_driver_sql("CREATE TRIGGER no_poison BEFORE INSERT ON formsync_events "
                                  "WHEN NEW.type = 'poison.type' BEGIN SELECT RAISE(ABORT, 'poison'); END")
-    async with running(store) as rx:
+    async with running(store, store_process=store_process) as rx:
         bodies = [encode(envelope(f"evt_ok{i:02d}")) for i in range(20)]
         poison = encode({"id": "evt_poison", "type": "poison.type", "createdAt": "2026-05-01T10:00:00Z"})
         got = await asyncio.gather(*(rx.post(b, signed(b)) for b in [*bodies[:10], poison, *bodies[10:]]))

@@ -1,0 +1,392 @@
+"""How the receiver's group commits reach the database: in a worker thread of the
+receiver's own process (``ThreadCommitter``) or in a process of their own
+(``ProcessCommitter``, what ``formsync receive`` and the gunicorn application use).
+
+Both store a batch with ``commit_batch``: one ``Store.store_events`` transaction, and
+when one event's data breaks it, each event alone, so the others still land. What a
+delivery gets is its ``StoreOutcome``, or ``"unavailable"`` (the database cannot be
+used now: 503) or ``"failed"`` (this event could not be stored: 500).
+
+The store process holds the database work on another core than the event loop, so
+the two never wait for each other's interpreter lock (a thread's every return from
+the database waits for it). The receiver writes each batch of verified deliveries (raw
+body, source, time received) to the process's standard input and reads one result per
+delivery from its standard output: frames of a 4-byte length and a pickle, both ends
+being this module. The process rebuilds each event from its body (``event_of``: the
+receiver has already checked it), maps and stores the batch (with any others that
+arrived meanwhile: one transaction, one flush to disk), and answers after the commit. It exits when its standard input closes, so it never outlives its receiver,
+even one killed with SIGKILL. It runs in a session of its own and ignores SIGINT and
+SIGTERM (a terminal's Ctrl-C, a service manager signalling every process of the
+service), so the receiver can have it commit what is pending before both stop. Should it die, its batch is answered 503 (the sender
+retries; a retry of a committed event is a duplicate) and the next batch starts
+another."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import fcntl
+import logging
+import os
+import pickle
+import select
+import signal
+import struct
+import sys
+from collections import deque
+from collections.abc import Sequence
+from typing import IO, Any, Literal, Protocol
+
+from sqlalchemy import exc as sa_exc
+from sqlalchemy.engine import make_url
+
+from .store import Incoming, Store, StoreOutcome
+
+__all__ = ["Committer", "ProcessCommitter", "Result", "ThreadCommitter", "commit_batch", "committer_for"]
+
+log = logging.getLogger("connector.receiver")
+
+Failure = Literal["unavailable", "failed"]
+Result = StoreOutcome | Failure
+"""What a delivery's waiter gets: its event's outcome, or why it was not stored."""
+
+_LENGTH = struct.Struct(">I")
+_START_TIMEOUT_S = 120.0  # the process imports the connector and opens the store
+_END_TIMEOUT_S = 60.0  # the process commits the batches in flight, then exits
+_PIPE_BYTES = 1 << 20  # Linux's default most for an unprivileged process
+_MOST_EVENTS = 1024  # the most events one transaction of the store process takes
+
+
+def _unavailable(error: BaseException) -> bool:
+    """Whether ``error`` means the database cannot be used right now (as opposed to a
+    problem with one event's data)."""
+    if isinstance(error, sa_exc.IntegrityError | sa_exc.DataError):
+        return False
+    return isinstance(error, sa_exc.DBAPIError | sa_exc.TimeoutError | sa_exc.DisconnectionError | OSError)
+
+
+def commit_batch(store: Store, items: Sequence[Incoming]) -> list[Result]:
+    """Store ``items`` in one transaction; one result per item, in order. Never raises
+    for what the database does: a database that cannot be used makes every item
+    ``"unavailable"``; an event it refuses is ``"failed"`` and logged, and the other
+    events of its batch are then stored one by one."""
+    try:
+        return list(store.store_events(items))
+    except Exception as error:
+        if _unavailable(error):
+            log.warning("database unavailable (%s); %d event(s) not stored", type(error).__name__, len(items))
+            return ["unavailable"] * len(items)
+        if len(items) == 1:
+            _log_failed(items[0], error)
+            return ["failed"]
+    return [_commit_one(store, item) for item in items]
+
+
+def _commit_one(store: Store, item: Incoming) -> Result:
+    try:
+        [outcome] = store.store_events([item])
+    except Exception as error:
+        _log_failed(item, error)
+        return "unavailable" if _unavailable(error) else "failed"
+    return outcome
+
+
+def _log_failed(item: Incoming, error: BaseException) -> None:
+    log.error("event %s type %s could not be stored (%s)", item.event.id, item.event.type, type(error).__name__)
+
+
+class Committer(Protocol):
+    """Where a receiver's batches are stored."""
+
+    premap: bool
+    """Whether the receiver maps each event to its rows in its event loop (``premapped``)
+    before handing it over: worth it where the commit runs in the same process."""
+
+    depth: int
+    """How many batches may be in flight at once."""
+
+    async def start(self) -> None:
+        """Get ready to commit (before the first delivery)."""
+        ...
+
+    async def commit(self, items: list[Incoming]) -> list[Result]:
+        """Store ``items`` (``commit_batch``'s promise); one batch at a time."""
+        ...
+
+    async def close(self) -> None:
+        """Release what ``start`` took, after the last batch."""
+        ...
+
+
+class ThreadCommitter:
+    """Batches stored in a worker thread of this process, with this very ``store``."""
+
+    premap = True
+    depth = 1
+
+    def __init__(self, store: Store) -> None:
+        self.store = store
+
+    async def start(self) -> None:
+        """Nothing to start: the thread comes from the event loop's executor."""
+
+    async def commit(self, items: list[Incoming]) -> list[Result]:
+        return await asyncio.to_thread(commit_batch, self.store, items)
+
+    async def close(self) -> None:
+        """Nothing to release."""
+
+
+def committer_for(store: Store, *, process: bool) -> Committer:
+    """A ``ProcessCommitter`` on ``store.url``, or a ``ThreadCommitter`` with ``store``
+    itself when ``process`` is false or the database lives in this process's memory
+    (in-memory SQLite). The store process opens a plain ``Store(url)``: a ``store``
+    with its own clock or behaviour needs ``process=False`` to keep them."""
+    url = make_url(store.url)
+    if not process or (url.get_backend_name() == "sqlite" and url.database in (None, "", ":memory:")):
+        return ThreadCommitter(store)
+    return ProcessCommitter(store.url)
+
+
+class ProcessCommitter:
+    """Batches stored by a process of their own on the database at ``url`` (see the
+    module docstring). The process opens its own ``Store(url)``. Up to ``depth``
+    batches are in flight: the process never waits for the receiver to answer and send
+    more, and it stores the batches waiting for it in one transaction."""
+
+    premap = False
+    depth = 4
+
+    def __init__(self, url: str) -> None:
+        self.url = url
+        self._running: _Running | None = None
+        self._starting = asyncio.Lock()
+
+    async def start(self) -> None:
+        """Start the store process and wait until it has opened the store. Raises
+        ``RuntimeError`` when it cannot start."""
+        async with self._starting:
+            if self._running is None:
+                self._running = await _Running.start(self.url)
+
+    async def commit(self, items: list[Incoming]) -> list[Result]:
+        try:
+            if self._running is not None and self._running.reader.done():
+                await self.close()  # it died since the last batch: start another at once
+            await self.start()
+            assert self._running is not None
+            return await self._running.commit(items)
+        except (OSError, EOFError, asyncio.IncompleteReadError, RuntimeError) as error:
+            log.warning("the store process is not running (%s); %d event(s) not stored, the next batch starts "
+                        "another", error, len(items))
+            await self.close()
+            return ["unavailable"] * len(items)
+
+    async def close(self) -> None:
+        """Close the process's input, so it commits what it was sent and exits; wait for it."""
+        running, self._running = self._running, None
+        if running is not None:
+            await running.end()
+
+    @property
+    def pid(self) -> int | None:
+        """The store process's id while it runs (for tests and operators)."""
+        running = self._running
+        return running.proc.pid if running is not None and running.proc.returncode is None else None
+
+
+class _Running:
+    """One running store process: batches go out as frames, and a reader task hands each
+    answer to the batch waiting longest (the process answers in order)."""
+
+    def __init__(self, proc: asyncio.subprocess.Process) -> None:
+        self.proc = proc
+        self.waiting: deque[asyncio.Future[list[Result]]] = deque()
+        self.reader = asyncio.create_task(self._read(), name="formsync-store-process-reader")
+
+    @classmethod
+    async def start(cls, url: str) -> _Running:
+        # A session of its own: a terminal's Ctrl-C, sent to the receiver's process group,
+        # does not reach it, even while it starts (before it ignores signals).
+        proc = await asyncio.create_subprocess_exec(
+            sys.executable, "-m", __name__, stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
+            start_new_session=True)
+        _widen_pipe(proc)
+        try:
+            await _send(proc, {"url": url, "log_level": logging.getLogger().getEffectiveLevel()})
+            ready = await asyncio.wait_for(_receive(proc), _START_TIMEOUT_S)
+        except (TimeoutError, OSError, EOFError, asyncio.IncompleteReadError) as error:
+            await _end(proc)
+            raise RuntimeError(f"the store process did not start ({type(error).__name__}; "
+                               "its error is on standard error)") from None
+        if ready != "ready":
+            await _end(proc)
+            raise RuntimeError(f"the store process did not start: {ready}")
+        return cls(proc)
+
+    async def commit(self, items: list[Incoming]) -> list[Result]:
+        if self.reader.done():
+            raise EOFError("the store process has exited")
+        answer: asyncio.Future[list[Result]] = asyncio.get_running_loop().create_future()
+        self.waiting.append(answer)  # before the frame goes: answers come back in this order
+        await _send(self.proc, [(i.body, i.source, i.received_at) for i in items])
+        return await answer
+
+    async def _read(self) -> None:
+        try:
+            while True:
+                results = await _receive(self.proc)
+                answer = self.waiting.popleft()
+                if not answer.done():
+                    answer.set_result(results)
+        except (OSError, EOFError, asyncio.IncompleteReadError) as error:
+            for answer in self.waiting:
+                if not answer.done():
+                    answer.set_exception(EOFError(f"the store process exited ({type(error).__name__})"))
+            self.waiting.clear()
+
+    async def end(self) -> None:
+        await _end(self.proc)
+        self.reader.cancel()
+
+
+def _widen_pipe(proc: asyncio.subprocess.Process) -> None:
+    # A batch is up to a few MB of bodies: a wider pipe takes it in fewer writes, so the
+    # process is not left waiting for the event loop to come back and write the rest.
+    setpipe = getattr(fcntl, "F_SETPIPE_SZ", None)
+    transport = proc.stdin.transport if proc.stdin is not None else None
+    pipe = transport.get_extra_info("pipe") if transport is not None else None
+    if setpipe is not None and pipe is not None:
+        with contextlib.suppress(OSError):
+            fcntl.fcntl(pipe.fileno(), setpipe, _PIPE_BYTES)
+
+
+async def _send(proc: asyncio.subprocess.Process, value: Any) -> None:
+    assert proc.stdin is not None
+    data = pickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL)
+    proc.stdin.write(_LENGTH.pack(len(data)) + data)
+    await proc.stdin.drain()
+
+
+async def _receive(proc: asyncio.subprocess.Process) -> Any:
+    assert proc.stdout is not None
+    (size,) = _LENGTH.unpack(await proc.stdout.readexactly(_LENGTH.size))
+    return pickle.loads(await proc.stdout.readexactly(size))
+
+
+async def _end(proc: asyncio.subprocess.Process) -> None:
+    if proc.stdin is not None and not proc.stdin.is_closing():
+        proc.stdin.close()
+    try:
+        await asyncio.wait_for(proc.wait(), _END_TIMEOUT_S)
+    except TimeoutError:
+        proc.kill()
+        await proc.wait()
+
+
+# ======================================================================================
+# The store process
+# ======================================================================================
+
+
+class _Frames:
+    """The frames arriving on a file descriptor, read whole, with a way to tell whether
+    another one is there already."""
+
+    def __init__(self, fd: int) -> None:
+        self.fd = fd
+        self.buffer = bytearray()
+
+    def _fill(self, size: int) -> bool:
+        while len(self.buffer) < size:
+            chunk = os.read(self.fd, max(size - len(self.buffer), _PIPE_BYTES))
+            if not chunk:
+                return False  # the receiver closed our input: time to go
+            self.buffer += chunk
+        return True
+
+    def next(self) -> Any:
+        """The next frame's value (waiting for it), or None at the end of the input."""
+        if not self._fill(_LENGTH.size):
+            return None
+        (size,) = _LENGTH.unpack_from(self.buffer)
+        if not self._fill(_LENGTH.size + size):
+            return None
+        value = pickle.loads(memoryview(self.buffer)[_LENGTH.size:_LENGTH.size + size])
+        del self.buffer[:_LENGTH.size + size]
+        return value
+
+    def waiting(self) -> bool:
+        """Whether more input has arrived (``next`` then returns at once, or as soon as
+        the rest of a frame being written is there)."""
+        return bool(self.buffer) or bool(select.select([self.fd], [], [], 0)[0])
+
+
+def _write_frame(stream: IO[bytes], value: Any) -> None:
+    data = pickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL)
+    stream.write(_LENGTH.pack(len(data)) + data)
+    stream.flush()
+
+
+def _incoming(body: bytes, source: Any, received_at: int | None) -> Incoming | None:
+    from .receiver import event_of
+
+    try:
+        return Incoming(event_of(body), source, body, received_at)
+    except Exception:  # checked by the receiver already: only a bug gets here
+        log.exception("a delivery could not be read again in the store process")
+        return None
+
+
+def _commit_frames(store: Store, batches: list[list[tuple[bytes, Any, int | None]]]) -> list[list[Result]]:
+    """The batches that have arrived, stored in one transaction; one answer per batch."""
+    items = [_incoming(*entry) for batch in batches for entry in batch]
+    stored = iter(commit_batch(store, [i for i in items if i is not None]))
+    results = iter([next(stored) if i is not None else "failed" for i in items])
+    return [[next(results) for _ in batch] for batch in batches]
+
+
+def serve(stdin: int, stdout: IO[bytes]) -> None:
+    """The store process's loop on the file descriptor ``stdin``: the settings frame,
+    then an answer per batch frame, until the input ends. Batches that arrived while
+    the one before was committed share a transaction (and its flush to disk)."""
+    frames = _Frames(stdin)
+    config = frames.next()
+    if config is None:
+        return
+    logging.basicConfig(level=config["log_level"], format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    try:
+        store = Store(config["url"])
+    except Exception as error:  # the receiver opened this URL already: only a bug gets here
+        _write_frame(stdout, f"{type(error).__name__}: {error}")
+        return
+    try:
+        _write_frame(stdout, "ready")
+        while (batch := frames.next()) is not None:
+            batches = [batch]
+            while sum(map(len, batches)) < _MOST_EVENTS and frames.waiting():
+                if (more := frames.next()) is None:
+                    break
+                batches.append(more)
+            answers = _commit_frames(store, batches)
+            log.debug("store process: %d deliveries of %d batches in one transaction", sum(map(len, answers)),
+                      len(answers))
+            for answer in answers:
+                _write_frame(stdout, answer)
+    finally:
+        store.close()
+
+
+def main() -> None:
+    """The store process: frames on standard input and output, log lines on standard error."""
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, signal.SIG_IGN)
+    # Frames travel on a copy of standard output; whatever else writes there goes to
+    # standard error instead, where it cannot break a frame.
+    frames = os.fdopen(os.dup(1), "wb")
+    os.dup2(2, 1)
+    serve(sys.stdin.fileno(), frames)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,275 @@
+"""The receiver's store process (``connector.committer``): what happens when it dies,
+when its receiver is killed or interrupted, and that it rebuilds the very event the
+receiver checked. The receiver's own tests (test_receiver.py) run through it too."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import os
+import signal
+import sqlite3
+import time
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from connector.committer import ProcessCommitter, ThreadCommitter, committer_for
+from connector.receiver import event_of, parse_event
+from connector.store import Incoming, Store
+
+from .test_receiver import CB_SECRET, FORMSYNC, counts, encode, envelope, running, signed
+
+
+def store_processes(parent: int) -> list[int]:
+    """The ids of ``parent``'s children running the store process."""
+    found = []
+    for task in Path(f"/proc/{parent}/task").iterdir():
+        for pid in (task / "children").read_text().split():
+            try:
+                cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
+            except OSError:
+                continue  # it ended meanwhile
+            if b"connector.committer" in cmdline:
+                found.append(int(pid))
+    return found
+
+
+def gone(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return True
+    return state == "Z"  # a zombie has exited; its parent has not reaped it yet
+
+
+async def until(check: Any, seconds: float = 15.0) -> None:
+    deadline = time.monotonic() + seconds
+    while not check():
+        assert time.monotonic() < deadline, "timed out"
+        await asyncio.sleep(0.05)
+
+
+# -- which committer ----------------------------------------------------------------------------
+
+
+def test_a_file_or_server_database_gets_a_process_and_memory_a_thread(tmp_path):
+    on_file = Store(f"sqlite:///{tmp_path / 'c.db'}")
+    in_memory = Store("sqlite://")
+    try:
+        chosen = committer_for(on_file, process=True)
+        assert isinstance(chosen, ProcessCommitter) and chosen.url == on_file.url
+        assert isinstance(committer_for(on_file, process=False), ThreadCommitter)
+        # another process could not see this process's in-memory database
+        assert isinstance(committer_for(in_memory, process=True), ThreadCommitter)
+    finally:
+        on_file.close()
+        in_memory.close()
+
+
+# -- the event, read again ----------------------------------------------------------------------
+
+_json_values = st.recursive(
+    st.none() | st.booleans() | st.integers(min_value=-(2**80), max_value=2**80)
+    | st.floats(allow_nan=False, allow_infinity=False) | st.text(st.characters(exclude_categories=["Cs"])),
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=8), inner, max_size=4),
+    max_leaves=20)
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(answers=st.dictionaries(st.text(min_size=1, max_size=10), _json_values, max_size=6))
+def test_the_store_process_reads_the_event_the_receiver_checked(answers):
+    payload = envelope("evt_again")
+    payload["data"]["answers"] = answers
+    body = encode(payload)
+    try:
+        checked = parse_event(body)
+    except ValueError:
+        return  # refused by the receiver (U+0000, say): never reaches the store process
+    assert event_of(body) == checked
+
+
+def test_reading_again_keeps_duplicate_keys_and_big_integers_as_the_receiver_does():
+    body = encode(envelope("evt_dup"))[:-1] + b', "extra": 123456789012345678901234567890, "extra": 7}'
+    assert event_of(body) == parse_event(body)
+    payload = envelope("evt_big")
+    payload["data"]["answers"] = {"n": 2**70, "x": 0.1, "e": "\u00e9\u2028"}
+    body = json.dumps(payload, ensure_ascii=False).encode()
+    assert event_of(body).data.answers == {"n": 2**70, "x": 0.1, "e": "\u00e9\u2028"}
+
+
+async def test_batches_waiting_for_the_store_process_share_one_transaction(tmp_path, capfd):
+    """While the process waits for the write lock with one batch, two more arrive: once
+    the lock is free they are stored together, and every delivery gets its own result."""
+    path = tmp_path / "co.db"
+    store = Store(f"sqlite:///{path}")
+    store.migrate()
+    root = logging.getLogger()
+    level = root.level
+    root.setLevel(logging.DEBUG)  # the process logs each transaction at this level
+    committer = ProcessCommitter(store.url)
+    try:
+        await committer.start()
+        blocker = sqlite3.connect(path, isolation_level=None)
+        blocker.execute("BEGIN IMMEDIATE")
+
+        def batch(prefix: str, n: int) -> list[Incoming]:
+            bodies = [encode(envelope(f"evt_{prefix}{i}")) for i in range(n)]
+            return [Incoming(parse_event(b), "callback", b, 1) for b in bodies]
+
+        first = asyncio.create_task(committer.commit(batch("a", 2)))
+        await asyncio.sleep(0.3)  # the first batch is in the process, waiting for the lock
+        later = [asyncio.create_task(committer.commit(batch(p, 3))) for p in "bc"]
+        await asyncio.sleep(0.3)
+        blocker.execute("ROLLBACK")
+        blocker.close()
+        results = await asyncio.gather(first, *later)
+    finally:
+        await committer.close()
+        root.setLevel(level)
+    assert [[r.status for r in rs] for rs in results] == [["stored"] * 2, ["stored"] * 3, ["stored"] * 3]
+    assert [[r.event_id for r in rs] for rs in results][2] == ["evt_c0", "evt_c1", "evt_c2"]
+    logged = capfd.readouterr().err
+    assert "2 deliveries of 1 batches in one transaction" in logged
+    assert "6 deliveries of 2 batches in one transaction" in logged
+    assert counts(store)["events"] == 8
+    store.close()
+
+
+# -- the store process dying --------------------------------------------------------------------
+
+
+async def test_a_dead_store_process_is_replaced_and_its_batch_answered_503(tmp_path):
+    """The store process is killed while it waits for the SQLite write lock with a batch:
+    that batch is answered 503 (the sender retries), and the next delivery starts a new
+    process and is stored."""
+    path = tmp_path / "rx.db"
+    store = Store(f"sqlite:///{path}")
+    store.migrate()
+    try:
+        async with running(store) as rx:
+            first = encode(envelope("evt_first"))
+            assert (await rx.post(first, signed(first)))[0] == 200
+            [pid] = store_processes(os.getpid())
+            blocker = sqlite3.connect(path, isolation_level=None)
+            blocker.execute("BEGIN IMMEDIATE")
+            try:
+                stuck = encode(envelope("evt_stuck"))
+                post = asyncio.create_task(rx.post(stuck, signed(stuck)))
+                await asyncio.sleep(0.5)  # the batch is in the process, waiting for the lock
+                assert not post.done()
+                os.kill(pid, signal.SIGKILL)
+                status, answer, headers = await asyncio.wait_for(post, 15)
+                assert status == 503 and answer["error"]["code"] == "UNAVAILABLE" and headers["Retry-After"]
+            finally:
+                blocker.execute("ROLLBACK")
+                blocker.close()
+            await until(lambda: gone(pid))
+            status, answer, _ = await rx.post(stuck, signed(stuck))
+            assert (status, answer["status"]) == (200, "stored")  # the sender's retry lands
+            assert [p for p in store_processes(os.getpid()) if p != pid]
+        assert counts(store)["events"] == 2
+    finally:
+        store.close()
+
+
+async def test_a_store_process_gone_between_batches_costs_no_delivery(sqlite_store):
+    async with running(sqlite_store) as rx:
+        body = encode(envelope("evt_one"))
+        assert (await rx.post(body, signed(body)))[0] == 200
+        [pid] = store_processes(os.getpid())
+        os.kill(pid, signal.SIGKILL)
+        await until(lambda: gone(pid))
+        await asyncio.sleep(0.2)  # the receiver has seen its output end
+        body = encode(envelope("evt_two"))
+        status, answer, _ = await rx.post(body, signed(body))
+        assert (status, answer["status"]) == (200, "stored")
+    assert counts(sqlite_store)["events"] == 2
+
+
+# -- the receiver's own end ----------------------------------------------------------------------
+
+
+async def _formsync_receive(tmp_path: Path, db: Path) -> tuple[asyncio.subprocess.Process, str]:
+    config = tmp_path / "formsync.toml"
+    config.write_text(f'[receiver]\ncallback_secrets = ["{CB_SECRET}"]\n')
+    proc = await asyncio.create_subprocess_exec(
+        str(FORMSYNC), "receive", "--config", str(config), "--port", "0", "--db", f"sqlite:///{db}",
+        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE, start_new_session=True,
+        env={**os.environ, "PYTHONUNBUFFERED": "1"})
+    assert proc.stdout is not None
+    line = (await asyncio.wait_for(proc.stdout.readline(), 60)).decode()
+    assert "listening on http://" in line, line
+    return proc, line.split("listening on ", 1)[1].split()[0]
+
+
+async def test_the_store_process_ends_when_its_receiver_is_killed(tmp_path):
+    proc, url = await _formsync_receive(tmp_path, tmp_path / "k.db")
+    try:
+        body = encode(envelope("evt_k"))
+        async with aiohttp.ClientSession() as http, http.post(url, data=body, headers=signed(body)) as resp:
+            assert resp.status == 200
+        [child] = store_processes(proc.pid)
+        proc.kill()
+        await proc.wait()
+        await until(lambda: gone(child), 10)  # its input closed with the receiver
+    finally:
+        if proc.returncode is None:
+            proc.kill()
+            await proc.wait()
+
+
+async def test_ctrl_c_to_the_whole_group_still_stores_what_was_pending(tmp_path):
+    """Ctrl-C reaches the receiver's process group, and a service manager may send
+    SIGTERM to every process of the service: the store process keeps going until the
+    receiver has had every pending delivery committed and answered."""
+    db = tmp_path / "int.db"
+    proc, url = await _formsync_receive(tmp_path, db)
+    blocker = sqlite3.connect(db, isolation_level=None)
+    try:
+        blocker.execute("BEGIN IMMEDIATE")
+        async with aiohttp.ClientSession() as http:
+
+            async def send(eid: str) -> int:
+                body = encode(envelope(eid))
+                async with http.post(url, data=body, headers=signed(body)) as resp:
+                    return resp.status
+
+            posts = [asyncio.create_task(send(f"evt_int{i:02d}")) for i in range(12)]
+            await asyncio.sleep(0.8)  # every delivery is waiting for its commit
+            assert not any(p.done() for p in posts)
+            [child] = store_processes(proc.pid)
+            os.killpg(proc.pid, signal.SIGINT)  # a terminal's Ctrl-C
+            os.kill(child, signal.SIGTERM)  # a service manager stopping every process of the service
+            await asyncio.sleep(0.5)
+            assert not gone(child), "the store process waits for its receiver"
+            blocker.execute("ROLLBACK")
+            assert await asyncio.gather(*posts) == [200] * 12
+        await asyncio.wait_for(proc.wait(), 30)
+        assert proc.returncode == 0  # a stop asked for, done cleanly
+        await until(lambda: gone(child), 10)
+    finally:
+        blocker.close()
+        if proc.returncode is None:
+            proc.kill()
+            await proc.wait()
+    reopened = Store(f"sqlite:///{db}")
+    try:
+        assert counts(reopened)["events"] == 12
+    finally:
+        reopened.close()
+
+
+@pytest.fixture
+def sqlite_store(tmp_path: Path) -> Any:
+    s = Store(f"sqlite:///{tmp_path / 'rx.db'}")
+    s.migrate()
+    try:
+        yield s
+    finally:
+        s.close()
