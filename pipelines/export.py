@@ -108,7 +108,8 @@ def neutralise_array(values: pa.Array | pa.ChunkedArray) -> pa.Array | pa.Chunke
     return pc.if_else(mask, quoted, values)
 
 
-_FORMULA_BYTES = np.array([ord(p) for p in FORMULA_PREFIXES], dtype=np.uint8)
+_FORMULA_BYTE = np.zeros(256, dtype=bool)  # by byte value: whether a text starting with it starts a formula
+_FORMULA_BYTE[[ord(p) for p in FORMULA_PREFIXES]] = True
 
 
 def _formula_starts(texts: pa.Array) -> np.ndarray:
@@ -122,7 +123,7 @@ def _formula_starts(texts: pa.Array) -> np.ndarray:
     if data is None or not data.size:
         return np.zeros(len(texts), dtype=bool)
     first = np.frombuffer(data, dtype=np.uint8)[np.minimum(offsets[:-1], data.size - 1)]
-    starts = np.isin(first, _FORMULA_BYTES) & (np.diff(offsets) > 0)
+    starts = _FORMULA_BYTE[first] & (np.diff(offsets) > 0)
     return starts & np.asarray(pc.is_valid(texts)) if texts.null_count else starts
 
 
