@@ -611,11 +611,7 @@ def _long_stream(store: Store, *, form_id: str | None, since: datetime | date | 
 
 def _long_batches(store: Store, f: ExportFilter) -> Iterator[pa.RecordBatch]:
     """The long table's rows (``store.exports.answers``) as record batches of ``LONG_SCHEMA``."""
-    if store.backend != "sqlite":
-        for part in store.exports.answers(f, batch_rows=CHUNK_ROWS):
-            yield _long_arrays(part)
-        return
-    # SQLite gives the documents as their text: Arrow's JSON reader parses a batch's
+    # The documents are read as their stored text: Arrow's JSON reader parses a batch's
     # documents at once (``long_json``), and the next batch is read from the database
     # while this one is shaped. Submissions make about 16 rows each.
     wanted = None if f.fields is None else frozenset(f.fields)

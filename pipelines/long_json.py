@@ -1,5 +1,5 @@
 """The long table's rows of a batch of submissions whose answers and display documents
-come as JSON text (SQLite gives the stored text): Arrow's JSON reader parses the batch's
+come as their stored JSON text (``store.exports.answer_documents``): Arrow's JSON reader parses the batch's
 documents at once and the rows are made column by column, so no answer goes through
 Python.
 

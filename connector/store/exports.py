@@ -16,7 +16,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import Select, literal_column, select
+from sqlalchemy import Select, Text, cast, literal_column, select
 
 from .database import Database
 from .mapping import answer_count, answer_tuples
@@ -88,9 +88,9 @@ class ExportReads:
 
     def answer_documents(self, f: ExportFilter, *, batch_rows: int) -> Iterator[Batch]:
         """The submission rows ``answers`` derives its rows from, ``batch_rows`` at a time:
-        ``(id, form_id, answers, display)`` in submission order (each document as the
-        driver gives it: SQLite its JSON text)."""
-        return self._batches(self._answer_sources(f), batch_rows)
+        ``(id, form_id, answers, display)`` in submission order, each document as its
+        stored JSON text (NULL as None)."""
+        return self._batches(self._answer_sources(f, as_text=True), batch_rows)
 
     def count_answers(self, f: ExportFilter) -> int:
         """How many answer rows ``answers`` yields: counted from the answers alone (the
@@ -116,9 +116,13 @@ class ExportReads:
             stmt = stmt.where(r.created_at >= f.since_ms)
         return self._batches(stmt.order_by(r.created_at, r.id), batch_rows)
 
-    def _answer_sources(self, f: ExportFilter) -> Select[Any]:
+    def _answer_sources(self, f: ExportFilter, *, as_text: bool = False) -> Select[Any]:
         t = SUBMISSIONS.c
-        stmt = select(t.id, t.form_id, t.answers, t.display)
+        documents: list[Any] = [t.answers, t.display]
+        if as_text and self._db.engine.dialect.name == "postgresql":
+            # psycopg decodes a json column; its text is the stored text (json, not jsonb)
+            documents = [cast(t.answers, Text), cast(t.display, Text)]
+        stmt = select(t.id, t.form_id, *documents)
         if f.form_id is not None:
             stmt = stmt.where(t.form_id == f.form_id)
         if f.since_ms is not None:

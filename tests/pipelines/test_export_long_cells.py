@@ -19,6 +19,7 @@ import pipelines.export as export_module
 from connector.store import Store, SubmissionRow
 from connector.store.exports import long_rows
 from connector.store.tables import SUBMISSIONS
+from pipelines import long_json
 from pipelines.export import export, neutralise
 from tests.connector.conftest import db_url, mysql_database, pg_database  # noqa: F401  (fixtures)
 from tests.connector.test_long_answers import CASES
@@ -30,18 +31,22 @@ PLAIN = ({"name": "Ann", "age": 41, "grid": {"speed": "good", "price": "bad"}, "
           "colors": "Red, Blue", "q4": "1.5", "agree": "Yes"})
 
 
-@pytest.fixture
-def store(db_url: str, monkeypatch: pytest.MonkeyPatch) -> Iterator[Store]:  # noqa: F811
-    monkeypatch.setattr(export_module, "CHUNK_ROWS", 64)  # batches of 4 submissions: several reads, odd ones among plain
-    s = Store(db_url)
+def _filled(url: str, docs: list[tuple[dict[str, Any], dict[str, Any]]]) -> Store:
+    s = Store(url)
     s.migrate()
-    docs = [PLAIN] * 5 + [c for case in CASES for c in (case, PLAIN)] + [PLAIN] * 3
     rows = [{"id": f"sub_{i:03d}", "form_id": "form_a" if i % 3 else "form_b", "form_name": "F",
              "submitted_at": T0 + i, "updated_at": None, "edit_count": 0, "is_completed": True, "answers": a,
              "display": d, "source": "sync", "observed_at": T0, "stored_at": T0} for i, (a, d) in enumerate(docs)]
     rows.append({**rows[0], "id": "sub_null", "submitted_at": T0 + 2, "answers": None, "display": None})
     with s.database.engine.begin() as conn:
         conn.execute(insert(SubmissionRow.__table__), rows)  # type: ignore[attr-defined]
+    return s
+
+
+@pytest.fixture
+def store(db_url: str, monkeypatch: pytest.MonkeyPatch) -> Iterator[Store]:  # noqa: F811
+    monkeypatch.setattr(export_module, "CHUNK_ROWS", 64)  # batches of 4 submissions: several reads, odd ones among plain
+    s = _filled(db_url, [PLAIN] * 5 + [c for case in CASES for c in (case, PLAIN)] + [PLAIN] * 3)
     yield s
     s.close()
 
@@ -70,4 +75,25 @@ def test_long_csv_cells_are_the_derived_rows_neutralised(store: Store, tmp_path:
         got = list(csv.reader(f))[1:]
     want = [["" if v is None else str(neutralise(v)) for v in row] for row in _derived(store, None)]
     assert any(row[7].startswith("'=") for row in want)
+    assert got == want
+
+
+def test_plain_documents_are_shaped_by_arrow_on_every_database(db_url: str, tmp_path: Path,  # noqa: F811
+                                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    """The stored text of each database (PostgreSQL's json column cast to text) is what
+    the reader shapes: no submission as the store writes it is decoded one by one."""
+    other = ({"name": "Bo é 日本", "grid": {"speed": "ok", "price": "good"}, "people": [], "q4": 2.25},
+             {"name": "Bo", "grid": "Speed: Ok, Price: Good"})
+    s = _filled(db_url, [PLAIN, other] * 20)
+    try:
+        want = _derived(s, None)
+
+        def decoded(*_: Any) -> None:
+            raise AssertionError("a submission was decoded")
+
+        monkeypatch.setattr(long_json, "long_rows", decoded)
+        export(s, "parquet", tmp_path / "l.parquet", table="long")
+    finally:
+        s.close()
+    got = [tuple(r.values()) for r in pq.read_table(tmp_path / "l.parquet").to_pylist()]
     assert got == want
