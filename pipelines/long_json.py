@@ -1,7 +1,7 @@
 """The long table's rows of a batch of submissions whose answers and display documents
-come as their stored JSON text (``store.exports.answer_documents``): Arrow's JSON reader parses the batch's
-documents at once and the rows are made column by column, so no answer goes through
-Python.
+come as their stored JSON text (``store.exports.answer_documents``): Arrow's JSON
+reader parses the batch's documents at once and the rows are made column by column, so
+no answer goes through Python.
 
 The rows are exactly those ``connector.store.long_rows`` makes. A submission's rows are
 made here only when its answers document is the very text its parsed columns write back
