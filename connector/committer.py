@@ -26,6 +26,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import fcntl
+import gc
 import logging
 import os
 import pickle
@@ -360,6 +361,8 @@ def serve(stdin: int, stdout: IO[bytes]) -> None:
     except Exception as error:  # the receiver opened this URL already: only a bug gets here
         _write_frame(stdout, f"{type(error).__name__}: {error}")
         return
+    gc.collect()
+    gc.freeze()  # what start-up made stays: the collector need not rescan it under load
     try:
         _write_frame(stdout, "ready")
         while (batch := frames.next()) is not None:

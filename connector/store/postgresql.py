@@ -1,5 +1,5 @@
-"""The PostgreSQL writer (psycopg 3): id lists travel as one array parameter, inserts of
-a group go in one pipelined round trip, and the rows a merge
+"""The PostgreSQL writer (psycopg 3): id lists travel as one array parameter, the rows
+of an insert as one array per column in one statement, and the rows a merge
 reads are locked in id order. A deadlock or serialization failure runs the transaction
 again; concurrent migrations are serialised by an advisory lock, and the scheduler's
 leader holds a session advisory lock (``AdvisoryLock``). Long reads stream from a
@@ -17,11 +17,13 @@ from sqlalchemy.dialects import postgresql as pg_dialect
 from sqlalchemy.engine import Connection, Engine
 from sqlmodel import create_engine
 
+from .tables import EVENTS, REQUESTS, SUBMISSIONS
 from .writer import SQLWriter
 
 log = logging.getLogger("formsync.scheduler")
 MIGRATION_LOCK = 7410117  # the advisory lock key of Store.migrate
 _RETRY_STATES = ("40P01", "40001")  # deadlock detected, serialization failure
+_TABLES = {t.name: t for t in (EVENTS, SUBMISSIONS, REQUESTS)}  # those insert_new writes
 
 
 class PostgreSQLWriter(SQLWriter):
@@ -66,18 +68,19 @@ class PostgreSQLWriter(SQLWriter):
     def lock_clause(self) -> str:
         return " ORDER BY id FOR UPDATE"
 
-    def run_inserts(self, sql: str, rows: Sequence[Mapping[str, Any]], params: list[tuple[Any, ...]]) -> set[str]:
-        # One round trip for the group (pipeline); one result set per row.
-        inserted: set[str] = set()
-        self.cur.executemany(sql + " RETURNING id", params, returning=True)
-        while True:
-            got = self.cur.fetchone()
-            if got is not None:
-                inserted.add(got[0])
-            if not self.cur.nextset():
-                break
-        return inserted
+    def insert_statement(self, table: str, cols: Sequence[str]) -> str:
+        """An insert of a whole group: each column arrives as one array (binary), which
+        the server unnests into rows; a row whose id is stored is skipped."""
+        columns = _TABLES[table].c
+        arrays = ", ".join(f"%b::{columns[c].type.compile(dialect=self.conn.dialect)}[]" for c in cols)
+        return (f"INSERT INTO {table} ({', '.join(self.quote(c) for c in cols)}) SELECT * FROM unnest({arrays}) "
+                "ON CONFLICT (id) DO NOTHING RETURNING id")
 
+    def run_inserts(self, sql: str, rows: Sequence[Mapping[str, Any]], params: list[tuple[Any, ...]]) -> set[str]:
+        # One statement and one round trip for the group, whatever its size: far less
+        # work on both sides than a statement per row, even pipelined.
+        self.cur.execute(sql, [list(column) for column in zip(*params, strict=True)], prepare=True)
+        return {r[0] for r in self.cur.fetchall()}
 
 
 def advisory_key(name: str) -> int:
