@@ -87,6 +87,17 @@ def mysql_database() -> Iterator[str]:
         admin.close()
 
 
+@pytest.fixture
+def sqlite_store(tmp_path: Path) -> Iterator[Store]:
+    """A migrated store on a SQLite file of the test's own."""
+    s = Store(f"sqlite:///{tmp_path / 'rx.db'}")
+    s.migrate()
+    try:
+        yield s
+    finally:
+        s.close()
+
+
 @pytest.fixture(params=["sqlite", "postgresql", "mysql"])
 def db_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
     """An empty database: a SQLite file, the module's PostgreSQL database with its

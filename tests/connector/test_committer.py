@@ -15,7 +15,6 @@ from pathlib import Path
 from typing import Any
 
 import aiohttp
-import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -23,7 +22,7 @@ from connector.committer import ProcessCommitter, ThreadCommitter, committer_for
 from connector.receiver import event_of, parse_event
 from connector.store import Incoming, Store
 
-from .test_receiver import CB_SECRET, FORMSYNC, counts, encode, envelope, running, signed
+from .test_receiver import CB_SECRET, FORMSYNC, counts, encode, envelope, events_in, running, signed
 
 
 def store_processes(parent: int) -> list[int]:
@@ -258,18 +257,4 @@ async def test_ctrl_c_to_the_whole_group_still_stores_what_was_pending(tmp_path)
         if proc.returncode is None:
             proc.kill()
             await proc.wait()
-    reopened = Store(f"sqlite:///{db}")
-    try:
-        assert counts(reopened)["events"] == 12
-    finally:
-        reopened.close()
-
-
-@pytest.fixture
-def sqlite_store(tmp_path: Path) -> Any:
-    s = Store(f"sqlite:///{tmp_path / 'rx.db'}")
-    s.migrate()
-    try:
-        yield s
-    finally:
-        s.close()
+    assert events_in(db) == 12

@@ -91,6 +91,15 @@ def counts(store: Store) -> dict[str, int]:
     return out
 
 
+def events_in(db: Path) -> int:
+    """How many events the SQLite store at ``db`` holds, read by a store of its own."""
+    reopened = Store(f"sqlite:///{db}")
+    try:
+        return counts(reopened)["events"]
+    finally:
+        reopened.close()
+
+
 NOTHING = {"events": 0, "submissions": 0, "answers": 0, "requests": 0}
 
 
@@ -160,16 +169,6 @@ async def running(store: Store, rs: ReceiverSettings | None = None, **kwargs: An
     finally:
         await http.close()
         await runner.cleanup()
-
-
-@pytest.fixture
-def sqlite_store(tmp_path: Path) -> Iterator[Store]:
-    s = Store(f"sqlite:///{tmp_path / 'rx.db'}")
-    s.migrate()
-    try:
-        yield s
-    finally:
-        s.close()
 
 
 # -- the sandbox's real deliveries, end to end ---------------------------------------------------
@@ -699,11 +698,7 @@ async def test_formsync_receive_serves_and_stops_gracefully(tmp_path):
         if proc.returncode is None:
             proc.kill()
             await proc.wait()
-    reopened = Store(f"sqlite:///{db}")
-    try:
-        assert counts(reopened)["events"] == 20
-    finally:
-        reopened.close()
+    assert events_in(db) == 20
 
 
 @pytest.mark.slow
