@@ -33,6 +33,7 @@ import argparse
 import asyncio
 import json
 import os
+import resource
 import secrets
 import statistics
 import subprocess
@@ -274,33 +275,65 @@ def _descendants(pid: int) -> list[int]:
     return found
 
 
-def cpu_seconds(pid: int) -> float | None:
-    """CPU time (user + system, all threads) used so far by process ``pid`` and its
-    children (the receiver's store process); None where /proc is not available."""
-    total = 0.0
+def cpu_seconds(pid: int) -> tuple[float, float] | None:
+    """CPU time (user + system, all threads) used so far by process ``pid`` and by its
+    children together (the receiver's store process); None where /proc is not available."""
+    times = []
     try:
         for p in _descendants(pid):
             fields = Path(f"/proc/{p}/stat").read_text().rsplit(")", 1)[1].split()
-            total += (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+            times.append((int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK"))
     except OSError:
         return None
+    return times[0], sum(times[1:])
+
+
+def postgres_cpu_seconds() -> float:
+    """CPU time used so far by the machine's PostgreSQL server processes (0 where none
+    can be read)."""
+    total = 0.0
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            text = stat.read_text()
+        except OSError:
+            continue
+        if text.split("(", 1)[1].split(")", 1)[0] == "postgres":
+            fields = text.rsplit(")", 1)[1].split()
+            total += (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
     return total
 
 
 def loaded(proc: subprocess.Popen[str], url: str, args: argparse.Namespace, ids: Path) -> dict[str, Any]:
-    """The load run against a started server, with the server's CPU time per answered
-    event (a diagnostic: it does not depend on what else the machine runs)."""
-    before = cpu_seconds(proc.pid)
+    """The load run against a started server, with the CPU time per answered event of
+    the server (all its processes), of its children alone, of the PostgreSQL server and
+    of the load generator (a diagnostic: it depends less on what else the machine runs
+    than the rates do)."""
+    before, db_before = cpu_seconds(proc.pid), postgres_cpu_seconds()
+    generator = resource.getrusage(resource.RUSAGE_CHILDREN)
     result = run_load(url, args.duration, args.concurrency, ids)
-    after = cpu_seconds(proc.pid)
-    if before is not None and after is not None and result["acked"]:
-        result["cpu_ms"] = (after - before) / result["acked"] * 1000
+    generated = resource.getrusage(resource.RUSAGE_CHILDREN)
+    after, db_after = cpu_seconds(proc.pid), postgres_cpu_seconds()
+    n = result["acked"]
+    if n and db_after - db_before > 0.05:
+        result["db_cpu_ms"] = (db_after - db_before) / n * 1000
+    if before is not None and after is not None and n:
+        result["cpu_ms"] = (sum(after) - sum(before)) / n * 1000
+        result["child_cpu_ms"] = (after[1] - before[1]) / n * 1000
+    if n:
+        spent = (generated.ru_utime + generated.ru_stime) - (generator.ru_utime + generator.ru_stime)
+        result["load_cpu_ms"] = spent / n * 1000
     return result
 
 
 def report(name: str, r: dict[str, Any]) -> bool:
     non2xx = sum(n for s, n in r["statuses"].items() if not 200 <= int(s) < 300) + r["error_count"]
     cpu = f", server CPU {r['cpu_ms']:.2f} ms/event" if "cpu_ms" in r else ""
+    if r.get("child_cpu_ms"):
+        cpu += f" (store process {r['child_cpu_ms']:.2f})"
+    if "db_cpu_ms" in r:
+        cpu += f", PostgreSQL server {r['db_cpu_ms']:.2f}"
+    if "load_cpu_ms" in r:
+        cpu += f", load generator {r['load_cpu_ms']:.2f}"
     print(f"{name:<11} {r['rate']:8.0f} events/s  p50 {r['p50_ms']:7.1f} ms  p99 {r['p99_ms']:7.1f} ms  "
           f"({r['events']} events in {r['seconds']:.0f} s, non-2xx {non2xx}{cpu})", flush=True)
     if r["errors"]:
