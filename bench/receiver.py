@@ -1,7 +1,7 @@
 """Benchmark of the receiver: what persisting costs against a handler that does not persist.
 
 Run: ``.venv/bin/python bench/receiver.py [--duration 10] [--concurrency 64] [--no-postgres]
-[--with-nostore]``
+[--with-nostore] [--with-thread]``
 
 Three servers, each its own process, each driven by the same load generator (an aiohttp
 client in another process, so it never shares a server's event loop):
@@ -13,7 +13,10 @@ client in another process, so it never shares a server's event loop):
   only after the commit), with its store process (``receiver.store_process``);
 * ``postgresql``: ``formsync receive`` on a fresh database at 127.0.0.1:5432;
 * with ``--with-nostore``, also ``no store``: the receiver with a store that writes
-  nothing, which shows what the receiver costs apart from its database.
+  nothing, which shows what the receiver costs apart from its database;
+* with ``--with-thread``, also ``sqlite/thread`` and ``postgresql/thread``: the receiver
+  committing in a worker thread of its own process (``store_process = false``), side by
+  side with the store process.
 
 Load: ``--concurrency`` connections (64) posting signed ``request.completed`` events of
 about 7 KB with 20 answers, each with a fresh id, for ``--duration`` seconds (after a
@@ -498,14 +501,26 @@ def one_round(k: int, work: Path, config: Path, args: argparse.Namespace) -> tup
     ok &= good
     if k == 0:
         print(f"{'':<11} sqlite {sqlite_settings(sqlite_url)}")
+    if args.with_thread:
+        thread_url = f"sqlite:///{work / f'thread{k}.db'}"
+        out["sqlite/thread"], good = bench_receiver("sqlite/thread", thread_url, thread_config(config), work, args)
+        ok &= good
     if not args.no_postgres:
-        url, drop = pg_database()
-        try:
-            out["postgresql"], good = bench_receiver("postgresql", url, config, work, args)
-            ok &= good
-        finally:
-            drop()
+        for name, cfg in [("postgresql", config)] + [("postgresql/thread", thread_config(config))] * args.with_thread:
+            url, drop = pg_database()
+            try:
+                out[name], good = bench_receiver(name, url, cfg, work, args)
+                ok &= good
+            finally:
+                drop()
     return out, ok
+
+
+def thread_config(config: Path) -> Path:
+    """``config`` with the group commits in a thread of the receiver (``store_process = false``)."""
+    thread = config.with_name("thread.toml")
+    thread.write_text(config.read_text() + "store_process = false\n")
+    return thread
 
 
 def main() -> int:
@@ -517,6 +532,8 @@ def main() -> int:
     parser.add_argument("--no-workers", action="store_true", help="skip the gunicorn one- and two-worker runs")
     parser.add_argument("--with-nostore", action="store_true",
                         help="also run the receiver with a store that writes nothing (what storing costs)")
+    parser.add_argument("--with-thread", action="store_true",
+                        help="also run each receiver with its commits in a thread (receiver.store_process = false)")
     parser.add_argument("--load", metavar="URL", help=argparse.SUPPRESS)
     parser.add_argument("--ids-out", type=Path, help=argparse.SUPPRESS)
     parser.add_argument("--run", default="r", help=argparse.SUPPRESS)
@@ -579,6 +596,9 @@ def main() -> int:
 
     dbs = [d for d in ("sqlite", "postgresql") if d in rounds[0]]
     ratios = {d: statistics.median(r[d]["rate"] / r["bare"]["rate"] for r in rounds) for d in dbs}
+    for d in (f"{d}/thread" for d in dbs if f"{d}/thread" in rounds[0]):
+        print(f"{d} ratio {statistics.median(r[d]['rate'] / r['bare']['rate'] for r in rounds):.2f} (not in the "
+              "last line)")
     cpu = {d: statistics.median(r[d].get("cpu_ms", float("nan")) for r in rounds) for d in ("bare", *dbs)}
     print("median CPU per event: " + ", ".join(f"{d} {v:.2f} ms" for d, v in cpu.items()))
     for d in dbs:

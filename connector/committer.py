@@ -111,7 +111,7 @@ class Committer(Protocol):
         ...
 
     async def commit(self, items: list[Incoming]) -> list[Result]:
-        """Store ``items`` (``commit_batch``'s promise); one batch at a time."""
+        """Store ``items`` (``commit_batch``'s promise); up to ``depth`` calls at once."""
         ...
 
     async def close(self) -> None:
@@ -166,34 +166,39 @@ class ProcessCommitter:
     async def start(self) -> None:
         """Start the store process and wait until it has opened the store. Raises
         ``RuntimeError`` when it cannot start."""
-        async with self._starting:
-            if self._running is None:
-                self._running = await _Running.start(self.url)
+        await self._current()
 
     async def commit(self, items: list[Incoming]) -> list[Result]:
+        running = None
         try:
-            if self._running is not None and self._running.reader.done():
-                await self.close()  # it died since the last batch: start another at once
-            await self.start()
-            assert self._running is not None
-            return await self._running.commit(items)
+            running = await self._current()
+            return await running.commit(items)
         except (OSError, EOFError, asyncio.IncompleteReadError, RuntimeError) as error:
             log.warning("the store process is not running (%s); %d event(s) not stored, the next batch starts "
                         "another", error, len(items))
-            await self.close()
+            await self._drop(running)
             return ["unavailable"] * len(items)
 
     async def close(self) -> None:
         """Close the process's input, so it commits what it was sent and exits; wait for it."""
-        running, self._running = self._running, None
-        if running is not None:
-            await running.end()
+        await self._drop(self._running)
 
-    @property
-    def pid(self) -> int | None:
-        """The store process's id while it runs (for tests and operators)."""
-        running = self._running
-        return running.proc.pid if running is not None and running.proc.returncode is None else None
+    async def _current(self) -> _Running:
+        """The running store process, a new one when there is none or it has died."""
+        async with self._starting:
+            if self._running is not None and self._running.reader.done():
+                await self._drop(self._running)  # it died since the last batch: start another at once
+            if self._running is None:
+                self._running = await _Running.start(self.url)
+            return self._running
+
+    async def _drop(self, running: _Running | None) -> None:
+        # Only the process that failed: another batch may have started its successor.
+        if running is None:
+            return
+        if self._running is running:
+            self._running = None
+        await running.end()
 
 
 class _Running:

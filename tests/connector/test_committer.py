@@ -144,9 +144,9 @@ async def test_batches_waiting_for_the_store_process_share_one_transaction(tmp_p
 
 
 async def test_a_dead_store_process_is_replaced_and_its_batch_answered_503(tmp_path):
-    """The store process is killed while it waits for the SQLite write lock with a batch:
-    that batch is answered 503 (the sender retries), and the next delivery starts a new
-    process and is stored."""
+    """The store process is killed while it waits for the SQLite write lock with a batch
+    and another is queued behind it: both are answered 503 (the sender retries), and the
+    next delivery starts a new process and is stored."""
     path = tmp_path / "rx.db"
     store = Store(f"sqlite:///{path}")
     store.migrate()
@@ -158,21 +158,24 @@ async def test_a_dead_store_process_is_replaced_and_its_batch_answered_503(tmp_p
             blocker = sqlite3.connect(path, isolation_level=None)
             blocker.execute("BEGIN IMMEDIATE")
             try:
-                stuck = encode(envelope("evt_stuck"))
-                post = asyncio.create_task(rx.post(stuck, signed(stuck)))
-                await asyncio.sleep(0.5)  # the batch is in the process, waiting for the lock
-                assert not post.done()
+                stuck = [encode(envelope(f"evt_stuck{i}")) for i in range(2)]
+                posts = []
+                for body in stuck:  # two batches: one in the process waiting for the lock, one behind it
+                    posts.append(asyncio.create_task(rx.post(body, signed(body))))
+                    await asyncio.sleep(0.3)
+                assert not any(p.done() for p in posts)
                 os.kill(pid, signal.SIGKILL)
-                status, answer, headers = await asyncio.wait_for(post, 15)
-                assert status == 503 and answer["error"]["code"] == "UNAVAILABLE" and headers["Retry-After"]
+                for status, answer, headers in await asyncio.wait_for(asyncio.gather(*posts), 15):
+                    assert status == 503 and answer["error"]["code"] == "UNAVAILABLE" and headers["Retry-After"]
             finally:
                 blocker.execute("ROLLBACK")
                 blocker.close()
             await until(lambda: gone(pid))
-            status, answer, _ = await rx.post(stuck, signed(stuck))
-            assert (status, answer["status"]) == (200, "stored")  # the sender's retry lands
+            for body in stuck:  # the sender's retries land
+                status, answer, _ = await rx.post(body, signed(body))
+                assert (status, answer["status"]) == (200, "stored")
             assert [p for p in store_processes(os.getpid()) if p != pid]
-        assert counts(store)["events"] == 2
+        assert counts(store)["events"] == 3
     finally:
         store.close()
 
