@@ -403,7 +403,7 @@ def bench_receiver(name: str, db_url: str, config: Path, work: Path, args: argpa
                    ) -> tuple[dict[str, Any], bool]:
     empty = empty_store(db_url)
     proc, url = start(receiver_cmd(config, db_url))
-    ids = work / f"{name}.ids"
+    ids = work / f"{name.replace('/', '-')}.ids"
     try:
         result = loaded(proc, url, args, ids)
     finally:
