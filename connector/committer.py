@@ -43,7 +43,8 @@ from sqlalchemy.engine import make_url
 
 from .store import Incoming, Store, StoreOutcome
 
-__all__ = ["Committer", "ProcessCommitter", "Result", "ThreadCommitter", "commit_batch", "committer_for"]
+__all__ = ["Committer", "ProcessCommitter", "Result", "StoreProcessError", "ThreadCommitter", "commit_batch",
+           "committer_for"]
 
 log = logging.getLogger("connector.receiver")
 
@@ -94,6 +95,11 @@ def _commit_one(store: Store, item: Incoming) -> Result:
 
 def _log_failed(item: Incoming, error: BaseException) -> None:
     log.error("event %s type %s could not be stored (%s)", item.event.id, item.event.type, type(error).__name__)
+
+
+class StoreProcessError(RuntimeError):
+    """The store process could not be started (the receiver then stores in a thread only
+    when told to: ``receiver.store_process = false``)."""
 
 
 class Committer(Protocol):
@@ -165,7 +171,7 @@ class ProcessCommitter:
 
     async def start(self) -> None:
         """Start the store process and wait until it has opened the store. Raises
-        ``RuntimeError`` when it cannot start."""
+        ``StoreProcessError`` when it cannot start."""
         await self._current()
 
     async def commit(self, items: list[Incoming]) -> list[Result]:
@@ -173,7 +179,7 @@ class ProcessCommitter:
         try:
             running = await self._current()
             return await running.commit(items)
-        except (OSError, EOFError, asyncio.IncompleteReadError, RuntimeError) as error:
+        except (OSError, EOFError, asyncio.IncompleteReadError, StoreProcessError) as error:
             log.warning("the store process is not running (%s); %d event(s) not stored, the next batch starts "
                         "another", error, len(items))
             await self._drop(running)
@@ -212,22 +218,27 @@ class _Running:
 
     @classmethod
     async def start(cls, url: str) -> _Running:
-        # A session of its own: a terminal's Ctrl-C, sent to the receiver's process group,
-        # does not reach it, even while it starts (before it ignores signals).
-        proc = await asyncio.create_subprocess_exec(
-            sys.executable, "-m", __name__, stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
-            start_new_session=True)
+        # -P: the current directory is not searched first, where a folder of the user's
+        # own named like this package would be imported instead. A session of its own: a
+        # terminal's Ctrl-C, sent to the receiver's process group, does not reach it, even
+        # while it starts (before it ignores signals).
+        try:
+            proc = await asyncio.create_subprocess_exec(
+                sys.executable, "-P", "-m", __name__, stdin=asyncio.subprocess.PIPE,
+                stdout=asyncio.subprocess.PIPE, start_new_session=True)
+        except OSError as error:
+            raise StoreProcessError(f"the receiver's store process could not be started: {error}") from None
         _widen_pipe(proc)
         try:
             await _send(proc, {"url": url, "log_level": logging.getLogger().getEffectiveLevel()})
             ready = await asyncio.wait_for(_receive(proc), _START_TIMEOUT_S)
         except (TimeoutError, OSError, EOFError, asyncio.IncompleteReadError) as error:
             await _end(proc)
-            raise RuntimeError(f"the store process did not start ({type(error).__name__}; "
-                               "its error is on standard error)") from None
+            raise StoreProcessError(f"the receiver's store process did not start ({type(error).__name__}; its "
+                                    "error is on standard error)") from None
         if ready != "ready":
             await _end(proc)
-            raise RuntimeError(f"the store process did not start: {ready}")
+            raise StoreProcessError(f"the receiver's store process did not start: {ready}")
         return cls(proc)
 
     async def commit(self, items: list[Incoming]) -> list[Result]:

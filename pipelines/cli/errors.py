@@ -101,6 +101,9 @@ RULES: tuple[Rule, ...] = (
          hint="check service.token (or FORMSYNC_SERVICE__TOKEN)"),
     Rule("connector.errors", "FormsyncError", ExitCode.FAILED),
     Rule("aiohttp", "ClientError", ExitCode.FAILED, prefix="cannot reach the service: "),
+    Rule("connector.committer", "StoreProcessError", ExitCode.FAILED,
+         hint="or store in a thread of the receiver: receiver.store_process = false "
+              "(FORMSYNC_RECEIVER__STORE_PROCESS=false)"),
     Rule("sqlalchemy.exc", "SQLAlchemyError", ExitCode.FAILED, prefix="database: ",
          hint="check store.url and that the database is running"),
     Rule("builtins", "OSError", ExitCode.FAILED),

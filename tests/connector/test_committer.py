@@ -15,10 +15,11 @@ from pathlib import Path
 from typing import Any
 
 import aiohttp
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from connector.committer import ProcessCommitter, ThreadCommitter, committer_for
+from connector.committer import ProcessCommitter, StoreProcessError, ThreadCommitter, committer_for
 from connector.receiver import event_of, parse_event
 from connector.store import Incoming, Store
 
@@ -69,6 +70,39 @@ def test_a_file_or_server_database_gets_a_process_and_memory_a_thread(tmp_path):
     finally:
         on_file.close()
         in_memory.close()
+
+
+async def test_a_store_process_that_cannot_start_says_why():
+    committer = ProcessCommitter("nosuchdb://somewhere/x")
+    with pytest.raises(StoreProcessError, match="did not start: ValueError: unsupported database URL"):
+        await committer.start()
+
+
+async def test_a_folder_named_connector_where_the_receiver_runs_is_not_imported(tmp_path):
+    """The store process is started with ``-P``: a project's own ``connector/`` in the
+    current directory does not shadow this package."""
+    shadow = tmp_path / "connector"
+    shadow.mkdir()
+    (shadow / "__init__.py").write_text('raise ImportError("the project\'s own connector package")\n')
+    db = tmp_path / "cwd.db"
+    config = tmp_path / "formsync.toml"
+    config.write_text(f'[receiver]\ncallback_secrets = ["{CB_SECRET}"]\n')
+    proc = await asyncio.create_subprocess_exec(
+        str(FORMSYNC), "receive", "--config", str(config), "--port", "0", "--db", f"sqlite:///{db}",
+        cwd=tmp_path, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+        env={**os.environ, "PYTHONUNBUFFERED": "1"})
+    try:
+        assert proc.stdout is not None
+        line = (await asyncio.wait_for(proc.stdout.readline(), 60)).decode()
+        assert "listening on http://" in line, line
+        url = line.split("listening on ", 1)[1].split()[0]
+        body = encode(envelope("evt_cwd"))
+        async with aiohttp.ClientSession() as http, http.post(url, data=body, headers=signed(body)) as resp:
+            assert resp.status == 200
+    finally:
+        proc.terminate()
+        await proc.wait()
+    assert events_in(db) == 1
 
 
 # -- the event, read again ----------------------------------------------------------------------
