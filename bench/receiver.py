@@ -278,14 +278,17 @@ def _descendants(pid: int) -> list[int]:
     return found
 
 
+def _stat_seconds(stat: str) -> float:
+    """User + system CPU seconds from the text of a /proc/<pid>/stat file."""
+    fields = stat.rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def cpu_seconds(pid: int) -> tuple[float, float] | None:
     """CPU time (user + system, all threads) used so far by process ``pid`` and by its
     children together (the receiver's store process); None where /proc is not available."""
-    times = []
     try:
-        for p in _descendants(pid):
-            fields = Path(f"/proc/{p}/stat").read_text().rsplit(")", 1)[1].split()
-            times.append((int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK"))
+        times = [_stat_seconds(Path(f"/proc/{p}/stat").read_text()) for p in _descendants(pid)]
     except OSError:
         return None
     return times[0], sum(times[1:])
@@ -301,8 +304,7 @@ def postgres_cpu_seconds() -> float:
         except OSError:
             continue
         if text.split("(", 1)[1].split(")", 1)[0] == "postgres":
-            fields = text.rsplit(")", 1)[1].split()
-            total += (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+            total += _stat_seconds(text)
     return total
 
 

@@ -260,8 +260,8 @@ def parse_event(raw: bytes) -> Event:
 class _Writer:
     """One task that drains the pending deliveries: up to ``max_batch`` events per
     commit by its ``Committer``, ``committer.depth`` commits in flight at most; each
-    waiter gets its own result. Per delivery it costs
-    one future and a list append (the group commit's hot path)."""
+    waiter gets its own result. Per delivery it costs one future and a list append
+    (the group commit's hot path)."""
 
     def __init__(self, committer: Committer, metrics: ReceiverMetrics, max_batch: int) -> None:
         self.committer, self.metrics, self.max_batch = committer, metrics, max_batch
