@@ -35,12 +35,13 @@ import signal
 import struct
 import sys
 from collections import deque
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import IO, Any, Literal, Protocol
 
 from sqlalchemy import exc as sa_exc
 from sqlalchemy.engine import make_url
 
+from .models import Event
 from .store import Incoming, Store, StoreOutcome
 
 __all__ = ["Committer", "ProcessCommitter", "Result", "StoreProcessError", "ThreadCommitter", "commit_batch",
@@ -278,10 +279,15 @@ def _widen_pipe(proc: asyncio.subprocess.Process) -> None:
             fcntl.fcntl(pipe.fileno(), setpipe, _PIPE_BYTES)
 
 
+def _frame(value: Any) -> bytes:
+    """``value`` as one frame: its pickle's length, then the pickle."""
+    data = pickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL)
+    return _LENGTH.pack(len(data)) + data
+
+
 async def _send(proc: asyncio.subprocess.Process, value: Any) -> None:
     assert proc.stdin is not None
-    data = pickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL)
-    proc.stdin.write(_LENGTH.pack(len(data)) + data)
+    proc.stdin.write(_frame(value))
     await proc.stdin.drain()
 
 
@@ -340,24 +346,25 @@ class _Frames:
 
 
 def _write_frame(stream: IO[bytes], value: Any) -> None:
-    data = pickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL)
-    stream.write(_LENGTH.pack(len(data)) + data)
+    stream.write(_frame(value))
     stream.flush()
 
 
-def _incoming(body: bytes, source: Any, received_at: int | None) -> Incoming | None:
-    from .receiver import event_of
+_Reader = Callable[[bytes], Event]  # how the store process reads a body again
 
+
+def _incoming(read: _Reader, body: bytes, source: Any, received_at: int | None) -> Incoming | None:
     try:
-        return Incoming(event_of(body), source, body, received_at)
+        return Incoming(read(body), source, body, received_at)
     except Exception:  # checked by the receiver already: only a bug gets here
         log.exception("a delivery could not be read again in the store process")
         return None
 
 
-def _commit_frames(store: Store, batches: list[list[tuple[bytes, Any, int | None]]]) -> list[list[Result]]:
+def _commit_frames(store: Store, read: _Reader, batches: list[list[tuple[bytes, Any, int | None]]]
+                   ) -> list[list[Result]]:
     """The batches that have arrived, stored in one transaction; one answer per batch."""
-    items = [_incoming(*entry) for batch in batches for entry in batch]
+    items = [_incoming(read, *entry) for batch in batches for entry in batch]
     stored = iter(commit_batch(store, [i for i in items if i is not None]))
     results = iter([next(stored) if i is not None else "failed" for i in items])
     return [[next(results) for _ in batch] for batch in batches]
@@ -367,6 +374,8 @@ def serve(stdin: int, stdout: IO[bytes]) -> None:
     """The store process's loop on the file descriptor ``stdin``: the settings frame,
     then an answer per batch frame, until the input ends. Batches that arrived while
     the one before was committed share a transaction (and its flush to disk)."""
+    from .receiver import event_of  # here, not at the top: the receiver imports this module
+
     frames = _Frames(stdin)
     config = frames.next()
     if config is None:
@@ -387,7 +396,7 @@ def serve(stdin: int, stdout: IO[bytes]) -> None:
                 if (more := frames.next()) is None:
                     break
                 batches.append(more)
-            answers = _commit_frames(store, batches)
+            answers = _commit_frames(store, event_of, batches)
             log.debug("store process: %d deliveries of %d batches in one transaction", sum(map(len, answers)),
                       len(answers))
             for answer in answers:

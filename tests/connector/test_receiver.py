@@ -815,14 +815,9 @@ class ThreadedReceiver:
 
 
 @pytest.fixture
-def threaded(tmp_path: Path) -> Iterator[ThreadedReceiver]:
-    store = Store(f"sqlite:///{tmp_path / 'prop.db'}")
-    store.migrate()
-    try:
-        with ThreadedReceiver(store, receiver_settings()) as rx:
-            yield rx
-    finally:
-        store.close()
+def threaded(sqlite_store: Store) -> Iterator[ThreadedReceiver]:
+    with ThreadedReceiver(sqlite_store, receiver_settings()) as rx:
+        yield rx
 
 
 PROP_BODY = encode(envelope("evt_prop", data={"answers": {f"q{i}": f"answer {i}" for i in range(5)}}))
