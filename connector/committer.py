@@ -2,19 +2,21 @@
 receiver's own process (``ThreadCommitter``) or in a process of their own
 (``ProcessCommitter``, what ``formsync receive`` and the gunicorn application use).
 
-Both store a batch with ``commit_batch``: one ``Store.store_events`` transaction, and
-when one event's data breaks it, each event alone, so the others still land. What a
-delivery gets is its ``StoreOutcome``, or ``"unavailable"`` (the database cannot be
-used now: 503) or ``"failed"`` (this event could not be stored: 500).
+Both take the deliveries as verified (``Delivery``: body, source, time received) and
+store them with ``commit_deliveries``: each body is read (``parse_event``), and the
+events are stored in one ``Store.store_events`` transaction, or, when one event's data
+breaks it, each alone, so the others still land. What a delivery gets is its
+``StoreOutcome``, or a ``Refusal``: 400 for a body that is not a storable event, 503
+when the database cannot be used now, 500 when this event could not be stored.
 
-The store process holds the database work on another core than the event loop, so
-the two never wait for each other's interpreter lock (a thread's every return from
-the database waits for it). The receiver writes each batch of verified deliveries (raw
-body, source, time received) to the process's standard input and reads one result per
-delivery from its standard output: frames of a 4-byte length and a pickle, both ends
-being this module. The process rebuilds each event from its body (``event_of``: the
-receiver has already checked it), maps and stores the batch (with any others that
-arrived meanwhile: one transaction, one flush to disk), and answers after the commit. It exits when its standard input closes, so it never outlives its receiver,
+The store process holds the reading of bodies and the database work on another core
+than the event loop, which then only verifies and answers, so the two never wait for
+each other's interpreter lock (a thread's every return from the database waits for
+it). The receiver writes each batch of verified deliveries to the process's standard
+input and reads one result per delivery from its standard output: frames of a 4-byte
+length and a pickle, both ends being this module. The process reads, maps and stores
+the batch (with any others that arrived meanwhile: one transaction, one flush to disk),
+and answers after the commit. It exits when its standard input closes, so it never outlives its receiver,
 even one killed with SIGKILL. It runs in a session of its own and ignores SIGINT and
 SIGTERM (a terminal's Ctrl-C, a service manager signalling every process of the
 service), so the receiver can have it commit what is pending before both stop. Should it die, its batch is answered 503 (the sender
@@ -35,22 +37,21 @@ import signal
 import struct
 import sys
 from collections import deque
-from collections.abc import Callable, Sequence
-from typing import IO, Any, Literal, Protocol
+from collections.abc import Sequence
+from typing import IO, Any, Protocol
 
 from sqlalchemy import exc as sa_exc
 from sqlalchemy.engine import make_url
 
-from .models import Event
+from .delivery import UNAVAILABLE, Delivery, Refusal, read_delivery, store_failed
 from .store import Incoming, Store, StoreOutcome
 
 __all__ = ["Committer", "ProcessCommitter", "Result", "StoreProcessError", "ThreadCommitter", "commit_batch",
-           "committer_for"]
+           "commit_deliveries", "committer_for"]
 
 log = logging.getLogger("connector.receiver")
 
-Failure = Literal["unavailable", "failed"]
-Result = StoreOutcome | Failure
+Result = StoreOutcome | Refusal
 """What a delivery's waiter gets: its event's outcome, or why it was not stored."""
 
 _LENGTH = struct.Struct(">I")
@@ -71,31 +72,39 @@ def _unavailable(error: BaseException) -> bool:
 def commit_batch(store: Store, items: Sequence[Incoming]) -> list[Result]:
     """Store ``items`` in one transaction; one result per item, in order. Never raises
     for what the database does: a database that cannot be used makes every item
-    ``"unavailable"``; an event it refuses is ``"failed"`` and logged, and the other
-    events of its batch are then stored one by one."""
+    ``UNAVAILABLE``; an event it refuses gets ``store_failed`` and is logged, and the
+    other events of its batch are then stored one by one."""
     try:
         return list(store.store_events(items))
     except Exception as error:
         if _unavailable(error):
             log.warning("database unavailable (%s); %d event(s) not stored", type(error).__name__, len(items))
-            return ["unavailable"] * len(items)
+            return [UNAVAILABLE] * len(items)
         if len(items) == 1:
-            _log_failed(items[0], error)
-            return ["failed"]
+            return [_failed(items[0], error)]
     return [_commit_one(store, item) for item in items]
+
+
+def commit_deliveries(store: Store, deliveries: Sequence[Delivery]) -> list[Result]:
+    """Read each delivery's body and store the events in one transaction
+    (``commit_batch``); one result per delivery, in order, a body that is not a
+    storable event getting its 400 refusal."""
+    read = [read_delivery(d) for d in deliveries]
+    stored = iter(commit_batch(store, [r for r in read if isinstance(r, Incoming)]))
+    return [next(stored) if isinstance(r, Incoming) else r for r in read]
 
 
 def _commit_one(store: Store, item: Incoming) -> Result:
     try:
         [outcome] = store.store_events([item])
     except Exception as error:
-        _log_failed(item, error)
-        return "unavailable" if _unavailable(error) else "failed"
+        return UNAVAILABLE if _unavailable(error) else _failed(item, error)
     return outcome
 
 
-def _log_failed(item: Incoming, error: BaseException) -> None:
+def _failed(item: Incoming, error: BaseException) -> Refusal:
     log.error("event %s type %s could not be stored (%s)", item.event.id, item.event.type, type(error).__name__)
+    return store_failed(item.event.id)
 
 
 class StoreProcessError(RuntimeError):
@@ -106,10 +115,6 @@ class StoreProcessError(RuntimeError):
 class Committer(Protocol):
     """Where a receiver's batches are stored."""
 
-    premap: bool
-    """Whether the receiver maps each event to its rows in its event loop (``premapped``)
-    before handing it over: worth it where the commit runs in the same process."""
-
     depth: int
     """How many batches may be in flight at once."""
 
@@ -117,8 +122,8 @@ class Committer(Protocol):
         """Get ready to commit (before the first delivery)."""
         ...
 
-    async def commit(self, items: list[Incoming]) -> list[Result]:
-        """Store ``items`` (``commit_batch``'s promise); up to ``depth`` calls at once."""
+    async def commit(self, deliveries: list[Delivery]) -> list[Result]:
+        """Store ``deliveries`` (``commit_deliveries``' promise); up to ``depth`` calls at once."""
         ...
 
     async def close(self) -> None:
@@ -129,7 +134,6 @@ class Committer(Protocol):
 class ThreadCommitter:
     """Batches stored in a worker thread of this process, with this very ``store``."""
 
-    premap = True
     depth = 1
 
     def __init__(self, store: Store) -> None:
@@ -138,8 +142,8 @@ class ThreadCommitter:
     async def start(self) -> None:
         """Nothing to start: the thread comes from the event loop's executor."""
 
-    async def commit(self, items: list[Incoming]) -> list[Result]:
-        return await asyncio.to_thread(commit_batch, self.store, items)
+    async def commit(self, deliveries: list[Delivery]) -> list[Result]:
+        return await asyncio.to_thread(commit_deliveries, self.store, deliveries)
 
     async def close(self) -> None:
         """Nothing to release."""
@@ -162,7 +166,6 @@ class ProcessCommitter:
     batches are in flight: the process never waits for the receiver to answer and send
     more, and it stores the batches waiting for it in one transaction."""
 
-    premap = False
     depth = 4
 
     def __init__(self, url: str) -> None:
@@ -175,16 +178,16 @@ class ProcessCommitter:
         ``StoreProcessError`` when it cannot start."""
         await self._current()
 
-    async def commit(self, items: list[Incoming]) -> list[Result]:
+    async def commit(self, deliveries: list[Delivery]) -> list[Result]:
         running = None
         try:
             running = await self._current()
-            return await running.commit(items)
+            return await running.commit(deliveries)
         except (OSError, EOFError, asyncio.IncompleteReadError, StoreProcessError) as error:
             log.warning("the store process is not running (%s); %d event(s) not stored, the next batch starts "
-                        "another", error, len(items))
+                        "another", error, len(deliveries))
             await self._drop(running)
-            return ["unavailable"] * len(items)
+            return [UNAVAILABLE] * len(deliveries)
 
     async def close(self) -> None:
         """Close the process's input, so it commits what it was sent and exits; wait for it."""
@@ -242,12 +245,12 @@ class _Running:
             raise StoreProcessError(f"the receiver's store process did not start: {ready}")
         return cls(proc)
 
-    async def commit(self, items: list[Incoming]) -> list[Result]:
+    async def commit(self, deliveries: list[Delivery]) -> list[Result]:
         if self.reader.done():
             raise EOFError("the store process has exited")
         answer: asyncio.Future[list[Result]] = asyncio.get_running_loop().create_future()
         self.waiting.append(answer)  # before the frame goes: answers come back in this order
-        await _send(self.proc, [(i.body, i.source, i.received_at) for i in items])
+        await _send(self.proc, deliveries)
         return await answer
 
     async def _read(self) -> None:
@@ -350,23 +353,9 @@ def _write_frame(stream: IO[bytes], value: Any) -> None:
     stream.flush()
 
 
-_Reader = Callable[[bytes], Event]  # how the store process reads a body again
-
-
-def _incoming(read: _Reader, body: bytes, source: Any, received_at: int | None) -> Incoming | None:
-    try:
-        return Incoming(read(body), source, body, received_at)
-    except Exception:  # checked by the receiver already: only a bug gets here
-        log.exception("a delivery could not be read again in the store process")
-        return None
-
-
-def _commit_frames(store: Store, read: _Reader, batches: list[list[tuple[bytes, Any, int | None]]]
-                   ) -> list[list[Result]]:
+def _commit_frames(store: Store, batches: list[list[Delivery]]) -> list[list[Result]]:
     """The batches that have arrived, stored in one transaction; one answer per batch."""
-    items = [_incoming(read, *entry) for batch in batches for entry in batch]
-    stored = iter(commit_batch(store, [i for i in items if i is not None]))
-    results = iter([next(stored) if i is not None else "failed" for i in items])
+    results = iter(commit_deliveries(store, [d for batch in batches for d in batch]))
     return [[next(results) for _ in batch] for batch in batches]
 
 
@@ -374,8 +363,6 @@ def serve(stdin: int, stdout: IO[bytes]) -> None:
     """The store process's loop on the file descriptor ``stdin``: the settings frame,
     then an answer per batch frame, until the input ends. Batches that arrived while
     the one before was committed share a transaction (and its flush to disk)."""
-    from .receiver import event_of  # here, not at the top: the receiver imports this module
-
     frames = _Frames(stdin)
     config = frames.next()
     if config is None:
@@ -396,7 +383,7 @@ def serve(stdin: int, stdout: IO[bytes]) -> None:
                 if (more := frames.next()) is None:
                     break
                 batches.append(more)
-            answers = _commit_frames(store, event_of, batches)
+            answers = _commit_frames(store, batches)
             log.debug("store process: %d deliveries of %d batches in one transaction", sum(map(len, answers)),
                       len(answers))
             for answer in answers:

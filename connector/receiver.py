@@ -49,7 +49,6 @@ import functools
 import gc
 import json
 import logging
-import math
 import time
 from collections.abc import AsyncIterator, Callable, Iterable
 from contextlib import nullcontext
@@ -66,15 +65,14 @@ from prometheus_client import (
     Histogram,
     generate_latest,
 )
-from pydantic import SecretStr, ValidationError
-from pydantic_core import from_json
+from pydantic import SecretStr
 
 from .committer import Committer, Result, committer_for
-from .models import Event
+from .delivery import MAX_JSON_DEPTH, UNAVAILABLE, Delivery, Refusal, RefusalError, parse_event
 from .settings import ReceiverSettings
 from .signals import stop_on_signals
 from .signing import CustomScheme, Scheme, SigningConfigError, verify
-from .store import Incoming, Source, Store, event_integer_problem, premapped
+from .store import Source, Store
 
 __all__ = [
     "DEFAULT_MAX_BATCH",
@@ -92,16 +90,7 @@ log = logging.getLogger("connector.receiver")
 DEFAULT_MAX_BATCH = 256
 """The most events one group commit stores."""
 
-MAX_JSON_DEPTH = 64
-"""Deeper JSON is refused: real envelopes nest a handful of levels."""
-
 HEALTH_TIMEOUT_S = 5.0
-_ID_CHARS = range(0x21, 0x7F)  # visible ASCII, as signing accepts for message ids
-_MAX_ID_LENGTH = 256
-# Types the store maps to rows; their data blocks must have the documented shapes. Any
-# other type is stored raw whatever its data holds.
-_MAPPED_TYPES = frozenset({"submission.completed", "submission.updated", "request.completed", "request.expired",
-                           "request.canceled"})
 
 Channel = Literal["callbacks", "webhooks", "any"]
 
@@ -134,122 +123,12 @@ class ReceiverMetrics:
             "formsync_receiver_commit_seconds", "Time of one group commit (store_events call).", registry=r,
             buckets=(0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0))
         self.batch_size = Histogram(
-            "formsync_receiver_batch_size", "Events per group commit.", registry=r,
+            "formsync_receiver_batch_size", "Deliveries per group commit (bodies refused with 400 included).", registry=r,
             buckets=(1, 2, 4, 8, 16, 32, 64, 128, 256, 512))
         self.queued = Gauge("formsync_receiver_queued", "Events waiting for the writer.", registry=r)
 
     def render(self) -> bytes:
         return generate_latest(self.registry)
-
-
-# ======================================================================================
-# Validation of the signed body
-# ======================================================================================
-
-
-class _Refusal(ValueError):
-    """A delivery refused with ``status``; ``label`` is its metrics label."""
-
-    def __init__(self, status: int, code: str, label: str, message: str, **details: Any) -> None:
-        super().__init__(message)
-        self.status, self.code, self.label, self.message, self.details = status, code, label, message, details
-
-
-def _reject_constant(name: str) -> Any:
-    raise ValueError(f"{name} is not a JSON number")
-
-
-def _parse_json(raw: bytes) -> Any:
-    try:
-        body = raw.decode("utf-8")
-    except UnicodeDecodeError as e:
-        raise _Refusal(400, "INVALID_JSON", "malformed_json",
-                       f"the body is not UTF-8 (invalid byte at offset {e.start}); send UTF-8 JSON") from None
-    try:
-        return json.loads(body, parse_constant=_reject_constant)
-    except RecursionError:
-        raise _Refusal(400, "INVALID_JSON", "malformed_json",
-                       f"the body nests too deeply; at most {MAX_JSON_DEPTH} levels are accepted") from None
-    except ValueError as e:
-        raise _Refusal(400, "INVALID_JSON", "malformed_json", f"the body is not valid JSON: {e}") from None
-
-
-def _unstorable(value: Any) -> str | None:
-    """Why ``value`` cannot be stored as is (by SQLite and PostgreSQL alike), or None:
-    a string with U+0000 or a lone surrogate, a non-finite number, or more than
-    :data:`MAX_JSON_DEPTH` levels. Iterative, so no input can exhaust the stack."""
-    stack: list[tuple[Any, str, int]] = [(value, "$", 1)]
-    while stack:
-        item, where, depth = stack.pop()
-        if depth > MAX_JSON_DEPTH:
-            return f"{where} nests deeper than {MAX_JSON_DEPTH} levels"
-        if isinstance(item, str):
-            if "\x00" in item:
-                return f"{where} contains U+0000, which the database cannot store"
-            try:
-                item.encode("utf-8")
-            except UnicodeEncodeError:
-                return f"{where} contains a lone UTF-16 surrogate (an unpaired \\ud800-\\udfff escape)"
-        elif isinstance(item, float) and not math.isfinite(item):
-            return f"{where} is a number out of the double range"
-        elif isinstance(item, dict):
-            for key, member in item.items():
-                stack.append((key, f"{where} (a key)", depth))
-                stack.append((member, f"{where}.{key}"[:200], depth + 1))
-        elif isinstance(item, list):
-            stack.extend((member, f"{where}[{i}]"[:200], depth + 1) for i, member in enumerate(item))
-    return None
-
-
-def _check_token(payload: dict[str, Any], name: str) -> None:
-    value = payload.get(name)
-    if not isinstance(value, str) or not 1 <= len(value) <= _MAX_ID_LENGTH or any(
-            ord(c) not in _ID_CHARS for c in value):
-        raise _Refusal(400, "NOT_AN_EVENT", "not_an_event",
-                       f"the body is JSON but not an event envelope: {name} must be a string of 1 to "
-                       f"{_MAX_ID_LENGTH} visible ASCII characters", field=name)
-
-
-def _envelope(payload: dict[str, Any]) -> dict[str, Any]:
-    # An unknown type is kept whatever its data holds: only the envelope is read.
-    return payload if payload["type"] in _MAPPED_TYPES else {k: v for k, v in payload.items() if k != "data"}
-
-
-def event_of(raw: bytes) -> Event:
-    """The event of a body ``parse_event`` accepted, read again without its checks (the
-    store process's way). pydantic-core's parser gives the values ``json.loads`` gives
-    (integers of any size included); a body it refuses is read by ``json.loads``."""
-    try:
-        payload = from_json(raw)
-    except ValueError:
-        payload = json.loads(raw)
-    return Event.model_validate(_envelope(payload))
-
-
-def parse_event(raw: bytes) -> Event:
-    """The event in a verified body. Raises ``ValueError`` (a refusal with status 400
-    and a message saying what is wrong) for a body that is not UTF-8 JSON, not an event
-    envelope, or not storable."""
-    payload = _parse_json(raw)
-    if not isinstance(payload, dict):
-        raise _Refusal(400, "NOT_AN_EVENT", "not_an_event",
-                       f"the body is JSON but not an event envelope: expected an object, got {type(payload).__name__}")
-    _check_token(payload, "id")
-    _check_token(payload, "type")
-    problem = _unstorable(payload)
-    if problem:
-        raise _Refusal(400, "UNSTORABLE_EVENT", "unstorable", f"the event cannot be stored: {problem}")
-    try:
-        event = Event.model_validate(_envelope(payload))
-    except ValidationError as e:
-        first = e.errors()[0]
-        where = ".".join(str(p) for p in first["loc"]) or "(envelope)"
-        raise _Refusal(400, "NOT_AN_EVENT", "not_an_event",
-                       f"the body is JSON but not an event envelope: {where}: {first['msg']}", field=where) from None
-    if problem := event_integer_problem(event):
-        raise _Refusal(400, "UNSTORABLE_EVENT", "unstorable", f"the event cannot be stored: {problem}",
-                       field=problem.split(" ", 1)[0])
-    return event
 
 
 # ======================================================================================
@@ -265,7 +144,7 @@ class _Writer:
 
     def __init__(self, committer: Committer, metrics: ReceiverMetrics, max_batch: int) -> None:
         self.committer, self.metrics, self.max_batch = committer, metrics, max_batch
-        self.pending: list[tuple[Incoming, asyncio.Future[Result]]] = []
+        self.pending: list[tuple[Delivery, asyncio.Future[Result]]] = []
         self.wake = asyncio.Event()
         self.task: asyncio.Task[None] | None = None
         self.closed = False
@@ -286,11 +165,11 @@ class _Writer:
         finally:
             await self.committer.close()
 
-    async def submit(self, incoming: Incoming) -> Result:
+    async def submit(self, delivery: Delivery) -> Result:
         if self.closed or self.task is None or self.task.done():
-            return "unavailable"
+            return UNAVAILABLE
         done: asyncio.Future[Result] = asyncio.get_running_loop().create_future()
-        self.pending.append((incoming, done))
+        self.pending.append((delivery, done))
         self.wake.set()
         # A handler cancelled mid-wait cancels only this future: its event stays in the
         # batch and is stored (the writer skips a future already done).
@@ -326,28 +205,28 @@ class _Writer:
             pending, self.pending = self.pending, []
             for _, done in pending:
                 if not done.done():
-                    done.set_result("unavailable")
+                    done.set_result(UNAVAILABLE)
 
-    async def _deliver(self, batch: list[tuple[Incoming, asyncio.Future[Result]]]) -> None:
+    async def _deliver(self, batch: list[tuple[Delivery, asyncio.Future[Result]]]) -> None:
         try:
             try:
-                results = await self._commit([incoming for incoming, _ in batch])
+                results = await self._commit([delivery for delivery, _ in batch])
             except Exception:  # the writer must outlive anything a batch does
                 log.exception("group commit failed unexpectedly")
-                results = ["failed"] * len(batch)
+                results = [UNAVAILABLE] * len(batch)
             for (_, done), result in zip(batch, results, strict=True):
                 if not done.done():
                     done.set_result(result)
         finally:
             for _, done in batch:
                 if not done.done():
-                    done.set_result("unavailable")
+                    done.set_result(UNAVAILABLE)
 
-    async def _commit(self, items: list[Incoming]) -> list[Result]:
-        self.metrics.batch_size.observe(len(items))
+    async def _commit(self, deliveries: list[Delivery]) -> list[Result]:
+        self.metrics.batch_size.observe(len(deliveries))
         started = time.perf_counter()
         try:
-            return await self.committer.commit(items)
+            return await self.committer.commit(deliveries)
         finally:
             self.metrics.commit_seconds.observe(time.perf_counter() - started)
 
@@ -413,7 +292,7 @@ class Receiver:
 
     # -- deliveries -----------------------------------------------------------------
 
-    def _refuse(self, refusal: _Refusal, channel: Channel) -> web.Response:
+    def _refuse(self, refusal: Refusal, channel: Channel) -> web.Response:
         self.metrics.rejected.labels(refusal.label).inc()
         self.metrics.responses.labels(str(refusal.status)).inc()
         log.warning("delivery to %s refused: %s %s", channel, refusal.status, refusal.label)
@@ -425,9 +304,9 @@ class Receiver:
 
     async def _read(self, request: web.Request) -> bytes:
         limit = self.settings.max_body_bytes
-        too_large = _Refusal(413, "PAYLOAD_TOO_LARGE", "too_large",
-                             f"the body is larger than {limit} bytes, the most this receiver accepts",
-                             maxBytes=limit)
+        too_large = RefusalError(Refusal(413, "PAYLOAD_TOO_LARGE", "too_large",
+                                         f"the body is larger than {limit} bytes, the most this receiver accepts",
+                                         {"maxBytes": limit}))
         if request.content_length is not None and request.content_length > limit:
             raise too_large
         body = bytearray()
@@ -439,9 +318,10 @@ class Receiver:
         except (ConnectionError, HttpProcessingError):
             # The sender closed the connection before its Content-Length, or broke the chunked
             # framing: a client error (the answer may never arrive), not a server failure.
-            raise _Refusal(400, "INCOMPLETE_BODY", "incomplete_body",
-                           f"the body ended after {len(body)} bytes, before its declared length or its last chunk; "
-                           "send the whole body") from None
+            raise RefusalError(Refusal(
+                400, "INCOMPLETE_BODY", "incomplete_body",
+                f"the body ended after {len(body)} bytes, before its declared length or its last chunk; "
+                "send the whole body")) from None
         return bytes(body)
 
     def _verify(self, request: web.Request, body: bytes, channel: Channel) -> Source:
@@ -452,8 +332,8 @@ class Receiver:
                         now=now)
         if not result.ok:
             reason = result.reason.value if result.reason else "signature"
-            raise _Refusal(401, "UNAUTHORIZED", reason, f"signature rejected: {result.detail}",
-                           reason=reason)
+            raise RefusalError(Refusal(401, "UNAUTHORIZED", reason, f"signature rejected: {result.detail}",
+                                       {"reason": reason}))
         if channel == "callbacks":
             return "callback"
         if channel == "webhooks":
@@ -466,18 +346,12 @@ class Receiver:
         try:
             body = await self._read(request)
             source = self._verify(request, body, channel)
-            event = parse_event(body)
-        except _Refusal as refusal:
-            return self._refuse(refusal, channel)
-        # Mapped here, in the event loop, while the writer thread commits the batch before.
-        incoming = Incoming(event, source, body, received_at)
-        outcome = await self.writer.submit(premapped(incoming) if self.writer.committer.premap else incoming)
-        if outcome == "unavailable":
-            return self._refuse(_Refusal(503, "UNAVAILABLE", "unavailable",
-                                         "the database is unavailable; nothing was stored, retry later"), channel)
-        if isinstance(outcome, str):  # "failed"
-            return self._refuse(_Refusal(500, "STORE_FAILED", "store_failed",
-                                         f"event {event.id} could not be stored; nothing was stored"), channel)
+        except RefusalError as refused:
+            return self._refuse(refused.refusal, channel)
+        # The committer reads the body (a 400 comes back from it): off this event loop.
+        outcome = await self.writer.submit(Delivery(body, source, received_at))
+        if isinstance(outcome, Refusal):
+            return self._refuse(outcome, channel)
         if outcome.status == "stored":
             self._stored[source].inc()
         else:

@@ -33,7 +33,6 @@ from .mapping import (
     integer_problem,
     is_matrix,
     list_ts_ms,
-    premapped,
     request_rank,
     submission_rank,
     value_text,
@@ -70,6 +69,6 @@ __all__ = [
     "StoreOutcome", "SubmissionRow", "SyncCursor", "SyncMark", "TERMINAL_STATUSES", "VERSION_TABLE",
     "VIEW_PREFIX", "ViewColumn", "WRITERS", "alembic_config", "answer_json", "answer_rows", "answer_tuples",
     "compare_column_type", "compress_body", "display_text", "epoch_ms", "event_integer_problem",
-    "event_to_rows", "integer_problem", "is_matrix", "json_value", "list_ts_ms", "premapped", "request_answers",
+    "event_to_rows", "integer_problem", "is_matrix", "json_value", "list_ts_ms", "request_answers",
     "request_rank", "select_sql", "submission_rank", "url_problem", "value_text", "view_name",
 ]

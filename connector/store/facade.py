@@ -30,9 +30,9 @@ from .mapping import (
     Source,
     StoreOutcome,
     SyncMark,
+    event_to_rows,
     now_ms,
     request_rows,
-    stamped,
     submission_rows,
 )
 from .merge import REQUEST_MERGE, merge, write_submissions
@@ -215,7 +215,7 @@ class Store:
         for i, inc in enumerate(items):
             if inc.source not in SOURCES:
                 raise ValueError(f"events[{i}].source must be one of {', '.join(SOURCES)}, got {inc.source!r}")
-        mapped = [stamped(inc, now) for inc in items]
+        mapped = [event_to_rows(inc, now=now) for inc in items]
         firsts: dict[str, EventRows] = {}
         for m in mapped:
             firsts.setdefault(m.raw["id"], m)

@@ -33,8 +33,6 @@ class Incoming:
     source: Source = "webhook"
     body: str | bytes | None = None
     received_at: int | None = None
-    rows: EventRows | None = None
-    """The rows mapped ahead (``premapped``), or None: ``store_events`` maps them."""
 
 
 @dataclass(frozen=True)
@@ -356,31 +354,6 @@ def event_to_rows(event: Event | Incoming, *, now: int | None = None) -> EventRo
     })
     out.submission = _event_submission(inc, now, created)
     out.request = _event_request(inc, now, created)
-    return out
-
-
-def premapped(inc: Incoming) -> Incoming:
-    """``inc`` with its rows mapped now (``event_to_rows``), so that ``store_events`` only
-    writes them: the receiver maps in its event loop while the writer thread commits the
-    previous batch. ``stored_at`` (and a missing ``received_at``) is still the time of
-    storing (``stamped``)."""
-    return Incoming(inc.event, inc.source, inc.body, inc.received_at, event_to_rows(inc, now=0))  # not replace(): slower
-
-
-def stamped(inc: Incoming, now: int) -> EventRows:
-    """The rows of ``inc`` stored at ``now`` (epoch ms): those mapped ahead, copied (a
-    write never changes them, should the batch be stored again), else mapped now."""
-    rows = inc.rows
-    if rows is None:
-        return event_to_rows(inc, now=now)
-    raw = dict(rows.raw)
-    if inc.received_at is None:
-        raw["received_at"] = now
-    out = EventRows(raw)
-    if rows.submission is not None:
-        out.submission = {**rows.submission, "stored_at": now}
-    if rows.request is not None:
-        out.request = {**rows.request, "stored_at": now}
     return out
 
 

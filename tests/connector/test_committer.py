@@ -1,6 +1,6 @@
-"""The receiver's store process (``connector.committer``): what happens when it dies,
-when its receiver is killed or interrupted, and that it rebuilds the very event the
-receiver checked. The receiver's own tests (test_receiver.py) run through it too."""
+"""The receiver's committers (``connector.committer``): a batch mixing events and bodies
+that are not, and for the store process what happens when it dies, when its receiver
+is killed or interrupted. The receiver's own tests (test_receiver.py) run through it too."""
 
 from __future__ import annotations
 
@@ -16,12 +16,10 @@ from typing import Any
 
 import aiohttp
 import pytest
-from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
 
 from connector.committer import ProcessCommitter, StoreProcessError, ThreadCommitter, committer_for
-from connector.receiver import event_of, parse_event
-from connector.store import Incoming, Store
+from connector.delivery import Delivery, Refusal
+from connector.store import Store, StoreOutcome
 
 from .test_receiver import CB_SECRET, FORMSYNC, counts, encode, envelope, events_in, running, signed
 
@@ -105,35 +103,27 @@ async def test_a_folder_named_connector_where_the_receiver_runs_is_not_imported(
     assert events_in(db) == 1
 
 
-# -- the event, read again ----------------------------------------------------------------------
-
-_json_values = st.recursive(
-    st.none() | st.booleans() | st.integers(min_value=-(2**80), max_value=2**80)
-    | st.floats(allow_nan=False, allow_infinity=False) | st.text(st.characters(exclude_categories=["Cs"])),
-    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=8), inner, max_size=4),
-    max_leaves=20)
+# -- bodies read by the committer ---------------------------------------------------------------
 
 
-@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(answers=st.dictionaries(st.text(min_size=1, max_size=10), _json_values, max_size=6))
-def test_the_store_process_reads_the_event_the_receiver_checked(answers):
-    payload = envelope("evt_again")
-    payload["data"]["answers"] = answers
-    body = encode(payload)
+@pytest.mark.parametrize("process", [True, False], ids=["process", "thread"])
+async def test_a_body_that_is_not_a_storable_event_is_refused_and_its_batch_stored(sqlite_store, process):
+    """The committer reads each body: one that is not JSON or not storable gets its 400
+    (across the process boundary too), in its place, and the events around it are stored."""
+    bodies = [encode(envelope("evt_good1")), b'{"id": "evt_x", ', encode(envelope("evt_good2")),
+              json.dumps({**envelope("evt_nul"), "note": "a\x00b"}).encode()]  # U+0000 written as its escape
+    committer = committer_for(sqlite_store, process=process)
+    await committer.start()
     try:
-        checked = parse_event(body)
-    except ValueError:
-        return  # refused by the receiver (U+0000, say): never reaches the store process
-    assert event_of(body) == checked
-
-
-def test_reading_again_keeps_duplicate_keys_and_big_integers_as_the_receiver_does():
-    body = encode(envelope("evt_dup"))[:-1] + b', "extra": 123456789012345678901234567890, "extra": 7}'
-    assert event_of(body) == parse_event(body)
-    payload = envelope("evt_big")
-    payload["data"]["answers"] = {"n": 2**70, "x": 0.1, "e": "\u00e9\u2028"}
-    body = json.dumps(payload, ensure_ascii=False).encode()
-    assert event_of(body).data.answers == {"n": 2**70, "x": 0.1, "e": "\u00e9\u2028"}
+        results = await committer.commit([Delivery(b, "webhook", 1) for b in bodies])
+    finally:
+        await committer.close()
+    assert results[0] == StoreOutcome("evt_good1", "request.completed", "stored")
+    assert results[2] == StoreOutcome("evt_good2", "request.completed", "stored")
+    assert isinstance(results[1], Refusal) and (results[1].status, results[1].code) == (400, "INVALID_JSON")
+    assert isinstance(results[3], Refusal) and (results[3].status, results[3].code) == (400, "UNSTORABLE_EVENT")
+    assert "U+0000" in results[3].message
+    assert counts(sqlite_store)["events"] == 2
 
 
 async def test_batches_waiting_for_the_store_process_share_one_transaction(tmp_path, capfd):
@@ -151,9 +141,8 @@ async def test_batches_waiting_for_the_store_process_share_one_transaction(tmp_p
         blocker = sqlite3.connect(path, isolation_level=None)
         blocker.execute("BEGIN IMMEDIATE")
 
-        def batch(prefix: str, n: int) -> list[Incoming]:
-            bodies = [encode(envelope(f"evt_{prefix}{i}")) for i in range(n)]
-            return [Incoming(parse_event(b), "callback", b, 1) for b in bodies]
+        def batch(prefix: str, n: int) -> list[Delivery]:
+            return [Delivery(encode(envelope(f"evt_{prefix}{i}")), "callback", 1) for i in range(n)]
 
         first = asyncio.create_task(committer.commit(batch("a", 2)))
         await asyncio.sleep(0.3)  # the first batch is in the process, waiting for the lock
@@ -165,8 +154,8 @@ async def test_batches_waiting_for_the_store_process_share_one_transaction(tmp_p
     finally:
         await committer.close()
         root.setLevel(level)
-    assert [[r.status for r in rs] for rs in results] == [["stored"] * 2, ["stored"] * 3, ["stored"] * 3]
-    assert [[r.event_id for r in rs] for rs in results][2] == ["evt_c0", "evt_c1", "evt_c2"]
+    assert [[getattr(r, "status", r) for r in rs] for rs in results] == [["stored"] * 2, ["stored"] * 3, ["stored"] * 3]
+    assert [[getattr(r, "event_id", r) for r in rs] for rs in results][2] == ["evt_c0", "evt_c1", "evt_c2"]
     logged = capfd.readouterr().err
     assert "2 deliveries of 1 batches in one transaction" in logged
     assert "6 deliveries of 2 batches in one transaction" in logged
