@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
@@ -120,6 +121,22 @@ def _unstorable(value: Any) -> str | None:
     return None
 
 
+# What in a body's bytes may make a parsed value unstorable: a \u escape of U+0000 or of
+# a surrogate (JSON strings hold neither as raw bytes: control characters must be escaped
+# and UTF-8 cannot encode a surrogate), or a number that may overflow a double (an
+# exponent of three digits or more, or 200 digits in a row: with an exponent below 100,
+# at least 210 digits before the point are needed to reach 1e308).
+_RISKY = re.compile(rb"\\u(?:0000|[dD][89a-fA-F])|[eE][+-]?[0-9]{3}|[0-9]{200}")
+
+
+def surely_storable(raw: bytes) -> bool:
+    """Whether the JSON in ``raw`` can be stored for sure, read off its bytes: then
+    ``_unstorable`` would find nothing in its value, and the walk is skipped. False
+    means only "walk it": the bytes hold something that may be unstorable, or as many
+    brackets as a value too deep would have."""
+    return raw.count(b"{") + raw.count(b"[") < MAX_JSON_DEPTH and _RISKY.search(raw) is None
+
+
 def _check_token(payload: dict[str, Any], name: str) -> None:
     value = payload.get(name)
     if not isinstance(value, str) or not 1 <= len(value) <= _MAX_ID_LENGTH or any(
@@ -144,7 +161,7 @@ def parse_event(raw: bytes) -> Event:
                       f"the body is JSON but not an event envelope: expected an object, got {type(payload).__name__}")
     _check_token(payload, "id")
     _check_token(payload, "type")
-    problem = _unstorable(payload)
+    problem = None if surely_storable(raw) else _unstorable(payload)
     if problem:
         raise _refuse("UNSTORABLE_EVENT", "unstorable", f"the event cannot be stored: {problem}")
     try:
