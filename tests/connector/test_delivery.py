@@ -9,7 +9,14 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from connector.delivery import MAX_JSON_DEPTH, RefusalError, _unstorable, parse_event, surely_storable
+from connector.delivery import (
+    MAX_JSON_DEPTH,
+    RefusalError,
+    _parse_json,
+    _unstorable,
+    parse_event,
+    surely_storable,
+)
 
 from .test_receiver import encode, envelope
 
@@ -75,6 +82,38 @@ def test_a_body_surely_storable_by_its_bytes_holds_nothing_the_walk_refuses(valu
         return  # no UTF-8 (a lone surrogate), NaN or Infinity: refused before any check
     if surely_storable(raw):
         assert _unstorable(parsed) is None
+
+
+# Decimal numbers as a sender may write them: more digits than a double holds, exponents.
+_decimals = st.from_regex(r"\A-?(0|[1-9][0-9]{0,30})(\.[0-9]{1,30})?([eE][+-]?[0-9]{1,3})?\Z").map(_Raw)
+
+
+@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(value=st.recursive(_leaves | _decimals | _numbers.map(_Raw),
+                          lambda inner: st.lists(inner, max_size=4) | st.dictionaries(_strings, inner, max_size=4),
+                          max_leaves=12), ascii_only=st.booleans())
+def test_a_body_is_read_as_json_loads_reads_it(value, ascii_only):
+    """The fast parser and json.loads agree on every value (floats to the bit, integers
+    of any size, duplicate keys), and a body one refuses the other refuses too."""
+    text = _dump(value)
+    if not ascii_only:
+        text = json.dumps(json.loads(text), ensure_ascii=False)
+    try:
+        raw = text.encode("utf-8")
+    except UnicodeEncodeError:
+        return
+    try:
+        expected = json.loads(raw, parse_constant=_no_constant)
+    except (RecursionError, ValueError):
+        with pytest.raises(RefusalError):
+            _parse_json(raw)
+        return
+    got = _parse_json(raw)
+    assert json.dumps(got) == json.dumps(expected)  # NaN-free, so equal text means equal values and types
+
+
+def test_duplicate_keys_keep_the_last_as_json_loads_does():
+    assert _parse_json(b'{"a": 1, "a": 123456789012345678901234567890}') == {"a": 123456789012345678901234567890}
 
 
 @pytest.mark.parametrize("raw", [
