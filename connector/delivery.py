@@ -131,18 +131,27 @@ def _unstorable(value: Any) -> str | None:
 
 # What in a body's bytes may make a parsed value unstorable: a \u escape of U+0000 or of
 # a surrogate (JSON strings hold neither as raw bytes: control characters must be escaped
-# and UTF-8 cannot encode a surrogate), or a number that may overflow a double (an
-# exponent of three digits or more, or 200 digits in a row: with an exponent below 100,
-# at least 210 digits before the point are needed to reach 1e308).
-_RISKY = re.compile(rb"\\u(?:0000|[dD][89a-fA-F])|[eE][+-]?[0-9]{3}|[0-9]{200}")
+# and UTF-8 cannot encode a surrogate), a number that may overflow a double (an exponent
+# of three digits or more, or 200 digits in a row: with an exponent below 100, at least
+# 210 digits before the point are needed to reach 1e308), or as many brackets as a value
+# too deep has. They are looked for in the body's shape, each byte written as its class
+# (a digit "0", an exponent "e", a sign "+", a bracket "[", a backslash, anything else
+# " "), with substring searches: far faster than a regular expression over every byte.
+_ESCAPES = re.compile(rb"\\u(?:0000|[dD][89a-fA-F])")
+_CLASSES = {**dict.fromkeys(b"0123456789", b"0"), **dict.fromkeys(b"eE", b"e"), **dict.fromkeys(b"+-", b"+"),
+            **dict.fromkeys(b"{[", b"["), b"\\"[0]: b"\\"}
+_SHAPE = b"".join(_CLASSES.get(c, b" ") for c in range(256))
+_OVERFLOWS = (b"e000", b"e+000", b"0" * 200)
 
 
 def surely_storable(raw: bytes) -> bool:
     """Whether the JSON in ``raw`` can be stored for sure, read off its bytes: then
     ``_unstorable`` would find nothing in its value, and the walk is skipped. False
-    means only "walk it": the bytes hold something that may be unstorable, or as many
-    brackets as a value too deep would have."""
-    return raw.count(b"{") + raw.count(b"[") < MAX_JSON_DEPTH and _RISKY.search(raw) is None
+    means only "walk it": the bytes hold something that may be unstorable."""
+    shape = raw.translate(_SHAPE)
+    if shape.count(b"[") >= MAX_JSON_DEPTH or (b"\\" in shape and _ESCAPES.search(raw)):
+        return False
+    return not any(number in shape for number in _OVERFLOWS)
 
 
 def _check_token(payload: dict[str, Any], name: str) -> None:
