@@ -369,7 +369,10 @@ def serve(stdin: int, stdout: IO[bytes]) -> None:
         return
     logging.basicConfig(level=config["log_level"], format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     try:
-        store = Store(config["url"])
+        # No check of its connection before each transaction (a round trip, dearer than
+        # the rest of a small batch's overhead): a dropped connection fails one batch,
+        # answered 503 and retried by its senders, and the pool is renewed.
+        store = Store(config["url"], pre_ping=False)
     except Exception as error:  # the receiver opened this URL already: only a bug gets here
         _write_frame(stdout, f"{type(error).__name__}: {error}")
         return

@@ -85,7 +85,10 @@ class Store:
     default kind; WAL journal, ``synchronous=FULL``, a busy timeout, and every write
     transaction taking the write lock at its start) or ``postgresql+psycopg://…``.
     ``clock`` returns the current time in epoch ms (injectable for tests).
-    Call ``migrate()`` once before use.
+    ``pre_ping`` false spares a server database the check of a pooled connection
+    before each use (a round trip): the first use of a connection the server has
+    dropped then fails instead (and the pool is renewed), for callers that retry
+    anyway. Call ``migrate()`` once before use.
 
     Conventions of every write: idempotent and out-of-order safe. An event id is stored
     once. A submission or request row is only replaced by a newer version of it ("newest
@@ -97,7 +100,7 @@ class Store:
     shared by threads (the async receiver calls it from a worker thread)."""
 
     def __init__(self, url: str | Path = "sqlite:///formsync.db", *, clock: Callable[[], int] = now_ms,
-                 echo: bool = False) -> None:
+                 echo: bool = False, pre_ping: bool = True) -> None:
         self.url = _normalise_url(url)
         self.clock = clock
         writer = WRITERS.get(make_url(self.url).get_backend_name())
@@ -106,7 +109,7 @@ class Store:
             raise ValueError(f"unsupported database URL {shown!r}: use sqlite:///path.db, "
                              f"postgresql+psycopg://user@host/db or mysql+pymysql://user@host/db")
         self._writer: type[Writer] = writer
-        self._db = Database(writer.create_engine(self.url, echo=echo), writer)
+        self._db = Database(writer.create_engine(self.url, echo=echo, pre_ping=pre_ping), writer)
         self.runs = JobRuns(self._db)
         self.requests = RequestReads(self._db)
         self.events = EventReads(self._db)

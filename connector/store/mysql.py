@@ -52,10 +52,10 @@ class MySQLWriter(SQLWriter):
     quote_char = "`"
 
     @classmethod
-    def create_engine(cls, url: str, *, echo: bool) -> Engine:
-        """A MySQL engine in utf8mb4 and UTC that checks a pooled connection before use;
+    def create_engine(cls, url: str, *, echo: bool, pre_ping: bool = True) -> Engine:
+        """A MySQL engine in utf8mb4 and UTC that checks a pooled connection before use (``pre_ping``);
         transactions read committed (a merge locks the rows it reads, like PostgreSQL's)."""
-        engine = create_engine(url, echo=echo, pool_pre_ping=True, isolation_level="READ COMMITTED",
+        engine = create_engine(url, echo=echo, pool_pre_ping=pre_ping, isolation_level="READ COMMITTED",
                                connect_args={"charset": "utf8mb4", "init_command": "SET time_zone = '+00:00'"})
         return engine
 

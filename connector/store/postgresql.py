@@ -32,9 +32,9 @@ class PostgreSQLWriter(SQLWriter):
     placeholder = "%s"
 
     @classmethod
-    def create_engine(cls, url: str, *, echo: bool) -> Engine:
-        """A PostgreSQL engine that checks a pooled connection before use."""
-        return create_engine(url, echo=echo, pool_pre_ping=True)
+    def create_engine(cls, url: str, *, echo: bool, pre_ping: bool = True) -> Engine:
+        """A PostgreSQL engine that checks a pooled connection before use (``pre_ping``)."""
+        return create_engine(url, echo=echo, pool_pre_ping=pre_ping)
 
     @classmethod
     def lock_migrations(cls, conn: Connection) -> None:

@@ -29,8 +29,9 @@ class SQLiteWriter(SQLWriter):
     placeholder = "?"
 
     @classmethod
-    def create_engine(cls, url: str, *, echo: bool) -> Engine:
-        """A SQLite engine shared by threads, with the pragmas and transaction starts above."""
+    def create_engine(cls, url: str, *, echo: bool, pre_ping: bool = True) -> Engine:
+        """A SQLite engine shared by threads, with the pragmas and transaction starts above
+        (a file needs no ``pre_ping``)."""
         engine = create_engine(url, echo=echo,
                                connect_args={"check_same_thread": False, "timeout": SQLITE_BUSY_TIMEOUT_MS / 1000})
         event.listen(engine, "connect", _on_connect)

@@ -38,8 +38,9 @@ class Writer(Protocol):
     conn: Connection
 
     @classmethod
-    def create_engine(cls, url: str, *, echo: bool) -> Engine:
-        """An engine for ``url``, configured for this database."""
+    def create_engine(cls, url: str, *, echo: bool, pre_ping: bool = True) -> Engine:
+        """An engine for ``url``, configured for this database; ``pre_ping`` checks a
+        pooled connection of a server database before each use."""
         ...
 
     @classmethod

@@ -21,6 +21,7 @@ from connector.committer import ProcessCommitter, StoreProcessError, ThreadCommi
 from connector.delivery import Delivery, Refusal
 from connector.store import Store, StoreOutcome
 
+from .conftest import pg_connect
 from .test_receiver import CB_SECRET, FORMSYNC, counts, encode, envelope, events_in, running, signed
 
 
@@ -160,6 +161,33 @@ async def test_batches_waiting_for_the_store_process_share_one_transaction(tmp_p
     assert "2 deliveries of 1 batches in one transaction" in logged
     assert "6 deliveries of 2 batches in one transaction" in logged
     assert counts(store)["events"] == 8
+    store.close()
+
+
+async def test_a_connection_the_server_dropped_fails_one_batch_with_503_then_reconnects(pg_database):
+    """The store process does not check its connection before each transaction: when
+    PostgreSQL has dropped it (a restart, an idle timeout), that batch is answered 503,
+    which its sender retries, and the next one runs on a new connection."""
+    store = Store(pg_database)
+    store.migrate()
+    committer = ProcessCommitter(pg_database)
+    await committer.start()
+    try:
+        def delivery(eid: str) -> list[Delivery]:
+            return [Delivery(encode(envelope(eid)), "webhook", 1)]
+
+        assert (await committer.commit(delivery("evt_p1")))[0] == StoreOutcome("evt_p1", "request.completed", "stored")
+        with pg_connect(pg_database.rsplit("/", 1)[1]) as admin:
+            dropped = admin.execute("SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity "
+                                    "WHERE datname = current_database() AND pid <> pg_backend_pid()").fetchone()
+        assert dropped is not None and dropped[0] >= 1
+        [refused] = await committer.commit(delivery("evt_p2"))
+        assert isinstance(refused, Refusal) and (refused.status, refused.code) == (503, "UNAVAILABLE")
+        for eid in ("evt_p2", "evt_p3"):  # the retry, and the next event
+            assert (await committer.commit(delivery(eid)))[0] == StoreOutcome(eid, "request.completed", "stored")
+    finally:
+        await committer.close()
+    assert counts(store)["events"] == 3
     store.close()
 
 
