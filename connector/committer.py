@@ -59,6 +59,7 @@ _START_TIMEOUT_S = 120.0  # the process imports the connector and opens the stor
 _END_TIMEOUT_S = 60.0  # the process commits the batches in flight, then exits
 _PIPE_BYTES = 1 << 20  # Linux's default most for an unprivileged process
 _MOST_EVENTS = 1024  # the most events one transaction of the store process takes
+_UNREADABLE = Refusal(500, "STORE_FAILED", "store_failed", "the delivery could not be read; nothing was stored")
 
 
 def _unavailable(error: BaseException) -> bool:
@@ -89,9 +90,17 @@ def commit_deliveries(store: Store, deliveries: Sequence[Delivery]) -> list[Resu
     """Read each delivery's body and store the events in one transaction
     (``commit_batch``); one result per delivery, in order, a body that is not a
     storable event getting its 400 refusal."""
-    read = [read_delivery(d) for d in deliveries]
+    read = [_read(d) for d in deliveries]
     stored = iter(commit_batch(store, [r for r in read if isinstance(r, Incoming)]))
     return [next(stored) if isinstance(r, Incoming) else r for r in read]
+
+
+def _read(delivery: Delivery) -> Incoming | Refusal:
+    try:
+        return read_delivery(delivery)
+    except Exception:  # a body is refused with RefusalError: anything else is a bug
+        log.exception("a delivery could not be read")
+        return _UNREADABLE
 
 
 def _commit_one(store: Store, item: Incoming) -> Result:

@@ -35,10 +35,11 @@ What each delivery gets, in this order:
 Answers are JSON: ``{"ok": true, "status", "eventId", "type"}``, or ``{"ok": false,
 "error": {"code", "message", "details"?}}`` (503 adds ``Retry-After``). A 2xx is only
 ever sent after the event's transaction has committed. Concurrent
-deliveries are group-committed: a single writer task takes up to ``max_batch`` queued
-events and stores them with one ``Store.store_events`` call, in a process of its own
-by default (``connector.committer``) or in a worker thread, then answers each waiter
-with its own outcome. Log lines carry the event id, type, source and
+deliveries are group-committed: a single writer task hands up to ``max_batch`` verified
+deliveries to its committer, in a process of its own by default (``connector.committer``)
+or in a worker thread, which reads each body (``parse_event``: a 400 comes back for one
+that is not a storable event) and stores the events with one ``Store.store_events``
+call; each waiter is then answered with its own outcome. Log lines carry the event id, type, source and
 outcome, never a header value, secret or body.
 """
 
@@ -125,7 +126,7 @@ class ReceiverMetrics:
         self.batch_size = Histogram(
             "formsync_receiver_batch_size", "Deliveries per group commit (bodies refused with 400 included).", registry=r,
             buckets=(1, 2, 4, 8, 16, 32, 64, 128, 256, 512))
-        self.queued = Gauge("formsync_receiver_queued", "Events waiting for the writer.", registry=r)
+        self.queued = Gauge("formsync_receiver_queued", "Deliveries waiting for the writer.", registry=r)
 
     def render(self) -> bytes:
         return generate_latest(self.registry)

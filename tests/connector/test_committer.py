@@ -164,6 +164,26 @@ async def test_batches_waiting_for_the_store_process_share_one_transaction(tmp_p
     store.close()
 
 
+async def test_a_body_the_reader_breaks_on_is_answered_500_and_its_batch_stored(sqlite_store, monkeypatch):
+    """A reader bug (stood in for by a patched ``parse_event``: no real body is known to
+    cause one) costs that delivery a 500, not the batch or the store process."""
+    import connector.delivery
+
+    real = connector.delivery.parse_event
+
+    def broken_on_one(raw: bytes) -> Any:
+        if b"evt_boom" in raw:
+            raise RuntimeError("a bug")
+        return real(raw)
+
+    monkeypatch.setattr(connector.delivery, "parse_event", broken_on_one)
+    committer = ThreadCommitter(sqlite_store)
+    results = await committer.commit([Delivery(encode(envelope(e)), "webhook", 1) for e in ("evt_ok", "evt_boom")])
+    assert results[0] == StoreOutcome("evt_ok", "request.completed", "stored")
+    assert isinstance(results[1], Refusal) and (results[1].status, results[1].code) == (500, "STORE_FAILED")
+    assert counts(sqlite_store)["events"] == 1
+
+
 async def test_a_connection_the_server_dropped_fails_one_batch_with_503_then_reconnects(pg_database):
     """The store process does not check its connection before each transaction: when
     PostgreSQL has dropped it (a restart, an idle timeout), that batch is answered 503,
