@@ -2,7 +2,7 @@
 of 64, on SQLite (WAL, ``synchronous=FULL``) and PostgreSQL, without HTTP.
 
 Run: ``.venv/bin/python bench/store_profile.py [--batches 20] [--batch 64] [--no-postgres]
-[--profile]``
+[--no-pre-ping] [--profile]``
 
 Prints the wall and CPU time per event of each database; with ``--profile`` also the
 top functions under cProfile (cumulative time).
@@ -42,7 +42,7 @@ def batches(n: int, size: int, run: str) -> list[list[object]]:
 def measure(name: str, url: str, args: argparse.Namespace) -> None:
     from connector.store import Store
 
-    store = Store(url)
+    store = Store(url, pre_ping=not args.no_pre_ping)
     store.migrate()
     try:
         work = batches(args.batches + 1, args.batch, secrets.token_hex(3))
@@ -69,6 +69,8 @@ def main() -> int:
     parser.add_argument("--batches", type=int, default=20)
     parser.add_argument("--batch", type=int, default=64)
     parser.add_argument("--no-postgres", action="store_true")
+    parser.add_argument("--no-pre-ping", action="store_true",
+                        help="no check of a pooled connection before each transaction (as the store process)")
     parser.add_argument("--profile", action="store_true")
     parser.add_argument("--top", type=int, default=30)
     parser.add_argument("--sort", default="cumulative", help="cProfile sort key (cumulative, tottime)")
