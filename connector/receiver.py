@@ -66,6 +66,7 @@ from prometheus_client import (
     Histogram,
     generate_latest,
 )
+from prometheus_client.registry import Collector
 from pydantic import SecretStr
 
 from .committer import Committer, Result, committer_for
@@ -375,7 +376,9 @@ class Receiver:
         return _json(200, {"ok": True, "database": "up", "queued": len(self.writer.pending)})
 
     async def metrics_view(self, _request: web.Request) -> web.Response:
-        return web.Response(body=self.metrics.render(), headers={"Content-Type": CONTENT_TYPE_LATEST})
+        # Off the loop: an added collector may read the database.
+        body = await asyncio.to_thread(self.metrics.render)
+        return web.Response(body=body, headers={"Content-Type": CONTENT_TYPE_LATEST})
 
 
 RECEIVER_KEY = web.AppKey("formsync_receiver", Receiver)
@@ -390,7 +393,8 @@ def event_paths(settings: ReceiverSettings) -> dict[Channel, str]:
 
 def create_receiver_app(store: Store, settings: ReceiverSettings, *, custom_scheme: CustomScheme | None = None,
                         max_batch: int = DEFAULT_MAX_BATCH, now: Callable[[], float] | None = None,
-                        store_process: bool | None = None) -> web.Application:
+                        store_process: bool | None = None, collectors: Iterable[Collector] = ()
+                        ) -> web.Application:
     """An aiohttp application that verifies, stores and acknowledges deliveries (see the
     module docstring for routes and answers). ``store`` must be migrated; the application
     does not close it. When ``settings.scheme`` is ``"custom"`` the scheme is
@@ -398,11 +402,14 @@ def create_receiver_app(store: Store, settings: ReceiverSettings, *, custom_sche
     replaces the clock used for the signature tolerance. ``store_process`` (default:
     ``settings.store_process``) commits in a process of its own that opens
     ``Store(store.url)``; false commits with ``store`` itself in a worker thread (keep
-    that for a store with its own clock or behaviour). Raises ``ValueError`` for a configuration that cannot work (a malformed
+    that for a store with its own clock or behaviour). ``collectors`` add their metrics to
+    ``/metrics`` (``formsync receive`` and ``run`` add the store's: jobs, scheduler). Raises ``ValueError`` for a configuration that cannot work (a malformed
     secret, a custom scheme without its definition)."""
     receiver = Receiver(store, settings, custom_scheme=custom_scheme, max_batch=max_batch, now=now,
                         store_process=store_process)
     # aiohttp's own body limit is not used: _read enforces max_body_bytes while streaming.
+    for collector in collectors:
+        receiver.metrics.registry.register(collector)
     app = web.Application()
     app[RECEIVER_KEY] = receiver
     app.cleanup_ctx.append(receiver._lifecycle)
@@ -418,14 +425,16 @@ def create_receiver_app(store: Store, settings: ReceiverSettings, *, custom_sche
 async def run_receiver(store: Store, settings: ReceiverSettings, *, host: str | None = None, port: int | None = None,
                        on_ready: Callable[[str], None] | None = None, stop: asyncio.Event | None = None,
                        custom_scheme: CustomScheme | None = None, max_batch: int = DEFAULT_MAX_BATCH,
-                       shutdown_timeout: float = 30.0, handle_signals: bool = True) -> None:
+                       shutdown_timeout: float = 30.0, handle_signals: bool = True,
+                       collectors: Iterable[Collector] = ()) -> None:
     """Serve the receiver on ``host``:``port`` (default: the settings') until SIGINT or
     SIGTERM (or until ``stop`` is set; with ``handle_signals`` false the caller owns the
     signals and sets ``stop``). ``on_ready`` gets the base URL once listening
     (``port`` 0 picks a free port). On shutdown the server stops taking connections, the
     requests in flight finish within ``shutdown_timeout`` seconds, and every queued
     event is committed before this returns. The store is not migrated or closed here."""
-    app = create_receiver_app(store, settings, custom_scheme=custom_scheme, max_batch=max_batch)
+    app = create_receiver_app(store, settings, custom_scheme=custom_scheme, max_batch=max_batch,
+                              collectors=collectors)
     stop = stop or asyncio.Event()
     runner = web.AppRunner(app, handle_signals=False, shutdown_timeout=shutdown_timeout)
     with stop_on_signals(stop) if handle_signals else nullcontext():

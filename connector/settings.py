@@ -110,6 +110,32 @@ class ExportSettings(Section):
     formats: list[Literal["csv", "xlsx", "parquet"]] = ["csv"]
 
 
+NoticeKind = Literal["job_failed", "scheduler_stopped", "outreach_stalled"]
+
+
+class NotifySettings(Section):
+    """Where to say that something went wrong: a URL that takes a JSON POST (a chat
+    channel's incoming webhook reads its ``text``), a command (the notice as JSON on its
+    standard input), or both. Nothing is sent when neither is set."""
+
+    # A chat webhook URL holds its own credential in its path: kept secret like a token.
+    webhook_url: SecretStr | None = None
+    command: list[str] = []
+    on: list[NoticeKind] = ["job_failed", "scheduler_stopped", "outreach_stalled"]
+    timeout_seconds: float = Field(10.0, gt=0)
+    # ``formsync status --notify`` sends the same problems again after this long, not before.
+    repeat_minutes: int = Field(60, ge=1)
+
+    @field_validator("webhook_url")
+    @classmethod
+    def _url(cls, v: SecretStr | None) -> SecretStr | None:
+        if v is not None:
+            text = check_secret_text(v.get_secret_value())
+            if not text.startswith(("https://", "http://")):
+                raise ValueError("must be an http(s) URL")
+        return v
+
+
 class JobSettings(Section):
     """A scheduled job: an outreach, poll, sync or export run on a cron or an interval."""
 
@@ -136,6 +162,7 @@ class Settings(BaseSettings):
     store: StoreSettings = StoreSettings()
     outreach: OutreachSettings = OutreachSettings()
     export: ExportSettings = ExportSettings()
+    notify: NotifySettings = NotifySettings()
     jobs: list[JobSettings] = []
 
     @field_validator("jobs")

@@ -37,6 +37,7 @@ from connector.settings import JobSettings, Settings
 from connector.store import LeaderLock, Store
 from connector.store.lease import holder_id
 
+from . import notify
 from .export import export
 from .jobs import (
     ExportParams,
@@ -48,6 +49,7 @@ from .jobs import (
     summarise,
     trigger_for,
 )
+from .notify import Notice
 from .outreach import run_outreach
 from .poll import poll_once
 from .sync import sync_all, sync_form
@@ -123,6 +125,8 @@ class JobRuntime:
             log.error("job %s (%s) failed: %s", job.id, job.kind, reason)
             log.debug("job %s failed", job.id, exc_info=True)  # the traceback, with --verbose
             await asyncio.to_thread(self._finish, run_id, "error", error=f"{type(e).__name__}: {e}")
+            await notify.send(self.settings.notify, Notice("job_failed", job.id,
+                                                           f"job {job.id} ({job.kind}) failed: {reason}"))
             return
         summary = summarise(job.kind, report)
         outcome = "stopped" if getattr(report, "stopped", False) else "ok"
@@ -210,6 +214,9 @@ async def _lead(settings: Settings, store: Store, params: dict[str, Any], lock: 
     stale = await asyncio.to_thread(rt.mark_interrupted)
     if stale:
         log.warning("%d job run(s) of a previous scheduler were interrupted", stale)
+        await notify.send(settings.notify, Notice(
+            "scheduler_stopped", "scheduler",
+            f"a scheduler stopped while {stale} job run(s) were running; {holder} took over"))
     scheduler = AsyncIOScheduler(
         jobstores={"default": store.scheduled_jobs.jobstore(JOBSTORE_TABLE)},
         job_defaults={"coalesce": True, "max_instances": 1}, timezone=UTC)
@@ -233,6 +240,8 @@ async def _lead(settings: Settings, store: Store, params: dict[str, Any], lock: 
             await _beat(store, holder, check)
     finally:
         await _beat(store, holder, None)
+        await notify.send(settings.notify, Notice("scheduler_stopped", "scheduler",
+                                                  f"the scheduler {holder} stopped"))
         scheduler.pause()
         rt.stopping.set()
         if rt.running:
@@ -271,6 +280,8 @@ async def serve(settings: Settings, store: Store, *, stop: asyncio.Event | None 
     from connector.receiver import run_receiver
     from connector.signals import stop_on_signals
 
+    from .metrics import StoreCollector
+
     params = check_jobs(settings)
     # Each run logs its own start and outcome; APScheduler's "executed successfully" would
     # follow a failed run too, since a failure is recorded rather than raised.
@@ -281,7 +292,8 @@ async def serve(settings: Settings, store: Store, *, stop: asyncio.Event | None 
         receiver: asyncio.Task[None] | None = None
         if settings.receiver.enabled:
             receiver = asyncio.create_task(run_receiver(store, settings.receiver, stop=stop, on_ready=on_receiver_ready,
-                                                        handle_signals=False))
+                                                        handle_signals=False,
+                                                        collectors=[StoreCollector(settings, store)]))
             # A receiver that ends (a port in use) stops the scheduler too, leading or not.
             receiver.add_done_callback(lambda _: stop.set())
         lock = store.leader_lock(ttl_seconds=options.lease_seconds)

@@ -15,6 +15,9 @@ from .tables import JobRun, SchedulerLease
 # The scheduler's heartbeat is a row of the lease table (which every database has, whatever
 # its leader lock): ``acquired_at`` is the last beat, ``expires_at`` when it goes stale.
 HEARTBEAT = "formsync-scheduler-heartbeat"
+# What ``formsync status --notify`` last sent (``holder``: a fingerprint of the problems,
+# ``acquired_at``: when), so a check run every minute does not repeat itself every minute.
+NOTIFIED = "formsync-notified"
 
 
 @dataclass(frozen=True)
@@ -112,3 +115,16 @@ class JobRuns:
         with self._db.reader() as s:
             row = s.get(SchedulerLease, HEARTBEAT)
             return Heartbeat(row.holder, row.acquired_at, row.expires_at) if row is not None else None
+
+    def notice_due(self, fingerprint: str, *, repeat_ms: int) -> bool:
+        """Whether problems with ``fingerprint`` should be sent now: they differ from the last
+        ones sent, or those were sent ``repeat_ms`` ago or more. When due, records them as sent."""
+        now = _now_ms()
+        with self._db.session() as s:
+            row = s.get(SchedulerLease, NOTIFIED)
+            if row is not None and row.holder == fingerprint and now - row.acquired_at < repeat_ms:
+                return False
+            row = row or SchedulerLease(name=NOTIFIED, holder=fingerprint, acquired_at=now, expires_at=now)
+            row.holder, row.acquired_at, row.expires_at = fingerprint, now, now + repeat_ms
+            s.add(row)
+            return True

@@ -5,6 +5,7 @@ shared context (``pipelines.cli.context``)."""
 from __future__ import annotations
 
 import logging
+import sys
 from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
@@ -13,12 +14,13 @@ import typer
 from pydantic import BaseModel
 
 from .context import command, print_report
-from .errors import UsageError
+from .errors import ExitCode, UsageError
 from .export_fields import field_order, field_titles
 from .options import ConfigOption
 
 if TYPE_CHECKING:
     from connector.settings import Settings
+    from pipelines.status import StatusReport
 
 
 def poll(
@@ -236,26 +238,58 @@ def outreach(
 
 def status(
     config: Annotated[Path, typer.Option(help="The TOML settings file that `formsync run` uses.")],
+    format: Annotated[str, typer.Option("--format", help="`text` (the table) or `prometheus` (metrics in the "
+                                                         "text format, for node_exporter's textfile collector).")
+                      ] = "text",
+    notify: Annotated[bool, typer.Option("--notify", help="Send the problems found to [notify] (the same "
+                                                          "problems again only after notify.repeat_minutes).")
+                      ] = False,
 ) -> None:
     """Show at a glance, within 80 columns: whether a scheduler is alive, the jobs (next
     and last run, outcome), each outreach job's progress, the requests of each form by
-    status, deliveries received and the last errors. Reads the database only.
+    status, deliveries received and the last errors. Reads the database only (with
+    --notify, it records what it sent). Exits with 4 when something needs attention (a
+    job whose last run failed, a scheduler that stopped, an outreach that stalled), each
+    said in an `attention:` line on stderr; 0 otherwise.
 
-    Example: [bold]formsync status --config formsync.toml[/bold]
+    Example: [bold]formsync status --config formsync.toml || page-on-call[/bold]
     """
     with command(config) as ctx:
-        from rich.console import Console
-
+        if format not in ("text", "prometheus"):
+            raise UsageError(f"unknown format {format!r}", where="--format", hint="use text or prometheus")
+        from pipelines.health import problems
         from pipelines.jobs import check_jobs
-        from pipelines.status import collect_status, render_status
+        from pipelines.status import collect_status
 
         settings = ctx.settings()
         check_jobs(settings)
-        report = collect_status(settings, ctx.store(migrate=False))
-        if report.store_empty:
-            typer.echo(f"note: the store {ctx.store_url()} is new or empty: nothing has run against it yet",
-                       err=True)
-        Console().print(render_status(report))
+        store = ctx.store(migrate=False)
+        report = collect_status(settings, store)
+        found = problems(report)
+        _show_status(report, format, ctx.store_url())
+        if notify and found:
+            from pipelines.notify import send_problems
+
+            ctx.run(send_problems(settings.notify, store, found))
+        for p in found:
+            typer.echo(p.line(), err=True)
+    if found:
+        raise typer.Exit(int(ExitCode.ATTENTION))
+
+
+def _show_status(report: StatusReport, format: str, store_url: str) -> None:
+    if format == "prometheus":
+        from pipelines.metrics import render
+
+        sys.stdout.buffer.write(render(report))
+        return
+    from rich.console import Console
+
+    from pipelines.status import render_status
+
+    if report.store_empty:
+        typer.echo(f"note: the store {store_url} is new or empty: nothing has run against it yet", err=True)
+    Console().print(render_status(report))
 
 
 def demo(

@@ -99,6 +99,7 @@ class Context:
         s = self._settings
         found = [s.service.token] if s.service.token else []
         found += [*s.receiver.callback_secrets, *s.receiver.webhook_secrets]
+        found += [s.notify.webhook_url] if s.notify.webhook_url else []
         return passwords + [x.get_secret_value() for x in found]
 
     def run(self, work: Coroutine[Any, Any, T]) -> T:

@@ -90,6 +90,7 @@ def receive(
     """
     with command(config, log_level=logging.INFO if verbose else logging.WARNING) as ctx:
         from connector.receiver import event_paths, run_receiver
+        from pipelines.metrics import StoreCollector
 
         rs = ctx.settings().receiver
         store = ctx.store(db, where="--db") if db is not None else ctx.store()
@@ -99,7 +100,8 @@ def receive(
             typer.echo(f"formsync receiver listening on {url}{paths['any']} "
                        f"(callbacks: {paths['callbacks']}, webhooks: {paths['webhooks']})", color=False)
 
-        ctx.serve(run_receiver(store, rs, host=host, port=port, on_ready=ready))
+        ctx.serve(run_receiver(store, rs, host=host, port=port, on_ready=ready,
+                               collectors=[StoreCollector(ctx.settings(), store)]))
 
 
 def run(

@@ -593,7 +593,8 @@ params = {{ format = "csv", out = "{tmp_path / 'n.csv'}" }}
          "data": {"form": {"id": form}}}) for i in range(2)])
 
     res = await formsync("status", "--config", str(cfg))
-    assert res.exit_code == 0, res.output
+    assert res.exit_code == 4, res.output  # attention: the broken job's last run failed
+    assert "attention: job broken (outreach): its last run failed" in res.stderr
     spring = table_row(res.output, "spring")
     assert spring[1:3] == ["outreach", "every 1 s"]
     assert spring[5] == "ok" and int(spring[6]) >= 1

@@ -1,0 +1,102 @@
+"""The store's state as Prometheus metrics: the scheduler's heartbeat, each job's last run,
+outreach progress, requests by status and the problems ``formsync status`` reports.
+
+The same figures as ``formsync status`` (one report, :func:`pipelines.status.collect_status`),
+read at each scrape: served on the receiver's ``/metrics`` by ``formsync receive`` and
+``formsync run``, and written in the text format by ``formsync status --format prometheus``
+(for node_exporter's textfile collector). ``config/alerts/formsync-rules.yml`` alerts on them.
+A job is labelled ``job_id``: Prometheus keeps ``job`` for the scrape job."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+from prometheus_client import CollectorRegistry, generate_latest
+from prometheus_client.core import GaugeMetricFamily
+from prometheus_client.registry import Collector
+
+from connector.settings import NoticeKind, Settings
+from connector.store import Store
+
+from .health import problems
+from .status import StatusReport, collect_status
+
+PROBLEM_KINDS: tuple[NoticeKind, ...] = ("scheduler_stopped", "job_failed", "outreach_stalled")
+OUTREACH_STATES = ("sent", "pending", "failed", "changed", "rejected")
+
+
+def report_metrics(report: StatusReport) -> Iterator[GaugeMetricFamily]:
+    """The metric families of one status report (pure)."""
+    sched = report.scheduler
+    alive = GaugeMetricFamily("formsync_scheduler_alive", "1 while a scheduler beats on this database.")
+    alive.add_metric([], 1.0 if sched.alive else 0.0)
+    yield alive
+    if sched.last_beat_at is not None:
+        beat = GaugeMetricFamily("formsync_scheduler_last_beat_timestamp_seconds",
+                                 "When the scheduler last beat (unix time).")
+        beat.add_metric([], sched.last_beat_at / 1000)
+        yield beat
+    yield from _job_metrics(report)
+    yield from _outreach_metrics(report)
+    requests = GaugeMetricFamily("formsync_requests", "Stored requests by form and status.", labels=["form", "status"])
+    for f in report.requests:
+        for status in ("completed", "expired", "canceled", "pending"):
+            requests.add_metric([f.form_id, status], float(getattr(f, status)))
+    yield requests
+    events = GaugeMetricFamily("formsync_events_stored", "Events the receiver has stored.")
+    events.add_metric([], float(report.events_received))
+    yield events
+    found = problems(report)
+    family = GaugeMetricFamily("formsync_problems", "Problems formsync status reports, by kind.", labels=["kind"])
+    for kind in PROBLEM_KINDS:
+        family.add_metric([kind], float(sum(1 for p in found if p.kind == kind)))
+    yield family
+
+
+def _job_metrics(report: StatusReport) -> Iterator[GaugeMetricFamily]:
+    failed = GaugeMetricFamily("formsync_job_last_run_failed", "1 when the job's last run ended with an error.",
+                               labels=["job_id", "kind"])
+    finished = GaugeMetricFamily("formsync_job_last_run_finished_timestamp_seconds",
+                                 "When the job's last run ended (unix time).", labels=["job_id", "kind"])
+    runs = GaugeMetricFamily("formsync_job_runs", "Runs of the job recorded in the store.", labels=["job_id", "kind"])
+    for job in report.jobs:
+        labels = [job.id, job.kind]
+        failed.add_metric(labels, 1.0 if job.last_outcome == "error" else 0.0)
+        runs.add_metric(labels, float(job.runs))
+        if job.last_finished_at is not None:
+            finished.add_metric(labels, job.last_finished_at / 1000)
+    yield from (failed, finished, runs)
+
+
+def _outreach_metrics(report: StatusReport) -> Iterator[GaugeMetricFamily]:
+    rows = GaugeMetricFamily("formsync_outreach_rows", "Rows of each outreach job by state.", labels=["job_id", "state"])
+    changed = GaugeMetricFamily("formsync_outreach_last_change_timestamp_seconds",
+                                "When a row of the outreach job last changed (unix time).", labels=["job_id"])
+    for p in report.outreach:
+        for state in OUTREACH_STATES:
+            rows.add_metric([p.job, state], float(getattr(p, state)))
+        if p.last_change_at is not None:
+            changed.add_metric([p.job], p.last_change_at / 1000)
+    yield from (rows, changed)
+
+
+class StoreCollector(Collector):
+    """A Prometheus collector reading ``store`` at every scrape (a few small queries)."""
+
+    def __init__(self, settings: Settings, store: Store) -> None:
+        self.settings, self.store = settings, store
+
+    def collect(self) -> Iterator[GaugeMetricFamily]:
+        yield from report_metrics(collect_status(self.settings, self.store))
+
+
+def render(report: StatusReport) -> bytes:
+    """``report`` in Prometheus' text format."""
+
+    class _Once(Collector):
+        def collect(self) -> Iterator[GaugeMetricFamily]:
+            yield from report_metrics(report)
+
+    registry = CollectorRegistry()
+    registry.register(_Once())
+    return generate_latest(registry)

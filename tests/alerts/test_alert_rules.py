@@ -1,0 +1,98 @@
+"""The shipped Prometheus alert rules: valid, unit-tested with ``promtool test rules``
+(Debian's prometheus package, installed by scripts/test), and written against metric names
+formsync really serves: a real receiver's ``/metrics`` over HTTP and ``formsync status
+--format prometheus``."""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+from pathlib import Path
+
+import aiohttp
+import pytest
+import yaml
+from aiohttp.test_utils import TestServer
+from typer.testing import CliRunner
+
+from connector.receiver import create_receiver_app
+from connector.settings import ReceiverSettings, load_settings
+from connector.store import Store
+from connector.store.ledger import PendingRow
+from pipelines.cli import app
+from pipelines.metrics import StoreCollector
+
+ROOT = Path(__file__).resolve().parents[2]
+RULES = ROOT / "config" / "alerts" / "formsync-rules.yml"
+RULE_TESTS = Path(__file__).with_name("formsync-rules.test.yml")
+
+
+def promtool() -> str:
+    path = shutil.which("promtool")
+    if path is None:
+        if os.environ.get("CI") or os.environ.get("FORMSYNC_CI"):
+            pytest.fail("promtool is required in CI (Debian's prometheus package; scripts/test installs it)")
+        pytest.skip("promtool not installed (apt-get install prometheus)")
+    return path
+
+
+def test_the_rules_are_valid_and_their_unit_tests_pass() -> None:
+    tool = promtool()
+    check = subprocess.run([tool, "check", "rules", str(RULES)], capture_output=True, text=True, timeout=60)
+    assert check.returncode == 0, check.stdout + check.stderr
+    assert "SUCCESS: 7 rules found" in check.stdout
+    run = subprocess.run([tool, "test", "rules", RULE_TESTS.name], cwd=RULE_TESTS.parent, capture_output=True,
+                         text=True, timeout=60)
+    assert run.returncode == 0, run.stdout + run.stderr
+
+
+def test_every_alert_has_a_unit_test() -> None:
+    alerts = {r["alert"] for g in yaml.safe_load(RULES.read_text())["groups"] for r in g["rules"]}
+    tested = {t["alertname"] for case in yaml.safe_load(RULE_TESTS.read_text())["tests"]
+              for t in case["alert_rule_test"] if t.get("exp_alerts")}
+    assert alerts == tested
+
+
+def metric_names_in_rules() -> set[str]:
+    names: set[str] = set()
+    for group in yaml.safe_load(RULES.read_text())["groups"]:
+        for rule in group["rules"]:
+            expr = re.sub(r"\{[^}]*\}", "", rule["expr"])  # label matchers
+            names |= set(re.findall(r"\bformsync_[a-z0-9_]+", expr))
+    return names
+
+
+async def test_the_rules_name_only_metrics_formsync_serves(tmp_path: Path) -> None:
+    store = Store(f"sqlite:///{tmp_path / 's.db'}")
+    store.migrate()
+    cfg = tmp_path / "formsync.toml"
+    cfg.write_text(f'[store]\nurl = "sqlite:///{tmp_path / "s.db"}"\n[receiver]\ncallback_secrets = ["whsec_x"]\n'
+                   '[[jobs]]\nid = "nightly"\nkind = "export"\ncron = "0 2 * * *"\n'
+                   'params = { format = "csv", out = "a.csv" }\n')
+    settings = load_settings(cfg)
+    # What the job and outreach series need to exist: a run, a beat, an outreach row.
+    run = store.runs.start("nightly", "export", scheduled_at=None, pid=1, host="h")
+    store.runs.finish(run, "error", error="ValueError: x")
+    store.runs.beat("h:1", stale_after_ms=1)
+    store.ledger.open_job("spring", "form_1", "contacts.csv", {})
+    store.ledger.record_pending("spring", [PendingRow("r1", 2, "h", "k1")])
+    rx = create_receiver_app(store, ReceiverSettings(callback_secrets=["whsec_x"]), store_process=False,
+                             collectors=[StoreCollector(settings, store)])
+    async with TestServer(rx, host="127.0.0.1") as server, aiohttp.ClientSession() as http:
+        # One delivery refused for its signature, so the labelled refusal series exists.
+        async with http.post(server.make_url("/formsync/events"), data=b"{}") as resp:
+            assert resp.status == 401
+        async with http.get(server.make_url("/metrics")) as resp:
+            served = await resp.text()
+    cli = CliRunner().invoke(app, ["status", "--config", str(cfg), "--format", "prometheus"])
+    store.close()
+    assert cli.exit_code == 4, cli.output  # the failed run needs attention
+    served_names = set(re.findall(r"^([a-z_:][a-z0-9_:]*)[{ ]", served + cli.stdout, re.M))
+    wanted = metric_names_in_rules()
+    assert wanted and wanted <= served_names, wanted - served_names
+    assert 'formsync_job_last_run_failed{job_id="nightly",kind="export"} 1.0' in served
+    assert 'formsync_job_last_run_failed{job_id="nightly",kind="export"} 1.0' in cli.stdout
+    assert 'formsync_problems{kind="job_failed"} 1.0' in cli.stdout
+    assert 'formsync_outreach_rows{job_id="spring",state="pending"} 1.0' in cli.stdout
