@@ -9,7 +9,16 @@ import time
 
 from connector.refusals import RefusalLog, signature_advice
 
-from .test_receiver import CB_SECRET, OTHER_SECRET, WH_SECRET, encode, envelope, receiver_settings, running, signed
+from .test_receiver import (
+    CB_SECRET,
+    OTHER_SECRET,
+    WH_SECRET,
+    encode,
+    envelope,
+    receiver_settings,
+    running,
+    signed,
+)
 
 SECRETS = (CB_SECRET, WH_SECRET, OTHER_SECRET)
 
