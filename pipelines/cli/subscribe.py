@@ -1,0 +1,184 @@
+"""``formsync subscribe list|create|secret|remove|check``: the receiver's webhook
+subscriptions (``pipelines.subscriptions``) from the command line. Reports are one line of
+JSON on stdout; a signing secret made here is handed over once, as the line the receiver
+reads (stdout, or ``--secret-file`` with mode 0600)."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated, TypeVar
+
+import typer
+
+from .context import Context, command, print_report
+from .errors import UsageError, WorkFailed
+from .helptext import summary
+from .options import ConfigOption
+
+if TYPE_CHECKING:
+    from connector.client import FormClient
+
+T = TypeVar("T")
+
+app = typer.Typer(no_args_is_help=True, help="The receiver's webhook subscriptions: list, create, secret, remove, "
+                                             "check.")
+
+UrlOption = Annotated[str, typer.Option("--url", help="The receiver's webhooks URL the service delivers to "
+                                                      "({path}/webhooks).")]
+FormsOption = Annotated[list[str] | None, typer.Option("--form", metavar="FORM_ID", help="A form id (repeatable).")]
+EventsOption = Annotated[list[str] | None, typer.Option(
+    "--event", metavar="EVENT", help="An event type (repeatable): submission_created, submission_updated, submission_abandoned, "
+                    "request_completed, request_expired, request_canceled (or as delivered, e.g. request.completed).")]
+SecretFileOption = Annotated[Path | None, typer.Option(
+    help="Write the secrets line here (mode 0600, an environment file) instead of printing it.")]
+
+
+def _with_forms(ctx: Context, forms: list[str] | None, work: Callable[[FormClient, list[str]], Awaitable[T]]) -> T:
+    """Run ``work`` with the client and the form ids: ``forms``, or every form of the workspace."""
+    from pipelines.subscriptions import SubscriptionError, workspace_forms
+
+    workspace = ctx.service_settings().service.workspace_id
+
+    async def go(fc: FormClient) -> T:
+        ids = list(forms) if forms else await workspace_forms(fc, workspace)
+        return await work(fc, ids)
+
+    try:
+        return ctx.with_client(go)
+    except SubscriptionError as e:
+        raise UsageError(str(e), where=e.where) from None
+
+
+def _hand_over(line: str, secret_file: Path | None) -> str:
+    """Print the secrets line, or write it to ``secret_file`` readable by its owner only."""
+    if secret_file is None:
+        typer.echo(line)
+        return "printed below the report: give it to the receiver"
+    try:
+        fd = os.open(secret_file, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    except OSError as e:
+        raise UsageError(f"cannot write the secret: {(e.strerror or str(e)).lower()}", where=str(secret_file)) from None
+    os.fchmod(fd, 0o600)
+    with os.fdopen(fd, "w", encoding="utf-8") as out:
+        out.write(line + "\n")
+    return f"written to {secret_file}: give it to the receiver"
+
+
+def _configured(ctx: Context) -> list[str]:
+    return [s.get_secret_value() for s in ctx.settings().receiver.webhook_secrets if s.get_secret_value()]
+
+
+def list_(config: ConfigOption = None, form: FormsOption = None,
+          url: Annotated[str | None, typer.Option("--url", help="Only the subscriptions to this URL.")] = None) -> None:
+    """List the webhook subscriptions of the forms, without their secrets. The forms
+    are every form of the workspace unless --form names some. Prints the report as JSON.
+
+    Example: [bold]formsync subscribe list --config formsync.toml --url https://data.example.com/formsync/events/webhooks[/bold]
+    """
+    with command(config) as ctx:
+        from pipelines.subscriptions import list_subscriptions
+
+        print_report(_with_forms(ctx, form, lambda fc, ids: list_subscriptions(fc, ids, url)))
+
+
+def create(
+    url: UrlOption,
+    config: ConfigOption = None,
+    form: FormsOption = None,
+    all_forms: Annotated[bool, typer.Option("--all-forms", help="Every form of the workspace.")] = False,
+    event: EventsOption = None,
+    idle_window: Annotated[str | None, typer.Option(
+        help="For submission_abandoned: 12h, 1d, 3d or 1w without saved changes.")] = None,
+    provider: Annotated[str, typer.Option(help="zapier, make or n8n: a label the service requires; deliveries are "
+                                               "the same for each.")] = "n8n",
+    replace: Annotated[bool, typer.Option("--replace", help="Make new subscriptions with the newest secret even "
+                                                            "where one exists, then remove the old (rotation).")]
+    = False,
+    secret_file: SecretFileOption = None,
+) -> None:
+    """Subscribe the receiver's URL to event types on the forms, keeping any that exists.
+    The event types are all but submission_abandoned unless --event names some. Signs
+    with the newest of receiver.webhook_secrets, or makes a secret and hands it over once.
+
+    Example: [bold]formsync subscribe create --config formsync.toml --url https://data.example.com/formsync/events/webhooks --all-forms[/bold]
+    """
+    with command(config) as ctx:
+        from pipelines.subscriptions import (
+            SubscriptionError,
+            create_subscriptions,
+            new_secret,
+            secrets_line,
+            wanted,
+        )
+
+        if bool(form) == all_forms:
+            raise UsageError("name the forms: --form FORM_ID (repeatable) or --all-forms", where="--form")
+        try:
+            want = wanted(url, event or [], provider, idle_window, ctx.service_settings().service.base_url)
+        except SubscriptionError as e:
+            raise UsageError(str(e), where=e.where) from None
+        configured = _configured(ctx)
+        secret = configured[-1] if configured else new_secret()
+        report = _with_forms(ctx, form, lambda fc, ids: create_subscriptions(fc, ids, want, secret, replace=replace))
+        print_report(report)
+        if report.created and not configured:
+            said = _hand_over(secrets_line([], secret), secret_file)
+            typer.echo(f"a new signing secret was made; {said}", err=True)
+
+
+def secret(config: ConfigOption = None, secret_file: SecretFileOption = None) -> None:
+    """Make a new signing secret and hand it over with the configured ones, as the line
+    the receiver reads: the first step of a rotation (then create --replace).
+
+    Example: [bold]formsync subscribe secret --config formsync.toml --secret-file /etc/formsync/webhook.env[/bold]
+    """
+    with command(config) as ctx:
+        from pipelines.subscriptions import new_secret, secrets_line
+
+        said = _hand_over(secrets_line(_configured(ctx), new_secret()), secret_file)
+        typer.echo(f"a new signing secret was added after the configured ones; {said}, then run "
+                   "'formsync subscribe create --replace' with it", err=True)
+
+
+def remove(url: UrlOption, config: ConfigOption = None, form: FormsOption = None, event: EventsOption = None) -> None:
+    """Remove the subscriptions to the URL from the forms. The forms are every form of
+    the workspace unless --form names some; only the event types --event names, if any.
+    Prints the report as JSON.
+
+    Example: [bold]formsync subscribe remove --config formsync.toml --url https://data.example.com/formsync/events/webhooks[/bold]
+    """
+    with command(config) as ctx:
+        from pipelines.subscriptions import remove_subscriptions
+
+        print_report(_with_forms(ctx, form, lambda fc, ids: remove_subscriptions(fc, ids, url, event or [])))
+
+
+def check(url: UrlOption, config: ConfigOption = None) -> None:
+    """Send the receiver a test event signed as the service signs, once per secret of
+    receiver.webhook_secrets, and say whether each verified (exit 1 if one did not).
+
+    Example: [bold]formsync subscribe check --config formsync.toml --url https://data.example.com/formsync/events/webhooks[/bold]
+    """
+    with command(config) as ctx:
+        from pipelines.subscriptions import check_receiver
+
+        configured = _configured(ctx)
+        if not configured:
+            raise UsageError("receiver.webhook_secrets is empty: nothing to sign the check with", where=ctx.where,
+                             hint="set FORMSYNC_RECEIVER__WEBHOOK_SECRETS to the line 'formsync subscribe create' "
+                                  "printed")
+        results = ctx.run(check_receiver(url, configured))
+        for r in results:
+            typer.echo(r.model_dump_json())
+        refused = [r for r in results if not r.verified]
+        if refused:
+            first = refused[0]
+            raise WorkFailed(f"the receiver answered {first.status} to the check signed with secret #{first.secret} "
+                             "of receiver.webhook_secrets", where=url,
+                             hint="give the receiver the same FORMSYNC_RECEIVER__WEBHOOK_SECRETS and restart it")
+
+
+for _fn in (list_, create, secret, remove, check):
+    app.command(_fn.__name__.rstrip("_"), short_help=summary(_fn))(_fn)

@@ -1,0 +1,244 @@
+"""The receiver's webhook subscriptions: list, create (idempotent: a subscription of the
+same target, event type and idle window is kept, not doubled), remove, and check that a
+signed delivery reaches the receiver and verifies.
+
+The rules are pure (:func:`event_type_of`, :func:`check_target`, :func:`secrets_line`,
+:func:`new_secret`); the service is reached through ``connector.client.FormClient`` and
+the receiver with one signed POST per secret (:func:`check_receiver`). The signing secret
+is chosen here, as the automation connectors do (``whsec_`` + 64 hex), and is never
+returned by the service.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import json
+import secrets
+import time
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from urllib.parse import urlsplit
+
+import aiohttp
+from pydantic import BaseModel
+
+from connector.client import FormClient
+from connector.models import WebhookSubscription
+from connector.signing import formstep_headers
+
+# webhooks.create's eventType -> the ``type`` its deliveries carry (notes section 3).
+EVENT_TYPES: dict[str, str] = {
+    "submission_created": "submission.completed",
+    "submission_updated": "submission.updated",
+    "submission_abandoned": "submission.abandoned",
+    "request_completed": "request.completed",
+    "request_expired": "request.expired",
+    "request_canceled": "request.canceled",
+}
+ABANDONED = "submission_abandoned"
+DEFAULT_EVENTS = tuple(e for e in EVENT_TYPES if e != ABANDONED)
+IDLE_WINDOWS = ("12h", "1d", "3d", "1w")
+PROVIDERS = ("zapier", "make", "n8n")
+DEFAULT_PROVIDER = "n8n"
+SECRETS_VARIABLE = "FORMSYNC_RECEIVER__WEBHOOK_SECRETS"
+CHECK_TYPE = "formsync.check"
+
+
+class SubscriptionError(ValueError):
+    """A subscription the service would refuse, said before anything is sent; ``where``
+    names the option at fault."""
+
+    def __init__(self, message: str, where: str) -> None:
+        super().__init__(message)
+        self.where = where
+
+
+def event_type_of(name: str) -> str:
+    """The ``webhooks.create`` eventType for ``name``, given as an eventType
+    (``request_completed``) or as the type its deliveries carry (``request.completed``)."""
+    if name in EVENT_TYPES:
+        return name
+    for event_type, delivered in EVENT_TYPES.items():
+        if delivered == name:
+            return event_type
+    raise SubscriptionError(f"unknown event type {name!r}; use one of {', '.join(EVENT_TYPES)}", "--event")
+
+
+def _loopback(host: str | None) -> bool:
+    if host is None:
+        return False
+    try:
+        return host == "localhost" or ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def check_target(url: str, service_url: str) -> str:
+    """``url`` when the service can deliver to it: https, or http to a loopback address
+    when the service itself runs on this machine (the sandbox)."""
+    parts = urlsplit(url)
+    if parts.scheme == "https" and parts.hostname:
+        return url
+    if parts.scheme == "http" and _loopback(parts.hostname) and _loopback(urlsplit(service_url).hostname):
+        return url
+    if parts.scheme == "http" and _loopback(parts.hostname):
+        raise SubscriptionError(f"{url} is this machine, which the service at {service_url} cannot reach; give the "
+                                "receiver's public https URL", "--url")
+    raise SubscriptionError(f"{url} is not an https URL; the service delivers only to https (http only to a "
+                            "loopback address, and only from the sandbox)", "--url")
+
+
+def new_secret() -> str:
+    """A fresh signing secret: ``whsec_`` and 64 hex digits (256 bits)."""
+    return "whsec_" + secrets.token_hex(32)
+
+
+def secrets_line(configured: Sequence[str], added: str | None = None) -> str:
+    """The receiver's webhook secrets as the shell (and a systemd EnvironmentFile) reads
+    them: ``FORMSYNC_RECEIVER__WEBHOOK_SECRETS='["whsec_…", …]'``."""
+    values = [*configured, *([added] if added is not None else [])]
+    return f"{SECRETS_VARIABLE}='{json.dumps(values)}'"
+
+
+class SubscriptionRow(BaseModel):
+    """A subscription as the reports show it (never a secret)."""
+
+    formId: str
+    subscriptionId: str
+    eventType: str
+    idleWindow: str | None = None
+    targetUrl: str | None = None
+    provider: str | None = None
+    createdAt: int | None = None
+
+
+def _row(form_id: str, sub: WebhookSubscription) -> SubscriptionRow:
+    return SubscriptionRow(formId=form_id, subscriptionId=sub.subscriptionId, eventType=sub.eventType,
+                           idleWindow=sub.idleWindow, targetUrl=sub.targetUrl, provider=sub.provider,
+                           createdAt=sub.createdAt)
+
+
+class SubscriptionReport(BaseModel):
+    """What a command found, created and removed."""
+
+    forms: int
+    subscriptions: list[SubscriptionRow] = []
+    created: list[SubscriptionRow] = []
+    kept: list[SubscriptionRow] = []
+    removed: list[SubscriptionRow] = []
+
+
+async def workspace_forms(client: FormClient, workspace_id: str | None) -> list[str]:
+    """Every form id of the workspace (``workspace_id``, or the token's own)."""
+    ws = workspace_id or (await client.list_workspaces())[0].id
+    return [form.id async for form in client.iter_forms(ws)]
+
+
+async def list_subscriptions(client: FormClient, forms: Iterable[str], target: str | None = None) -> SubscriptionReport:
+    """The forms' active subscriptions, only those to ``target`` when given."""
+    forms = list(forms)
+    rows = [_row(f, s) for f in forms for s in await client.list_webhooks(f) if target in (None, s.targetUrl)]
+    return SubscriptionReport(forms=len(forms), subscriptions=rows)
+
+
+@dataclass(frozen=True)
+class Wanted:
+    """The subscriptions to make on each form: ``target`` for each of ``event_types``."""
+
+    target: str
+    event_types: tuple[str, ...]
+    provider: str = DEFAULT_PROVIDER
+    idle_window: str | None = None
+
+    def window_of(self, event_type: str) -> str | None:
+        return self.idle_window if event_type == ABANDONED else None
+
+
+def wanted(target: str, events: Sequence[str], provider: str, idle_window: str | None, service_url: str) -> Wanted:
+    """The subscriptions a ``create`` asks for, checked as the service would check them."""
+    event_types = tuple(dict.fromkeys(event_type_of(e) for e in events or DEFAULT_EVENTS))
+    if provider not in PROVIDERS:
+        raise SubscriptionError(f"unknown provider {provider!r}; use one of {', '.join(PROVIDERS)}", "--provider")
+    if ABANDONED in event_types and idle_window not in IDLE_WINDOWS:
+        said = "is missing" if idle_window is None else f"{idle_window!r} is not one of {', '.join(IDLE_WINDOWS)}"
+        raise SubscriptionError(f"{ABANDONED} needs an idle window: {said}", "--idle-window")
+    if ABANDONED not in event_types and idle_window is not None:
+        raise SubscriptionError(f"an idle window applies only to {ABANDONED}; add --event {ABANDONED} or leave it "
+                                "out", "--idle-window")
+    return Wanted(check_target(target, service_url), event_types, provider, idle_window)
+
+
+async def create_subscriptions(client: FormClient, forms: Iterable[str], want: Wanted, secret: str, *,
+                               replace: bool = False) -> SubscriptionReport:
+    """On each form, one subscription of ``want.target`` per event type signed with
+    ``secret``. One that exists already (same target, event type and idle window) is kept;
+    with ``replace`` a new one is made first and the old ones removed after it, so no
+    event falls between them (each is delivered to both meanwhile, with one event id)."""
+    forms = list(forms)
+    report = SubscriptionReport(forms=len(forms))
+    for form_id in forms:
+        existing = await client.list_webhooks(form_id)
+        for event_type in want.event_types:
+            window = want.window_of(event_type)
+            same = [s for s in existing if s.targetUrl == want.target and s.eventType == event_type
+                    and s.idleWindow == window]
+            if same and not replace:
+                report.kept.append(_row(form_id, same[0]))
+                continue
+            made = await client.create_webhook(form_id, want.target, want.provider, event_type=event_type,
+                                               **({"idle_window": window} if window else {}), signing_secret=secret)
+            report.created.append(_row(form_id, made))
+            for old in same:
+                await client.delete_webhook(old.subscriptionId)
+                report.removed.append(_row(form_id, old))
+    return report
+
+
+async def remove_subscriptions(client: FormClient, forms: Iterable[str], target: str,
+                               events: Sequence[str] = ()) -> SubscriptionReport:
+    """Remove the forms' subscriptions to ``target`` (only of ``events`` when given)."""
+    only = {event_type_of(e) for e in events}
+    forms = list(forms)
+    report = SubscriptionReport(forms=len(forms))
+    for form_id in forms:
+        for sub in await client.list_webhooks(form_id):
+            if sub.targetUrl == target and (not only or sub.eventType in only):
+                await client.delete_webhook(sub.subscriptionId)
+                report.removed.append(_row(form_id, sub))
+    return report
+
+
+class CheckResult(BaseModel):
+    """The receiver's answer to a check delivery signed with secret number ``secret``
+    (1-based, in the order of ``receiver.webhook_secrets``)."""
+
+    secret: int
+    status: int
+    verified: bool
+    answer: str
+
+
+def check_event(now: datetime | None = None) -> bytes:
+    """A test event of a type of its own, stored raw by the receiver like any type it
+    does not map (``formsync.check``), with a fresh id."""
+    at = now or datetime.now(UTC)
+    envelope = {"id": "evt_check_" + secrets.token_hex(11), "type": CHECK_TYPE,
+                "createdAt": at.isoformat(timespec="milliseconds").replace("+00:00", "Z"),
+                "apiVersion": "2026-09-24", "test": True, "data": {}}
+    return json.dumps(envelope, separators=(",", ":")).encode()
+
+
+async def check_receiver(target: str, secrets_: Sequence[str], *, seconds: float = 15.0) -> list[CheckResult]:
+    """POST one check event to ``target`` per secret, signed as the service signs; each
+    verified when the receiver answers 200."""
+    results = []
+    async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=seconds)) as http:
+        for n, secret in enumerate(secrets_, 1):
+            body = check_event()
+            event_id = json.loads(body)["id"]
+            headers = formstep_headers(secret, body, int(time.time()), event_id=event_id, event_type=CHECK_TYPE)
+            async with http.post(target, data=body, headers=headers) as resp:
+                text = (await resp.text())[:300]
+                results.append(CheckResult(secret=n, status=resp.status, verified=resp.status == 200, answer=text))
+    return results
