@@ -79,6 +79,7 @@ from .signing import CustomScheme, Scheme, SigningConfigError, verify
 from .store import Source, Store
 
 __all__ = [
+    "Channel",
     "DEFAULT_MAX_BATCH",
     "MAX_JSON_DEPTH",
     "Receiver",
