@@ -2,8 +2,8 @@
 same target, event type and idle window is kept, not doubled), remove, and check that a
 signed delivery reaches the receiver and verifies.
 
-The rules are pure (:func:`event_type_of`, :func:`check_target`, :func:`secrets_line`,
-:func:`new_secret`); the service is reached through ``connector.client.FormClient`` and
+The rules are pure (:func:`event_type_of`, :func:`check_target`, :func:`secrets_line`;
+the service's own lists are in ``connector.webhooks``); the service is reached through ``connector.client.FormClient`` and
 the receiver with one signed POST per secret (:func:`check_receiver`). The signing secret
 is chosen here, as the automation connectors do (``whsec_`` + 64 hex), and is never
 returned by the service.
@@ -26,21 +26,15 @@ from pydantic import BaseModel
 from connector.client import FormClient
 from connector.models import WebhookSubscription
 from connector.signing import formstep_headers
+from connector.webhooks import (
+    ABANDONED,
+    DEFAULT_EVENTS,
+    DEFAULT_PROVIDER,
+    EVENT_TYPES,
+    IDLE_WINDOWS,
+    PROVIDERS,
+)
 
-# webhooks.create's eventType -> the ``type`` its deliveries carry (notes section 3).
-EVENT_TYPES: dict[str, str] = {
-    "submission_created": "submission.completed",
-    "submission_updated": "submission.updated",
-    "submission_abandoned": "submission.abandoned",
-    "request_completed": "request.completed",
-    "request_expired": "request.expired",
-    "request_canceled": "request.canceled",
-}
-ABANDONED = "submission_abandoned"
-DEFAULT_EVENTS = tuple(e for e in EVENT_TYPES if e != ABANDONED)
-IDLE_WINDOWS = ("12h", "1d", "3d", "1w")
-PROVIDERS = ("zapier", "make", "n8n")
-DEFAULT_PROVIDER = "n8n"
 SECRETS_VARIABLE = "FORMSYNC_RECEIVER__WEBHOOK_SECRETS"
 CHECK_TYPE = "formsync.check"
 
@@ -87,11 +81,6 @@ def check_target(url: str, service_url: str) -> str:
                                 "receiver's public https URL", "--url")
     raise SubscriptionError(f"{url} is not an https URL; the service delivers only to https (http only to a "
                             "loopback address, and only from the sandbox)", "--url")
-
-
-def new_secret() -> str:
-    """A fresh signing secret: ``whsec_`` and 64 hex digits (256 bits)."""
-    return "whsec_" + secrets.token_hex(32)
 
 
 def secrets_line(configured: Sequence[str], added: str | None = None) -> str:

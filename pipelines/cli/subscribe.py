@@ -105,10 +105,10 @@ def create(
     Example: [bold]formsync subscribe create --config formsync.toml --url https://data.example.com/formsync/events/webhooks --all-forms[/bold]
     """
     with command(config) as ctx:
+        from connector.webhooks import new_secret
         from pipelines.subscriptions import (
             SubscriptionError,
             create_subscriptions,
-            new_secret,
             secrets_line,
             wanted,
         )
@@ -135,7 +135,8 @@ def secret(config: ConfigOption = None, secret_file: SecretFileOption = None) ->
     Example: [bold]formsync subscribe secret --config formsync.toml --secret-file /etc/formsync/webhook.env[/bold]
     """
     with command(config) as ctx:
-        from pipelines.subscriptions import new_secret, secrets_line
+        from connector.webhooks import new_secret
+        from pipelines.subscriptions import secrets_line
 
         said = _hand_over(secrets_line(_configured(ctx), new_secret()), secret_file)
         typer.echo(f"a new signing secret was added after the configured ones; {said}, then run "

@@ -24,9 +24,9 @@ from typing import Any
 import pytest
 from typer.testing import CliRunner
 
+from connector.webhooks import DEFAULT_EVENTS
 from pipelines.cli import app
 from pipelines.subscriptions import (
-    DEFAULT_EVENTS,
     SubscriptionError,
     check_target,
     event_type_of,
