@@ -158,30 +158,56 @@ def wanted(target: str, events: Sequence[str], provider: str, idle_window: str |
     return Wanted(check_target(target, service_url), event_types, provider, idle_window)
 
 
+@dataclass(frozen=True)
+class Missing:
+    """A subscription to make on ``form_id``; ``replaces`` are the ones of the same target,
+    event type and idle window to remove once it exists."""
+
+    form_id: str
+    event_type: str
+    replaces: tuple[WebhookSubscription, ...] = ()
+
+
+async def plan_subscriptions(client: FormClient, forms: Iterable[str], want: Wanted, *,
+                             replace: bool = False) -> tuple[SubscriptionReport, list[Missing]]:
+    """What :func:`create_subscriptions` would do: the report with the subscriptions kept
+    (the same target, event type and idle window exists), and the ones to make."""
+    forms = list(forms)
+    report, missing = SubscriptionReport(forms=len(forms)), []
+    for form_id in forms:
+        existing = await client.list_webhooks(form_id)
+        for event_type in want.event_types:
+            same = tuple(s for s in existing if s.targetUrl == want.target and s.eventType == event_type
+                         and s.idleWindow == want.window_of(event_type))
+            if same and not replace:
+                report.kept.append(_row(form_id, same[0]))
+            else:
+                missing.append(Missing(form_id, event_type, same))
+    return report, missing
+
+
+async def make_subscriptions(client: FormClient, want: Wanted, missing: Iterable[Missing], secret: str,
+                             report: SubscriptionReport) -> SubscriptionReport:
+    """Make each missing subscription signed with ``secret``, then remove the ones it
+    replaces, so no event falls between them (meanwhile each goes to both, with one id)."""
+    for m in missing:
+        window = want.window_of(m.event_type)
+        made = await client.create_webhook(m.form_id, want.target, want.provider, event_type=m.event_type,
+                                           **({"idle_window": window} if window else {}), signing_secret=secret)
+        report.created.append(_row(m.form_id, made))
+        for old in m.replaces:
+            await client.delete_webhook(old.subscriptionId)
+            report.removed.append(_row(m.form_id, old))
+    return report
+
+
 async def create_subscriptions(client: FormClient, forms: Iterable[str], want: Wanted, secret: str, *,
                                replace: bool = False) -> SubscriptionReport:
     """On each form, one subscription of ``want.target`` per event type signed with
     ``secret``. One that exists already (same target, event type and idle window) is kept;
-    with ``replace`` a new one is made first and the old ones removed after it, so no
-    event falls between them (each is delivered to both meanwhile, with one event id)."""
-    forms = list(forms)
-    report = SubscriptionReport(forms=len(forms))
-    for form_id in forms:
-        existing = await client.list_webhooks(form_id)
-        for event_type in want.event_types:
-            window = want.window_of(event_type)
-            same = [s for s in existing if s.targetUrl == want.target and s.eventType == event_type
-                    and s.idleWindow == window]
-            if same and not replace:
-                report.kept.append(_row(form_id, same[0]))
-                continue
-            made = await client.create_webhook(form_id, want.target, want.provider, event_type=event_type,
-                                               **({"idle_window": window} if window else {}), signing_secret=secret)
-            report.created.append(_row(form_id, made))
-            for old in same:
-                await client.delete_webhook(old.subscriptionId)
-                report.removed.append(_row(form_id, old))
-    return report
+    with ``replace`` a new one is made first and the old ones removed after it."""
+    report, missing = await plan_subscriptions(client, forms, want, replace=replace)
+    return await make_subscriptions(client, want, missing, secret, report)
 
 
 async def remove_subscriptions(client: FormClient, forms: Iterable[str], target: str,

@@ -51,19 +51,26 @@ def _with_forms(ctx: Context, forms: list[str] | None, work: Callable[[FormClien
         raise UsageError(str(e), where=e.where) from None
 
 
-def _hand_over(line: str, secret_file: Path | None) -> str:
-    """Print the secrets line, or write it to ``secret_file`` readable by its owner only."""
+def _check_writable(path: Path) -> None:
+    """Refuse a ``--secret-file`` that cannot be written before anything is made."""
+    if path.is_dir() or not os.access(path if path.exists() else path.parent, os.W_OK):
+        raise UsageError("cannot write the secret there", where=str(path),
+                         hint="give a file in a directory you can write")
+
+
+def _hand_over(line: str, secret_file: Path | None, what: str) -> None:
+    """Print the secrets line on stdout, or write it to ``secret_file`` readable by its
+    owner only, and say so on stderr."""
     if secret_file is None:
         typer.echo(line)
-        return "printed below the report: give it to the receiver"
-    try:
-        fd = os.open(secret_file, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    except OSError as e:
-        raise UsageError(f"cannot write the secret: {(e.strerror or str(e)).lower()}", where=str(secret_file)) from None
+        typer.echo(f"{what}: the line above is what the receiver reads", err=True)
+        return
+    _check_writable(secret_file)
+    fd = os.open(secret_file, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     os.fchmod(fd, 0o600)
     with os.fdopen(fd, "w", encoding="utf-8") as out:
         out.write(line + "\n")
-    return f"written to {secret_file}: give it to the receiver"
+    typer.echo(f"{what}: written to {secret_file}, which the receiver reads as an environment file", err=True)
 
 
 def _configured(ctx: Context) -> list[str]:
@@ -108,7 +115,9 @@ def create(
         from connector.webhooks import new_secret
         from pipelines.subscriptions import (
             SubscriptionError,
-            create_subscriptions,
+            SubscriptionReport,
+            make_subscriptions,
+            plan_subscriptions,
             secrets_line,
             wanted,
         )
@@ -121,11 +130,21 @@ def create(
             raise UsageError(str(e), where=e.where) from None
         configured = _configured(ctx)
         secret = configured[-1] if configured else new_secret()
-        report = _with_forms(ctx, form, lambda fc, ids: create_subscriptions(fc, ids, want, secret, replace=replace))
+        if secret_file is not None and not configured:
+            _check_writable(secret_file)
+
+        async def work(fc: FormClient, ids: list[str]) -> SubscriptionReport:
+            report, missing = await plan_subscriptions(fc, ids, want, replace=replace)
+            if missing and not configured:  # handed over before the first subscription signed with it
+                _hand_over(secrets_line([], secret), secret_file, "a new signing secret was made")
+            return await make_subscriptions(fc, want, missing, secret, report)
+
+        report = _with_forms(ctx, form, work)
         print_report(report)
-        if report.created and not configured:
-            said = _hand_over(secrets_line([], secret), secret_file)
-            typer.echo(f"a new signing secret was made; {said}", err=True)
+        if report.kept and not configured:
+            typer.echo(f"{len(report.kept)} subscription(s) existed already, signed with a secret that "
+                       "receiver.webhook_secrets does not hold; add --replace to make them again with its newest",
+                       err=True)
 
 
 def secret(config: ConfigOption = None, secret_file: SecretFileOption = None) -> None:
@@ -138,9 +157,9 @@ def secret(config: ConfigOption = None, secret_file: SecretFileOption = None) ->
         from connector.webhooks import new_secret
         from pipelines.subscriptions import secrets_line
 
-        said = _hand_over(secrets_line(_configured(ctx), new_secret()), secret_file)
-        typer.echo(f"a new signing secret was added after the configured ones; {said}, then run "
-                   "'formsync subscribe create --replace' with it", err=True)
+        _hand_over(secrets_line(_configured(ctx), new_secret()), secret_file,
+                   "a new signing secret was added after the configured ones (restart the receiver with them, "
+                   "then run 'formsync subscribe create --replace' with them)")
 
 
 def remove(url: UrlOption, config: ConfigOption = None, form: FormsOption = None, event: EventsOption = None) -> None:
