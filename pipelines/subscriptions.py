@@ -3,10 +3,10 @@ same target, event type and idle window is kept, not doubled), remove, and check
 signed delivery reaches the receiver and verifies.
 
 The rules are pure (:func:`event_type_of`, :func:`check_target`, :func:`secrets_line`;
-the service's own lists are in ``connector.webhooks``); the service is reached through ``connector.client.FormClient`` and
-the receiver with one signed POST per secret (:func:`check_receiver`). The signing secret
-is chosen here, as the automation connectors do (``whsec_`` + 64 hex), and is never
-returned by the service.
+the service's own lists are in ``connector.webhooks``); the service is reached through
+``connector.client.FormClient`` and the receiver with one signed POST per secret
+(:func:`check_receiver`). The signing secret is chosen by the caller, as the automation
+connectors do (``whsec_`` + 64 hex), and is never returned by the service.
 """
 
 from __future__ import annotations
@@ -37,6 +37,8 @@ from connector.webhooks import (
 
 SECRETS_VARIABLE = "FORMSYNC_RECEIVER__WEBHOOK_SECRETS"
 CHECK_TYPE = "formsync.check"
+API_VERSION = "2026-09-24"
+"""The envelope's ``apiVersion`` the hosted service sends now (notes section 3)."""
 
 
 class SubscriptionError(ValueError):
@@ -240,7 +242,7 @@ def check_event(now: datetime | None = None) -> bytes:
     at = now or datetime.now(UTC)
     envelope = {"id": "evt_check_" + secrets.token_hex(11), "type": CHECK_TYPE,
                 "createdAt": at.isoformat(timespec="milliseconds").replace("+00:00", "Z"),
-                "apiVersion": "2026-09-24", "test": True, "data": {}}
+                "apiVersion": API_VERSION, "test": True, "data": {}}
     return json.dumps(envelope, separators=(",", ":")).encode()
 
 

@@ -189,7 +189,13 @@ def check(url: UrlOption, config: ConfigOption = None) -> None:
             raise UsageError("receiver.webhook_secrets is empty: nothing to sign the check with", where=ctx.where,
                              hint="set FORMSYNC_RECEIVER__WEBHOOK_SECRETS to the line 'formsync subscribe create' "
                                   "printed")
-        results = ctx.run(check_receiver(url, configured))
+        import aiohttp
+
+        try:
+            results = ctx.run(check_receiver(url, configured))
+        except aiohttp.ClientError as e:
+            raise WorkFailed(f"cannot reach the receiver: {e}", where=url,
+                             hint="check that it runs and that --url is its webhooks URL") from None
         for r in results:
             typer.echo(r.model_dump_json())
         refused = [r for r in results if not r.verified]
