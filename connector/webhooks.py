@@ -1,6 +1,8 @@
 """What ``webhooks.create`` takes (hosted-service notes sections 1 and 3): the event types
 with the ``type`` their deliveries carry, the idle windows of ``submission_abandoned``,
-the providers, and a signing secret made as the automation connectors make it."""
+the providers, and a signing secret made as the automation connectors make it. The
+sandbox keeps its own list (``formservice/domain/events.py``) on purpose: the connector and
+the service share no code, so a wire mistake on one side shows against the other."""
 
 from __future__ import annotations
 
