@@ -162,65 +162,72 @@ def wanted(target: str, events: Sequence[str], provider: str, idle_window: str |
 
 @dataclass(frozen=True)
 class Missing:
-    """A subscription to make on ``form_id``; ``replaces`` are the ones of the same target,
-    event type and idle window to remove once it exists."""
+    """A subscription to make on ``form_id``."""
 
     form_id: str
     event_type: str
-    replaces: tuple[WebhookSubscription, ...] = ()
 
 
 async def plan_subscriptions(client: FormClient, forms: Iterable[str], want: Wanted, *,
-                             replace: bool = False) -> tuple[SubscriptionReport, list[Missing]]:
+                             rotate: bool = False) -> tuple[SubscriptionReport, list[Missing]]:
     """What :func:`create_subscriptions` would do: the report with the subscriptions kept
-    (the same target, event type and idle window exists), and the ones to make."""
+    (the same target, event type and idle window exists), and the ones to make. With
+    ``rotate`` each is made again beside those that exist, which stay until
+    :func:`remove_subscriptions` removes them as ``superseded``."""
     forms = list(forms)
     report, missing = SubscriptionReport(forms=len(forms)), []
     for form_id in forms:
         existing = await client.list_webhooks(form_id)
         for event_type in want.event_types:
-            same = tuple(s for s in existing if s.targetUrl == want.target and s.eventType == event_type
-                         and s.idleWindow == want.window_of(event_type))
-            if same and not replace:
-                report.kept.append(_row(form_id, same[0]))
-            else:
-                missing.append(Missing(form_id, event_type, same))
+            same = [s for s in existing if s.targetUrl == want.target and s.eventType == event_type
+                    and s.idleWindow == want.window_of(event_type)]
+            report.kept += [_row(form_id, s) for s in same]
+            if rotate or not same:
+                missing.append(Missing(form_id, event_type))
     return report, missing
 
 
 async def make_subscriptions(client: FormClient, want: Wanted, missing: Iterable[Missing], secret: str,
                              report: SubscriptionReport) -> SubscriptionReport:
-    """Make each missing subscription signed with ``secret``, then remove the ones it
-    replaces, so no event falls between them (meanwhile each goes to both, with one id)."""
+    """Make each missing subscription, signed with ``secret``."""
     for m in missing:
         window = want.window_of(m.event_type)
         made = await client.create_webhook(m.form_id, want.target, want.provider, event_type=m.event_type,
                                            **({"idle_window": window} if window else {}), signing_secret=secret)
         report.created.append(_row(m.form_id, made))
-        for old in m.replaces:
-            await client.delete_webhook(old.subscriptionId)
-            report.removed.append(_row(m.form_id, old))
     return report
 
 
 async def create_subscriptions(client: FormClient, forms: Iterable[str], want: Wanted, secret: str, *,
-                               replace: bool = False) -> SubscriptionReport:
+                               rotate: bool = False) -> SubscriptionReport:
     """On each form, one subscription of ``want.target`` per event type signed with
     ``secret``. One that exists already (same target, event type and idle window) is kept;
-    with ``replace`` a new one is made first and the old ones removed after it."""
-    report, missing = await plan_subscriptions(client, forms, want, replace=replace)
+    with ``rotate`` a new one is made beside it (see :func:`plan_subscriptions`)."""
+    report, missing = await plan_subscriptions(client, forms, want, rotate=rotate)
     return await make_subscriptions(client, want, missing, secret, report)
 
 
-async def remove_subscriptions(client: FormClient, forms: Iterable[str], target: str,
-                               events: Sequence[str] = ()) -> SubscriptionReport:
-    """Remove the forms' subscriptions to ``target`` (only of ``events`` when given)."""
+def _superseded(subs: Sequence[WebhookSubscription]) -> set[str]:
+    """The ids of subscriptions with a newer one of the same target, event type and idle
+    window (``webhooks.list`` lists the oldest first)."""
+    newest = {(s.targetUrl, s.eventType, s.idleWindow): s.subscriptionId for s in subs}
+    return {s.subscriptionId for s in subs} - set(newest.values())
+
+
+async def remove_subscriptions(client: FormClient, forms: Iterable[str], target: str, events: Sequence[str] = (),
+                               *, superseded: bool = False) -> SubscriptionReport:
+    """Remove the forms' subscriptions to ``target`` (only of ``events`` when given; with
+    ``superseded``, only those that a newer one of the same event type replaces: the old
+    half of a rotation). The service gives up the deliveries still waiting for a retry to a
+    subscription removed."""
     only = {event_type_of(e) for e in events}
     forms = list(forms)
     report = SubscriptionReport(forms=len(forms))
     for form_id in forms:
-        for sub in await client.list_webhooks(form_id):
-            if sub.targetUrl == target and (not only or sub.eventType in only):
+        subs = [s for s in await client.list_webhooks(form_id) if s.targetUrl == target]
+        old = _superseded(subs) if superseded else {s.subscriptionId for s in subs}
+        for sub in subs:
+            if sub.subscriptionId in old and (not only or sub.eventType in only):
                 await client.delete_webhook(sub.subscriptionId)
                 report.removed.append(_row(form_id, sub))
     return report

@@ -100,9 +100,9 @@ def create(
         help="For submission_abandoned: 12h, 1d, 3d or 1w without saved changes.")] = None,
     provider: Annotated[str, typer.Option(help="zapier, make or n8n: a label the service requires; deliveries are "
                                                "the same for each.")] = "n8n",
-    replace: Annotated[bool, typer.Option("--replace", help="Make new subscriptions with the newest secret even "
-                                                            "where one exists, then remove the old (rotation).")]
-    = False,
+    rotate: Annotated[bool, typer.Option("--rotate", help="Make each subscription again with the newest secret, "
+                                                          "beside the old (remove them later with remove "
+                                                          "--superseded).")] = False,
     secret_file: SecretFileOption = None,
 ) -> None:
     """Subscribe the receiver's URL to event types on the forms, keeping any that exists.
@@ -134,7 +134,7 @@ def create(
             _check_writable(secret_file)
 
         async def work(fc: FormClient, ids: list[str]) -> SubscriptionReport:
-            report, missing = await plan_subscriptions(fc, ids, want, replace=replace)
+            report, missing = await plan_subscriptions(fc, ids, want, rotate=rotate)
             if missing and not configured:  # handed over before the first subscription signed with it
                 _hand_over(secrets_line([], secret), secret_file, "a new signing secret was made")
             return await make_subscriptions(fc, want, missing, secret, report)
@@ -143,13 +143,16 @@ def create(
         print_report(report)
         if report.kept and not configured:
             typer.echo(f"{len(report.kept)} subscription(s) existed already, signed with a secret that "
-                       "receiver.webhook_secrets does not hold; add --replace to make them again with its newest",
+                       "receiver.webhook_secrets does not hold; add --rotate to make them again with its newest",
                        err=True)
+        elif rotate and report.created:
+            typer.echo("once every delivery to the old subscriptions has been answered, remove them with "
+                       "'formsync subscribe remove --superseded' (with the same --url)", err=True)
 
 
 def secret(config: ConfigOption = None, secret_file: SecretFileOption = None) -> None:
     """Make a new signing secret and hand it over with the configured ones, as the line
-    the receiver reads: the first step of a rotation (then create --replace).
+    the receiver reads: the first step of a rotation (then create --rotate).
 
     Example: [bold]formsync subscribe secret --config formsync.toml --secret-file /etc/formsync/webhook.env[/bold]
     """
@@ -159,10 +162,13 @@ def secret(config: ConfigOption = None, secret_file: SecretFileOption = None) ->
 
         _hand_over(secrets_line(_configured(ctx), new_secret()), secret_file,
                    "a new signing secret was added after the configured ones (restart the receiver with them, "
-                   "then run 'formsync subscribe create --replace' with them)")
+                   "then run 'formsync subscribe create --rotate' with them)")
 
 
-def remove(url: UrlOption, config: ConfigOption = None, form: FormsOption = None, event: EventsOption = None) -> None:
+def remove(url: UrlOption, config: ConfigOption = None, form: FormsOption = None, event: EventsOption = None,
+           superseded: Annotated[bool, typer.Option("--superseded", help="Only those a newer subscription of the "
+                                                                         "same event type replaces (after --rotate).")]
+           = False) -> None:
     """Remove the subscriptions to the URL from the forms. The forms are every form of
     the workspace unless --form names some; only the event types --event names, if any.
     Prints the report as JSON.
@@ -172,7 +178,8 @@ def remove(url: UrlOption, config: ConfigOption = None, form: FormsOption = None
     with command(config) as ctx:
         from pipelines.subscriptions import remove_subscriptions
 
-        print_report(_with_forms(ctx, form, lambda fc, ids: remove_subscriptions(fc, ids, url, event or [])))
+        print_report(_with_forms(ctx, form, lambda fc, ids: remove_subscriptions(fc, ids, url, event or [],
+                                                                                 superseded=superseded)))
 
 
 def check(url: UrlOption, config: ConfigOption = None) -> None:

@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from click.testing import Result
 from typer.testing import CliRunner
 
 from connector.webhooks import DEFAULT_EVENTS
@@ -80,10 +81,11 @@ class World:
             env["FORMSYNC_RECEIVER__WEBHOOK_SECRETS"] = json.dumps(secrets)
         return env
 
-    def formsync(self, *args: str, secrets: list[str] | None = None, code: int = 0) -> subprocess.CompletedProcess[str]:
-        done = subprocess.run([str(FORMSYNC), "subscribe", *args], env=self.env(secrets), capture_output=True,
-                              text=True, timeout=120)
-        assert done.returncode == code, done.stderr
+    def formsync(self, *args: str, secrets: list[str] | None = None, code: int = 0) -> Result:
+        """``formsync subscribe ARGS`` in this process (the servers are processes of their own)."""
+        env: dict[str, str | None] = {k: None for k in os.environ if k.startswith("FORMSYNC_")}
+        done = CliRunner().invoke(app, ["subscribe", *args], env={**env, **self.env(secrets)}, prog_name="formsync")
+        assert done.exit_code == code, done.output
         return done
 
     def post(self, path: str, method: str, params: dict[str, Any]) -> Any:
@@ -156,7 +158,7 @@ def receiver(w: World, secrets: list[str]) -> Iterator[None]:
         yield
 
 
-def report(done: subprocess.CompletedProcess[str]) -> dict[str, Any]:
+def report(done: Result) -> dict[str, Any]:
     return dict(json.loads(done.stdout.splitlines()[-1]))
 
 
@@ -184,7 +186,7 @@ def test_subscribe_check_and_rotate_without_losing_an_event(world: World) -> Non
         assert a in w.stored({a})
 
     # Rotation: a new secret beside the old one, the receiver restarted with both, the
-    # subscriptions replaced (new before old are removed), then the old secret dropped.
+    # subscriptions made again with the new one, the old removed, then the old secret dropped.
     secret_file = w.tmp / "webhook.env"
     w.formsync("secret", "--secret-file", str(secret_file), secrets=[old])
     assert stat.S_IMODE(secret_file.stat().st_mode) == 0o600
@@ -192,11 +194,13 @@ def test_subscribe_check_and_rotate_without_losing_an_event(world: World) -> Non
     assert both[0] == old and len(both) == 2
     new = both[1]
     with receiver(w, both):
-        b = w.submit(link, "Bea")
-        replaced = report(w.formsync("create", "--url", w.target, "--form", w.form, "--replace", secrets=both))
-        assert len(replaced["created"]) == 5 and len(replaced["removed"]) == 5
-        c = w.submit(link, "Cy")
+        b = w.submit(link, "Bea")  # its delivery to the old subscription may still be on its way
+        rotated = report(w.formsync("create", "--url", w.target, "--form", w.form, "--rotate", secrets=both))
+        assert len(rotated["created"]) == 5 and len(rotated["kept"]) == 5
+        c = w.submit(link, "Cy")  # to the old and the new subscription: one event id, stored once
         assert {b, c} <= w.stored({b, c})
+        gone = report(w.formsync("remove", "--url", w.target, "--superseded", secrets=both))
+        assert {s["subscriptionId"] for s in gone["removed"]} == {s["subscriptionId"] for s in rotated["kept"]}
     with receiver(w, [new]):
         d = w.submit(link, "Dee")
         assert {a, b, c, d} <= w.stored({d})
@@ -207,5 +211,8 @@ def test_subscribe_check_and_rotate_without_losing_an_event(world: World) -> Non
     attempts = [a for e in events for d in e["deliveries"] for a in d["attempts"]]
     assert attempts and all(a["status"] == 200 for a in attempts), "no delivery was refused during the rotation"
 
+    idle = report(w.formsync("create", "--url", w.target, "--form", w.form, "--event", "submission.abandoned",
+                             "--idle-window", "1d", secrets=[new]))
+    assert [(s["eventType"], s["idleWindow"]) for s in idle["created"]] == [("submission_abandoned", "1d")]
     gone = report(w.formsync("remove", "--url", w.target, secrets=[new]))
-    assert len(gone["removed"]) == 5 and not w.post("/api/v1", "webhooks.list", {"formId": w.form})["items"]
+    assert len(gone["removed"]) == 6 and not w.post("/api/v1", "webhooks.list", {"formId": w.form})["items"]
