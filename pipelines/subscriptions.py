@@ -266,3 +266,54 @@ async def check_receiver(target: str, secrets_: Sequence[str], *, seconds: float
                 text = (await resp.text())[:300]
                 results.append(CheckResult(secret=n, status=resp.status, verified=resp.status == 200, answer=text))
     return results
+
+
+def require_sandbox(base_url: str) -> None:
+    """Refuse a delivery check through a service that is not on this machine (the hosted
+    service has no test delivery, and no way to see a delivery's answer)."""
+    if not _loopback(urlsplit(base_url).hostname):
+        raise SubscriptionError(f"a delivery through the service is checked on the sandbox only (the service at "
+                                f"{base_url} has no test delivery); leave it out to check the receiver and its "
+                                "secrets", "--through-service")
+
+
+class ServiceCheck(BaseModel):
+    """A real delivery through the service: the request made and canceled for it, its
+    ``request.canceled`` event, and the receiver's answers to the service's attempts."""
+
+    formId: str
+    requestId: str
+    eventId: str | None
+    statuses: list[int]
+    verified: bool
+
+
+async def check_through_sandbox(client: FormClient, base_url: str, token: str, forms: Iterable[str],
+                                target: str) -> ServiceCheck:
+    """Have the sandbox deliver a real event to ``target``: a request made and canceled on
+    the first of ``forms`` with a ``request_canceled`` subscription to it, its delivery
+    attempted at once; verified when the receiver answered it 200. The hosted service
+    has no test delivery, so this needs the sandbox (a service on this machine)."""
+    from formservice.sandbox.client import SandboxHelpers
+
+    require_sandbox(base_url)
+    form_id = None
+    for f in forms:
+        if any(s.targetUrl == target and s.eventType == "request_canceled" for s in await client.list_webhooks(f)):
+            form_id = f
+            break
+    if form_id is None:
+        raise SubscriptionError(f"no form has a request_canceled subscription to {target}; make one with "
+                                "'formsync subscribe create --event request_canceled'", "--url")
+    req = await client.create_request(form_id, external_id="formsync-check-" + secrets.token_hex(6))
+    await client.cancel_request(req.id, reason="formsync subscribe check")
+    helpers = SandboxHelpers(base_url, token)
+    try:
+        await helpers.call("deliveries.flush")
+        events = (await helpers.call("events.list", {"requestId": req.id, "type": "request.canceled"}))["items"]
+    finally:
+        await helpers.close()
+    statuses = [a["status"] for e in events for d in e["deliveries"] if d["targetUrl"] == target
+                for a in d["attempts"]]
+    return ServiceCheck(formId=form_id, requestId=req.id, eventId=events[0]["id"] if events else None,
+                        statuses=statuses, verified=bool(statuses) and statuses[-1] == 200)

@@ -182,22 +182,36 @@ def remove(url: UrlOption, config: ConfigOption = None, form: FormsOption = None
                                                                                  superseded=superseded)))
 
 
-def check(url: UrlOption, config: ConfigOption = None) -> None:
+def check(url: UrlOption, config: ConfigOption = None, form: FormsOption = None,
+          through_service: Annotated[bool, typer.Option(
+              "--through-service", help="Sandbox only: also have the service deliver a real request.canceled "
+                                        "through a request_canceled subscription to the URL.")] = False) -> None:
     """Send the receiver a test event signed as the service signs, once per secret of
     receiver.webhook_secrets, and say whether each verified (exit 1 if one did not).
+    With --through-service the sandbox also delivers a real event through a subscription.
 
     Example: [bold]formsync subscribe check --config formsync.toml --url https://data.example.com/formsync/events/webhooks[/bold]
     """
     with command(config) as ctx:
-        from pipelines.subscriptions import check_receiver
+        import aiohttp
+
+        from pipelines.subscriptions import (
+            SubscriptionError,
+            check_receiver,
+            check_through_sandbox,
+            require_sandbox,
+        )
 
         configured = _configured(ctx)
+        if through_service:
+            try:
+                require_sandbox(ctx.service_settings().service.base_url)
+            except SubscriptionError as e:
+                raise UsageError(str(e), where=e.where) from None
         if not configured:
             raise UsageError("receiver.webhook_secrets is empty: nothing to sign the check with", where=ctx.where,
                              hint="set FORMSYNC_RECEIVER__WEBHOOK_SECRETS to the line 'formsync subscribe create' "
                                   "printed")
-        import aiohttp
-
         try:
             results = ctx.run(check_receiver(url, configured))
         except aiohttp.ClientError as e:
@@ -211,6 +225,16 @@ def check(url: UrlOption, config: ConfigOption = None) -> None:
             raise WorkFailed(f"the receiver answered {first.status} to the check signed with secret #{first.secret} "
                              "of receiver.webhook_secrets", where=url,
                              hint="give the receiver the same FORMSYNC_RECEIVER__WEBHOOK_SECRETS and restart it")
+        if through_service:
+            service = ctx.service_settings().service
+            token = service.token.get_secret_value() if service.token else ""
+            done = _with_forms(ctx, form, lambda fc, ids: check_through_sandbox(fc, service.base_url, token, ids, url))
+            typer.echo(done.model_dump_json())
+            if not done.verified:
+                raise WorkFailed(f"the service's delivery of {done.eventId or 'the event'} was answered "
+                                 f"{done.statuses or 'never'}", where=url,
+                                 hint="the subscription was made with a secret receiver.webhook_secrets does not hold: "
+                                      "make it again with 'formsync subscribe create --rotate'")
 
 
 for _fn in (list_, create, secret, remove, check):

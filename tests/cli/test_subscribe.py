@@ -67,6 +67,7 @@ class World:
     base_url: str
     token: str
     form: str
+    workspace: str
     port: int
 
     @property
@@ -149,7 +150,7 @@ def world(tmp_path: Path) -> Iterator[World]:
                   "--credentials-file", str(creds)], dict(os.environ), "listening"):
         c = json.loads(creds.read_text())
         pro = next(w for w in c["workspaces"] if w["plan"] == "pro")
-        yield World(tmp_path, c["baseUrl"], pro["token"], pro["forms"]["Contact"], free_port())
+        yield World(tmp_path, c["baseUrl"], pro["token"], pro["forms"]["Contact"], pro["id"], free_port())
 
 
 @contextmanager
@@ -180,8 +181,9 @@ def test_subscribe_check_and_rotate_without_losing_an_event(world: World) -> Non
 
     link = w.post("/api/v1", "shareLinks.create", {"formId": w.form})["url"]
     with receiver(w, [old]):
-        checked = w.formsync("check", "--url", w.target, secrets=[old])
-        assert [json.loads(x)["verified"] for x in checked.stdout.splitlines()] == [True]
+        checked = w.formsync("check", "--url", w.target, "--through-service", secrets=[old])
+        signed, through = (json.loads(x) for x in checked.stdout.splitlines())
+        assert signed["verified"] and through["verified"] and through["statuses"] == [200]
         a = w.submit(link, "Ada")
         assert a in w.stored({a})
 
@@ -207,6 +209,14 @@ def test_subscribe_check_and_rotate_without_losing_an_event(world: World) -> Non
         refused = w.formsync("check", "--url", w.target, secrets=[old], code=1)
         assert "answered 401 to the check signed with secret #1 of receiver.webhook_secrets" in refused.stderr
         assert old not in refused.stdout + refused.stderr
+        # A subscription made with a secret the receiver does not hold: the local check
+        # cannot see it, the service's own delivery does.
+        other = w.post("/api/v1", "forms.list", {"workspaceId": w.workspace})["items"]
+        approval = next(f["id"] for f in other if f["name"] == "Approval")
+        w.post("/api/v1", "webhooks.create", {"formId": approval, "targetUrl": w.target, "provider": "n8n",
+                                              "eventType": "request_canceled", "signingSecret": "whsec_" + "9" * 64})
+        lost = w.formsync("check", "--url", w.target, "--through-service", "--form", approval, secrets=[new], code=1)
+        assert "was answered [401" in lost.stderr and "--rotate" in lost.stderr
     events = w.post("/api/sandbox", "events.list", {"type": "submission.completed"})["items"]
     attempts = [a for e in events for d in e["deliveries"] for a in d["attempts"]]
     assert attempts and all(a["status"] == 200 for a in attempts), "no delivery was refused during the rotation"
@@ -215,4 +225,4 @@ def test_subscribe_check_and_rotate_without_losing_an_event(world: World) -> Non
                              "--idle-window", "1d", secrets=[new]))
     assert [(s["eventType"], s["idleWindow"]) for s in idle["created"]] == [("submission_abandoned", "1d")]
     gone = report(w.formsync("remove", "--url", w.target, secrets=[new]))
-    assert len(gone["removed"]) == 6 and not w.post("/api/v1", "webhooks.list", {"formId": w.form})["items"]
+    assert len(gone["removed"]) == 7 and not w.post("/api/v1", "webhooks.list", {"formId": w.form})["items"]
