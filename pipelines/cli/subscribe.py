@@ -6,7 +6,8 @@ reads (stdout, or ``--secret-file`` with mode 0600)."""
 from __future__ import annotations
 
 import os
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, TypeVar
 
@@ -35,9 +36,20 @@ SecretFileOption = Annotated[Path | None, typer.Option(
     help="Write the secrets line here (mode 0600, an environment file) instead of printing it.")]
 
 
+@contextmanager
+def _as_usage() -> Iterator[None]:
+    """A subscription the service would refuse, said as a usage error naming the option."""
+    from pipelines.subscriptions import SubscriptionError
+
+    try:
+        yield
+    except SubscriptionError as e:
+        raise UsageError(str(e), where=e.where) from None
+
+
 def _with_forms(ctx: Context, forms: list[str] | None, work: Callable[[FormClient, list[str]], Awaitable[T]]) -> T:
     """Run ``work`` with the client and the form ids: ``forms``, or every form of the workspace."""
-    from pipelines.subscriptions import SubscriptionError, workspace_forms
+    from pipelines.subscriptions import workspace_forms
 
     workspace = ctx.service_settings().service.workspace_id
 
@@ -45,10 +57,8 @@ def _with_forms(ctx: Context, forms: list[str] | None, work: Callable[[FormClien
         ids = list(forms) if forms else await workspace_forms(fc, workspace)
         return await work(fc, ids)
 
-    try:
+    with _as_usage():
         return ctx.with_client(go)
-    except SubscriptionError as e:
-        raise UsageError(str(e), where=e.where) from None
 
 
 def _check_writable(path: Path) -> None:
@@ -114,7 +124,6 @@ def create(
     with command(config) as ctx:
         from connector.webhooks import new_secret
         from pipelines.subscriptions import (
-            SubscriptionError,
             SubscriptionReport,
             make_subscriptions,
             plan_subscriptions,
@@ -124,10 +133,8 @@ def create(
 
         if bool(form) == all_forms:
             raise UsageError("name the forms: --form FORM_ID (repeatable) or --all-forms", where="--form")
-        try:
+        with _as_usage():
             want = wanted(url, event or [], provider, idle_window, ctx.service_settings().service.base_url)
-        except SubscriptionError as e:
-            raise UsageError(str(e), where=e.where) from None
         configured = _configured(ctx)
         secret = configured[-1] if configured else new_secret()
         if secret_file is not None and not configured:
@@ -196,7 +203,6 @@ def check(url: UrlOption, config: ConfigOption = None, form: FormsOption = None,
         import aiohttp
 
         from pipelines.subscriptions import (
-            SubscriptionError,
             check_receiver,
             check_through_sandbox,
             require_sandbox,
@@ -204,10 +210,8 @@ def check(url: UrlOption, config: ConfigOption = None, form: FormsOption = None,
 
         configured = _configured(ctx)
         if through_service:
-            try:
+            with _as_usage():
                 require_sandbox(ctx.service_settings().service.base_url)
-            except SubscriptionError as e:
-                raise UsageError(str(e), where=e.where) from None
         if not configured:
             raise UsageError("receiver.webhook_secrets is empty: nothing to sign the check with", where=ctx.where,
                              hint="set FORMSYNC_RECEIVER__WEBHOOK_SECRETS to the line 'formsync subscribe create' "
