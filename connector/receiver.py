@@ -40,7 +40,9 @@ deliveries to its committer, in a process of its own by default (``connector.com
 or in a worker thread, which reads each body (``parse_event``: a 400 comes back for one
 that is not a storable event) and stores the events with one ``Store.store_events``
 call; each waiter is then answered with its own outcome. Log lines carry the event id, type, source and
-outcome, never a header value, secret or body.
+outcome, never a header value, secret or body; a refusal is logged once per cause and path
+(then once an hour with the count held back), a signature refusal with the secret setting
+tried and what to check (``connector.refusals``).
 """
 
 from __future__ import annotations
@@ -54,7 +56,7 @@ import time
 from collections.abc import AsyncIterator, Callable, Iterable
 from contextlib import nullcontext
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any
 
 from aiohttp import web
 from aiohttp.http_exceptions import HttpProcessingError
@@ -71,12 +73,14 @@ from pydantic import SecretStr
 
 from .committer import Committer, Result, committer_for
 from .delivery import MAX_JSON_DEPTH, UNAVAILABLE, Delivery, Refusal, RefusalError, parse_event
+from .refusals import Channel, RefusalLog, signature_advice
 from .settings import ReceiverSettings
 from .signals import stop_on_signals
 from .signing import CustomScheme, Scheme, SigningConfigError, verify
 from .store import Source, Store
 
 __all__ = [
+    "Channel",
     "DEFAULT_MAX_BATCH",
     "MAX_JSON_DEPTH",
     "Receiver",
@@ -93,9 +97,6 @@ DEFAULT_MAX_BATCH = 256
 """The most events one group commit stores."""
 
 HEALTH_TIMEOUT_S = 5.0
-
-Channel = Literal["callbacks", "webhooks", "any"]
-
 
 # ======================================================================================
 # Metrics
@@ -273,6 +274,7 @@ class Receiver:
         except SigningConfigError as e:
             raise ValueError(f"receiver secrets are unusable with scheme {settings.scheme!r}: {e}") from None
         self.metrics = m = ReceiverMetrics()
+        self.refusal_log = RefusalLog()
         # The labelled series of every delivery, looked up once (a lookup takes a lock).
         self._received = {ch: m.received.labels(ch) for ch in ("callbacks", "webhooks", "any")}
         self._stored = {source: m.stored.labels(source) for source in ("callback", "webhook")}
@@ -294,15 +296,27 @@ class Receiver:
 
     # -- deliveries -----------------------------------------------------------------
 
-    def _refuse(self, refusal: Refusal, channel: Channel) -> web.Response:
+    def _refuse(self, refusal: Refusal, channel: Channel, path: str) -> web.Response:
         self.metrics.rejected.labels(refusal.label).inc()
         self.metrics.responses.labels(str(refusal.status)).inc()
-        log.warning("delivery to %s refused: %s %s", channel, refusal.status, refusal.label)
+        held_back = self.refusal_log.admit(refusal.label, path)
+        if held_back is not None:
+            advice = self._advice(refusal, channel)
+            more = f" ({held_back} more like it since the last such line)" if held_back else ""
+            log.warning("delivery to %s refused: %s %s%s%s", path, refusal.status, refusal.label,
+                        f": {advice}" if advice else "", more)
         error: dict[str, Any] = {"code": refusal.code, "message": refusal.message}
         if refusal.details:
             error["details"] = refusal.details
         headers = {"Retry-After": "30"} if refusal.status == 503 else None
         return _json(refusal.status, {"ok": False, "error": error}, headers)
+
+    def _advice(self, refusal: Refusal, channel: Channel) -> str | None:
+        if refusal.status != 401:
+            return None
+        tried = {"callbacks": len(self.callback_secrets), "webhooks": len(self.webhook_secrets),
+                 "any": len(self.callback_secrets) + len(self.webhook_secrets)}[channel]
+        return signature_advice(refusal.label, channel, tried, self.settings.tolerance_seconds)
 
     async def _read(self, request: web.Request) -> bytes:
         limit = self.settings.max_body_bytes
@@ -349,11 +363,11 @@ class Receiver:
             body = await self._read(request)
             source = self._verify(request, body, channel)
         except RefusalError as refused:
-            return self._refuse(refused.refusal, channel)
+            return self._refuse(refused.refusal, channel, request.path)
         # The committer reads the body (a 400 comes back from it): off this event loop.
         outcome = await self.writer.submit(Delivery(body, source, received_at))
         if isinstance(outcome, Refusal):
-            return self._refuse(outcome, channel)
+            return self._refuse(outcome, channel, request.path)
         if outcome.status == "stored":
             self._stored[source].inc()
         else:

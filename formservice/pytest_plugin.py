@@ -10,7 +10,10 @@ the tests ``@pytest.mark.asyncio``) and in ``asyncio_mode = "auto"`` alike.
         await formsync_sandbox.helpers.clock_advance(60_000)
 
 ``formsync_sandbox`` is a running sandbox on a free loopback port with the default seed;
-``formsync_client`` is a ``connector.client.FormClient`` for its Pro workspace.
+``formsync_client`` is a ``connector.client.FormClient`` for its Pro workspace;
+``formsync_receiver`` (``formservice.pytest_receiver``) a real receiver taking the sandbox's
+callbacks and webhook deliveries into its own SQLite store, with ``wait_for`` an event.
+Needs: ``pip install 'formsync[pytest]'``.
 """
 
 from __future__ import annotations
@@ -22,8 +25,11 @@ from typing import Any
 
 import pytest
 
+from .pytest_receiver import ReceiverHandle, formsync_receiver
 from .sandbox.client import HelperError, SandboxHelpers
 from .sandbox.runner import SandboxServer
+
+__all__ = ["ReceiverHandle", "SandboxHandle", "formsync_client", "formsync_receiver", "formsync_sandbox"]
 
 try:
     from pytest_asyncio import fixture as async_fixture

@@ -27,3 +27,12 @@ class EventReads:
         with self._db.reader() as s:
             n, newest = s.exec(select(func.count(), func.max(RawEvent.received_at))).one()
         return int(n), newest
+
+    def bodies(self, type_: str | None = None) -> list[tuple[str, str]]:
+        """``(source, raw body)`` of the stored events (only of ``type_`` when given), in
+        the order they were received."""
+        stmt = select(RawEvent).order_by(col(RawEvent.received_at), col(RawEvent.id))
+        if type_ is not None:
+            stmt = stmt.where(RawEvent.type == type_)
+        with self._db.reader() as s:
+            return [(e.source, e.body) for e in s.exec(stmt)]

@@ -2,8 +2,9 @@
 
 ``context`` holds what every command shares (settings, store, client, running a
 coroutine) and ``errors`` the exit codes and the one mapping from an exception to its
-code and message; ``servers`` has the commands that serve until stopped and ``batch``
-the ones that do one piece of work and exit.
+code and message; ``servers`` has the commands that serve until stopped, ``batch``
+the ones that do one piece of work and exit, and ``subscribe`` the group of commands
+for the receiver's webhook subscriptions.
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ from typing import Annotated
 
 import typer
 
-from . import batch, servers
+from . import batch, servers, subscribe
 from .helptext import summary
 from .usage import FormsyncGroup
 
@@ -25,6 +26,8 @@ for _fn, _name in ((servers.sandbox, "sandbox"), (servers.receive, "receive"), (
                    (batch.sync, "sync"), (batch.export, "export"), (batch.views, "views"), (batch.outreach, "outreach"),
                    (batch.demo, "demo"), (servers.run, "run"), (batch.status, "status")):
     app.command(_name, short_help=summary(_fn))(_fn)
+app.add_typer(subscribe.app, name="subscribe", short_help="The receiver's webhook subscriptions: list, create, "
+                                                          "secret, remove, check.")
 
 
 def _print_version(value: bool) -> None:

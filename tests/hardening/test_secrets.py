@@ -90,9 +90,11 @@ class Case:
     env: dict[str, str] = field(default_factory=dict)
 
 
-def command_cases(work: Path, form: str, token: str, listed: set[str]) -> list[Case]:
+def command_cases(work: Path, form: str, token: str, listed: set[str], webhooks_url: str = "") -> list[Case]:
     """Every batch command with the test's configuration, success and error paths. The
-    commands ``run``, ``status`` and ``demo`` are covered when this copy has them."""
+    commands ``run``, ``status`` and ``demo`` are covered when this copy has them, and the
+    ``subscribe`` group (to ``webhooks_url``: the configured secret signs, so none is printed;
+    ``secret`` writes the secrets to a file, by design)."""
     cfg = str(work / "formsync.toml")
     out = work / "exports"
     cases = [
@@ -130,6 +132,17 @@ def command_cases(work: Path, form: str, token: str, listed: set[str]) -> list[C
             cases.append(Case(f"{name} --help", [name, "--help"]))
     if "status" in listed:
         cases.append(Case("status", ["status", "--config", cfg], frozenset({0, 1, 2})))
+    if "subscribe" in listed and webhooks_url:
+        target = ["--url", webhooks_url, "--config", cfg]
+        cases += [Case("subscribe create", ["subscribe", "create", "--form", form, *target]),
+                  Case("subscribe create again", ["subscribe", "create", "--all-forms", *target]),
+                  Case("subscribe list", ["subscribe", "list", *target]),
+                  Case("subscribe check", ["subscribe", "check", *target]),
+                  Case("subscribe check, refused", ["subscribe", "check", *target], frozenset({1}),
+                       {"FORMSYNC_RECEIVER__WEBHOOK_SECRETS": json.dumps(["whsec_" + "11" * 32])}),
+                  Case("subscribe secret", ["subscribe", "secret", "--secret-file", str(work / "webhook.env"),
+                                            "--config", cfg]),
+                  Case("subscribe remove", ["subscribe", "remove", *target])]
     return cases
 
 
@@ -199,7 +212,7 @@ def test_no_command_leaks_the_token_or_a_secret(work: Path, sandbox_proc: Sandbo
     outputs: dict[str, str] = {}
     listed = listed_commands()
     assert {"sandbox", "receive", "outreach", "poll", "sync", "export"} <= listed, listed
-    cases = command_cases(work, form, pro["token"], listed)
+    cases = command_cases(work, form, pro["token"], listed, events_url + "/webhooks")
 
     def run(case: Case) -> None:
         done = subprocess.run([str(FORMSYNC), *case.args], capture_output=True, cwd=work, timeout=TIMEOUT,
@@ -240,7 +253,7 @@ def test_no_command_leaks_the_token_or_a_secret(work: Path, sandbox_proc: Sandbo
 
     # Everything the commands left: their files (not the configuration and credentials, which
     # hold the secrets by design), the sandbox's and the receiver's logs, the store itself.
-    kept = {"formsync.toml", "bad-list.toml", "bad-key.toml", "creds.json"}
+    kept = {"formsync.toml", "bad-list.toml", "bad-key.toml", "creds.json", "webhook.env"}
     sandbox_db = work / "sandbox" / "db"
     files = [p for p in work.rglob("*") if p.is_file() and p.name not in kept and sandbox_db not in p.parents]
     for p in files:

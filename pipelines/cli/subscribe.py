@@ -1,0 +1,245 @@
+"""``formsync subscribe list|create|secret|remove|check``: the receiver's webhook
+subscriptions (``pipelines.subscriptions``) from the command line. Reports are one line of
+JSON on stdout; a signing secret made here is handed over once, as the line the receiver
+reads (stdout, or ``--secret-file`` with mode 0600)."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Awaitable, Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated, TypeVar
+
+import typer
+
+from .context import Context, command, print_report
+from .errors import UsageError, WorkFailed
+from .helptext import summary
+from .options import ConfigOption
+
+if TYPE_CHECKING:
+    from connector.client import FormClient
+
+T = TypeVar("T")
+
+app = typer.Typer(no_args_is_help=True, help="The receiver's webhook subscriptions: list, create, secret, remove, "
+                                             "check.")
+
+UrlOption = Annotated[str, typer.Option("--url", help="The receiver's webhooks URL the service delivers to "
+                                                      "({path}/webhooks).")]
+FormsOption = Annotated[list[str] | None, typer.Option("--form", metavar="FORM_ID", help="A form id (repeatable).")]
+EventsOption = Annotated[list[str] | None, typer.Option(
+    "--event", metavar="EVENT", help="An event type (repeatable): submission_created, submission_updated, submission_abandoned, "
+                    "request_completed, request_expired, request_canceled (or as delivered, e.g. request.completed).")]
+SecretFileOption = Annotated[Path | None, typer.Option(
+    help="Write the secrets line here (mode 0600, an environment file) instead of printing it.")]
+
+
+@contextmanager
+def _as_usage() -> Iterator[None]:
+    """A subscription the service would refuse, said as a usage error naming the option."""
+    from pipelines.subscriptions import SubscriptionError
+
+    try:
+        yield
+    except SubscriptionError as e:
+        raise UsageError(str(e), where=e.where) from None
+
+
+def _with_forms(ctx: Context, forms: list[str] | None, work: Callable[[FormClient, list[str]], Awaitable[T]]) -> T:
+    """Run ``work`` with the client and the form ids: ``forms``, or every form of the workspace."""
+    from pipelines.subscriptions import workspace_forms
+
+    workspace = ctx.service_settings().service.workspace_id
+
+    async def go(fc: FormClient) -> T:
+        ids = list(forms) if forms else await workspace_forms(fc, workspace)
+        return await work(fc, ids)
+
+    with _as_usage():
+        return ctx.with_client(go)
+
+
+def _check_writable(path: Path) -> None:
+    """Refuse a ``--secret-file`` that cannot be written before anything is made."""
+    if path.is_dir() or not os.access(path if path.exists() else path.parent, os.W_OK):
+        raise UsageError("cannot write the secret there", where=str(path),
+                         hint="give a file in a directory you can write")
+
+
+def _hand_over(line: str, secret_file: Path | None, what: str) -> None:
+    """Print the secrets line on stdout, or write it to ``secret_file`` readable by its
+    owner only, and say so on stderr."""
+    if secret_file is None:
+        typer.echo(line)
+        typer.echo(f"{what}: the line above is what the receiver reads", err=True)
+        return
+    _check_writable(secret_file)
+    fd = os.open(secret_file, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    os.fchmod(fd, 0o600)
+    with os.fdopen(fd, "w", encoding="utf-8") as out:
+        out.write(line + "\n")
+    typer.echo(f"{what}: written to {secret_file}, which the receiver reads as an environment file", err=True)
+
+
+def _configured(ctx: Context) -> list[str]:
+    return [s.get_secret_value() for s in ctx.settings().receiver.webhook_secrets if s.get_secret_value()]
+
+
+def list_(config: ConfigOption = None, form: FormsOption = None,
+          url: Annotated[str | None, typer.Option("--url", help="Only the subscriptions to this URL.")] = None) -> None:
+    """List the webhook subscriptions of the forms, without their secrets. The forms
+    are every form of the workspace unless --form names some. Prints the report as JSON.
+
+    Example: [bold]formsync subscribe list --config formsync.toml --url https://data.example.com/formsync/events/webhooks[/bold]
+    """
+    with command(config) as ctx:
+        from pipelines.subscriptions import list_subscriptions
+
+        print_report(_with_forms(ctx, form, lambda fc, ids: list_subscriptions(fc, ids, url)))
+
+
+def create(
+    url: UrlOption,
+    config: ConfigOption = None,
+    form: FormsOption = None,
+    all_forms: Annotated[bool, typer.Option("--all-forms", help="Every form of the workspace.")] = False,
+    event: EventsOption = None,
+    idle_window: Annotated[str | None, typer.Option(
+        help="For submission_abandoned: 12h, 1d, 3d or 1w without saved changes.")] = None,
+    provider: Annotated[str, typer.Option(help="zapier, make or n8n: a label the service requires; deliveries are "
+                                               "the same for each.")] = "n8n",
+    rotate: Annotated[bool, typer.Option("--rotate", help="Make each subscription again with the newest secret, "
+                                                          "beside the old (remove them later with remove "
+                                                          "--superseded).")] = False,
+    secret_file: SecretFileOption = None,
+) -> None:
+    """Subscribe the receiver's URL to event types on the forms, keeping any that exists.
+    The event types are all but submission_abandoned unless --event names some. Signs
+    with the newest of receiver.webhook_secrets, or makes a secret and hands it over once.
+
+    Example: [bold]formsync subscribe create --config formsync.toml --url https://data.example.com/formsync/events/webhooks --all-forms[/bold]
+    """
+    with command(config) as ctx:
+        from connector.webhooks import new_secret
+        from pipelines.subscriptions import (
+            SubscriptionReport,
+            make_subscriptions,
+            plan_subscriptions,
+            secrets_line,
+            wanted,
+        )
+
+        if bool(form) == all_forms:
+            raise UsageError("name the forms: --form FORM_ID (repeatable) or --all-forms", where="--form")
+        with _as_usage():
+            want = wanted(url, event or [], provider, idle_window, ctx.service_settings().service.base_url)
+        configured = _configured(ctx)
+        secret = configured[-1] if configured else new_secret()
+        if secret_file is not None and not configured:
+            _check_writable(secret_file)
+
+        async def work(fc: FormClient, ids: list[str]) -> SubscriptionReport:
+            report, missing = await plan_subscriptions(fc, ids, want, rotate=rotate)
+            if missing and not configured:  # handed over before the first subscription signed with it
+                _hand_over(secrets_line([], secret), secret_file, "a new signing secret was made")
+            return await make_subscriptions(fc, want, missing, secret, report)
+
+        report = _with_forms(ctx, form, work)
+        print_report(report)
+        if report.kept and not configured:
+            typer.echo(f"{len(report.kept)} subscription(s) existed already, signed with a secret that "
+                       "receiver.webhook_secrets does not hold; add --rotate to make them again with its newest",
+                       err=True)
+        elif rotate and report.created:
+            typer.echo("once every delivery to the old subscriptions has been answered, remove them with "
+                       "'formsync subscribe remove --superseded' (with the same --url)", err=True)
+
+
+def secret(config: ConfigOption = None, secret_file: SecretFileOption = None) -> None:
+    """Make a new signing secret and hand it over with the configured ones, as the line
+    the receiver reads: the first step of a rotation (then create --rotate).
+
+    Example: [bold]formsync subscribe secret --config formsync.toml --secret-file /etc/formsync/webhook.env[/bold]
+    """
+    with command(config) as ctx:
+        from connector.webhooks import new_secret
+        from pipelines.subscriptions import secrets_line
+
+        _hand_over(secrets_line(_configured(ctx), new_secret()), secret_file,
+                   "a new signing secret was added after the configured ones (restart the receiver with them, "
+                   "then run 'formsync subscribe create --rotate' with them)")
+
+
+def remove(url: UrlOption, config: ConfigOption = None, form: FormsOption = None, event: EventsOption = None,
+           superseded: Annotated[bool, typer.Option("--superseded", help="Only those a newer subscription of the "
+                                                                         "same event type replaces (after --rotate).")]
+           = False) -> None:
+    """Remove the subscriptions to the URL from the forms. The forms are every form of
+    the workspace unless --form names some; only the event types --event names, if any.
+    Prints the report as JSON.
+
+    Example: [bold]formsync subscribe remove --config formsync.toml --url https://data.example.com/formsync/events/webhooks[/bold]
+    """
+    with command(config) as ctx:
+        from pipelines.subscriptions import remove_subscriptions
+
+        print_report(_with_forms(ctx, form, lambda fc, ids: remove_subscriptions(fc, ids, url, event or [],
+                                                                                 superseded=superseded)))
+
+
+def check(url: UrlOption, config: ConfigOption = None, form: FormsOption = None,
+          through_service: Annotated[bool, typer.Option(
+              "--through-service", help="Sandbox only: also have the service deliver a real request.canceled "
+                                        "through a request_canceled subscription to the URL.")] = False) -> None:
+    """Send the receiver a test event signed as the service signs, once per secret of
+    receiver.webhook_secrets, and say whether each verified (exit 1 if one did not).
+    With --through-service the sandbox also delivers a real event through a subscription.
+
+    Example: [bold]formsync subscribe check --config formsync.toml --url https://data.example.com/formsync/events/webhooks[/bold]
+    """
+    with command(config) as ctx:
+        import aiohttp
+
+        from pipelines.subscriptions import (
+            check_receiver,
+            check_through_sandbox,
+            require_sandbox,
+        )
+
+        configured = _configured(ctx)
+        if through_service:
+            with _as_usage():
+                require_sandbox(ctx.service_settings().service.base_url)
+        if not configured:
+            raise UsageError("receiver.webhook_secrets is empty: nothing to sign the check with", where=ctx.where,
+                             hint="set FORMSYNC_RECEIVER__WEBHOOK_SECRETS to the line 'formsync subscribe create' "
+                                  "printed")
+        try:
+            results = ctx.run(check_receiver(url, configured))
+        except aiohttp.ClientError as e:
+            raise WorkFailed(f"cannot reach the receiver: {e}", where=url,
+                             hint="check that it runs and that --url is its webhooks URL") from None
+        for r in results:
+            typer.echo(r.model_dump_json())
+        refused = [r for r in results if not r.verified]
+        if refused:
+            first = refused[0]
+            raise WorkFailed(f"the receiver answered {first.status} to the check signed with secret #{first.secret} "
+                             "of receiver.webhook_secrets", where=url,
+                             hint="give the receiver the same FORMSYNC_RECEIVER__WEBHOOK_SECRETS and restart it")
+        if through_service:
+            service = ctx.service_settings().service
+            token = service.token.get_secret_value() if service.token else ""
+            done = _with_forms(ctx, form, lambda fc, ids: check_through_sandbox(fc, service.base_url, token, ids, url))
+            typer.echo(done.model_dump_json())
+            if not done.verified:
+                raise WorkFailed(f"the service's delivery of {done.eventId or 'the event'} was answered "
+                                 f"{done.statuses or 'never'}", where=url,
+                                 hint="the subscription was made with a secret receiver.webhook_secrets does not hold: "
+                                      "make it again with 'formsync subscribe create --rotate'")
+
+
+for _fn in (list_, create, secret, remove, check):
+    app.command(_fn.__name__.rstrip("_"), short_help=summary(_fn))(_fn)
