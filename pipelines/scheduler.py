@@ -324,7 +324,7 @@ async def serve(settings: Settings, store: Store, *, stop: asyncio.Event | None 
         receiver: asyncio.Task[None] | None = None
         if settings.receiver.enabled:
             receiver = asyncio.create_task(run_receiver(store, settings.receiver, stop=stop, on_ready=on_receiver_ready,
-                                                        handle_signals=False))
+                                                        handle_signals=False, service=settings.service))
             # A receiver that ends (a port in use) stops the scheduler too, leading or not.
             receiver.add_done_callback(lambda _: stop.set())
         lock = store.leader_lock(ttl_seconds=options.lease_seconds)

@@ -318,6 +318,13 @@ class Store:
         forms = self._views.forms() if form_ids is None else list(form_ids)
         return [self._views.rebuild(f) for f in forms if f in set(self._views.forms())]
 
+    def provisional_forms(self, form_ids: Sequence[str] | None = None) -> list[str]:
+        """The forms (among ``form_ids``, or every form whose fields the store knows)
+        whose schema is provisional: their fields were learnt from answers only, since no
+        ``fields.list`` was stored for them (``record_fields``). ``form_ids`` given, a form
+        the store knows nothing of counts as provisional too."""
+        return self._views.provisional(form_ids)
+
     def field_keys(self, form_id: str | None = None) -> list[str]:
         """The field keys the store knows of ``form_id`` (or of every form), in each form's
         field order: every key any stored submission of the form answers."""

@@ -91,7 +91,7 @@ def receive(
     with command(config, log_level=logging.INFO if verbose else logging.WARNING) as ctx:
         from connector.receiver import event_paths, run_receiver
 
-        rs = ctx.settings().receiver
+        rs, service = ctx.settings().receiver, ctx.settings().service
         store = ctx.store(db, where="--db") if db is not None else ctx.store()
 
         def ready(url: str) -> None:
@@ -99,7 +99,7 @@ def receive(
             typer.echo(f"formsync receiver listening on {url}{paths['any']} "
                        f"(callbacks: {paths['callbacks']}, webhooks: {paths['webhooks']})", color=False)
 
-        ctx.serve(run_receiver(store, rs, host=host, port=port, on_ready=ready))
+        ctx.serve(run_receiver(store, rs, host=host, port=port, on_ready=ready, service=service))
 
 
 def run(
