@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections.abc import Iterable
 
 from .client import FormClient
@@ -21,6 +22,7 @@ from .settings import ServiceSettings
 from .store import Store
 
 log = logging.getLogger("formsync.fields")
+RETRY_SECONDS = 300.0  # a form the service would not list is asked again after this long
 PROVISIONAL_FIX = "set service.token (then fields.list is read) or run formsync views"
 
 
@@ -54,6 +56,7 @@ class FieldListLearner:
         self.service = service if service is not None and service.token is not None else None
         self._wake = asyncio.Event()
         self._said: set[str] = set()  # forms named in the log already (no token)
+        self._retry_at: dict[str, float] = {}  # forms the service would not list: when to ask again
         self._task: asyncio.Task[None] | None = None
 
     def poke(self) -> None:
@@ -89,7 +92,11 @@ class FieldListLearner:
                 log.warning("provisional schema (fields learnt from answers only) for form(s) %s: %s",
                             ", ".join(new), PROVISIONAL_FIX)
             return []
+        now = time.monotonic()
+        forms = [f for f in forms if self._retry_at.get(f, 0.0) <= now]
         if not forms:
             return []
         async with FormClient.from_settings(self.service) as client:
-            return await learn_field_lists(client, self.store, forms)
+            learnt = await learn_field_lists(client, self.store, forms)
+        self._retry_at.update(dict.fromkeys(set(forms) - set(learnt), now + RETRY_SECONDS))
+        return learnt
