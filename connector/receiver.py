@@ -73,8 +73,9 @@ from pydantic import SecretStr
 
 from .committer import Committer, Result, committer_for
 from .delivery import MAX_JSON_DEPTH, UNAVAILABLE, Delivery, Refusal, RefusalError, parse_event
+from .field_lists import FieldListLearner
 from .refusals import Channel, RefusalLog, signature_advice
-from .settings import ReceiverSettings
+from .settings import ReceiverSettings, ServiceSettings
 from .signals import stop_on_signals
 from .signing import CustomScheme, Scheme, SigningConfigError, verify
 from .store import Source, Store
@@ -145,8 +146,10 @@ class _Writer:
     waiter gets its own result. Per delivery it costs one future and a list append
     (the group commit's hot path)."""
 
-    def __init__(self, committer: Committer, metrics: ReceiverMetrics, max_batch: int) -> None:
+    def __init__(self, committer: Committer, metrics: ReceiverMetrics, max_batch: int,
+                 after_commit: Callable[[], None] = lambda: None) -> None:
         self.committer, self.metrics, self.max_batch = committer, metrics, max_batch
+        self.after_commit = after_commit  # cheap and never raising: it runs once per batch
         self.pending: list[tuple[Delivery, asyncio.Future[Result]]] = []
         self.wake = asyncio.Event()
         self.task: asyncio.Task[None] | None = None
@@ -220,6 +223,7 @@ class _Writer:
             for (_, done), result in zip(batch, results, strict=True):
                 if not done.done():
                     done.set_result(result)
+            self.after_commit()
         finally:
             for _, done in batch:
                 if not done.done():
@@ -253,7 +257,7 @@ class Receiver:
 
     def __init__(self, store: Store, settings: ReceiverSettings, *, custom_scheme: CustomScheme | None = None,
                  max_batch: int = DEFAULT_MAX_BATCH, now: Callable[[], float] | None = None,
-                 store_process: bool | None = None) -> None:
+                 store_process: bool | None = None, service: ServiceSettings | None = None) -> None:
         if not 1 <= max_batch <= 100_000:
             raise ValueError(f"max_batch must be between 1 and 100000, got {max_batch}")
         self.store, self.settings, self.now = store, settings, now
@@ -280,18 +284,22 @@ class Receiver:
         self._stored = {source: m.stored.labels(source) for source in ("callback", "webhook")}
         self._answered_200 = m.responses.labels("200")
         in_process = settings.store_process if store_process is None else store_process
-        self.writer = _Writer(committer_for(store, process=in_process), m, max_batch)
+        # Each new form's field list, learnt after commits (never on the acknowledgement path).
+        self.field_lists = FieldListLearner(store, service)
+        self.writer = _Writer(committer_for(store, process=in_process), m, max_batch, self.field_lists.poke)
 
     # -- lifecycle ------------------------------------------------------------------
 
     async def _lifecycle(self, _app: web.Application) -> AsyncIterator[None]:
         await self.writer.start()
+        self.field_lists.start()
         # What start-up made lives as long as the process: keep it out of the cyclic
         # collector's passes, which otherwise rescan it under load.
         gc.collect()
         gc.freeze()
         yield
         # Runs after the server stopped taking requests and those in flight ended.
+        await self.field_lists.close()
         await self.writer.close()
 
     # -- deliveries -----------------------------------------------------------------
@@ -407,8 +415,8 @@ def event_paths(settings: ReceiverSettings) -> dict[Channel, str]:
 
 def create_receiver_app(store: Store, settings: ReceiverSettings, *, custom_scheme: CustomScheme | None = None,
                         max_batch: int = DEFAULT_MAX_BATCH, now: Callable[[], float] | None = None,
-                        store_process: bool | None = None, collectors: Iterable[Collector] = ()
-                        ) -> web.Application:
+                        store_process: bool | None = None, service: ServiceSettings | None = None,
+                        collectors: Iterable[Collector] = ()) -> web.Application:
     """An aiohttp application that verifies, stores and acknowledges deliveries (see the
     module docstring for routes and answers). ``store`` must be migrated; the application
     does not close it. When ``settings.scheme`` is ``"custom"`` the scheme is
@@ -416,11 +424,14 @@ def create_receiver_app(store: Store, settings: ReceiverSettings, *, custom_sche
     replaces the clock used for the signature tolerance. ``store_process`` (default:
     ``settings.store_process``) commits in a process of its own that opens
     ``Store(store.url)``; false commits with ``store`` itself in a worker thread (keep
-    that for a store with its own clock or behaviour). ``collectors`` add their metrics to
-    ``/metrics`` (``formsync receive`` and ``run`` add the store's: jobs, scheduler). Raises ``ValueError`` for a configuration that cannot work (a malformed
+    that for a store with its own clock or behaviour). ``service`` with a token lets
+    the receiver read each new form's ``fields.list`` once, after its first commit
+    (``connector.field_lists``); without one it logs the forms whose schema stays
+    provisional. ``collectors`` add their metrics to ``/metrics`` (``formsync receive``
+    and ``run`` add the store's: jobs, scheduler). Raises ``ValueError`` for a configuration that cannot work (a malformed
     secret, a custom scheme without its definition)."""
     receiver = Receiver(store, settings, custom_scheme=custom_scheme, max_batch=max_batch, now=now,
-                        store_process=store_process)
+                        store_process=store_process, service=service)
     # aiohttp's own body limit is not used: _read enforces max_body_bytes while streaming.
     for collector in collectors:
         receiver.metrics.registry.register(collector)
@@ -440,14 +451,14 @@ async def run_receiver(store: Store, settings: ReceiverSettings, *, host: str | 
                        on_ready: Callable[[str], None] | None = None, stop: asyncio.Event | None = None,
                        custom_scheme: CustomScheme | None = None, max_batch: int = DEFAULT_MAX_BATCH,
                        shutdown_timeout: float = 30.0, handle_signals: bool = True,
-                       collectors: Iterable[Collector] = ()) -> None:
+                       service: ServiceSettings | None = None, collectors: Iterable[Collector] = ()) -> None:
     """Serve the receiver on ``host``:``port`` (default: the settings') until SIGINT or
     SIGTERM (or until ``stop`` is set; with ``handle_signals`` false the caller owns the
     signals and sets ``stop``). ``on_ready`` gets the base URL once listening
     (``port`` 0 picks a free port). On shutdown the server stops taking connections, the
     requests in flight finish within ``shutdown_timeout`` seconds, and every queued
     event is committed before this returns. The store is not migrated or closed here."""
-    app = create_receiver_app(store, settings, custom_scheme=custom_scheme, max_batch=max_batch,
+    app = create_receiver_app(store, settings, custom_scheme=custom_scheme, max_batch=max_batch, service=service,
                               collectors=collectors)
     stop = stop or asyncio.Event()
     runner = web.AppRunner(app, handle_signals=False, shutdown_timeout=shutdown_timeout)

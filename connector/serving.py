@@ -39,7 +39,7 @@ async def receiver_app() -> web.Application:
     settings = load_settings(os.environ.get(CONFIG_ENV) or None)
     store = Store(settings.store.url)
     store.migrate()
-    app = create_receiver_app(store, settings.receiver)
+    app = create_receiver_app(store, settings.receiver, service=settings.service)
 
     async def close_store(_app: web.Application) -> AsyncIterator[None]:
         yield

@@ -137,19 +137,23 @@ class NotifySettings(Section):
 
 
 class JobSettings(Section):
-    """A scheduled job: an outreach, poll, sync or export run on a cron or an interval."""
+    """A scheduled job: an outreach, poll, sync or export run on a cron or an interval,
+    and/or each time the run of the job named by ``after`` finishes."""
 
     id: str = Field(min_length=1, max_length=100)
     kind: Literal["outreach", "poll", "sync", "export"]
     cron: str | None = None
     interval_seconds: int | None = Field(None, ge=1)
+    after: str | None = Field(None, min_length=1)
     params: dict[str, Any] = {}
     misfire_grace_seconds: int = Field(300, ge=1)
 
     @model_validator(mode="after")
     def _one_trigger(self) -> JobSettings:
-        if (self.cron is None) == (self.interval_seconds is None):
+        if self.cron is not None and self.interval_seconds is not None:
             raise ValueError(f"job {self.id!r}: give exactly one of cron or interval_seconds")
+        if self.cron is None and self.interval_seconds is None and self.after is None:
+            raise ValueError(f"job {self.id!r}: give one of cron, interval_seconds or after")
         return self
 
 

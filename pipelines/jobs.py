@@ -126,9 +126,12 @@ def parse_params(job: JobSettings) -> _Params:
     return params
 
 
-def trigger_for(job: JobSettings) -> BaseTrigger:
+def trigger_for(job: JobSettings) -> BaseTrigger | None:
     """The job's trigger: a crontab expression (five fields: minute hour day month
-    day-of-week, in UTC) or a fixed interval. A bad cron string is a ``ConfigError``."""
+    day-of-week, in UTC) or a fixed interval; None for a job that only runs ``after``
+    another. A bad cron string is a ``ConfigError``."""
+    if job.cron is None and job.interval_seconds is None:
+        return None
     if job.cron is not None:
         try:
             return CronTrigger.from_crontab(job.cron, timezone="UTC")
@@ -141,7 +144,40 @@ def trigger_for(job: JobSettings) -> BaseTrigger:
 
 def schedule_text(job: JobSettings) -> str:
     """How the job's schedule reads in ``formsync status``."""
-    return f"cron {job.cron}" if job.cron is not None else f"every {job.interval_seconds} s"
+    parts = [f"cron {job.cron}" if job.cron is not None else
+             f"every {job.interval_seconds} s" if job.interval_seconds is not None else ""]
+    if job.after is not None:
+        parts.append(f"after {job.after}")
+    return ", ".join(p for p in parts if p)
+
+
+def check_after(jobs: list[JobSettings]) -> None:
+    """Every ``after`` names another configured job, and no chain of them comes back to
+    where it started; else a ``ConfigError`` naming the job."""
+    ids = {j.id: j for j in jobs}
+    for job in jobs:
+        if job.after is not None and job.after not in ids:
+            known = ", ".join(sorted(i for i in ids if i != job.id)) or "none"
+            raise ConfigError(f"job {job.id!r}: after = {job.after!r} names no configured job; "
+                              f"job ids: {known}")
+    for job in jobs:
+        if job.after is None:
+            continue
+        chain, at = [job.id], ids[job.after]
+        while at.id not in chain:
+            chain.append(at.id)
+            if at.after is None:
+                break
+            at = ids[at.after]
+        else:
+            cycle = " -> ".join([*chain[chain.index(at.id):], at.id])
+            raise ConfigError(f"job {job.id!r}: after makes a cycle ({cycle}); "
+                              f"one of these jobs needs cron or interval_seconds instead")
+
+
+def followers(jobs: list[JobSettings], job_id: str) -> list[str]:
+    """The jobs that run each time a run of ``job_id`` finishes (``after = job_id``)."""
+    return [j.id for j in jobs if j.after == job_id]
 
 
 def fingerprint(job: JobSettings) -> str:
@@ -155,6 +191,7 @@ def check_jobs(settings: Settings) -> dict[str, _Params]:
     """Every job's params and trigger checked: job id -> params. The first problem is a
     ``ConfigError``."""
     out: dict[str, _Params] = {}
+    check_after(settings.jobs)
     for job in settings.jobs:
         out[job.id] = parse_params(job)
         trigger_for(job)

@@ -22,7 +22,8 @@ Cost model of one cycle, per form with ``n`` stored pending requests:
   stored as it is.
 
 So a cycle costs ``ceil(n/100)`` calls when nothing changed, and about ``ceil(n/100) +
-completed + (0..2 listings)`` when requests left ``pending``. Stored pending requests
+completed + (0..2 listings)`` when requests left ``pending``, plus one ``fields.list``
+per form answered for the first time (its schema, see ``connector.field_lists``). Stored pending requests
 whose form is unknown (a ``requests.create`` result carries no ``formId``) are read with
 ``requests.get`` one by one; that also stores their form, so later cycles list them.
 """
@@ -38,6 +39,7 @@ from pydantic import BaseModel
 
 from connector import errors, models
 from connector.client import UNSET, FormClient
+from connector.field_lists import learn_field_lists
 from connector.store import PendingRequest, Store
 
 PAGE = 100
@@ -127,7 +129,7 @@ def sort_by_status(records: Iterable[models.RequestRecord]) -> ByStatus:
 
 
 async def _poll_form(client: FormClient, store: Store, form_id: str, tracked: Sequence[PendingRequest], now_ms: int,
-                     report: PollReport) -> None:
+                     report: PollReport, answered: set[str]) -> None:
     by_id = {p.id: p for p in tracked}
     # Test requests only show in listings with includeTest: without it a stored test
     # request would look like a leaver and cost a requests.get every cycle.
@@ -155,11 +157,13 @@ async def _poll_form(client: FormClient, store: Store, form_id: str, tracked: Se
     if resolved:
         store.upsert_requests(resolved, source="poll")
         _count(report, resolved)
-    await _get_each(client, store, reread, report)
+    await _get_each(client, store, reread, report, answered, form_id)
 
 
-async def _get_each(client: FormClient, store: Store, ids: Sequence[str], report: PollReport) -> None:
-    """Read requests one by one (full records, with answers once completed) and store them."""
+async def _get_each(client: FormClient, store: Store, ids: Sequence[str], report: PollReport, answered: set[str],
+                    form_id: str | None = None) -> None:
+    """Read requests one by one (full records, with answers once completed) and store
+    them; the forms of those completed go into ``answered``."""
     got: list[models.RequestRecord] = []
     for rid in ids:
         try:
@@ -169,6 +173,7 @@ async def _get_each(client: FormClient, store: Store, ids: Sequence[str], report
     if got:
         store.upsert_requests(got, source="poll")
     terminal = [r for r in got if r.status != "pending"]
+    answered.update(f for r in terminal if r.status == "completed" and (f := r.formId or form_id))
     report.still_pending += len(got) - len(terminal)
     _count(report, terminal)
 
@@ -184,8 +189,9 @@ async def poll_once(client: FormClient, store: Store, *, form_id: str | None = N
                     now_ms: int | None = None) -> PollReport:
     """Bring every stored pending request (of ``form_id`` when given) up to date: those
     still pending are refreshed from ``requests.list`` pages, those that completed are
-    stored with their answers and display (``requests.get``), expired and canceled ones
-    with their new status and time. ``now_ms`` (epoch ms, default the current time) only
+    stored with their answers and display (``requests.get``) as their submissions' rows,
+    expired and canceled ones with their new status and time; a form answered for the
+    first time gets its ``fields.list`` read once (``learn_field_lists``). ``now_ms`` (epoch ms, default the current time) only
     decides which requests are taken as overdue. See the module docstring for the cost.
     API errors other than a request gone missing are raised; what was stored stays."""
     now_ms = time.time_ns() // 1_000_000 if now_ms is None else now_ms
@@ -199,10 +205,13 @@ async def poll_once(client: FormClient, store: Store, *, form_id: str | None = N
             unknown.append(p.id)
         else:
             by_form.setdefault(p.form_id, []).append(p)
+    answered: set[str] = set()  # forms whose answers this cycle stored
     try:
         for fid in sorted(by_form):
-            await _poll_form(client, store, fid, by_form[fid], now_ms, report)
-        await _get_each(client, store, unknown, report)
+            await _poll_form(client, store, fid, by_form[fid], now_ms, report, answered)
+        await _get_each(client, store, unknown, report, answered)
+        # A form answered for the first time gets its field list now: its schema is final from the first row.
+        await learn_field_lists(client, store, answered)
     finally:
         report.calls = int(client.stats["calls"] - calls_before)
     return report

@@ -11,6 +11,9 @@ with the receiver in the same process when ``[receiver] enabled`` is set.
   receiver, poll for the lock and take over when the leader dies.
 * Every run is recorded in ``formsync_job_runs`` (start, end, outcome, error, summary,
   pid) for ``formsync status``.
+* A job with ``after = "<job id>"`` runs each time a run of that job finishes (a job
+  never runs twice at once: one still running runs again when it ends). An export job
+  reads from one snapshot taken as it starts (``store.exports.snapshot``).
 * SIGTERM or SIGINT: no new run starts; a running outreach finishes the row it is
   sending and stops (its rows' states are in the store, so the next run resumes); other
   runs finish; then the process exits.
@@ -46,6 +49,7 @@ from .jobs import (
     SyncParams,
     check_jobs,
     fingerprint,
+    followers,
     summarise,
     trigger_for,
 )
@@ -85,6 +89,8 @@ class JobRuntime:
     stopping: asyncio.Event = field(default_factory=asyncio.Event)
     running: set[asyncio.Task[Any]] = field(default_factory=set)
     scheduled: dict[str, int] = field(default_factory=dict)  # job id -> planned fire time of the next run
+    active: set[str] = field(default_factory=set)  # the jobs with a run going on
+    due: set[str] = field(default_factory=set)  # followers to run again once their current run ends
 
     @property
     def jobs(self) -> dict[str, JobSettings]:
@@ -108,11 +114,38 @@ class JobRuntime:
         self.store.runs.finish(run_id, outcome, summary=summary, error=error)
 
     async def execute(self, job_id: str) -> None:
-        """One run of a job, recorded from start to end; an error is recorded, not raised."""
+        """One run of a job (none while another run of it goes on), then the runs of
+        the jobs that follow it (``after``)."""
         job = self.jobs.get(job_id)
         if job is None:  # removed from the config since it was stored: reconciling removes it
             log.warning("job %s is not configured any more; skipped", job_id)
             return
+        if job_id in self.active:
+            log.info("job %s is still running; this run is skipped", job_id)
+            return
+        self.active.add(job_id)
+        try:
+            await self._run(job)
+        finally:
+            self.active.discard(job_id)
+        if self.stopping.is_set():
+            return
+        again = job_id in self.due
+        self.due.discard(job_id)
+        for follower in followers(self.settings.jobs, job_id) + ([job_id] if again else []):
+            self.follow(follower)
+
+    def follow(self, job_id: str) -> None:
+        """Start a run of ``job_id`` now, because the job it follows finished; one
+        already running runs again when it ends, so it sees what that run committed."""
+        if job_id in self.active:
+            self.due.add(job_id)
+            return
+        log.info("job %s starts after %s", job_id, self.jobs[job_id].after)
+        asyncio.get_running_loop().create_task(run_job(job_id))
+
+    async def _run(self, job: JobSettings) -> None:
+        """One run of a job, recorded from start to end; an error is recorded, not raised."""
         run_id = await asyncio.to_thread(self._start, job)  # database work off the loop
         log.info("job %s (%s) started", job.id, job.kind)
         try:
@@ -137,9 +170,7 @@ class JobRuntime:
         store, settings = self.store, self.settings
         if isinstance(params, ExportParams):
             # Exports are synchronous and may be long: off the loop, so the lock stays renewed.
-            return await asyncio.to_thread(export, store, params.format, params.out, table=params.table,
-                                           form_id=params.form, since=params.since, status=params.status,
-                                           display=params.display)
+            return await asyncio.to_thread(_export, store, params)
         async with FormClient.from_settings(settings.service) as fc:
             if isinstance(params, OutreachParams):
                 if not params.sheet.is_file():
@@ -159,6 +190,15 @@ class JobRuntime:
                 ws = settings.service.workspace_id or (await fc.list_workspaces())[0].id
                 return await sync_all(fc, store, ws, full=params.full, include_drafts=params.drafts)
         raise AssertionError(f"unknown job params {type(params).__name__}")
+
+
+def _export(store: Store, params: ExportParams) -> BaseModel:
+    """An export job's run: every read from one snapshot taken as it starts, so the file
+    holds every row committed before then (a sync or poll run that finished) and is
+    consistent across its tables, however long it takes while other jobs write."""
+    with store.exports.snapshot():
+        return export(store, params.format, params.out, table=params.table, form_id=params.form,
+                      since=params.since, status=params.status, display=params.display)
 
 
 _active: JobRuntime | None = None  # the runtime of the scheduler leading in this process
@@ -187,10 +227,13 @@ def reconcile(scheduler: AsyncIOScheduler, jobs: list[JobSettings]) -> None:
     stored = {j.id: j for j in scheduler.get_jobs()}
     for job in jobs:
         fp = fingerprint(job)
+        trigger = trigger_for(job)
+        if trigger is None:  # runs only after another job: nothing to schedule (a stored one is removed)
+            continue
         old = stored.pop(job.id, None)
         if old is not None and old.kwargs.get("fingerprint") == fp:
             continue
-        scheduler.add_job(run_job, trigger_for(job), id=job.id, name=f"{job.kind}:{job.id}", args=[job.id],
+        scheduler.add_job(run_job, trigger, id=job.id, name=f"{job.kind}:{job.id}", args=[job.id],
                           kwargs={"fingerprint": fp}, replace_existing=True, coalesce=True, max_instances=1,
                           misfire_grace_time=job.misfire_grace_seconds)
     for job_id in stored:
@@ -292,7 +335,7 @@ async def serve(settings: Settings, store: Store, *, stop: asyncio.Event | None 
         receiver: asyncio.Task[None] | None = None
         if settings.receiver.enabled:
             receiver = asyncio.create_task(run_receiver(store, settings.receiver, stop=stop, on_ready=on_receiver_ready,
-                                                        handle_signals=False,
+                                                        handle_signals=False, service=settings.service,
                                                         collectors=[StoreCollector(settings, store)]))
             # A receiver that ends (a port in use) stops the scheduler too, leading or not.
             receiver.add_done_callback(lambda _: stop.set())

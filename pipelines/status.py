@@ -11,8 +11,9 @@ from rich.console import Group
 from rich.table import Table
 from rich.text import Text
 
+from connector.field_lists import PROVISIONAL_FIX
 from connector.settings import Settings
-from connector.store import JobRun, OutreachRow, RawEvent, RequestRow, Store
+from connector.store import FormField, JobRun, OutreachRow, RawEvent, RequestRow, Store
 
 from .jobs import schedule_text
 from .scheduler import JOBSTORE_TABLE
@@ -98,6 +99,7 @@ class StatusReport(BaseModel):
     events_received: int = 0
     newest_event_at: int | None = None
     errors: list[RecentError] = []
+    provisional_forms: list[str] = []  # schemas learnt from answers only (no fields.list stored)
 
 
 def collect_status(settings: Settings, store: Store) -> StatusReport:
@@ -126,6 +128,8 @@ def collect_status(settings: Settings, store: Store) -> StatusReport:
                            for form, counts in sorted(store.requests.status_by_form().items())]
     if RawEvent.__tablename__ in tables:
         report.events_received, report.newest_event_at = store.events.received()
+    if FormField.__tablename__ in tables:
+        report.provisional_forms = store.provisional_forms()
     report.errors = sorted(report.errors, key=lambda e: e.at, reverse=True)[:ERRORS_SHOWN]
     report.store_empty = not (any(j.runs for j in report.jobs) or report.outreach or report.requests
                               or report.events_received)
@@ -222,4 +226,6 @@ def render_status(report: StatusReport) -> Group:
         errors.add_row(_short(e.at), Text(e.where), Text(e.error))  # Text: a [bracket] in an error is no markup
     if not report.errors:
         errors.add_row("-", "(none)", "")
-    return Group(Text(report.scheduler.line(report.at)), jobs, *outreach, requests, Text(received), errors)
+    schemas = ([Text(f"Provisional schemas (fields from answers only): {', '.join(report.provisional_forms)}"),
+                Text(f"  fix: {PROVISIONAL_FIX}")] if report.provisional_forms else [])
+    return Group(Text(report.scheduler.line(report.at)), jobs, *outreach, requests, Text(received), *schemas, errors)

@@ -36,6 +36,7 @@ from pydantic import BaseModel
 
 from connector import models
 from connector.client import UNSET, FormClient
+from connector.field_lists import learn_field_lists
 from connector.store import Store, SyncMark
 
 PAGE = 100
@@ -87,7 +88,8 @@ async def sync_form(client: FormClient, store: Store, form_id: str, *, full: boo
     """Store the form's submissions that are newer than its stored mark (all of them when
     ``full`` or on the first run), then move the mark to the newest one, in the same
     transaction as the last page. Drafts are included only with ``include_drafts`` (a Pro
-    feature: on Free the service refuses it with UPGRADE_REQUIRED). API errors are raised;
+    feature: on Free the service refuses it with UPGRADE_REQUIRED). A form whose field
+    list the store lacks gets it read once (``learn_field_lists``). API errors are raised;
     pages stored before an error stay, and the mark stays where it was."""
     stream = stream_of(include_drafts)
     old = store.get_cursor(form_id, stream)
@@ -124,6 +126,8 @@ async def sync_form(client: FormClient, store: Store, form_id: str, *, full: boo
             if last:
                 break
             cursor = page.nextCursor
+        if report.fetched:  # the form's first data: its field list now, so its schema is final at once
+            await learn_field_lists(client, store, [form_id])
     finally:
         report.calls = int(client.stats["calls"] - calls_before)
     report.cursor_after = _show(store.get_cursor(form_id, stream))

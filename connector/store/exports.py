@@ -12,11 +12,14 @@ binding conversion."""
 from __future__ import annotations
 
 import json
+import threading
 from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
 from sqlalchemy import Select, Text, cast, literal_column, select
+from sqlalchemy.orm import Session
 
 from .database import Database
 from .mapping import answer_count, answer_tuples
@@ -48,6 +51,28 @@ class ExportReads:
 
     def __init__(self, db: Database) -> None:
         self._db = db
+        self._pinned = threading.local()  # the session of this thread's snapshot, while one is open
+
+    @contextmanager
+    def snapshot(self) -> Iterator[None]:
+        """Until the block ends, every read of this repository in this thread comes from
+        one read transaction, begun on entering: it sees every row committed before
+        then and none committed after, whatever is written meanwhile (a snapshot:
+        REPEATABLE READ on PostgreSQL and MySQL/MariaDB, one read transaction on SQLite).
+        An export made inside one is consistent across its reads and tables."""
+        if getattr(self._pinned, "session", None) is not None:  # already inside one
+            yield
+            return
+        with self._db.reader() as s:
+            options = {} if self._db.engine.dialect.name == "sqlite" else {"isolation_level": "REPEATABLE READ"}
+            conn = s.connection(execution_options=options)
+            # The snapshot is taken at the transaction's first read of a table, here.
+            conn.execute(select(SUBMISSIONS.c.id).limit(1)).all()
+            self._pinned.session = s
+            try:
+                yield
+            finally:
+                self._pinned.session = None
 
     def submissions(self, f: ExportFilter, *, display: bool, batch_rows: int) -> Iterator[Batch]:
         """Submission rows ``(id, form_id, request_id, submitted_at, updated_at,
@@ -130,19 +155,27 @@ class ExportReads:
         return stmt.order_by(t.submitted_at, t.id)
 
     def _batches(self, stmt: Select[Any], batch_rows: int) -> Iterator[Batch]:
+        pinned: Session | None = getattr(self._pinned, "session", None)
+        if pinned is not None:
+            yield from self._read(pinned, stmt, batch_rows)
+            return
         with self._db.reader() as s:
-            conn = s.connection()
-            compiled = stmt.compile(dialect=conn.dialect, compile_kwargs={"render_postcompile": True})
-            params: Any = (tuple(compiled.params[k] for k in compiled.positiontup or ())
-                           if compiled.positional else compiled.params)
-            cursor = self._db.writer.stream_cursor(conn.connection.dbapi_connection, f"formsync_export_{id(stmt):x}")
-            try:
-                cursor.execute(str(compiled), params)
-                while rows := cursor.fetchmany(batch_rows):
-                    yield rows
-                    del rows  # the reader has it: memory holds one batch, not two, while the next is read
-            finally:
-                cursor.close()
+            yield from self._read(s, stmt, batch_rows)
+
+    def _read(self, s: Session, stmt: Select[Any], batch_rows: int) -> Iterator[Batch]:
+        """``stmt``'s rows in batches, read in the session's transaction."""
+        conn = s.connection()
+        compiled = stmt.compile(dialect=conn.dialect, compile_kwargs={"render_postcompile": True})
+        params: Any = (tuple(compiled.params[k] for k in compiled.positiontup or ())
+                       if compiled.positional else compiled.params)
+        cursor = self._db.writer.stream_cursor(conn.connection.dbapi_connection, f"formsync_export_{id(stmt):x}")
+        try:
+            cursor.execute(str(compiled), params)
+            while rows := cursor.fetchmany(batch_rows):
+                yield rows
+                del rows  # the reader has it: memory holds one batch, not two, while the next is read
+        finally:
+            cursor.close()
 
 
 def _long_key(row: tuple[Any, ...]) -> tuple[Any, ...]:

@@ -40,6 +40,7 @@ from .mysql import MySQLWriter
 from .postgresql import PostgreSQLWriter
 from .progress import OutreachProgressReads
 from .requests import RequestReads
+from .responses import completions, replace_provisional
 from .runs import JobRuns
 from .sqlite import SQLiteWriter
 from .submissions import SubmissionReads
@@ -227,7 +228,9 @@ class Store:
             new = w.insert_new(EVENTS.name, [m.raw for m in firsts.values()])
             fresh = [m for m in firsts.values() if m.raw["id"] in new]
             merge(w, REQUEST_MERGE, [m.request for m in fresh if m.request])
-            write_submissions(w, [m.submission for m in fresh if m.submission])
+            subs = [m.submission for m in fresh if m.submission]
+            write_submissions(w, subs)
+            replace_provisional(w, subs)
             return new
 
         new = self._write_tx(work) if firsts else set()
@@ -246,10 +249,21 @@ class Store:
         """Store request records read from the service (``requests.get``, ``requests.list``
         or ``requests.create`` shapes, epoch ms), newest wins: a terminal status is never
         replaced by ``pending``, and otherwise the newer ``updatedAt`` is kept. Only the
-        keys a record carries are written. Returns the ids whose row was inserted or
-        replaced. A malformed record is a ``ValueError`` and nothing is stored."""
+        keys a record carries are written. A completed record's answers are stored as
+        its submission's row, once, whichever route brings that submission (see
+        ``connector.store.responses``). Returns the ids whose request row was inserted
+        or replaced. A malformed record is a ``ValueError`` and nothing is stored."""
         rows = request_rows(records, source, self.clock())
-        written = self._write_tx(lambda w: merge(w, REQUEST_MERGE, rows))
+
+        def work(w: Writer) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+            subs = completions(w, rows)
+            written = merge(w, REQUEST_MERGE, rows)
+            write_submissions(w, subs)
+            replace_provisional(w, subs)
+            return written, subs
+
+        written, subs = self._write_tx(work)
+        self._learn_fields(subs)
         return sorted({r["id"] for r in written})
 
     def upsert_submissions(self, items: Sequence[Mapping[str, Any] | BaseModel], form_id: str,
@@ -270,6 +284,7 @@ class Store:
 
         def work(w: Writer) -> list[str]:
             written = write_submissions(w, rows)
+            replace_provisional(w, rows)
             if cursor is not None:
                 w.set_cursor(form_id, cursor, stream, now)
             return written
@@ -302,6 +317,13 @@ class Store:
         self._views.learn_stored(form_ids)
         forms = self._views.forms() if form_ids is None else list(form_ids)
         return [self._views.rebuild(f) for f in forms if f in set(self._views.forms())]
+
+    def provisional_forms(self, form_ids: Sequence[str] | None = None) -> list[str]:
+        """The forms (among ``form_ids``, or every form whose fields the store knows)
+        whose schema is provisional: their fields were learnt from answers only, since no
+        ``fields.list`` was stored for them (``record_fields``). ``form_ids`` given, a form
+        the store knows nothing of counts as provisional too."""
+        return self._views.provisional(form_ids)
 
     def field_keys(self, form_id: str | None = None) -> list[str]:
         """The field keys the store knows of ``form_id`` (or of every form), in each form's

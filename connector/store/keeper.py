@@ -32,6 +32,7 @@ class ViewKeeper:
         self.clock = clock
         self._known: dict[str, set[str]] = {}  # form id -> field keys in its list
         self._stale: set[str] = set()  # forms whose list changed since their view was built
+        self._listed: set[str] = set()  # forms known to have a list from fields.list (for good)
         self._lock = threading.Lock()
 
     # -- learning fields ------------------------------------------------------------
@@ -148,6 +149,20 @@ class ViewKeeper:
             stmt = stmt.where(FORM_FIELDS.c.form_id == form_id)
         with self.reads.connect() as conn:
             return list(dict.fromkeys(conn.execute(stmt).scalars()))
+
+    def provisional(self, form_ids: Sequence[str] | None = None) -> list[str]:
+        """The forms (among ``form_ids``, or every form with a field list) whose list
+        holds no field from ``fields.list``: learnt from answers only, provisional."""
+        wanted = None if form_ids is None else set(form_ids) - self._listed
+        if wanted == set():
+            return []
+        f = FORM_FIELDS.c
+        with self.reads.connect() as conn:
+            listed = set(conn.execute(select(f.form_id).where(f.source == "fields.list").distinct()).scalars())
+            if wanted is None:
+                wanted = set(conn.execute(select(f.form_id).distinct()).scalars())
+        self._listed |= listed
+        return sorted(wanted - listed)
 
     def forms(self) -> list[str]:
         """The forms with a field list, by id."""

@@ -5,12 +5,14 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass
+from typing import Any
 
 from sqlalchemy import func
 from sqlmodel import col, select
 
 from .database import Database
-from .tables import RequestRow
+from .exports import json_value
+from .tables import REQUESTS, RequestRow, request_answers
 
 
 @dataclass(frozen=True)
@@ -58,3 +60,10 @@ class RequestReads:
                                              .group_by(col(RequestRow.form_id), col(RequestRow.status))):
                 out.setdefault(form_id or "?", {})[status] = int(n)
         return out
+
+    def answers(self, ids: Iterable[str]) -> dict[str, tuple[Any, Any]]:
+        """The answers and display of the requests ``ids`` (id -> ``(answers, display)``,
+        None where unknown): stored once, on the request's submission row."""
+        stmt = request_answers().where(REQUESTS.c.id.in_(list(ids)))
+        with self._db.reader() as s:
+            return {rid: (json_value(a), json_value(d)) for rid, a, d in s.connection().execute(stmt)}

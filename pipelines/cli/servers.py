@@ -92,7 +92,7 @@ def receive(
         from connector.receiver import event_paths, run_receiver
         from pipelines.metrics import StoreCollector
 
-        rs = ctx.settings().receiver
+        rs, service = ctx.settings().receiver, ctx.settings().service
         store = ctx.store(db, where="--db") if db is not None else ctx.store()
 
         def ready(url: str) -> None:
@@ -100,7 +100,7 @@ def receive(
             typer.echo(f"formsync receiver listening on {url}{paths['any']} "
                        f"(callbacks: {paths['callbacks']}, webhooks: {paths['webhooks']})", color=False)
 
-        ctx.serve(run_receiver(store, rs, host=host, port=port, on_ready=ready,
+        ctx.serve(run_receiver(store, rs, host=host, port=port, on_ready=ready, service=service,
                                collectors=[StoreCollector(ctx.settings(), store)]))
 
 

@@ -95,7 +95,8 @@ async def test_poll_under_every_fault_stores_every_status_change(
     await faults_done(sandbox, client, "poll")
     assert (report.pending_before, report.updated, report.completed, report.canceled) == (40, 25, 15, 10)
     rows = request_rows(store)
-    assert all(rows[i].status == "completed" and rows[i].answers == answers for i in done)
+    assert all(rows[i].status == "completed" for i in done)
+    assert all(got == answers for got, _ in store.requests.answers(done).values())
     assert all(rows[i].status == "canceled" for i in gone)
     assert all(rows[i].status == "pending" for i in ids[25:])
 

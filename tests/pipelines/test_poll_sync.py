@@ -108,13 +108,16 @@ async def test_poll_stores_completions_with_answers_cancellations_and_expiries(
     report = await poll_once(client, store, now_ms=now)
     assert await server_calls(sandbox) - before == report.calls
     # pending listing + expired listing (2 overdue) + requests.get for the completed and the canceled one
-    assert report.calls == 4
+    # + fields.list of the form answered for the first time (its schema, learnt once)
+    assert report.calls == 5
+    assert store.provisional_forms([form]) == []
     assert (report.pending_before, report.updated, report.still_pending) == (5, 4, 1)
     assert (report.completed, report.expired, report.canceled) == (1, 2, 1)
     rows = request_rows(store)
     assert rows[done].status == "completed"
-    assert rows[done].answers is not None and rows[done].answers["name"] == "Grace Hopper"
-    assert rows[done].display is not None and rows[done].display["topic"] == "Sales"
+    got, shown = store.requests.answers([done])[done]
+    assert got["name"] == "Grace Hopper" and shown["topic"] == "Sales"
+    assert len(submission_ids(store, form)) == 1  # a response: its submission row (see test_routes.py)
     assert rows[gone].status == "canceled"
     assert all(rows[i].status == "expired" for i in soon)
     if dialect == "full":  # fields of the record the spec leaves "not shown"
@@ -203,7 +206,9 @@ async def test_sync_reads_all_then_one_call_then_new_ones_exactly_once(
         sandbox: Sandbox, client: FormClient, store: Store) -> None:
     form = sandbox.pro.forms["Contact"]
     first = await sync_form(client, store, form)
-    assert (first.fetched, first.calls, first.cursor_before) == (3, 1, None)  # 3 completed; the draft is left out
+    # 3 completed (the draft is left out); one page, and the form's fields.list (its schema, learnt once)
+    assert (first.fetched, first.calls, first.cursor_before) == (3, 2, None)
+    assert store.provisional_forms([form]) == []
     assert first.cursor_after is not None
     assert len(submission_ids(store, form)) == 3
 
@@ -225,7 +230,7 @@ async def test_sync_walks_many_pages_and_full_rereads_everything(
     form = sandbox.pro.forms["Contact"]
     made = {await submit(sandbox, form, f"Person {i}") for i in range(205)}
     first = await sync_form(client, store, form)
-    assert (first.fetched, first.calls) == (208, 3)
+    assert (first.fetched, first.calls) == (208, 4)  # 3 pages and the form's fields.list
     assert made <= submission_ids(store, form)
     extra = await submit(sandbox, form, "Late Comer")
     again = await sync_form(client, store, form)
@@ -259,7 +264,7 @@ async def test_sync_picks_up_submissions_arriving_while_paging_on_the_next_run(
     made = {await submit(sandbox, form, f"Person {i}") for i in range(120)}
     async with Interrupting(sandbox) as fc:
         first = await sync_form(fc, store, form)
-    assert (first.fetched, first.calls) == (123, 2)  # the walk that started before the arrival ends as it began
+    assert (first.fetched, first.calls) == (123, 3)  # +fields.list; the walk that started before the arrival ends as it began
     assert made <= submission_ids(store, form) and fc.arrived not in submission_ids(store, form)
     nxt = await sync_form(client, store, form)
     assert (nxt.fetched, nxt.calls) == (1, 1)

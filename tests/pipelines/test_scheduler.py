@@ -439,7 +439,14 @@ BAD_JOBS = {
     "cron and interval": ('[[jobs]]\nid = "both"\nkind = "poll"\ncron = "* * * * *"\ninterval_seconds = 5\n',
                           ["job 'both'", "exactly one of cron or interval_seconds"]),
     "neither cron nor interval": ('[[jobs]]\nid = "never"\nkind = "poll"\n',
-                                  ["job 'never'", "exactly one of cron or interval_seconds"]),
+                                  ["job 'never'", "give one of cron, interval_seconds or after"]),
+    "after an unknown job": ('[[jobs]]\nid = "p"\nkind = "poll"\ninterval_seconds = 5\n'
+                             '[[jobs]]\nid = "e"\nkind = "export"\nafter = "sync"\n'
+                             'params = { format = "csv", out = "a.csv" }\n',
+                             ["job 'e': after = 'sync' names no configured job; job ids: p"]),
+    "after in a cycle": ('[[jobs]]\nid = "a"\nkind = "poll"\nafter = "b"\n'
+                         '[[jobs]]\nid = "b"\nkind = "sync"\nafter = "a"\n',
+                         ["job 'a': after makes a cycle (a -> b -> a)", "needs cron or interval_seconds"]),
     "missing param": ('[[jobs]]\nid = "spring"\nkind = "outreach"\ninterval_seconds = 5\n'
                       'params = { form = "form_x" }\n',
                       ["job 'spring' (outreach): missing param 'sheet'", "required: sheet, form"]),
@@ -695,7 +702,8 @@ def test_the_example_config_jobs_are_valid(tmp_path: Path) -> None:
     cfg = tmp_path / "c.toml"
     cfg.write_text(text[:text.index("# [[jobs]]")] + "\n".join(lines))
     settings = load_settings(cfg, service={"token": "fb_x"})
-    assert [j.kind for j in settings.jobs] == ["outreach", "poll", "sync", "export"]
+    assert [j.kind for j in settings.jobs] == ["outreach", "poll", "sync", "export", "export"]
+    assert settings.jobs[-1].after == "sync-contact"
     assert set(check_jobs(settings)) == {j.id for j in settings.jobs}
 
 
