@@ -7,13 +7,14 @@ what writers share), ``sqlite``, ``postgresql`` and ``mysql`` (one writer per da
 ``views`` and ``keeper`` (each form's field list and typed view),
 ``database`` (the engine and its sessions, below everything else), ``facade`` (the
 ``Store``), and the repositories the ``Store`` offers, each a module: ``runs``
-(``store.runs``), ``lease`` (``store.leader_lock()``), ``requests``, ``events``,
+(``store.runs``), ``lease`` (``store.leader_lock()``, whose protocol ``leader`` holds), ``requests``, ``events``,
 ``submissions``, ``progress`` (``store.outreach_progress``), ``jobstore``
 (``store.scheduled_jobs``) and ``exports``."""
 
 from .exports import ExportFilter, json_value
 from .facade import WRITERS, Store, alembic_config, url_problem
-from .lease import LOCK_NAME, LeaderLock, LeaseLock
+from .leader import LOCK_NAME, LeaderLock
+from .lease import LeaseLock
 from .mapping import (
     ANSWER_COLUMNS,
     SOURCES,

@@ -21,7 +21,8 @@ from .events import EventReads
 from .exports import ExportReads
 from .jobstore import ScheduledJobs
 from .keeper import ViewKeeper
-from .lease import LOCK_NAME, LeaderLock, leader_lock
+from .leader import LOCK_NAME, LeaderLock
+from .lease import leader_lock
 from .ledger import OutreachLedger
 from .mapping import (
     SOURCES,

@@ -19,17 +19,15 @@ import json
 import math
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from functools import partial
-from typing import TYPE_CHECKING, Any, ClassVar, Protocol
+from typing import Any, ClassVar, Protocol
 
 import orjson
 from sqlalchemy import JSON, Table, tuple_
 from sqlalchemy.engine import Connection, Engine
 
+from .leader import LeaderLock
 from .mapping import SyncMark
 from .tables import CURSORS, EVENTS, REQUESTS, SUBMISSIONS
-
-if TYPE_CHECKING:
-    from .lease import LeaderLock
 
 
 class Writer(Protocol):
