@@ -21,12 +21,14 @@ What each delivery gets, in this order:
 400    the body ended before its declared length (a connection closed early, broken
        chunked framing), or the signed body is not UTF-8 JSON, or is JSON but not an event envelope
        (``id`` and ``type`` of 1 to 256 visible ASCII characters, ``createdAt``;
-       a known type's ``data`` blocks in their documented shapes), or holds what
-       no database can store
-       (U+0000, lone surrogates, non-finite numbers, nesting deeper than 64, a
-       mapped integer such as ``editCount`` beyond 64 bits; ``details.field`` names it)
+       a known type's ``data`` blocks in their documented shapes)
 200    stored (``"status": "stored"``; an unknown type is stored raw) or already
-       stored (``"status": "duplicate"``; nothing is written the second time)
+       stored (``"status": "duplicate"``; nothing is written the second time), or
+       set aside (``"status": "set_aside"`` with its ``reason``): an event holding what
+       no database can store (U+0000, lone surrogates, non-finite numbers, nesting
+       deeper than 64, a mapped integer such as ``editCount`` beyond 64 bits) is kept
+       in the dead letters, body and reason, and acknowledged so the sender stops
+       retrying; ``formsync dead-letters replay`` stores it once a release can
 503    the database is unavailable: the sender should retry later
 500    the database refused this one event (a constraint, a bug): it is logged,
        and the other events of its batch are stored one by one
@@ -37,8 +39,8 @@ Answers are JSON: ``{"ok": true, "status", "eventId", "type"}``, or ``{"ok": fal
 ever sent after the event's transaction has committed. Concurrent
 deliveries are group-committed: a single writer task hands up to ``max_batch`` verified
 deliveries to its committer, in a process of its own by default (``connector.committer``)
-or in a worker thread, which reads each body (``parse_event``: a 400 comes back for one
-that is not a storable event) and stores the events with one ``Store.store_events``
+or in a worker thread, which reads each body (``parse_event``: an event no database can store is set aside, a
+400 comes back for a body that is not an event) and stores the events with one ``Store.store_events``
 call; each waiter is then answered with its own outcome. Log lines carry the event id, type, source and
 outcome, never a header value, secret or body.
 """
@@ -70,6 +72,7 @@ from pydantic import SecretStr
 
 from .committer import Committer, Result, committer_for
 from .delivery import MAX_JSON_DEPTH, UNAVAILABLE, Delivery, Refusal, RefusalError, parse_event
+from .serverlog import quiet_malformed_requests
 from .settings import ReceiverSettings
 from .signals import stop_on_signals
 from .signing import CustomScheme, Scheme, SigningConfigError, verify
@@ -114,6 +117,9 @@ class ReceiverMetrics:
                                 ["channel"], registry=r)
         self.stored = Counter("formsync_receiver_stored", "Events stored for the first time.", ["source"],
                               registry=r)
+        self.set_aside = Counter("formsync_receiver_set_aside",
+                                 "Correctly signed events no database can store, kept in the dead letters.",
+                                 registry=r)
         self.duplicates = Counter("formsync_receiver_duplicates", "Deliveries of an event id already stored.",
                                   registry=r)
         self.rejected = Counter("formsync_receiver_rejected", "Deliveries refused, by reason.", ["reason"],
@@ -353,13 +359,19 @@ class Receiver:
         outcome = await self.writer.submit(Delivery(body, source, received_at))
         if isinstance(outcome, Refusal):
             return self._refuse(outcome, channel)
+        self._answered_200.inc()
+        answer = {"ok": True, "status": outcome.status, "eventId": outcome.event_id, "type": outcome.type}
+        if outcome.status == "set_aside":
+            self.metrics.set_aside.inc()
+            log.warning("event %s type %s from %s set aside: %s", outcome.event_id, outcome.type, source,
+                        outcome.reason)
+            return _json(200, {**answer, "reason": outcome.reason})
         if outcome.status == "stored":
             self._stored[source].inc()
         else:
             self.metrics.duplicates.inc()
-        self._answered_200.inc()
         log.info("event %s type %s from %s: %s", outcome.event_id, outcome.type, source, outcome.status)
-        return _json(200, {"ok": True, "status": outcome.status, "eventId": outcome.event_id, "type": outcome.type})
+        return _json(200, answer)
 
     # -- health and metrics -----------------------------------------------------------
 
@@ -402,6 +414,7 @@ def create_receiver_app(store: Store, settings: ReceiverSettings, *, custom_sche
     secret, a custom scheme without its definition)."""
     receiver = Receiver(store, settings, custom_scheme=custom_scheme, max_batch=max_batch, now=now,
                         store_process=store_process)
+    quiet_malformed_requests()
     # aiohttp's own body limit is not used: _read enforces max_body_bytes while streaming.
     app = web.Application()
     app[RECEIVER_KEY] = receiver

@@ -97,6 +97,7 @@ class StatusReport(BaseModel):
     pending_requests: int = 0
     events_received: int = 0
     newest_event_at: int | None = None
+    dead_letters: int = 0  # correctly signed events set aside: no database can store them
     errors: list[RecentError] = []
 
 
@@ -126,9 +127,10 @@ def collect_status(settings: Settings, store: Store) -> StatusReport:
                            for form, counts in sorted(store.requests.status_by_form().items())]
     if RawEvent.__tablename__ in tables:
         report.events_received, report.newest_event_at = store.events.received()
+    report.dead_letters = store.dead_letters.count()
     report.errors = sorted(report.errors, key=lambda e: e.at, reverse=True)[:ERRORS_SHOWN]
     report.store_empty = not (any(j.runs for j in report.jobs) or report.outreach or report.requests
-                              or report.events_received)
+                              or report.events_received or report.dead_letters)
     return report
 
 
@@ -197,8 +199,8 @@ def _table(title: str, *columns: str) -> Table:
 
 def render_status(report: StatusReport) -> Group:
     """The report at a glance, within 80 columns (times in UTC): the scheduler's heartbeat,
-    the jobs, each outreach job in one line, the requests per form, deliveries, the last
-    errors."""
+    the jobs, each outreach job in one line, the requests per form, deliveries, the events
+    set aside, the last errors."""
     jobs = _table("Jobs (times UTC)", "job", "kind", "schedule", "next run", "last run", "outcome", "runs")
     for j in report.jobs:
         jobs.add_row(Text(j.id), j.kind, Text(j.schedule), _short(j.next_run_at), _short(j.last_started_at),
@@ -217,9 +219,12 @@ def render_status(report: StatusReport) -> Group:
         requests.add_row("(none)", "0", "0", "0", "0")
     received = (f"Deliveries received: {report.events_received:,}"
                 + (f", newest {_when(report.newest_event_at)} UTC" if report.newest_event_at else ""))
+    aside = f"Events set aside: {report.dead_letters:,}" + (
+        " (see formsync dead-letters list)" if report.dead_letters else "")
     errors = _table("Last errors", "when (UTC)", "where", "error")
     for e in report.errors:
         errors.add_row(_short(e.at), Text(e.where), Text(e.error))  # Text: a [bracket] in an error is no markup
     if not report.errors:
         errors.add_row("-", "(none)", "")
-    return Group(Text(report.scheduler.line(report.at)), jobs, *outreach, requests, Text(received), errors)
+    return Group(Text(report.scheduler.line(report.at)), jobs, *outreach, requests, Text(received), Text(aside),
+                 errors)

@@ -11,12 +11,13 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from pydantic import BaseModel
-from sqlalchemy import delete, text
+from sqlalchemy import delete, select, text
 from sqlalchemy.engine import Connection, make_url
 from sqlalchemy.exc import ArgumentError, DBAPIError, IntegrityError, OperationalError
 
 from ..models import Event
 from .database import Database
+from .deadletters import DeadLetterReads
 from .events import EventReads
 from .exports import ExportReads
 from .jobstore import ScheduledJobs
@@ -31,6 +32,7 @@ from .mapping import (
     Source,
     StoreOutcome,
     SyncMark,
+    Unstorable,
     event_to_rows,
     now_ms,
     request_rows,
@@ -44,7 +46,7 @@ from .requests import RequestReads
 from .runs import JobRuns
 from .sqlite import SQLiteWriter
 from .submissions import SubmissionReads
-from .tables import CURSORS, EVENTS, SyncCursor
+from .tables import CURSORS, DEAD_LETTERS, EVENTS, SyncCursor
 from .views import FormView
 from .writer import Writer
 
@@ -118,6 +120,7 @@ class Store:
         self.outreach_progress = OutreachProgressReads(self._db)
         self.scheduled_jobs = ScheduledJobs(self._db)
         self.exports = ExportReads(self._db)
+        self.dead_letters = DeadLetterReads(self._db)  # the events set aside (see set_aside)
         self.ledger = OutreachLedger(self._db, clock)  # outreach jobs and the state of each sheet row
         self._views = ViewKeeper(self._db.engine, clock)  # each form's field list and typed view
 
@@ -206,12 +209,15 @@ class Store:
 
     # -- events ---------------------------------------------------------------------
 
-    def store_events(self, events: Sequence[Event | Incoming], *, source: Source = "webhook") -> list[StoreOutcome]:
+    def store_events(self, events: Sequence[Event | Incoming], *, source: Source = "webhook",
+                     settles: Sequence[str] = ()) -> list[StoreOutcome]:
         """Store many events in ONE transaction (group commit). Returns one outcome per
         event, in order: ``stored`` the first time an event id is seen, ``duplicate``
         afterwards (also for a repeat within the batch); a duplicate changes nothing.
         Plain ``Event`` items are taken as coming from ``source``. See ``event_to_rows``
-        for what each type writes. All or nothing: on an error nothing is stored."""
+        for what each type writes. The dead letters whose ids are in ``settles`` are
+        removed in the same transaction (a replay). All or nothing: on an error nothing
+        is stored."""
         if source not in SOURCES:
             raise ValueError(f"source must be one of {', '.join(SOURCES)}, got {source!r}")
         now = self.clock()
@@ -229,6 +235,8 @@ class Store:
             fresh = [m for m in firsts.values() if m.raw["id"] in new]
             merge(w, REQUEST_MERGE, [m.request for m in fresh if m.request])
             write_submissions(w, [m.submission for m in fresh if m.submission])
+            if settles:
+                w.conn.execute(delete(DEAD_LETTERS).where(DEAD_LETTERS.c.id.in_(list(settles))))
             return new
 
         new = self._write_tx(work) if firsts else set()
@@ -239,6 +247,26 @@ class Store:
             first = eid in new and firsts.get(eid) is m
             outcomes.append(StoreOutcome(eid, m.raw["type"], "stored" if first else "duplicate"))
         return outcomes
+
+    def set_aside(self, items: Sequence[Unstorable]) -> list[StoreOutcome]:
+        """Keep correctly signed events that cannot be stored as events in the dead
+        letters (``formsync_dead_letters``), in one transaction; one ``set_aside`` outcome
+        per item, in order. A body set aside already is kept once (a sender's retry)."""
+        now = self.clock()
+        rows = {r["id"]: r for r in (item.row(now) for item in items)}
+
+        def work(conn: Connection) -> None:
+            kept = set(conn.execute(select(DEAD_LETTERS.c.id).where(DEAD_LETTERS.c.id.in_(list(rows)))).scalars())
+            new = [r for key, r in rows.items() if key not in kept]
+            if new:
+                conn.execute(DEAD_LETTERS.insert(), new)
+
+        if rows:
+            try:
+                self._write(work)
+            except IntegrityError:  # another process set the same body aside meanwhile
+                self._write(work)
+        return [StoreOutcome(item.event_id, item.type, "set_aside", item.reason) for item in items]
 
     # -- reads from the service ---------------------------------------------------------
 

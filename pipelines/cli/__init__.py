@@ -3,7 +3,8 @@
 ``context`` holds what every command shares (settings, store, client, running a
 coroutine) and ``errors`` the exit codes and the one mapping from an exception to its
 code and message; ``servers`` has the commands that serve until stopped and ``batch``
-the ones that do one piece of work and exit.
+the ones that do one piece of work and exit; ``dead_letters`` the commands on the events
+set aside.
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ from typing import Annotated
 
 import typer
 
-from . import batch, servers
+from . import batch, dead_letters, servers
 from .helptext import summary
 from .usage import FormsyncGroup
 
@@ -25,6 +26,7 @@ for _fn, _name in ((servers.sandbox, "sandbox"), (servers.receive, "receive"), (
                    (batch.sync, "sync"), (batch.export, "export"), (batch.views, "views"), (batch.outreach, "outreach"),
                    (batch.demo, "demo"), (servers.run, "run"), (batch.status, "status")):
     app.command(_name, short_help=summary(_fn))(_fn)
+app.add_typer(dead_letters.app, name="dead-letters")
 
 
 def _print_version(value: bool) -> None:
