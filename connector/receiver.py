@@ -10,7 +10,9 @@ Routes (``path`` is ``ReceiverSettings.path``, ``/formsync/events`` by default):
 * ``POST {path}``: either kind, verified with both lists; the source is that of the list
   whose secret matched (the callback list is tried first, so a secret present in both
   lists counts as a callback). Use it when one URL must serve both.
-* ``GET /healthz``: 200 when the database answers, 503 otherwise.
+* ``GET /healthz``: 200 when the database answers and can be written, 503 otherwise
+  with the reason (``"database": "unavailable"``, ``"not writable (disk full: 0 KiB
+  free)"``, ``"not writable (read-only file system)"``, ``"locked by another process"``).
 * ``GET /metrics``: Prometheus text format, from a registry of this application only.
 
 What each delivery gets, in this order:
@@ -375,15 +377,22 @@ class Receiver:
 
     # -- health and metrics -----------------------------------------------------------
 
-    def _ping(self) -> None:
-        self.store.ping()
+    def _ping(self) -> str | None:
+        # SQLite's file system and write lock first: a read-only one may not even open.
+        problem = self.store.write_problem()
+        if problem is None:
+            self.store.ping()
+        return problem
 
     async def healthz(self, _request: web.Request) -> web.Response:
         try:
-            await asyncio.wait_for(asyncio.to_thread(self._ping), HEALTH_TIMEOUT_S)
+            problem = await asyncio.wait_for(asyncio.to_thread(self._ping), HEALTH_TIMEOUT_S)
         except Exception as error:
             log.warning("health check: database unavailable (%s)", type(error).__name__)
             return _json(503, {"ok": False, "database": "unavailable"})
+        if problem is not None:  # it answers, but no write can succeed: deliveries get 503
+            log.warning("health check: database %s", problem)
+            return _json(503, {"ok": False, "database": problem})
         return _json(200, {"ok": True, "database": "up", "queued": len(self.writer.pending)})
 
     async def metrics_view(self, _request: web.Request) -> web.Response:

@@ -149,9 +149,16 @@ class Store:
         self._db.engine.dispose()
 
     def ping(self) -> None:
-        """Reach the database once (a health check); raises when it is unavailable."""
-        with self._db.engine.connect() as conn:
-            conn.execute(text("SELECT 1"))
+        """Reach the database once (a health check); raises when it is unavailable. A
+        read: on SQLite it never waits for the write lock."""
+        with self._db.reader() as s:
+            s.execute(text("SELECT 1"))
+
+    def write_problem(self) -> str | None:
+        """Why no write can succeed now though the database answers, in a few words
+        (SQLite: ``not writable (disk full: 0 KiB free)``, ``not writable (read-only file
+        system)``, ``locked by another process``); None when writes may go ahead."""
+        return self._writer.write_problem(self.url)
 
     # -- schema ---------------------------------------------------------------------
 

@@ -83,6 +83,13 @@ class Writer(Protocol):
         known without connecting (a file in a missing directory); None otherwise."""
         ...
 
+    @classmethod
+    def write_problem(cls, url: str) -> str | None:
+        """Why no write can succeed now though the database answers, in a few words
+        (``not writable (disk full)``, ``locked by another process``); None when writes
+        may go ahead. Quick (a health check): a second or so at most."""
+        ...
+
     def insert_new(self, table: str, rows: Sequence[Mapping[str, Any]]) -> set[str]:
         """Insert the rows (distinct ids) whose id is not stored yet; the ids inserted."""
         ...
@@ -216,6 +223,11 @@ class SQLWriter:
     @classmethod
     def open_problem(cls, url: str) -> str | None:
         """A server database's problems show when connecting."""
+        return None
+
+    @classmethod
+    def write_problem(cls, url: str) -> str | None:
+        """A server database's disk is its server's: its refusals show as errors."""
         return None
 
     def close(self) -> None:

@@ -16,7 +16,7 @@ import click
 import typer
 from pydantic import BaseModel
 
-from .errors import UsageError, WorkFailed, explain, first_line, scrub
+from .errors import ExitCode, Failure, UsageError, WorkFailed, explain, first_line, scrub
 
 if TYPE_CHECKING:
     from connector.client import FormClient
@@ -86,6 +86,21 @@ class Context:
                 except Exception as e:  # SQLAlchemy and Alembic fail with many exception types
                     raise WorkFailed(f"cannot prepare the database {url!r}: {first_line(e)}", where=where) from None
         return self._store
+
+    def unwritable(self) -> Failure | None:
+        """After a failure: the store opened, when it cannot be written now (a full or
+        read-only disk, its file locked by another process), said in words."""
+        if self._store is None:
+            return None
+        try:
+            problem = self._store.write_problem()
+        except Exception:  # the failure being explained matters more than this one
+            return None
+        if problem is None:
+            return None
+        return Failure(ExitCode.FAILED, f"the database {self.store_url()} is {problem}",
+                       hint="run again once that is cleared (space freed, the file system writable, the lock "
+                       "released): nothing was lost")
 
     def store_url(self) -> str:
         """The URL of the store opened, its password hidden."""
@@ -229,7 +244,7 @@ def command(config: Path | None = None, *, log_level: int | None = None) -> Iter
             typer.exceptions.TyperException):
         raise
     except (Exception, KeyboardInterrupt) as e:
-        failure = explain(e)
+        failure = ctx.unwritable() or explain(e)
         log.debug("formsync failed", exc_info=True)  # the traceback, for --verbose only
         if failure.bug:
             import traceback
