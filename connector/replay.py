@@ -9,13 +9,13 @@ import base64
 import json
 import logging
 from collections.abc import Iterator
-from typing import Any
+from typing import Any, cast
 
 from pydantic import BaseModel
 from sqlalchemy.exc import DataError, IntegrityError
 
 from .delivery import RefusalError, parse_event
-from .store import DeadLetter, Incoming, Store
+from .store import DeadLetter, Incoming, Source, Store
 
 __all__ = ["ReplayReport", "dead_letter_line", "export_lines", "replay_dead_letters"]
 
@@ -65,8 +65,7 @@ def replay_dead_letters(store: Store) -> ReplayReport:
         except RefusalError:
             report.remaining += 1
             continue
-        item = Incoming(event, "webhook" if letter.source != "callback" else "callback", letter.body,
-                        letter.received_at)
+        item = Incoming(event, cast(Source, letter.source), letter.body, letter.received_at)
         try:
             [outcome] = store.store_events([item], settles=[letter.id])
         except (IntegrityError, DataError) as error:  # this database still refuses it
