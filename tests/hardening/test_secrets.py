@@ -130,6 +130,8 @@ def command_cases(work: Path, form: str, token: str, listed: set[str]) -> list[C
             cases.append(Case(f"{name} --help", [name, "--help"]))
     if "status" in listed:
         cases.append(Case("status", ["status", "--config", cfg], frozenset({0, 1, 2})))
+    if "dead-letters" in listed:  # the events set aside, printed with their raw bodies
+        cases.append(Case("dead-letters export", ["dead-letters", "export", "--config", cfg]))
     return cases
 
 
