@@ -117,3 +117,18 @@ def test_the_dead_letters_command_lists_exports_replays_and_status_counts(tmp_pa
     assert json.loads(formsync("dead-letters", "replay").stdout) == {"stored": 1, "duplicate": 0, "remaining": 2}
     assert events_in(db) == 1
     assert "Events set aside: 2 " in formsync("status").stdout
+
+
+def test_a_replay_stores_an_event_and_removes_its_dead_letter_in_one_transaction(sqlite_store: Store) -> None:
+    """When removing the dead letter fails (a trigger refuses it here: a stand-in for any
+    failure inside the transaction), the event is not stored either: it stays set aside,
+    and the replay goes on with the others."""
+    bodies = {eid: encode(envelope(eid)) for eid in ("evt_a", "evt_stuck", "evt_b")}
+    sqlite_store.set_aside([Unstorable(eid, "request.completed", "callback", body, n, "UNSTORABLE_EVENT", "older")
+                            for n, (eid, body) in enumerate(bodies.items())])
+    with sqlite_store.database.engine.begin() as conn:
+        conn.exec_driver_sql("CREATE TRIGGER stuck BEFORE DELETE ON formsync_dead_letters "
+                             "WHEN old.event_id = 'evt_stuck' BEGIN SELECT RAISE(ABORT, 'kept'); END")
+    assert replay_dead_letters(sqlite_store).model_dump() == {"stored": 2, "duplicate": 0, "remaining": 1}
+    assert [letter.event_id for letter in sqlite_store.dead_letters] == ["evt_stuck"]
+    assert sqlite_store.events.count_stored(bodies) == 2  # evt_a and evt_b; evt_stuck was rolled back
