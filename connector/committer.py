@@ -6,7 +6,8 @@ Both take the deliveries as verified (``Delivery``: body, source, time received)
 store them with ``commit_deliveries``: each body is read (``parse_event``), and the
 events are stored in one ``Store.store_events`` transaction, or, when one event's data
 breaks it, each alone, so the others still land. What a delivery gets is its
-``StoreOutcome``, or a ``Refusal``: 400 for a body that is not a storable event, 503
+``StoreOutcome`` (``set_aside`` for an event no database can store, kept in the dead
+letters), or a ``Refusal``: 400 for a body that is not an event, 503
 when the database cannot be used now, 500 when this event could not be stored.
 
 The store process holds the reading of bodies and the database work on another core
@@ -44,10 +45,10 @@ from sqlalchemy import exc as sa_exc
 from sqlalchemy.engine import make_url
 
 from .delivery import UNAVAILABLE, Delivery, Refusal, read_delivery, store_failed
-from .store import Incoming, Store, StoreOutcome
+from .store import Incoming, Store, StoreOutcome, Unstorable
 
 __all__ = ["Committer", "ProcessCommitter", "Result", "StoreProcessError", "ThreadCommitter", "commit_batch",
-           "commit_deliveries", "committer_for"]
+           "commit_deliveries", "committer_for", "set_aside"]
 
 log = logging.getLogger("connector.receiver")
 
@@ -88,14 +89,32 @@ def commit_batch(store: Store, items: Sequence[Incoming]) -> list[Result]:
 
 def commit_deliveries(store: Store, deliveries: Sequence[Delivery]) -> list[Result]:
     """Read each delivery's body and store the events in one transaction
-    (``commit_batch``); one result per delivery, in order, a body that is not a
-    storable event getting its 400 refusal."""
+    (``commit_batch``); one result per delivery, in order: an event no database can
+    store is set aside (``set_aside``), a body that is not an event gets its 400 refusal."""
     read = [_read(d) for d in deliveries]
     stored = iter(commit_batch(store, [r for r in read if isinstance(r, Incoming)]))
-    return [next(stored) if isinstance(r, Incoming) else r for r in read]
+    aside = iter(set_aside(store, [r for r in read if isinstance(r, Unstorable)]))
+    return [next(stored) if isinstance(r, Incoming) else next(aside) if isinstance(r, Unstorable) else r
+            for r in read]
 
 
-def _read(delivery: Delivery) -> Incoming | Refusal:
+def set_aside(store: Store, items: Sequence[Unstorable]) -> list[Result]:
+    """Keep ``items`` in the dead letters (``Store.set_aside``); one result per item.
+    Never raises for what the database does: unavailable makes every item ``UNAVAILABLE``
+    (the sender retries), anything else ``store_failed``."""
+    if not items:
+        return []
+    try:
+        return list(store.set_aside(items))
+    except Exception as error:
+        if _unavailable(error):
+            log.warning("database unavailable (%s); %d event(s) not set aside", type(error).__name__, len(items))
+            return [UNAVAILABLE] * len(items)
+        log.error("%d event(s) could not be set aside (%s)", len(items), type(error).__name__)
+        return [store_failed(item.event_id) for item in items]
+
+
+def _read(delivery: Delivery) -> Incoming | Unstorable | Refusal:
     try:
         return read_delivery(delivery)
     except Exception:  # a body is refused with RefusalError: anything else is a bug

@@ -2,7 +2,8 @@
 
 A delivery is the signed body as received, the source whose secret verified it and the
 time it arrived. ``parse_event`` reads the event in a body, refusing with 400 what is
-not UTF-8 JSON, not an event envelope or not storable; ``Refusal`` is every answer that
+not UTF-8 JSON, not an event envelope or not storable (``UnstorableError``: an event
+the receiver sets aside in the dead letters rather than refuse); ``Refusal`` is every answer that
 is not a 2xx, the receiver's own (413, 401) and the committer's (400, 500, 503) alike,
 so one value crosses from the store process to the receiver and one function turns it
 into a response."""
@@ -19,10 +20,10 @@ from pydantic import ValidationError
 from pydantic_core import from_json
 
 from .models import Event
-from .store import Incoming, Source, event_integer_problem
+from .store import Incoming, Source, Unstorable, event_integer_problem
 
-__all__ = ["MAX_JSON_DEPTH", "UNAVAILABLE", "Delivery", "Refusal", "RefusalError", "parse_event", "read_delivery",
-           "store_failed"]
+__all__ = ["MAX_JSON_DEPTH", "UNAVAILABLE", "Delivery", "Refusal", "RefusalError", "UnstorableError", "parse_event",
+           "read_delivery", "store_failed"]
 
 MAX_JSON_DEPTH = 64
 """Deeper JSON is refused: real envelopes nest a handful of levels."""
@@ -62,6 +63,15 @@ class RefusalError(ValueError):
     def __init__(self, refusal: Refusal) -> None:
         super().__init__(refusal.message)
         self.refusal = refusal
+
+
+class UnstorableError(RefusalError):
+    """An event envelope (``event_id`` and ``type`` read) holding what no database can
+    store: it is set aside rather than refused (``Store.set_aside``)."""
+
+    def __init__(self, refusal: Refusal, event_id: str, type: str) -> None:
+        super().__init__(refusal)
+        self.event_id, self.type = event_id, type
 
 
 UNAVAILABLE = Refusal(503, "UNAVAILABLE", "unavailable", "the database is unavailable; nothing was stored, retry later")
@@ -180,7 +190,7 @@ def parse_event(raw: bytes) -> Event:
     _check_token(payload, "type")
     problem = None if surely_storable(raw) else _unstorable(payload)
     if problem:
-        raise _refuse("UNSTORABLE_EVENT", "unstorable", f"the event cannot be stored: {problem}")
+        raise _unstorable_error(payload["id"], payload["type"], problem)
     try:
         event = Event.model_validate(_envelope(payload))
     except ValidationError as e:
@@ -189,15 +199,27 @@ def parse_event(raw: bytes) -> Event:
         raise _refuse("NOT_AN_EVENT", "not_an_event",
                       f"the body is JSON but not an event envelope: {where}: {first['msg']}", field=where) from None
     if problem := event_integer_problem(event):
-        raise _refuse("UNSTORABLE_EVENT", "unstorable", f"the event cannot be stored: {problem}",
-                      field=problem.split(" ", 1)[0])
+        raise _unstorable_error(event.id, event.type, problem)
     return event
 
 
-def read_delivery(delivery: Delivery) -> Incoming | Refusal:
-    """What the store is given for ``delivery``, or the refusal its body gets."""
+def _unstorable_error(event_id: str, type: str, problem: str) -> UnstorableError:
+    # A problem starts with the field at fault: "$.data.answers.name contains U+0000",
+    # "data.submission.editCount is 2**64, ...".
+    details = {"field": problem.split(" ", 1)[0].removeprefix("$.")}
+    return UnstorableError(Refusal(400, "UNSTORABLE_EVENT", "unstorable", f"the event cannot be stored: {problem}",
+                                   details), event_id, type)
+
+
+def read_delivery(delivery: Delivery) -> Incoming | Unstorable | Refusal:
+    """What the store is given for ``delivery``: its event, or the event to set aside
+    (``Unstorable``), or else the refusal its body gets."""
     try:
         event = parse_event(delivery.body)
+    except UnstorableError as unstorable:
+        refusal = unstorable.refusal
+        return Unstorable(unstorable.event_id, unstorable.type, delivery.source, delivery.body, delivery.received_at,
+                          refusal.code, refusal.message, refusal.details.get("field"))
     except RefusalError as refused:
         return refused.refusal
     return Incoming(event, delivery.source, delivery.body, delivery.received_at)

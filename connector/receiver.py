@@ -10,7 +10,9 @@ Routes (``path`` is ``ReceiverSettings.path``, ``/formsync/events`` by default):
 * ``POST {path}``: either kind, verified with both lists; the source is that of the list
   whose secret matched (the callback list is tried first, so a secret present in both
   lists counts as a callback). Use it when one URL must serve both.
-* ``GET /healthz``: 200 when the database answers, 503 otherwise.
+* ``GET /healthz``: 200 when the database answers and can be written, 503 otherwise
+  with the reason (``"database": "unavailable"``, ``"not writable (disk full: 0 KiB
+  free)"``, ``"not writable (read-only file system)"``, ``"locked by another process"``).
 * ``GET /metrics``: Prometheus text format, from a registry of this application only.
 
 What each delivery gets, in this order:
@@ -21,12 +23,14 @@ What each delivery gets, in this order:
 400    the body ended before its declared length (a connection closed early, broken
        chunked framing), or the signed body is not UTF-8 JSON, or is JSON but not an event envelope
        (``id`` and ``type`` of 1 to 256 visible ASCII characters, ``createdAt``;
-       a known type's ``data`` blocks in their documented shapes), or holds what
-       no database can store
-       (U+0000, lone surrogates, non-finite numbers, nesting deeper than 64, a
-       mapped integer such as ``editCount`` beyond 64 bits; ``details.field`` names it)
+       a known type's ``data`` blocks in their documented shapes)
 200    stored (``"status": "stored"``; an unknown type is stored raw) or already
-       stored (``"status": "duplicate"``; nothing is written the second time)
+       stored (``"status": "duplicate"``; nothing is written the second time), or
+       set aside (``"status": "set_aside"`` with its ``reason``): an event holding what
+       no database can store (U+0000, lone surrogates, non-finite numbers, nesting
+       deeper than 64, a mapped integer such as ``editCount`` beyond 64 bits) is kept
+       in the dead letters, body and reason, and acknowledged so the sender stops
+       retrying; ``formsync dead-letters replay`` stores it once a release can
 503    the database is unavailable: the sender should retry later
 500    the database refused this one event (a constraint, a bug): it is logged,
        and the other events of its batch are stored one by one
@@ -37,8 +41,8 @@ Answers are JSON: ``{"ok": true, "status", "eventId", "type"}``, or ``{"ok": fal
 ever sent after the event's transaction has committed. Concurrent
 deliveries are group-committed: a single writer task hands up to ``max_batch`` verified
 deliveries to its committer, in a process of its own by default (``connector.committer``)
-or in a worker thread, which reads each body (``parse_event``: a 400 comes back for one
-that is not a storable event) and stores the events with one ``Store.store_events``
+or in a worker thread, which reads each body (``parse_event``: an event no database can store is set aside, a
+400 comes back for a body that is not an event) and stores the events with one ``Store.store_events``
 call; each waiter is then answered with its own outcome. Log lines carry the event id, type, source and
 outcome, never a header value, secret or body; a refusal is logged once per cause and path
 (then once an hour with the count held back), a signature refusal with the secret setting
@@ -75,6 +79,7 @@ from .committer import Committer, Result, committer_for
 from .delivery import MAX_JSON_DEPTH, UNAVAILABLE, Delivery, Refusal, RefusalError, parse_event
 from .field_lists import FieldListLearner
 from .refusals import Channel, RefusalLog, signature_advice
+from .serverlog import quiet_malformed_requests
 from .settings import ReceiverSettings, ServiceSettings
 from .signals import stop_on_signals
 from .signing import CustomScheme, Scheme, SigningConfigError, verify
@@ -117,6 +122,9 @@ class ReceiverMetrics:
                                 ["channel"], registry=r)
         self.stored = Counter("formsync_receiver_stored", "Events stored for the first time.", ["source"],
                               registry=r)
+        self.set_aside = Counter("formsync_receiver_set_aside",
+                                 "Correctly signed events no database can store, kept in the dead letters.",
+                                 registry=r)
         self.duplicates = Counter("formsync_receiver_duplicates", "Deliveries of an event id already stored.",
                                   registry=r)
         self.rejected = Counter("formsync_receiver_rejected", "Deliveries refused, by reason.", ["reason"],
@@ -376,25 +384,38 @@ class Receiver:
         outcome = await self.writer.submit(Delivery(body, source, received_at))
         if isinstance(outcome, Refusal):
             return self._refuse(outcome, channel, request.path)
+        self._answered_200.inc()
+        answer = {"ok": True, "status": outcome.status, "eventId": outcome.event_id, "type": outcome.type}
+        if outcome.status == "set_aside":
+            self.metrics.set_aside.inc()
+            log.warning("event %s type %s from %s set aside: %s", outcome.event_id, outcome.type, source,
+                        outcome.reason)
+            return _json(200, {**answer, "reason": outcome.reason})
         if outcome.status == "stored":
             self._stored[source].inc()
         else:
             self.metrics.duplicates.inc()
-        self._answered_200.inc()
         log.info("event %s type %s from %s: %s", outcome.event_id, outcome.type, source, outcome.status)
-        return _json(200, {"ok": True, "status": outcome.status, "eventId": outcome.event_id, "type": outcome.type})
+        return _json(200, answer)
 
     # -- health and metrics -----------------------------------------------------------
 
-    def _ping(self) -> None:
-        self.store.ping()
+    def _ping(self) -> str | None:
+        # SQLite's file system and write lock first: a read-only one may not even open.
+        problem = self.store.write_problem()
+        if problem is None:
+            self.store.ping()
+        return problem
 
     async def healthz(self, _request: web.Request) -> web.Response:
         try:
-            await asyncio.wait_for(asyncio.to_thread(self._ping), HEALTH_TIMEOUT_S)
+            problem = await asyncio.wait_for(asyncio.to_thread(self._ping), HEALTH_TIMEOUT_S)
         except Exception as error:
             log.warning("health check: database unavailable (%s)", type(error).__name__)
             return _json(503, {"ok": False, "database": "unavailable"})
+        if problem is not None:  # it answers, but no write can succeed: deliveries get 503
+            log.warning("health check: database %s", problem)
+            return _json(503, {"ok": False, "database": problem})
         return _json(200, {"ok": True, "database": "up", "queued": len(self.writer.pending)})
 
     async def metrics_view(self, _request: web.Request) -> web.Response:
@@ -432,6 +453,7 @@ def create_receiver_app(store: Store, settings: ReceiverSettings, *, custom_sche
     secret, a custom scheme without its definition)."""
     receiver = Receiver(store, settings, custom_scheme=custom_scheme, max_batch=max_batch, now=now,
                         store_process=store_process, service=service)
+    quiet_malformed_requests()
     # aiohttp's own body limit is not used: _read enforces max_body_bytes while streaming.
     for collector in collectors:
         receiver.metrics.registry.register(collector)

@@ -38,7 +38,7 @@ from pydantic import BaseModel
 from connector.client import FormClient
 from connector.settings import JobSettings, Settings
 from connector.store import LeaderLock, Store
-from connector.store.lease import holder_id
+from connector.store.leader import holder_id
 
 from . import notify
 from .export import export

@@ -98,6 +98,7 @@ class StatusReport(BaseModel):
     pending_requests: int = 0
     events_received: int = 0
     newest_event_at: int | None = None
+    dead_letters: int = 0  # correctly signed events set aside: no database can store them
     errors: list[RecentError] = []
     provisional_forms: list[str] = []  # schemas learnt from answers only (no fields.list stored)
 
@@ -130,9 +131,10 @@ def collect_status(settings: Settings, store: Store) -> StatusReport:
         report.events_received, report.newest_event_at = store.events.received()
     if FormField.__tablename__ in tables:
         report.provisional_forms = store.provisional_forms()
+    report.dead_letters = store.dead_letters.count()
     report.errors = sorted(report.errors, key=lambda e: e.at, reverse=True)[:ERRORS_SHOWN]
     report.store_empty = not (any(j.runs for j in report.jobs) or report.outreach or report.requests
-                              or report.events_received)
+                              or report.events_received or report.dead_letters)
     return report
 
 
@@ -201,8 +203,8 @@ def _table(title: str, *columns: str) -> Table:
 
 def render_status(report: StatusReport) -> Group:
     """The report at a glance, within 80 columns (times in UTC): the scheduler's heartbeat,
-    the jobs, each outreach job in one line, the requests per form, deliveries, the last
-    errors."""
+    the jobs, each outreach job in one line, the requests per form, deliveries, the events
+    set aside, the last errors."""
     jobs = _table("Jobs (times UTC)", "job", "kind", "schedule", "next run", "last run", "outcome", "runs")
     for j in report.jobs:
         jobs.add_row(Text(j.id), j.kind, Text(j.schedule), _short(j.next_run_at), _short(j.last_started_at),
@@ -221,6 +223,8 @@ def render_status(report: StatusReport) -> Group:
         requests.add_row("(none)", "0", "0", "0", "0")
     received = (f"Deliveries received: {report.events_received:,}"
                 + (f", newest {_when(report.newest_event_at)} UTC" if report.newest_event_at else ""))
+    aside = f"Events set aside: {report.dead_letters:,}" + (
+        " (see formsync dead-letters list)" if report.dead_letters else "")
     errors = _table("Last errors", "when (UTC)", "where", "error")
     for e in report.errors:
         errors.add_row(_short(e.at), Text(e.where), Text(e.error))  # Text: a [bracket] in an error is no markup
@@ -228,4 +232,5 @@ def render_status(report: StatusReport) -> Group:
         errors.add_row("-", "(none)", "")
     schemas = ([Text(f"Provisional schemas (fields from answers only): {', '.join(report.provisional_forms)}"),
                 Text(f"  fix: {PROVISIONAL_FIX}")] if report.provisional_forms else [])
-    return Group(Text(report.scheduler.line(report.at)), jobs, *outreach, requests, Text(received), *schemas, errors)
+    return Group(Text(report.scheduler.line(report.at)), jobs, *outreach, requests, Text(received), Text(aside),
+                 *schemas, errors)

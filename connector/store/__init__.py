@@ -7,13 +7,14 @@ what writers share), ``sqlite``, ``postgresql`` and ``mysql`` (one writer per da
 ``views`` and ``keeper`` (each form's field list and typed view),
 ``database`` (the engine and its sessions, below everything else), ``facade`` (the
 ``Store``), and the repositories the ``Store`` offers, each a module: ``runs``
-(``store.runs``), ``lease`` (``store.leader_lock()``), ``requests``, ``events``,
-``submissions``, ``progress`` (``store.outreach_progress``), ``jobstore``
+(``store.runs``), ``lease`` (``store.leader_lock()``, whose protocol ``leader`` holds), ``requests``, ``events``,
+``submissions``, ``deadletters`` (``store.dead_letters``), ``progress`` (``store.outreach_progress``), ``jobstore``
 (``store.scheduled_jobs``) and ``exports``."""
 
 from .exports import ExportFilter, json_value
 from .facade import WRITERS, Store, alembic_config, url_problem
-from .lease import LOCK_NAME, LeaderLock, LeaseLock
+from .leader import LOCK_NAME, LeaderLock
+from .lease import LeaseLock
 from .mapping import (
     ANSWER_COLUMNS,
     SOURCES,
@@ -23,6 +24,7 @@ from .mapping import (
     Source,
     StoreOutcome,
     SyncMark,
+    Unstorable,
     answer_rows,
     answer_tuples,
     compress_body,
@@ -47,6 +49,7 @@ from .tables import (
     NAMING_CONVENTION,
     OUTREACH_STATES,
     VERSION_TABLE,
+    DeadLetter,
     FormField,
     JobRun,
     OutreachJob,
@@ -62,11 +65,11 @@ from .tables import (
 from .views import VIEW_PREFIX, FormView, ViewColumn, answer_json, select_sql, view_name
 
 __all__ = [
-    "ANSWER_COLUMNS", "AdvisoryLock", "EventRows", "ExportFilter", "FormField", "FormView", "Incoming",
+    "ANSWER_COLUMNS", "AdvisoryLock", "DeadLetter", "EventRows", "ExportFilter", "FormField", "FormView", "Incoming",
     "JobRun", "LOCK_NAME", "LeaderLock", "LeaseLock", "METADATA", "NAMING_CONVENTION", "NamedLock",
     "OUTREACH_STATES", "OutreachJob", "OutreachRow", "PendingRequest", "RawEvent", "RequestRow", "SOURCES",
     "SQLITE_BUSY_TIMEOUT_MS", "SUMMARY_MAX", "SchedulerLease", "Source", "Store", "StoreModel",
-    "StoreOutcome", "SubmissionRow", "SyncCursor", "SyncMark", "TERMINAL_STATUSES", "VERSION_TABLE",
+    "StoreOutcome", "SubmissionRow", "SyncCursor", "SyncMark", "TERMINAL_STATUSES", "Unstorable", "VERSION_TABLE",
     "VIEW_PREFIX", "ViewColumn", "WRITERS", "alembic_config", "answer_json", "answer_rows", "answer_tuples",
     "compare_column_type", "compress_body", "display_text", "epoch_ms", "event_integer_problem",
     "event_to_rows", "integer_problem", "is_matrix", "json_value", "list_ts_ms", "request_answers",

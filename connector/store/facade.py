@@ -11,17 +11,19 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from pydantic import BaseModel
-from sqlalchemy import delete, text
+from sqlalchemy import delete, select, text
 from sqlalchemy.engine import Connection, make_url
 from sqlalchemy.exc import ArgumentError, DBAPIError, IntegrityError, OperationalError
 
 from ..models import Event
 from .database import Database
+from .deadletters import DeadLetterReads
 from .events import EventReads
 from .exports import ExportReads
 from .jobstore import ScheduledJobs
 from .keeper import ViewKeeper
-from .lease import LOCK_NAME, LeaderLock, leader_lock
+from .leader import LOCK_NAME, LeaderLock
+from .lease import leader_lock
 from .ledger import OutreachLedger
 from .mapping import (
     SOURCES,
@@ -30,6 +32,7 @@ from .mapping import (
     Source,
     StoreOutcome,
     SyncMark,
+    Unstorable,
     event_to_rows,
     now_ms,
     request_rows,
@@ -44,7 +47,7 @@ from .responses import completions, replace_provisional
 from .runs import JobRuns
 from .sqlite import SQLiteWriter
 from .submissions import SubmissionReads
-from .tables import CURSORS, EVENTS, SyncCursor
+from .tables import CURSORS, DEAD_LETTERS, EVENTS, SyncCursor
 from .views import FormView
 from .writer import Writer
 
@@ -118,6 +121,7 @@ class Store:
         self.outreach_progress = OutreachProgressReads(self._db)
         self.scheduled_jobs = ScheduledJobs(self._db)
         self.exports = ExportReads(self._db)
+        self.dead_letters = DeadLetterReads(self._db)  # the events set aside (see set_aside)
         self.ledger = OutreachLedger(self._db, clock)  # outreach jobs and the state of each sheet row
         self._views = ViewKeeper(self._db.engine, clock)  # each form's field list and typed view
 
@@ -146,9 +150,16 @@ class Store:
         self._db.engine.dispose()
 
     def ping(self) -> None:
-        """Reach the database once (a health check); raises when it is unavailable."""
-        with self._db.engine.connect() as conn:
-            conn.execute(text("SELECT 1"))
+        """Reach the database once (a health check); raises when it is unavailable. A
+        read: on SQLite it never waits for the write lock."""
+        with self._db.reader() as s:
+            s.execute(text("SELECT 1"))
+
+    def write_problem(self) -> str | None:
+        """Why no write can succeed now though the database answers, in a few words
+        (SQLite: ``not writable (disk full: 0 KiB free)``, ``not writable (read-only file
+        system)``, ``locked by another process``); None when writes may go ahead."""
+        return self._writer.write_problem(self.url)
 
     # -- schema ---------------------------------------------------------------------
 
@@ -206,12 +217,15 @@ class Store:
 
     # -- events ---------------------------------------------------------------------
 
-    def store_events(self, events: Sequence[Event | Incoming], *, source: Source = "webhook") -> list[StoreOutcome]:
+    def store_events(self, events: Sequence[Event | Incoming], *, source: Source = "webhook",
+                     settles: Sequence[str] = ()) -> list[StoreOutcome]:
         """Store many events in ONE transaction (group commit). Returns one outcome per
         event, in order: ``stored`` the first time an event id is seen, ``duplicate``
         afterwards (also for a repeat within the batch); a duplicate changes nothing.
         Plain ``Event`` items are taken as coming from ``source``. See ``event_to_rows``
-        for what each type writes. All or nothing: on an error nothing is stored."""
+        for what each type writes. The dead letters whose ids are in ``settles`` are
+        removed in the same transaction (a replay). All or nothing: on an error nothing
+        is stored."""
         if source not in SOURCES:
             raise ValueError(f"source must be one of {', '.join(SOURCES)}, got {source!r}")
         now = self.clock()
@@ -231,6 +245,8 @@ class Store:
             subs = [m.submission for m in fresh if m.submission]
             write_submissions(w, subs)
             replace_provisional(w, subs)
+            if settles:
+                w.conn.execute(delete(DEAD_LETTERS).where(DEAD_LETTERS.c.id.in_(list(settles))))
             return new
 
         new = self._write_tx(work) if firsts else set()
@@ -241,6 +257,26 @@ class Store:
             first = eid in new and firsts.get(eid) is m
             outcomes.append(StoreOutcome(eid, m.raw["type"], "stored" if first else "duplicate"))
         return outcomes
+
+    def set_aside(self, items: Sequence[Unstorable]) -> list[StoreOutcome]:
+        """Keep correctly signed events that cannot be stored as events in the dead
+        letters (``formsync_dead_letters``), in one transaction; one ``set_aside`` outcome
+        per item, in order. A body set aside already is kept once (a sender's retry)."""
+        now = self.clock()
+        rows = {r["id"]: r for r in (item.row(now) for item in items)}
+
+        def work(conn: Connection) -> None:
+            kept = set(conn.execute(select(DEAD_LETTERS.c.id).where(DEAD_LETTERS.c.id.in_(list(rows)))).scalars())
+            new = [r for key, r in rows.items() if key not in kept]
+            if new:
+                conn.execute(DEAD_LETTERS.insert(), new)
+
+        if rows:
+            try:
+                self._write(work)
+            except IntegrityError:  # another process set the same body aside meanwhile
+                self._write(work)
+        return [StoreOutcome(item.event_id, item.type, "set_aside", item.reason) for item in items]
 
     # -- reads from the service ---------------------------------------------------------
 

@@ -10,36 +10,15 @@ statements); the scheduler calls them from its loop."""
 from __future__ import annotations
 
 import logging
-import os
-import socket
 import time
-import uuid
-from typing import Protocol
 
 from .database import Database
+from .leader import LOCK_NAME, LeaderLock, holder_id
 from .tables import SchedulerLease
 
+__all__ = ["LOCK_NAME", "LeaderLock", "LeaseLock", "holder_id", "leader_lock"]
+
 log = logging.getLogger("formsync.scheduler")
-LOCK_NAME = "formsync-scheduler"
-
-
-def holder_id() -> str:
-    """This process, as a lease holder: host, pid and a random part (pids are reused)."""
-    return f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
-
-
-class LeaderLock(Protocol):
-    def try_acquire(self) -> bool:
-        """Take the lock if free (or already ours); True when we hold it now."""
-        ...
-
-    def still_held(self) -> bool:
-        """Confirm (and, for a lease, renew) that we hold the lock; False when lost."""
-        ...
-
-    def release(self) -> None:
-        """Give the lock up (idempotent)."""
-        ...
 
 
 class LeaseLock:

@@ -6,6 +6,7 @@ database."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 import time
 import zlib
@@ -38,11 +39,34 @@ class Incoming:
 @dataclass(frozen=True)
 class StoreOutcome:
     """What ``store_events`` did with one event: ``stored`` the first time its id was
-    seen, ``duplicate`` every later time (nothing was changed then)."""
+    seen, ``duplicate`` every later time (nothing was changed then); what ``set_aside``
+    did: ``set_aside`` (kept in the dead letters, or kept already), with ``reason``."""
 
     event_id: str
     type: str
-    status: Literal["stored", "duplicate"]
+    status: Literal["stored", "duplicate", "set_aside"]
+    reason: str | None = None
+
+
+@dataclass(frozen=True)
+class Unstorable:
+    """A correctly signed event that no database can store as an event: its body as
+    received and why (``code``, ``reason``, the ``field`` at fault when one is named)."""
+
+    event_id: str
+    type: str
+    source: Source
+    body: bytes
+    received_at: int
+    code: str
+    reason: str
+    field: str | None = None
+
+    def row(self, now: int) -> dict[str, Any]:
+        """Its ``formsync_dead_letters`` row, set aside at ``now``."""
+        return {"id": hashlib.sha256(self.body).hexdigest(), "event_id": self.event_id, "type": self.type,
+                "source": self.source, "code": self.code, "reason": self.reason, "field": self.field,
+                "received_at": self.received_at, "set_aside_at": now, "body_zlib": compress_body(self.body)}
 
 
 @dataclass(frozen=True)

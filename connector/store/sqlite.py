@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import sqlite3
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -19,6 +20,8 @@ from sqlmodel import create_engine
 from .writer import SQLWriter
 
 SQLITE_BUSY_TIMEOUT_MS = 30_000
+FREE_FLOOR_BYTES = 1 << 20  # less free space than this on the store's file system: "disk full"
+_LOCK_PROBE_S = 1.0  # how long a health check waits for the write lock
 READ_OPTION = "formsync_read"  # execution option of a read-only connection (see Store.reader)
 
 
@@ -60,6 +63,29 @@ class SQLiteWriter(SQLWriter):
             return f"cannot create the SQLite database {path}: the directory {parent} is not writable"
         return None
 
+    @classmethod
+    def write_problem(cls, url: str) -> str | None:
+        """A read-only or full file system under the file, or its write lock held by
+        another process (for longer than a second)."""
+        database = make_url(url).database
+        if database in (None, "", ":memory:"):
+            return None
+        path = Path(database or "")
+        if (problem := _file_system_problem(path.parent if str(path.parent) else Path("."))) is not None:
+            return problem
+        if not path.exists():
+            return None
+        try:
+            probe = sqlite3.connect(path, timeout=_LOCK_PROBE_S, isolation_level=None)
+            try:
+                probe.execute("BEGIN IMMEDIATE")  # the write lock, as every write takes it; released at once
+                probe.execute("ROLLBACK")
+            finally:
+                probe.close()
+        except sqlite3.OperationalError as error:
+            return "locked by another process" if "locked" in str(error) else f"not writable ({error})"
+        return None
+
     def upsert(self, table: Table) -> Any:
         return sqlite_dialect.insert(table)
 
@@ -76,6 +102,21 @@ class SQLiteWriter(SQLWriter):
             if self.cur.rowcount == 1:
                 inserted.add(r["id"])
         return inserted
+
+
+def _file_system_problem(directory: Path) -> str | None:
+    """A read-only file system, or less than ``FREE_FLOOR_BYTES`` free, under ``directory``."""
+    try:
+        fs = os.statvfs(directory)
+    except OSError as error:
+        return f"not writable ({error.strerror or error})"
+    if fs.f_flag & os.ST_RDONLY:
+        return "not writable (read-only file system)"
+    if not os.access(directory, os.W_OK):
+        return "not writable (permission denied)"
+    if (free := fs.f_bavail * fs.f_frsize) < FREE_FLOOR_BYTES:
+        return f"not writable (disk full: {free // 1024} KiB free)"
+    return None
 
 
 def _on_connect(dbapi_conn: Any, _record: Any) -> None:

@@ -251,12 +251,38 @@ class FormField(StoreModel, table=True):
     updated_at: int = Field(sa_type=BigInteger)
 
 
+class DeadLetter(StoreModel, table=True):
+    """A correctly signed event that no database can store as an event (U+0000, an
+    integer beyond 64 bits, ...), set aside: its body as received, zlib-compressed (bytes,
+    so whatever it holds is storable), with why it was refused. One row per distinct body
+    (``id`` is the body's SHA-256): a sender's retries of it add nothing."""
+
+    __tablename__ = "formsync_dead_letters"
+
+    id: str = Field(primary_key=True)  # hex SHA-256 of the body
+    event_id: str = Field(index=True)
+    type: str
+    source: str  # callback | webhook
+    code: str  # the refusal's code: UNSTORABLE_EVENT
+    reason: str = Field(sa_type=Text)  # the refusal's message, what was wrong and where
+    field: str | None = Field(default=None, sa_type=Text)  # the field at fault, when one is named
+    received_at: int = Field(sa_type=BigInteger)
+    set_aside_at: int = Field(sa_type=BigInteger)
+    body_zlib: bytes = Field(sa_type=LargeBinary(BODY_MAX_BYTES))
+
+    @property
+    def body(self) -> bytes:
+        """The body as received."""
+        return zlib.decompress(self.body_zlib)
+
+
 # The tables as SQLAlchemy Core sees them, for the writers' statements.
 EVENTS: Table = RawEvent.__table__  # type: ignore[attr-defined]
 SUBMISSIONS: Table = SubmissionRow.__table__  # type: ignore[attr-defined]
 REQUESTS: Table = RequestRow.__table__  # type: ignore[attr-defined]
 CURSORS: Table = SyncCursor.__table__  # type: ignore[attr-defined]
 FORM_FIELDS: Table = FormField.__table__  # type: ignore[attr-defined]
+DEAD_LETTERS: Table = DeadLetter.__table__  # type: ignore[attr-defined]
 METADATA = StoreModel.metadata  # what the migrations build
 
 

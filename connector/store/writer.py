@@ -19,17 +19,15 @@ import json
 import math
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from functools import partial
-from typing import TYPE_CHECKING, Any, ClassVar, Protocol
+from typing import Any, ClassVar, Protocol
 
 import orjson
 from sqlalchemy import JSON, Table, tuple_
 from sqlalchemy.engine import Connection, Engine
 
+from .leader import LeaderLock
 from .mapping import SyncMark
 from .tables import CURSORS, EVENTS, REQUESTS, SUBMISSIONS
-
-if TYPE_CHECKING:
-    from .lease import LeaderLock
 
 
 class Writer(Protocol):
@@ -83,6 +81,13 @@ class Writer(Protocol):
     def open_problem(cls, url: str) -> str | None:
         """Why the database ``url`` names cannot be opened or created, when that can be
         known without connecting (a file in a missing directory); None otherwise."""
+        ...
+
+    @classmethod
+    def write_problem(cls, url: str) -> str | None:
+        """Why no write can succeed now though the database answers, in a few words
+        (``not writable (disk full)``, ``locked by another process``); None when writes
+        may go ahead. Quick (a health check): a second or so at most."""
         ...
 
     def insert_new(self, table: str, rows: Sequence[Mapping[str, Any]]) -> set[str]:
@@ -218,6 +223,11 @@ class SQLWriter:
     @classmethod
     def open_problem(cls, url: str) -> str | None:
         """A server database's problems show when connecting."""
+        return None
+
+    @classmethod
+    def write_problem(cls, url: str) -> str | None:
+        """A server database's disk is its server's: its refusals show as errors."""
         return None
 
     def close(self) -> None:

@@ -14,6 +14,8 @@ from typing import Any
 
 from aiohttp import web
 
+from connector.serverlog import quiet_malformed_requests
+
 from ..app import create_app
 from ..dialect import Dialect
 from ..service import Service
@@ -49,6 +51,7 @@ class SandboxServer:
         """Bind, seed (first start) and write the credentials file when one is named."""
         service = Service(self.data_dir)
         service.dialect = self.dialect
+        quiet_malformed_requests()
         runner = web.AppRunner(create_app(service), handle_signals=False, access_log=None)
         await runner.setup()
         try:

@@ -3,8 +3,8 @@
 ``context`` holds what every command shares (settings, store, client, running a
 coroutine) and ``errors`` the exit codes and the one mapping from an exception to its
 code and message; ``servers`` has the commands that serve until stopped, ``batch``
-the ones that do one piece of work and exit, and ``subscribe`` the group of commands
-for the receiver's webhook subscriptions.
+the ones that do one piece of work and exit, ``subscribe`` the group of commands for the
+receiver's webhook subscriptions, and ``dead_letters`` the commands on the events set aside.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from typing import Annotated
 
 import typer
 
-from . import batch, servers, subscribe
+from . import batch, dead_letters, servers, subscribe
 from .helptext import summary
 from .usage import FormsyncGroup
 
@@ -28,6 +28,7 @@ for _fn, _name in ((servers.sandbox, "sandbox"), (servers.receive, "receive"), (
     app.command(_name, short_help=summary(_fn))(_fn)
 app.add_typer(subscribe.app, name="subscribe", short_help="The receiver's webhook subscriptions: list, create, "
                                                           "secret, remove, check.")
+app.add_typer(dead_letters.app, name="dead-letters")
 
 
 def _print_version(value: bool) -> None:

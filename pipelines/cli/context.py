@@ -84,8 +84,24 @@ class Context:
                 try:
                     self._store.migrate()
                 except Exception as e:  # SQLAlchemy and Alembic fail with many exception types
-                    raise WorkFailed(f"cannot prepare the database {url!r}: {first_line(e)}", where=where) from None
+                    raise self.unwritable() or WorkFailed(f"cannot prepare the database {url!r}: {first_line(e)}",
+                                                          where=where) from None
         return self._store
+
+    def unwritable(self) -> WorkFailed | None:
+        """After a database failure: the store opened, when it cannot be written now (a
+        full or read-only disk, its file locked by another process), said in words."""
+        if self._store is None:
+            return None
+        try:
+            problem = self._store.write_problem()
+        except Exception:  # the failure being explained matters more than this one
+            return None
+        if problem is None:
+            return None
+        return WorkFailed(f"the database {self.store_url()} is {problem}",
+                          hint="run again once that is cleared (space freed, the file system writable, the lock "
+                               "released): nothing was lost")
 
     def store_url(self) -> str:
         """The URL of the store opened, its password hidden."""
@@ -199,6 +215,11 @@ def note_defaults(settings: Settings) -> None:
         typer.echo(f"note: no --config; using the default {' and '.join(parts)}", err=True)
 
 
+def _database_error(exc: BaseException) -> bool:
+    """Whether the database raised ``exc`` (SQLAlchemy wraps every driver's errors)."""
+    return any(cls.__module__.startswith("sqlalchemy.") for cls in type(exc).__mro__)
+
+
 def _url_problem(url: str, detail: str) -> str:
     """Why ``url`` cannot be used, naming it once and saying which URLs work."""
     said = detail if url in detail else f"cannot use the database URL {url!r}: {detail}"
@@ -230,7 +251,7 @@ def command(config: Path | None = None, *, log_level: int | None = None) -> Iter
             typer.exceptions.TyperException):
         raise
     except (Exception, KeyboardInterrupt) as e:
-        failure = explain(e)
+        failure = explain((ctx.unwritable() or e) if _database_error(e) else e)
         log.debug("formsync failed", exc_info=True)  # the traceback, for --verbose only
         if failure.bug:
             import traceback

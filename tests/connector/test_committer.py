@@ -109,8 +109,9 @@ async def test_a_folder_named_connector_where_the_receiver_runs_is_not_imported(
 
 @pytest.mark.parametrize("process", [True, False], ids=["process", "thread"])
 async def test_a_body_that_is_not_a_storable_event_is_refused_and_its_batch_stored(sqlite_store, process):
-    """The committer reads each body: one that is not JSON or not storable gets its 400
-    (across the process boundary too), in its place, and the events around it are stored."""
+    """The committer reads each body: one that is not JSON gets its 400, an event no
+    database can store is set aside (across the process boundary too), each in its place,
+    and the events around them are stored."""
     bodies = [encode(envelope("evt_good1")), b'{"id": "evt_x", ', encode(envelope("evt_good2")),
               json.dumps({**envelope("evt_nul"), "note": "a\x00b"}).encode()]  # U+0000 written as its escape
     committer = committer_for(sqlite_store, process=process)
@@ -122,8 +123,10 @@ async def test_a_body_that_is_not_a_storable_event_is_refused_and_its_batch_stor
     assert results[0] == StoreOutcome("evt_good1", "request.completed", "stored")
     assert results[2] == StoreOutcome("evt_good2", "request.completed", "stored")
     assert isinstance(results[1], Refusal) and (results[1].status, results[1].code) == (400, "INVALID_JSON")
-    assert isinstance(results[3], Refusal) and (results[3].status, results[3].code) == (400, "UNSTORABLE_EVENT")
-    assert "U+0000" in results[3].message
+    assert isinstance(results[3], StoreOutcome) and results[3].status == "set_aside"  # kept in the dead letters
+    assert results[3].reason is not None and "U+0000" in results[3].reason
+    [letter] = list(sqlite_store.dead_letters)
+    assert (letter.event_id, letter.field, letter.body) == ("evt_nul", "note", bodies[3])
     assert counts(sqlite_store)["events"] == 2
 
 

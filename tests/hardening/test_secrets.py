@@ -143,6 +143,8 @@ def command_cases(work: Path, form: str, token: str, listed: set[str], webhooks_
                   Case("subscribe secret", ["subscribe", "secret", "--secret-file", str(work / "webhook.env"),
                                             "--config", cfg]),
                   Case("subscribe remove", ["subscribe", "remove", *target])]
+    if "dead-letters" in listed:  # the events set aside, printed with their raw bodies
+        cases.append(Case("dead-letters export", ["dead-letters", "export", "--config", cfg]))
     return cases
 
 
