@@ -1,0 +1,42 @@
+"""How long a connection to a database server may wait on a network that no longer
+carries its packets: to connect, with data sent but never acknowledged, and idle with a
+peer that stopped answering keepalive probes. Without these bounds, a link where packets
+go nowhere holds a statement until the kernel gives up retransmitting (about a quarter of
+an hour). None of them ends a slow statement on a server that answers: the server's
+kernel acknowledges data and keepalive probes while the statement runs."""
+
+from __future__ import annotations
+
+import socket
+from collections.abc import Mapping
+from typing import Any
+
+CONNECT_TIMEOUT_S = 5
+UNACKNOWLEDGED_S = 5  # TCP_USER_TIMEOUT: data sent and not acknowledged for this long ends the connection
+KEEPALIVE_IDLE_S = 5  # an idle connection's first keepalive probe, then one a second, three unanswered
+KEEPALIVE_INTERVAL_S = 1
+KEEPALIVE_COUNT = 3
+
+
+def libpq_params(given: Mapping[str, Any]) -> dict[str, Any]:
+    """The libpq connection parameters of these bounds that the URL's query (``given``)
+    does not set itself."""
+    params: dict[str, Any] = {
+        "connect_timeout": CONNECT_TIMEOUT_S, "keepalives": 1, "keepalives_idle": KEEPALIVE_IDLE_S,
+        "keepalives_interval": KEEPALIVE_INTERVAL_S, "keepalives_count": KEEPALIVE_COUNT,
+        "tcp_user_timeout": UNACKNOWLEDGED_S * 1000,
+    }
+    return {k: v for k, v in params.items() if k not in given}
+
+
+def bound_socket(sock: socket.socket) -> None:
+    """Set the keepalive and unacknowledged-data bounds on a connected TCP socket (where
+    the platform has these options; a Unix socket is left alone)."""
+    if sock.family not in (socket.AF_INET, socket.AF_INET6):
+        return
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_KEEPALIVE, 1)
+    for name, value in (("TCP_KEEPIDLE", KEEPALIVE_IDLE_S), ("TCP_KEEPINTVL", KEEPALIVE_INTERVAL_S),
+                        ("TCP_KEEPCNT", KEEPALIVE_COUNT), ("TCP_USER_TIMEOUT", UNACKNOWLEDGED_S * 1000)):
+        option = getattr(socket, name, None)
+        if option is not None:
+            sock.setsockopt(socket.IPPROTO_TCP, option, value)
