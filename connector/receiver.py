@@ -333,9 +333,6 @@ class Receiver:
         self._stored = {source: m.stored.labels(source) for source in ("callback", "webhook")}
         self._answered_200 = m.responses.labels("200")
         in_process = settings.store_process if store_process is None else store_process
-        if settings.max_queued_bytes < settings.max_body_bytes:
-            raise ValueError(f"receiver max_queued_bytes ({settings.max_queued_bytes}) must be at least "
-                             f"max_body_bytes ({settings.max_body_bytes}), or the largest delivery could never be held")
         # A batch still not committed a few answer bounds later: its database stopped answering.
         committer = committer_for(store, process=in_process,
                                   commit_timeout=_COMMIT_TIMEOUT_ANSWERS * settings.answer_timeout_seconds)

@@ -91,6 +91,13 @@ class ReceiverSettings(Section):
             check_secret_text(secret.get_secret_value())
         return v
 
+    @model_validator(mode="after")
+    def _queue_holds_a_body(self) -> ReceiverSettings:
+        if self.max_queued_bytes < self.max_body_bytes:
+            raise ValueError(f"max_queued_bytes ({self.max_queued_bytes}) is below max_body_bytes "
+                             f"({self.max_body_bytes}): the largest delivery could never be held; raise it")
+        return self
+
 
 class StoreSettings(Section):
     """The SQL database the connector writes to: SQLite by default, PostgreSQL by URL."""
