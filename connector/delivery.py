@@ -21,8 +21,8 @@ from pydantic_core import from_json
 from .models import Event
 from .store import Incoming, Source, event_integer_problem
 
-__all__ = ["MAX_JSON_DEPTH", "QUEUE_FULL", "TOO_SLOW", "UNAVAILABLE", "Delivery", "Refusal", "RefusalError", "parse_event", "read_delivery",
-           "store_failed"]
+__all__ = ["MAX_JSON_DEPTH", "QUEUE_FULL", "TOO_SLOW", "UNAVAILABLE", "Delivery", "Refusal", "RefusalError",
+           "parse_event", "read_delivery", "store_failed"]
 
 MAX_JSON_DEPTH = 64
 """Deeper JSON is refused: real envelopes nest a handful of levels."""

@@ -106,8 +106,8 @@ class Link:
         self._rules(port, f"numgen random mod 100 < {percent} drop")
 
     def resets(self, port: int, percent: int = 100) -> None:
-        """``percent`` % of the flow's packets from the host answered with a TCP reset
-        (100: no connection of the flow can be made or kept)."""
+        """``percent`` % of the packets the host sends in the flow refused with a TCP
+        reset to their sender on the host (100: no connection of the flow can be made)."""
         match = "" if percent >= 100 else f"numgen random mod 100 < {percent} "
         self._rules(port, f"{match}reject with tcp reset", chains=("output",))
 
