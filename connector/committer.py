@@ -45,6 +45,7 @@ from sqlalchemy.engine import make_url
 
 from .delivery import UNAVAILABLE, Delivery, Refusal, read_delivery, store_failed
 from .store import Incoming, Store, StoreOutcome
+from .store.network import bounded_sessions
 
 __all__ = ["Committer", "ProcessCommitter", "Result", "StoreProcessError", "ThreadCommitter", "commit_batch",
            "commit_deliveries", "committer_for"]
@@ -181,6 +182,8 @@ class ProcessCommitter:
 
     def __init__(self, url: str, *, commit_timeout: float = DEFAULT_COMMIT_TIMEOUT_S) -> None:
         self.url, self.commit_timeout = url, commit_timeout
+        # The database ends what the process leaves behind when it is replaced mid-transaction.
+        self._process_url = bounded_sessions(url, commit_timeout)
         self._running: _Running | None = None
         self._starting = asyncio.Lock()
 
@@ -219,7 +222,7 @@ class ProcessCommitter:
             if self._running is not None and self._running.reader.done():
                 await self._drop(self._running)  # it died since the last batch: start another at once
             if self._running is None:
-                self._running = await _Running.start(self.url)
+                self._running = await _Running.start(self._process_url)
             return self._running
 
     async def _drop(self, running: _Running | None, *, kill: bool = False) -> None:

@@ -11,6 +11,8 @@ import socket
 from collections.abc import Mapping
 from typing import Any
 
+from sqlalchemy.engine import make_url
+
 CONNECT_TIMEOUT_S = 5
 UNACKNOWLEDGED_S = 5  # TCP_USER_TIMEOUT: data sent and not acknowledged for this long ends the connection
 KEEPALIVE_IDLE_S = 5  # an idle connection's first keepalive probe, then one a second, three unanswered
@@ -40,3 +42,21 @@ def bound_socket(sock: socket.socket) -> None:
         option = getattr(socket, name, None)
         if option is not None:
             sock.setsockopt(socket.IPPROTO_TCP, option, value)
+
+
+def bounded_sessions(url: str, within_s: float) -> str:
+    """``url`` with server-side bounds on its sessions, for a process whose transactions
+    are short and must never be held by a database that stopped answering (the
+    receiver's store process): on PostgreSQL a statement or a lock wait ends after two
+    thirds of ``within_s``, and a session idle inside a transaction after ``within_s``
+    (its client gone mid-transaction, whose row locks would otherwise hold every retry
+    of its events until the server's keepalive notices, hours later). Another database's
+    URL, or one that sets ``options`` itself, is returned as it is."""
+    parsed = make_url(url)
+    if parsed.get_backend_name() != "postgresql" or "options" in parsed.query:
+        return url
+    idle_ms = int(within_s * 1000)
+    statement_ms = idle_ms * 2 // 3
+    options = (f"-c statement_timeout={statement_ms} -c lock_timeout={statement_ms} "
+               f"-c idle_in_transaction_session_timeout={idle_ms}")
+    return parsed.update_query_dict({"options": options}).render_as_string(hide_password=False)

@@ -5,11 +5,14 @@ unless the URL sets its own."""
 from __future__ import annotations
 
 import socket
+import time
 
 import pytest
+from sqlalchemy import text
+from sqlalchemy.exc import DBAPIError
 
 from connector.store import Store
-from connector.store.network import CONNECT_TIMEOUT_S, KEEPALIVE_IDLE_S, UNACKNOWLEDGED_S
+from connector.store.network import CONNECT_TIMEOUT_S, KEEPALIVE_IDLE_S, UNACKNOWLEDGED_S, bounded_sessions
 
 
 def test_postgresql_connections_have_the_bounds_unless_the_url_sets_them(pg_database: str) -> None:
@@ -43,3 +46,30 @@ def test_mysql_connections_have_the_bounds(mysql_database: str) -> None:
             conn.close()
     finally:
         store.close()
+
+
+def test_the_store_process_sessions_are_bounded_on_the_server(pg_database: str) -> None:
+    """A session left inside a transaction (its client gone) is ended by the server, so
+    the row locks it held no longer stop another session writing the same id."""
+    assert bounded_sessions("sqlite:///x.db", 1.0) == "sqlite:///x.db"
+    assert bounded_sessions(pg_database + "?options=-c%20work_mem%3D4MB", 1.0).endswith("work_mem%3D4MB")
+    store = Store(bounded_sessions(pg_database, 1.0))
+    other = Store(bounded_sessions(pg_database, 3.0))  # waits 2 s for a lock at most: a failure, not a hang
+    try:
+        with store.database.engine.connect() as conn:
+            assert conn.execute(text("SHOW idle_in_transaction_session_timeout")).scalar() == "1s"
+            assert conn.execute(text("SHOW statement_timeout")).scalar() == "666ms"
+            assert conn.execute(text("SHOW lock_timeout")).scalar() == "666ms"
+            conn.execute(text("CREATE TABLE IF NOT EXISTS bounded_t (id text PRIMARY KEY)"))
+            conn.commit()
+            conn.execute(text("INSERT INTO bounded_t VALUES ('held')"))  # and the client goes quiet
+            time.sleep(1.5)
+            started = time.monotonic()
+            with other.database.engine.begin() as writer:
+                writer.execute(text("INSERT INTO bounded_t VALUES ('held') ON CONFLICT (id) DO NOTHING"))
+            assert time.monotonic() - started < 1.0, "the abandoned transaction's lock was released"
+            with pytest.raises(DBAPIError):
+                conn.execute(text("SELECT 1"))  # its session was ended by the server
+    finally:
+        store.close()
+        other.close()
