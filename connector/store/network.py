@@ -3,7 +3,9 @@ carries its packets: to connect, with data sent but never acknowledged, and idle
 peer that stopped answering keepalive probes. Without these bounds, a link where packets
 go nowhere holds a statement until the kernel gives up retransmitting (about a quarter of
 an hour). None of them ends a slow statement on a server that answers: the server's
-kernel acknowledges data and keepalive probes while the statement runs."""
+kernel acknowledges data and keepalive probes while the statement runs.
+``bounded_sessions`` adds the server-side bounds of a process whose transactions are all
+short (the receiver's store process)."""
 
 from __future__ import annotations
 
