@@ -157,7 +157,7 @@ def check_answers(answers: list[Answer], within: float = ANSWER_BOUND_S + SLACK_
 
 
 async def retry_until_acknowledged(http: aiohttp.ClientSession, w: World, ids: list[str]) -> Counter[str]:
-    """The sender's retries of ``ids`` until each is answered 200; the statuses of the last round."""
+    """The sender's retries of ``ids`` until each is answered 200; how many were stored, how many duplicates."""
     outcome: Counter[str] = Counter()
     todo = list(ids)
     for _ in range(20):
