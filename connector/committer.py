@@ -46,6 +46,7 @@ from sqlalchemy.engine import make_url
 
 from .delivery import UNAVAILABLE, Delivery, Refusal, read_delivery, store_failed
 from .store import Incoming, Store, StoreOutcome, Unstorable
+from .store.network import bounded_sessions
 
 __all__ = ["Committer", "ProcessCommitter", "Result", "StoreProcessError", "ThreadCommitter", "commit_batch",
            "commit_deliveries", "committer_for", "set_aside"]
@@ -59,6 +60,7 @@ _LENGTH = struct.Struct(">I")
 _START_TIMEOUT_S = 120.0  # the process imports the connector and opens the store
 _END_TIMEOUT_S = 60.0  # the process commits the batches in flight, then exits
 _PIPE_BYTES = 1 << 20  # Linux's default most for an unprivileged process
+DEFAULT_COMMIT_TIMEOUT_S = 15.0  # a store process's batch still not committed after this is stuck
 _MOST_EVENTS = 1024  # the most events one transaction of the store process takes
 _UNREADABLE = Refusal(500, "STORE_FAILED", "store_failed", "the delivery could not be read; nothing was stored")
 
@@ -177,15 +179,16 @@ class ThreadCommitter:
         """Nothing to release."""
 
 
-def committer_for(store: Store, *, process: bool) -> Committer:
-    """A ``ProcessCommitter`` on ``store.url``, or a ``ThreadCommitter`` with ``store``
+def committer_for(store: Store, *, process: bool, commit_timeout: float = DEFAULT_COMMIT_TIMEOUT_S) -> Committer:
+    """A ``ProcessCommitter`` on ``store.url`` (replacing a store process whose batch
+    takes longer than ``commit_timeout`` seconds), or a ``ThreadCommitter`` with ``store``
     itself when ``process`` is false or the database lives in this process's memory
     (in-memory SQLite). The store process opens a plain ``Store(url)``: a ``store``
     with its own clock or behaviour needs ``process=False`` to keep them."""
     url = make_url(store.url)
     if not process or (url.get_backend_name() == "sqlite" and url.database in (None, "", ":memory:")):
         return ThreadCommitter(store)
-    return ProcessCommitter(store.url)
+    return ProcessCommitter(store.url, commit_timeout=commit_timeout)
 
 
 class ProcessCommitter:
@@ -196,8 +199,10 @@ class ProcessCommitter:
 
     depth = 4
 
-    def __init__(self, url: str) -> None:
-        self.url = url
+    def __init__(self, url: str, *, commit_timeout: float = DEFAULT_COMMIT_TIMEOUT_S) -> None:
+        self.url, self.commit_timeout = url, commit_timeout
+        # The database ends what the process leaves behind when it is replaced mid-transaction.
+        self._process_url = bounded_sessions(url, commit_timeout)
         self._running: _Running | None = None
         self._starting = asyncio.Lock()
 
@@ -210,12 +215,21 @@ class ProcessCommitter:
         running = None
         try:
             running = await self._current()
-            return await running.commit(deliveries)
+            return await asyncio.wait_for(running.commit(deliveries), self.commit_timeout)
+        except TimeoutError:
+            # A database that stopped answering (a hung server, a link where packets go
+            # nowhere) holds the process in a read no driver setting bounds everywhere:
+            # replace it. Its transaction never committed, or did so harmlessly (a retry
+            # of a stored event is a duplicate).
+            log.warning("the store process did not commit a batch within %.0f s (the database does not answer); "
+                        "it is stopped, %d event(s) not stored, the next batch starts another", self.commit_timeout,
+                        len(deliveries))
+            await self._drop(running, kill=True)
         except (OSError, EOFError, asyncio.IncompleteReadError, StoreProcessError) as error:
             log.warning("the store process is not running (%s); %d event(s) not stored, the next batch starts "
                         "another", error, len(deliveries))
             await self._drop(running)
-            return [UNAVAILABLE] * len(deliveries)
+        return [UNAVAILABLE] * len(deliveries)
 
     async def close(self) -> None:
         """Close the process's input, so it commits what it was sent and exits; wait for it."""
@@ -227,16 +241,16 @@ class ProcessCommitter:
             if self._running is not None and self._running.reader.done():
                 await self._drop(self._running)  # it died since the last batch: start another at once
             if self._running is None:
-                self._running = await _Running.start(self.url)
+                self._running = await _Running.start(self._process_url)
             return self._running
 
-    async def _drop(self, running: _Running | None) -> None:
+    async def _drop(self, running: _Running | None, *, kill: bool = False) -> None:
         # Only the process that failed: another batch may have started its successor.
         if running is None:
             return
         if self._running is running:
             self._running = None
-        await running.end()
+        await running.end(kill=kill)
 
 
 class _Running:
@@ -294,7 +308,9 @@ class _Running:
                     answer.set_exception(EOFError(f"the store process exited ({type(error).__name__})"))
             self.waiting.clear()
 
-    async def end(self) -> None:
+    async def end(self, *, kill: bool = False) -> None:
+        if kill and self.proc.returncode is None:
+            self.proc.kill()
         await _end(self.proc)
         self.reader.cancel()
 

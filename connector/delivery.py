@@ -22,8 +22,8 @@ from pydantic_core import from_json
 from .models import Event
 from .store import Incoming, Source, Unstorable, event_integer_problem
 
-__all__ = ["MAX_JSON_DEPTH", "UNAVAILABLE", "Delivery", "Refusal", "RefusalError", "UnstorableError", "parse_event",
-           "read_delivery", "store_failed"]
+__all__ = ["MAX_JSON_DEPTH", "QUEUE_FULL", "TOO_SLOW", "UNAVAILABLE", "Delivery", "Refusal", "RefusalError",
+           "UnstorableError", "parse_event", "read_delivery", "store_failed"]
 
 MAX_JSON_DEPTH = 64
 """Deeper JSON is refused: real envelopes nest a handful of levels."""
@@ -75,6 +75,12 @@ class UnstorableError(RefusalError):
 
 
 UNAVAILABLE = Refusal(503, "UNAVAILABLE", "unavailable", "the database is unavailable; nothing was stored, retry later")
+TOO_SLOW = Refusal(503, "UNAVAILABLE", "timeout",
+                   "the database did not answer in time; retry later (should the event be stored meanwhile, "
+                   "the retry is answered 200 duplicate)")
+QUEUE_FULL = Refusal(503, "UNAVAILABLE", "queue_full",
+                     "the receiver already holds as many deliveries as it may while the database is slow or away; "
+                     "nothing was stored, retry later")
 
 
 def store_failed(event_id: str) -> Refusal:

@@ -31,7 +31,10 @@ What each delivery gets, in this order:
        deeper than 64, a mapped integer such as ``editCount`` beyond 64 bits) is kept
        in the dead letters, body and reason, and acknowledged so the sender stops
        retrying; ``formsync dead-letters replay`` stores it once a release can
-503    the database is unavailable: the sender should retry later
+503    the database is unavailable, or the commit has not ended within
+       ``answer_timeout_seconds`` (5 s by default; should it commit later, the
+       retry is a duplicate), or ``max_queued_bytes`` of bodies already wait for a
+       commit (at once): the sender should retry later
 500    the database refused this one event (a constraint, a bug): it is logged,
        and the other events of its batch are stored one by one
 =====  =======================================================================
@@ -57,6 +60,7 @@ import gc
 import json
 import logging
 import time
+from collections import deque
 from collections.abc import AsyncIterator, Callable, Iterable
 from contextlib import nullcontext
 from dataclasses import dataclass, field
@@ -76,7 +80,16 @@ from prometheus_client.registry import Collector
 from pydantic import SecretStr
 
 from .committer import Committer, Result, committer_for
-from .delivery import MAX_JSON_DEPTH, UNAVAILABLE, Delivery, Refusal, RefusalError, parse_event
+from .delivery import (
+    MAX_JSON_DEPTH,
+    QUEUE_FULL,
+    TOO_SLOW,
+    UNAVAILABLE,
+    Delivery,
+    Refusal,
+    RefusalError,
+    parse_event,
+)
 from .field_lists import FieldListLearner
 from .refusals import Channel, RefusalLog, signature_advice
 from .serverlog import quiet_malformed_requests
@@ -103,6 +116,7 @@ DEFAULT_MAX_BATCH = 256
 """The most events one group commit stores."""
 
 HEALTH_TIMEOUT_S = 5.0
+_COMMIT_TIMEOUT_ANSWERS = 3  # a store process's batch may take this many answer bounds
 
 # ======================================================================================
 # Metrics
@@ -138,6 +152,8 @@ class ReceiverMetrics:
             "formsync_receiver_batch_size", "Deliveries per group commit (bodies refused with 400 included).", registry=r,
             buckets=(1, 2, 4, 8, 16, 32, 64, 128, 256, 512))
         self.queued = Gauge("formsync_receiver_queued", "Deliveries waiting for the writer.", registry=r)
+        self.held_bytes = Gauge("formsync_receiver_held_bytes",
+                                "Body bytes of the deliveries waiting for or in a commit.", registry=r)
 
     def render(self) -> bytes:
         return generate_latest(self.registry)
@@ -148,21 +164,34 @@ class ReceiverMetrics:
 # ======================================================================================
 
 
+class _Waiting:
+    """A delivery in the writer's hands, and the future its handler awaits (equal only
+    to itself, so the queue finds it by identity)."""
+
+    __slots__ = ("delivery", "done")
+
+    def __init__(self, delivery: Delivery, done: asyncio.Future[Result]) -> None:
+        self.delivery, self.done = delivery, done
+
+
 class _Writer:
     """One task that drains the pending deliveries: up to ``max_batch`` events per
     commit by its ``Committer``, ``committer.depth`` commits in flight at most; each
     waiter gets its own result. Per delivery it costs one future and a list append
     (the group commit's hot path)."""
 
-    def __init__(self, committer: Committer, metrics: ReceiverMetrics, max_batch: int,
-                 after_commit: Callable[[], None] = lambda: None) -> None:
+    def __init__(self, committer: Committer, metrics: ReceiverMetrics, max_batch: int, *, answer_within: float,
+                 max_held_bytes: int, after_commit: Callable[[], None] = lambda: None) -> None:
         self.committer, self.metrics, self.max_batch = committer, metrics, max_batch
+        self.answer_within, self.max_held_bytes = answer_within, max_held_bytes
         self.after_commit = after_commit  # cheap and never raising: it runs once per batch
-        self.pending: list[tuple[Delivery, asyncio.Future[Result]]] = []
+        self.pending: deque[_Waiting] = deque()
+        self.held_bytes = 0  # the bodies pending or in a commit: what a database away makes pile up
         self.wake = asyncio.Event()
         self.task: asyncio.Task[None] | None = None
         self.closed = False
         metrics.queued.set_function(lambda: len(self.pending))
+        metrics.held_bytes.set_function(lambda: self.held_bytes)
 
     async def start(self) -> None:
         await self.committer.start()
@@ -180,14 +209,39 @@ class _Writer:
             await self.committer.close()
 
     async def submit(self, delivery: Delivery) -> Result:
+        """The delivery's result, or 503 (``TOO_SLOW``) once ``answer_within`` seconds
+        have passed without one, or at once (``QUEUE_FULL``) when the bodies held would
+        pass ``max_held_bytes``. A delivery answered ``TOO_SLOW`` may still be committed
+        by a batch already on its way: the sender's retry is then a duplicate."""
         if self.closed or self.task is None or self.task.done():
             return UNAVAILABLE
-        done: asyncio.Future[Result] = asyncio.get_running_loop().create_future()
-        self.pending.append((delivery, done))
+        size = len(delivery.body)
+        if self.held_bytes + size > self.max_held_bytes:
+            return QUEUE_FULL
+        self.held_bytes += size
+        loop = asyncio.get_running_loop()
+        waiting = _Waiting(delivery, loop.create_future())
+        self.pending.append(waiting)
         self.wake.set()
+        expiry = loop.call_later(self.answer_within, self._expire, waiting)
         # A handler cancelled mid-wait cancels only this future: its event stays in the
         # batch and is stored (the writer skips a future already done).
-        return await done
+        try:
+            return await waiting.done
+        finally:
+            expiry.cancel()
+
+    def _expire(self, waiting: _Waiting) -> None:
+        """Answer 503 to a delivery not committed in time, and take it out of the queue
+        unless a batch has it already (the oldest expire first: it is near the front)."""
+        if waiting.done.done():
+            return
+        waiting.done.set_result(TOO_SLOW)
+        try:
+            self.pending.remove(waiting)
+        except ValueError:
+            return  # in a batch on its way: released when the batch ends
+        self.held_bytes -= len(waiting.delivery.body)
 
     async def _run(self) -> None:
         slots = asyncio.Semaphore(self.committer.depth)
@@ -204,8 +258,7 @@ class _Writer:
                     await self.wake.wait()
                     continue
                 await slots.acquire()  # meanwhile more deliveries join the next batch
-                batch = self.pending[:self.max_batch]
-                del self.pending[:self.max_batch]
+                batch = [self.pending.popleft() for _ in range(min(len(self.pending), self.max_batch))]
                 task = asyncio.create_task(self._deliver(batch))
                 flying.add(task)
                 task.add_done_callback(landed)
@@ -216,26 +269,27 @@ class _Writer:
             # answer, since the sender's retry of a committed event is a duplicate.
             for task in flying:
                 task.cancel()
-            pending, self.pending = self.pending, []
-            for _, done in pending:
-                if not done.done():
-                    done.set_result(UNAVAILABLE)
+            pending, self.pending = self.pending, deque()
+            for waiting in pending:
+                if not waiting.done.done():
+                    waiting.done.set_result(UNAVAILABLE)
 
-    async def _deliver(self, batch: list[tuple[Delivery, asyncio.Future[Result]]]) -> None:
+    async def _deliver(self, batch: list[_Waiting]) -> None:
         try:
             try:
-                results = await self._commit([delivery for delivery, _ in batch])
+                results = await self._commit([waiting.delivery for waiting in batch])
             except Exception:  # the writer must outlive anything a batch does
                 log.exception("group commit failed unexpectedly")
                 results = [UNAVAILABLE] * len(batch)
-            for (_, done), result in zip(batch, results, strict=True):
-                if not done.done():
-                    done.set_result(result)
+            for waiting, result in zip(batch, results, strict=True):
+                if not waiting.done.done():
+                    waiting.done.set_result(result)
             self.after_commit()
         finally:
-            for _, done in batch:
-                if not done.done():
-                    done.set_result(UNAVAILABLE)
+            self.held_bytes -= sum(len(waiting.delivery.body) for waiting in batch)
+            for waiting in batch:
+                if not waiting.done.done():
+                    waiting.done.set_result(UNAVAILABLE)
 
     async def _commit(self, deliveries: list[Delivery]) -> list[Result]:
         self.metrics.batch_size.observe(len(deliveries))
@@ -287,6 +341,7 @@ class Receiver:
             raise ValueError(f"receiver secrets are unusable with scheme {settings.scheme!r}: {e}") from None
         self.metrics = m = ReceiverMetrics()
         self.refusal_log = RefusalLog()
+        self._pinging: asyncio.Future[str | None] | None = None
         # The labelled series of every delivery, looked up once (a lookup takes a lock).
         self._received = {ch: m.received.labels(ch) for ch in ("callbacks", "webhooks", "any")}
         self._stored = {source: m.stored.labels(source) for source in ("callback", "webhook")}
@@ -294,7 +349,11 @@ class Receiver:
         in_process = settings.store_process if store_process is None else store_process
         # Each new form's field list, learnt after commits (never on the acknowledgement path).
         self.field_lists = FieldListLearner(store, service)
-        self.writer = _Writer(committer_for(store, process=in_process), m, max_batch, self.field_lists.poke)
+        # A batch still not committed a few answer bounds later: its database stopped answering.
+        committer = committer_for(store, process=in_process,
+                                  commit_timeout=_COMMIT_TIMEOUT_ANSWERS * settings.answer_timeout_seconds)
+        self.writer = _Writer(committer, m, max_batch, answer_within=settings.answer_timeout_seconds,
+                              max_held_bytes=settings.max_queued_bytes, after_commit=self.field_lists.poke)
 
     # -- lifecycle ------------------------------------------------------------------
 
@@ -407,9 +466,16 @@ class Receiver:
             self.store.ping()
         return problem
 
+    def _ping_once(self) -> asyncio.Future[str | None]:
+        """The ping in flight, or a new one: a database that stops answering holds a
+        ping's thread until the driver gives up, and health checks must not pile them up."""
+        if self._pinging is None or self._pinging.done():
+            self._pinging = asyncio.ensure_future(asyncio.to_thread(self._ping))
+        return self._pinging
+
     async def healthz(self, _request: web.Request) -> web.Response:
         try:
-            problem = await asyncio.wait_for(asyncio.to_thread(self._ping), HEALTH_TIMEOUT_S)
+            problem = await asyncio.wait_for(asyncio.shield(self._ping_once()), HEALTH_TIMEOUT_S)
         except Exception as error:
             log.warning("health check: database unavailable (%s)", type(error).__name__)
             return _json(503, {"ok": False, "database": "unavailable"})

@@ -73,6 +73,11 @@ class ReceiverSettings(Section):
     webhook_secrets: list[SecretStr] = []
     tolerance_seconds: int = Field(300, ge=0)
     max_body_bytes: int = Field(1024 * 1024, ge=1024)
+    # A delivery whose commit has not ended within this is answered 503 (the sender's own
+    # timeout is 15 s): a database that stops answering never leaves a sender waiting.
+    answer_timeout_seconds: float = Field(5.0, gt=0, le=60)
+    # The most body bytes held waiting for or in a commit; beyond, 503 at once.
+    max_queued_bytes: int = Field(64 * 1024 * 1024, ge=1024)
     # Group commits in a process of their own (the database work on a second core), or
     # in a worker thread of the receiver's process (false).
     store_process: bool = True
@@ -85,6 +90,13 @@ class ReceiverSettings(Section):
         for secret in v:
             check_secret_text(secret.get_secret_value())
         return v
+
+    @model_validator(mode="after")
+    def _queue_holds_a_body(self) -> ReceiverSettings:
+        if self.max_queued_bytes < self.max_body_bytes:
+            raise ValueError(f"max_queued_bytes ({self.max_queued_bytes}) is below max_body_bytes "
+                             f"({self.max_body_bytes}): the largest delivery could never be held; raise it")
+        return self
 
 
 class StoreSettings(Section):

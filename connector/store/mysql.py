@@ -15,13 +15,14 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 import pymysql.cursors
-from sqlalchemy import LargeBinary, String, Table, text
+from sqlalchemy import LargeBinary, String, Table, event, text
 from sqlalchemy.dialects import mysql as mysql_dialect
-from sqlalchemy.engine import Connection, Engine
+from sqlalchemy.engine import Connection, Engine, make_url
 from sqlalchemy.ext.compiler import compiles
 from sqlmodel import create_engine
 
 from .mapping import SyncMark
+from .network import CONNECT_TIMEOUT_S, bound_socket
 from .postgresql import AdvisoryLock
 from .writer import SQLWriter
 
@@ -54,9 +55,14 @@ class MySQLWriter(SQLWriter):
     @classmethod
     def create_engine(cls, url: str, *, echo: bool, pre_ping: bool = True) -> Engine:
         """A MySQL engine in utf8mb4 and UTC that checks a pooled connection before use (``pre_ping``);
-        transactions read committed (a merge locks the rows it reads, like PostgreSQL's)."""
+        transactions read committed (a merge locks the rows it reads, like PostgreSQL's). Its
+        connections have the network bounds of ``network`` (a connect timeout the URL does not set)."""
+        connect_args: dict[str, Any] = {"charset": "utf8mb4", "init_command": "SET time_zone = '+00:00'"}
+        if "connect_timeout" not in make_url(url).query:
+            connect_args["connect_timeout"] = CONNECT_TIMEOUT_S
         engine = create_engine(url, echo=echo, pool_pre_ping=pre_ping, isolation_level="READ COMMITTED",
-                               connect_args={"charset": "utf8mb4", "init_command": "SET time_zone = '+00:00'"})
+                               connect_args=connect_args)
+        event.listen(engine, "connect", _bound_connection)
         return engine
 
     @classmethod
@@ -133,6 +139,13 @@ class MySQLWriter(SQLWriter):
             "UPDATE formsync_sync_cursors SET last_created_at = %s, last_id = %s, updated_at = %s "
             "WHERE form_id = %s AND stream = %s AND (last_created_at, last_id) < (%s, %s)",
             (mark.created_at, mark.submission_id, now, form_id, stream, mark.created_at, mark.submission_id))
+
+
+def _bound_connection(dbapi_conn: Any, _record: Any) -> None:
+    # PyMySQL keeps its socket as ``_sock`` (None for a named pipe or closed connection).
+    sock = getattr(dbapi_conn, "_sock", None)
+    if sock is not None:
+        bound_socket(sock)
 
 
 class NamedLock(AdvisoryLock):

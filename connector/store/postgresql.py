@@ -14,9 +14,10 @@ from typing import Any
 
 from sqlalchemy import Table, text
 from sqlalchemy.dialects import postgresql as pg_dialect
-from sqlalchemy.engine import Connection, Engine
+from sqlalchemy.engine import Connection, Engine, make_url
 from sqlmodel import create_engine
 
+from .network import libpq_params
 from .tables import EVENTS, REQUESTS, SUBMISSIONS
 from .writer import SQLWriter
 
@@ -33,8 +34,10 @@ class PostgreSQLWriter(SQLWriter):
 
     @classmethod
     def create_engine(cls, url: str, *, echo: bool, pre_ping: bool = True) -> Engine:
-        """A PostgreSQL engine that checks a pooled connection before use (``pre_ping``)."""
-        return create_engine(url, echo=echo, pool_pre_ping=pre_ping)
+        """A PostgreSQL engine that checks a pooled connection before use (``pre_ping``),
+        with the network bounds of ``network`` (those the URL does not set)."""
+        return create_engine(url, echo=echo, pool_pre_ping=pre_ping,
+                             connect_args=libpq_params(make_url(url).query))
 
     @classmethod
     def lock_migrations(cls, conn: Connection) -> None:

@@ -16,7 +16,7 @@ import threading
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -148,13 +148,15 @@ def _stop(proc: subprocess.Popen[bytes]) -> None:
 
 @contextlib.contextmanager
 def receive_process(config: Path, out_dir: Path, *, db: str | None = None, name: str = "receive",
-                    env: dict[str, str] | None = None) -> Iterator[tuple[subprocess.Popen[bytes], str]]:
+                    env: dict[str, str] | None = None,
+                    wrap: Sequence[str] = ()) -> Iterator[tuple[subprocess.Popen[bytes], str]]:
     """``formsync receive --verbose --port 0`` on ``config`` (and ``db`` if given), its
-    output in ``out_dir/NAME.out`` and ``.err``; yields the process and the URL of its
-    event path. Stopped with SIGTERM (then killed) at the end."""
+    output in ``out_dir/NAME.out`` and ``.err``, run through ``wrap`` (a command that
+    executes its arguments, such as ``ip netns exec NS``); yields the process and the URL
+    of its event path. Stopped with SIGTERM (then killed) at the end."""
     out_path, err_path = out_dir / f"{name}.out", out_dir / f"{name}.err"
     out, err = out_path.open("wb"), err_path.open("wb")
-    args = [str(FORMSYNC), "receive", "--config", str(config), "--port", "0", "--verbose"]
+    args = [*wrap, str(FORMSYNC), "receive", "--config", str(config), "--port", "0", "--verbose"]
     if db is not None:
         args += ["--db", db]
     proc = subprocess.Popen(args, stdout=out, stderr=err, cwd=out_dir,
