@@ -100,6 +100,10 @@ class OutreachSettings(Section):
     # "context.<key>", "metadata.<key>", "readonly", "expiresAt", "document"
     mapping: dict[str, str] = {}
     report_dir: Path = Path("formsync-reports")
+    # addresses never sent to: this file (one per line, or a CSV with an email column), the
+    # store's list (formsync campaign suppress) and, with suppress_bounced, every bounce
+    suppression_file: Path | None = None
+    suppress_bounced: bool = True
 
 
 class ExportSettings(Section):
@@ -114,7 +118,7 @@ class JobSettings(Section):
     """A scheduled job: an outreach, poll, sync or export run on a cron or an interval."""
 
     id: str = Field(min_length=1, max_length=100)
-    kind: Literal["outreach", "poll", "sync", "export"]
+    kind: Literal["outreach", "poll", "sync", "export", "remind", "close"]
     cron: str | None = None
     interval_seconds: int | None = Field(None, ge=1)
     params: dict[str, Any] = {}

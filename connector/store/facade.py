@@ -16,6 +16,7 @@ from sqlalchemy.engine import Connection, make_url
 from sqlalchemy.exc import ArgumentError, DBAPIError, IntegrityError, OperationalError
 
 from ..models import Event
+from .campaign import CampaignReads
 from .database import Database
 from .events import EventReads
 from .exports import ExportReads
@@ -117,6 +118,7 @@ class Store:
         self.outreach_progress = OutreachProgressReads(self._db)
         self.scheduled_jobs = ScheduledJobs(self._db)
         self.exports = ExportReads(self._db)
+        self.campaign = CampaignReads(self._db, clock)  # each job's rows with their requests; suppression
         self.ledger = OutreachLedger(self._db, clock)  # outreach jobs and the state of each sheet row
         self._views = ViewKeeper(self._db.engine, clock)  # each form's field list and typed view
 

@@ -12,7 +12,7 @@ from typing import Annotated
 
 import typer
 
-from . import batch, servers
+from . import batch, campaign, servers
 from .helptext import summary
 from .usage import FormsyncGroup
 
@@ -25,6 +25,8 @@ for _fn, _name in ((servers.sandbox, "sandbox"), (servers.receive, "receive"), (
                    (batch.sync, "sync"), (batch.export, "export"), (batch.views, "views"), (batch.outreach, "outreach"),
                    (batch.demo, "demo"), (servers.run, "run"), (batch.status, "status")):
     app.command(_name, short_help=summary(_fn))(_fn)
+app.add_typer(campaign.app, name="campaign", short_help="The campaign after the send: funnel, export, page, "
+                                                         "reminders, closing, suppression.")
 
 
 def _print_version(value: bool) -> None:
