@@ -22,6 +22,7 @@ from ..poll import poll_once
 
 MAX_REMINDERS = 8  # what the service allows per request (notes, section 1)
 REFUSALS_SHOWN = 100
+IN_FLIGHT = 4  # calls under way at once; the pacer still admits each one
 
 Action = Literal["remind", "close"]
 
@@ -123,39 +124,51 @@ async def act(client: FormClient, store: Store, job: str, action: Action, *, rea
 
 async def _each(client: FormClient, store: Store, rows: Sequence[CampaignRow], action: Action,
                 reason: str | None, report: ActionReport, stop: asyncio.Event | None) -> None:
-    plan_refused: str | None = None
-    for r in rows:
-        if stop is not None and stop.is_set():
-            report.stopped = True
-            return
-        assert r.request_id is not None  # pending_rows keeps rows with a request
-        if action == "remind" and (r.reminders_sent or 0) >= MAX_REMINDERS:
-            _refuse(report, r, "REMINDER_LIMIT_REACHED")
-            continue
-        if plan_refused is not None:
-            _refuse(report, r, plan_refused)
-            continue
-        try:
-            if action == "remind":
-                rec = await client.remind_request(r.request_id)
+    """Act on each row, ``IN_FLIGHT`` calls at a time: the client's pacer admits each call,
+    so the calls run at the limit whatever the round trip (one at a time, a call's latency
+    would be lost from every window)."""
+    todo = iter(rows)
+    plan_refused: list[str] = []
+
+    async def worker() -> None:
+        for r in todo:
+            if stop is not None and stop.is_set():
+                report.stopped = True
+                return
+            if action == "remind" and (r.reminders_sent or 0) >= MAX_REMINDERS:
+                _refuse(report, r, "REMINDER_LIMIT_REACHED")
+            elif plan_refused:
+                _refuse(report, r, plan_refused[0])
             else:
-                rec = await client.cancel_request(r.request_id, **({"reason": reason} if reason else {}))
-        except errors.Conflict as e:
-            if e.reason == "REQUEST_NOT_PENDING":
-                report.not_pending += 1
-            else:
-                _refuse(report, r, e.reason or e.code)
-            continue
-        except (errors.ValidationError, errors.UpgradeRequired, errors.Forbidden) as e:
-            why = e.reason or e.code
-            _refuse(report, r, why)
-            if isinstance(e, errors.UpgradeRequired):
-                plan_refused = why  # the same for every request of the workspace: no more calls
-            continue
-        store.upsert_requests([rec], source="poll")
-        report.done += 1
-        if report.first_at is None and rec.updatedAt is not None:
-            report.first_at = rec.updatedAt  # the service's own time (a sandbox's test clock included)
+                await _one(client, store, r, action, reason, report, plan_refused)
+
+    await asyncio.gather(*(worker() for _ in range(IN_FLIGHT)))
+    report.refusals.sort(key=lambda f: f.row)
+
+
+async def _one(client: FormClient, store: Store, r: CampaignRow, action: Action, reason: str | None,
+               report: ActionReport, plan_refused: list[str]) -> None:
+    assert r.request_id is not None  # pending_rows keeps rows with a request
+    try:
+        if action == "remind":
+            rec = await client.remind_request(r.request_id)
+        else:
+            rec = await client.cancel_request(r.request_id, **({"reason": reason} if reason else {}))
+    except errors.Conflict as e:
+        if e.reason == "REQUEST_NOT_PENDING":
+            report.not_pending += 1
+        else:
+            _refuse(report, r, e.reason or e.code)
+        return
+    except (errors.ValidationError, errors.UpgradeRequired, errors.Forbidden) as e:
+        _refuse(report, r, e.reason or e.code)
+        if isinstance(e, errors.UpgradeRequired):
+            plan_refused.append(e.reason or e.code)  # the same for every request of the workspace: no more calls
+        return
+    await asyncio.to_thread(store.upsert_requests, [rec], source="poll")
+    report.done += 1
+    if rec.updatedAt is not None:  # the service's own time (a sandbox's test clock included)
+        report.first_at = rec.updatedAt if report.first_at is None else min(report.first_at, rec.updatedAt)
 
 
 def _refuse(report: ActionReport, row: CampaignRow, reason: str) -> None:

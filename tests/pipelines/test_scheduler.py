@@ -694,7 +694,7 @@ def test_the_example_config_jobs_are_valid(tmp_path: Path) -> None:
     cfg = tmp_path / "c.toml"
     cfg.write_text(text[:text.index("# [[jobs]]")] + "\n".join(lines))
     settings = load_settings(cfg, service={"token": "fb_x"})
-    assert [j.kind for j in settings.jobs] == ["outreach", "poll", "sync", "export"]
+    assert [j.kind for j in settings.jobs] == ["outreach", "poll", "sync", "export", "remind", "close"]
     assert set(check_jobs(settings)) == {j.id for j in settings.jobs}
 
 
