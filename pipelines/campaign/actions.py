@@ -13,7 +13,7 @@ from typing import Literal
 
 from pydantic import BaseModel
 
-from connector import errors
+from connector import errors, models
 from connector.client import FormClient
 from connector.store import Store
 from connector.store.campaign import CampaignRow
@@ -23,6 +23,7 @@ from ..poll import poll_once
 MAX_REMINDERS = 8  # what the service allows per request (notes, section 1)
 REFUSALS_SHOWN = 100
 IN_FLIGHT = 4  # calls under way at once; the pacer still admits each one
+STORE_BATCH = 50  # answered records stored together (one transaction, not one per call)
 
 Action = Literal["remind", "close"]
 
@@ -129,6 +130,7 @@ async def _each(client: FormClient, store: Store, rows: Sequence[CampaignRow], a
     would be lost from every window)."""
     todo = iter(rows)
     plan_refused: list[str] = []
+    answered: list[models.RequestRecord] = []
 
     async def worker() -> None:
         for r in todo:
@@ -140,14 +142,24 @@ async def _each(client: FormClient, store: Store, rows: Sequence[CampaignRow], a
             elif plan_refused:
                 _refuse(report, r, plan_refused[0])
             else:
-                await _one(client, store, r, action, reason, report, plan_refused)
+                rec = await _one(client, r, action, reason, report, plan_refused)
+                if rec is not None:
+                    answered.append(rec)
+                if len(answered) >= STORE_BATCH:
+                    batch, answered[:] = list(answered), []
+                    await asyncio.to_thread(store.upsert_requests, batch, source="poll")
 
-    await asyncio.gather(*(worker() for _ in range(IN_FLIGHT)))
+    try:
+        await asyncio.gather(*(worker() for _ in range(IN_FLIGHT)))
+    finally:  # a record not stored is found again by the next run's poll (or as not pending)
+        if answered:
+            store.upsert_requests(answered, source="poll")
     report.refusals.sort(key=lambda f: f.row)
 
 
-async def _one(client: FormClient, store: Store, r: CampaignRow, action: Action, reason: str | None,
-               report: ActionReport, plan_refused: list[str]) -> None:
+async def _one(client: FormClient, r: CampaignRow, action: Action, reason: str | None, report: ActionReport,
+               plan_refused: list[str]) -> models.RequestRecord | None:
+    """One call; the record the service answered, or None (the row's refusal is reported)."""
     assert r.request_id is not None  # pending_rows keeps rows with a request
     try:
         if action == "remind":
@@ -159,16 +171,16 @@ async def _one(client: FormClient, store: Store, r: CampaignRow, action: Action,
             report.not_pending += 1
         else:
             _refuse(report, r, e.reason or e.code)
-        return
+        return None
     except (errors.ValidationError, errors.UpgradeRequired, errors.Forbidden) as e:
         _refuse(report, r, e.reason or e.code)
         if isinstance(e, errors.UpgradeRequired):
             plan_refused.append(e.reason or e.code)  # the same for every request of the workspace: no more calls
-        return
-    await asyncio.to_thread(store.upsert_requests, [rec], source="poll")
+        return None
     report.done += 1
     if rec.updatedAt is not None:  # the service's own time (a sandbox's test clock included)
         report.first_at = rec.updatedAt if report.first_at is None else min(report.first_at, rec.updatedAt)
+    return rec
 
 
 def _refuse(report: ActionReport, row: CampaignRow, reason: str) -> None:
