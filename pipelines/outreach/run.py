@@ -51,13 +51,14 @@ async def prepare_outreach(client: FormClient, store: Store | None, sheet: Path,
         raise OutreachRefused(f"{sheet}: {problem}")
     plan = plan_rows(read.rows, fields, job=job, form_id=form_id, mapping=mapping, delivery=delivery,
                      check_documents=lambda params: document_problems(params, sheet.parent), numbers=read.numbers)
-    plan = apply_suppression(plan, _suppressed(store, suppression_file, suppress_bounced))
+    todo = {r.identity for r in plan.valid}
+    if store is not None and store.exists() and OutreachRow.__tablename__ in store.table_names():
+        todo = store.ledger.rows_to_send(job, {r.identity: r.content_hash for r in plan.valid})
+    # A row this job has sent already stays as it is: suppression is for what is still to send.
+    plan = apply_suppression(plan, _suppressed(store, suppression_file, suppress_bounced), only=todo)
     report_path = report_path or default_report_path(job)
     write_report(report_path, plan.rejected)
-    to_send = len(plan.valid)
-    if store is not None and store.exists() and OutreachRow.__tablename__ in store.table_names():
-        to_send = len(store.ledger.rows_to_send(job, {r.identity: r.content_hash for r in plan.valid}))
-    return Prepared(read, form_id, job, plan, report_path, to_send)
+    return Prepared(read, form_id, job, plan, report_path, len(todo & {r.identity for r in plan.valid}))
 
 
 def _suppressed(store: Store | None, file: Path | None, bounced: bool) -> dict[str, str]:

@@ -8,6 +8,7 @@ from __future__ import annotations
 import csv
 import io
 from collections.abc import Mapping
+from collections.abc import Set as AbstractSet
 from dataclasses import replace
 from pathlib import Path
 
@@ -19,15 +20,16 @@ from .values import Problem
 SUPPRESSED = "suppressed"
 
 
-def apply_suppression(plan: Plan, suppressed: Mapping[str, str]) -> Plan:
+def apply_suppression(plan: Plan, suppressed: Mapping[str, str], *, only: AbstractSet[str] | None = None) -> Plan:
     """``plan`` without the valid rows whose recipient email (compared lower-cased) is a
-    key of ``suppressed``; each becomes a rejected line ``suppressed (<why>)``."""
+    key of ``suppressed``; each becomes a rejected line ``suppressed (<why>)``. With
+    ``only``, only rows of those identities are looked at (the rows still to send)."""
     if not suppressed:
         return plan
     valid, skipped = [], []
     for row in plan.valid:
         email = (row.params.recipient.get("email") or "").strip().lower()
-        why = suppressed.get(email) if email else None
+        why = suppressed.get(email) if email and (only is None or row.identity in only) else None
         if why is None:
             valid.append(row)
         else:

@@ -85,6 +85,8 @@ def test_suppressed_rows_are_reported_not_sent(tmp_path: Path) -> None:
     assert [(n, p.problem) for n, p in kept.rejected] == [(3, "suppressed (bounced)"),
                                                           (4, "suppressed (listed: opted out)")]
     assert kept.rows == 4 and apply_suppression(plan, {}) is plan
+    sent_before = apply_suppression(plan, {"b@x.test": "bounced"}, only={r.identity for r in plan.valid[2:]})
+    assert [r.number for r in sent_before.valid] == [2, 3, 4, 5], "a row sent already is left as it is"
 
     listed = tmp_path / "list.txt"
     listed.write_text("# opted out\nAda@Example.com\n\nbob@example.com, asked by phone\nnot an address\n")

@@ -104,6 +104,9 @@ async def test_a_whole_campaign_counts_agree_everywhere(sandbox: Sandbox, tmp_pa
         service = [r async for r in fc.iter_requests(form_id=form, include_test=True)]
         service = [r for r in service if r.externalId and r.externalId.startswith("c-")]
 
+        again = await run_outreach(fc, store, sheet, form, job="spring", delivery="email",
+                                   report_path=tmp_path / "again-report.csv", suppression_file=blocked)
+        assert (again.sent, again.skipped_existing, again.invalid) == (0, 11, 2), "sent rows are not suppressed"
         # Bounced addresses stay out of the next job.
         later = await run_outreach(fc, store, write_sheet(tmp_path / "autumn.csv", EMAILS[8:11]), form,
                                    job="autumn", delivery="email", report_path=tmp_path / "autumn-report.csv")
