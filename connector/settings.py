@@ -112,6 +112,10 @@ class OutreachSettings(Section):
     # "context.<key>", "metadata.<key>", "readonly", "expiresAt", "document"
     mapping: dict[str, str] = {}
     report_dir: Path = Path("formsync-reports")
+    # addresses never sent to: this file (one per line, or a CSV with an email column), the
+    # store's list (formsync campaign suppress) and, with suppress_bounced, every bounce
+    suppression_file: Path | None = None
+    suppress_bounced: bool = True
 
 
 class ExportSettings(Section):
@@ -153,7 +157,7 @@ class JobSettings(Section):
     and/or each time the run of the job named by ``after`` finishes."""
 
     id: str = Field(min_length=1, max_length=100)
-    kind: Literal["outreach", "poll", "sync", "export"]
+    kind: Literal["outreach", "poll", "sync", "export", "remind", "close"]
     cron: str | None = None
     interval_seconds: int | None = Field(None, ge=1)
     after: str | None = Field(None, min_length=1)

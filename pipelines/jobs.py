@@ -21,9 +21,9 @@ from connector.settings import JobSettings, Settings
 if TYPE_CHECKING:
     from pipelines.outreach.sheet import SheetOptions
 
-KINDS: tuple[str, ...] = ("outreach", "poll", "sync", "export")
+KINDS: tuple[str, ...] = ("outreach", "poll", "sync", "export", "remind", "close")
 # Jobs that talk to the service and so need [service] token.
-NEEDS_TOKEN = frozenset({"outreach", "poll", "sync"})
+NEEDS_TOKEN = frozenset({"outreach", "poll", "sync", "remind", "close"})
 
 
 class ConfigError(ValueError):
@@ -90,8 +90,35 @@ class ExportParams(_Params):
     display: bool = False
 
 
+class RemindParams(_Params):
+    """``formsync campaign remind JOB [--idle 3d]``: on its schedule (say every 3 days),
+    remind the outreach job's pending requests (idle for at least ``idle``)."""
+
+    job: str = Field(min_length=1)
+    idle: str | None = None
+
+    @field_validator("idle")
+    @classmethod
+    def _idle(cls, v: str | None) -> str | None:
+        if v is not None:
+            from pipelines.campaign.actions import parse_idle
+
+            parse_idle(v)
+        return v
+
+
+class CloseParams(_Params):
+    """``formsync campaign close JOB [--reason R]``, from ``at`` on: a run before ``at``
+    does nothing; the first one after cancels every request still pending, later ones
+    find none (run it on an interval, say hourly)."""
+
+    job: str = Field(min_length=1)
+    at: datetime
+    reason: str | None = Field(None, min_length=1)
+
+
 PARAMS: dict[str, type[_Params]] = {"outreach": OutreachParams, "poll": PollParams, "sync": SyncParams,
-                                    "export": ExportParams}
+                                    "export": ExportParams, "remind": RemindParams, "close": CloseParams}
 
 
 def _accepted(model: type[_Params]) -> str:
@@ -247,4 +274,11 @@ def summarise(kind: str, report: BaseModel) -> str:
     if kind == "export":
         rows = ", ".join(f"{k} {v}" for k, v in r.rows.items())
         return f"wrote {r.path} ({rows} rows)"
+    if kind in ("remind", "close"):
+        if getattr(r, "not_before", None):
+            return f"nothing yet: closes from {r.not_before}"
+        refused = ", ".join(f"{k} {v}" for k, v in r.refused.items()) or "none"
+        verb = "reminded" if kind == "remind" else "canceled"
+        return (f"{r.job}: {verb} {r.done} of {r.candidates} pending, refused: {refused}, "
+                f"no longer pending {r.not_pending}, {r.calls} calls")
     return str(report)[:200]

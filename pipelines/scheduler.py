@@ -28,7 +28,7 @@ import socket
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from datetime import UTC
+from datetime import UTC, datetime
 from typing import Any
 
 from apscheduler.events import EVENT_JOB_MISSED, EVENT_JOB_SUBMITTED, JobEvent, JobSubmissionEvent
@@ -41,11 +41,14 @@ from connector.store import LeaderLock, Store
 from connector.store.leader import holder_id
 
 from . import notify
+from .campaign.actions import ActionReport, act, parse_idle
 from .export import export
 from .jobs import (
+    CloseParams,
     ExportParams,
     OutreachParams,
     PollParams,
+    RemindParams,
     SyncParams,
     check_jobs,
     fingerprint,
@@ -181,9 +184,18 @@ class JobRuntime:
                     fc, store, params.sheet, params.form, job=name, mapping=out.mapping, delivery=out.delivery,
                     callback_url=out.callback_url, test=params.test,
                     report_path=params.report or out.report_dir / f"{name}-report.csv",
-                    stop=self.stopping, sheet_options=params.sheet_options())
+                    stop=self.stopping, sheet_options=params.sheet_options(),
+                    suppression_file=out.suppression_file, suppress_bounced=out.suppress_bounced)
             if isinstance(params, PollParams):
                 return await poll_once(fc, store, form_id=params.form)
+            if isinstance(params, RemindParams):
+                idle = parse_idle(params.idle) if params.idle is not None else None
+                return await act(fc, store, params.job, "remind", idle_ms=idle, stop=self.stopping)
+            if isinstance(params, CloseParams):
+                at = params.at if params.at.tzinfo is not None else params.at.replace(tzinfo=UTC)
+                if datetime.now(UTC) < at:
+                    return ActionReport(job=params.job, action="close", not_before=at.isoformat())
+                return await act(fc, store, params.job, "close", reason=params.reason, stop=self.stopping)
             if isinstance(params, SyncParams):
                 if params.form is not None:
                     return await sync_form(fc, store, params.form, full=params.full, include_drafts=params.drafts)

@@ -13,8 +13,9 @@ from rich.text import Text
 
 from connector.field_lists import PROVISIONAL_FIX
 from connector.settings import Settings
-from connector.store import FormField, JobRun, OutreachRow, RawEvent, RequestRow, Store
+from connector.store import FormField, JobRun, OutreachRow, RawEvent, RequestRow, Store, Suppression
 
+from .campaign.funnel import Funnel, funnel
 from .jobs import schedule_text
 from .scheduler import JOBSTORE_TABLE
 
@@ -45,6 +46,7 @@ class OutreachProgress(BaseModel):
     sheet_rows: int | None = None  # rows the last run read from the sheet (None before a run ended)
     rejected: int = 0  # rows the last run rejected before sending
     last_change_at: int | None = None
+    funnel: Funnel | None = None  # None on a store not migrated to the campaign's columns yet
 
     def line(self) -> str:
         """``240 of 50,000 sent, 12 rejected, interrupted 16:35, run again to continue``."""
@@ -170,6 +172,9 @@ def _add_outreach(report: StatusReport, store: Store) -> None:
         outcome = outcomes.get(p.job, {})
         p.sheet_rows, p.rejected = outcome.get("rows"), int(outcome.get("rejected", 0))
         p.last_change_at = max(changes.get(p.job, 0), int(outcome.get("at", 0))) or None
+    if Suppression.__tablename__ in store.table_names():  # made by the migration that added the funnel's columns
+        for p in progress.values():
+            p.funnel = funnel(p.job, store.campaign.rows(p.job))
     report.outreach = sorted(progress.values(), key=lambda p: p.job)
     for row in reads.failed_rows(ERRORS_SHOWN):
         report.errors.append(RecentError(at=row.updated_at, error=row.error or "",
@@ -214,6 +219,8 @@ def render_status(report: StatusReport) -> Group:
     outreach = [Text("Outreach", style="italic")]
     for p in report.outreach:
         outreach += [Text(f"  {p.job} ({p.form_id})"), Text(f"    {p.line()}")]
+        if p.funnel is not None and p.funnel.sent:
+            outreach.append(Text(f"    {p.funnel.line()}"))
     if not report.outreach:
         outreach.append(Text("  (no outreach job yet)"))
     requests = _table("Requests per form", "form", *STATUSES)

@@ -8,7 +8,8 @@ what writers share), ``sqlite``, ``postgresql`` and ``mysql`` (one writer per da
 ``database`` (the engine and its sessions, below everything else), ``facade`` (the
 ``Store``), and the repositories the ``Store`` offers, each a module: ``runs``
 (``store.runs``), ``lease`` (``store.leader_lock()``, whose protocol ``leader`` holds), ``requests``, ``events``,
-``submissions``, ``deadletters`` (``store.dead_letters``), ``progress`` (``store.outreach_progress``), ``jobstore``
+``submissions``, ``deadletters`` (``store.dead_letters``), ``progress`` (``store.outreach_progress``), ``campaign``,
+``jobstore``
 (``store.scheduled_jobs``) and ``exports``."""
 
 from .exports import ExportFilter, json_value
@@ -59,6 +60,7 @@ from .tables import (
     SchedulerLease,
     StoreModel,
     SubmissionRow,
+    Suppression,
     SyncCursor,
     request_answers,
 )
@@ -69,7 +71,8 @@ __all__ = [
     "JobRun", "LOCK_NAME", "LeaderLock", "LeaseLock", "METADATA", "NAMING_CONVENTION", "NamedLock",
     "OUTREACH_STATES", "OutreachJob", "OutreachRow", "PendingRequest", "RawEvent", "RequestRow", "SOURCES",
     "SQLITE_BUSY_TIMEOUT_MS", "SUMMARY_MAX", "SchedulerLease", "Source", "Store", "StoreModel",
-    "StoreOutcome", "SubmissionRow", "SyncCursor", "SyncMark", "TERMINAL_STATUSES", "Unstorable", "VERSION_TABLE",
+    "StoreOutcome", "SubmissionRow", "Suppression", "SyncCursor", "SyncMark", "TERMINAL_STATUSES", "Unstorable",
+    "VERSION_TABLE",
     "VIEW_PREFIX", "ViewColumn", "WRITERS", "alembic_config", "answer_json", "answer_rows", "answer_tuples",
     "compare_column_type", "compress_body", "display_text", "epoch_ms", "event_integer_problem",
     "event_to_rows", "integer_problem", "is_matrix", "json_value", "list_ts_ms", "request_answers",

@@ -88,6 +88,26 @@ class OutreachLedger:
                 rec.updated_at = self._clock()
                 s.add(rec)
 
+    def record_round(self, job: str, kind: str, counts: Mapping[str, int], *, at: int | None = None) -> int:
+        """Remember a reminder or close round of the job (``kind``: ``remind`` or
+        ``close``) with its counts, at ``at`` (the service's time; default now); returns
+        its time (epoch ms)."""
+        now = self._clock() if at is None else at
+        with self._db.session() as s:
+            rec = s.get(OutreachJob, job)
+            if rec is not None:
+                settings = rec.settings or {}
+                rounds = [*settings.get("rounds", []), {"kind": kind, "at": now, **counts}]
+                rec.settings, rec.updated_at = {**settings, "rounds": rounds}, self._clock()
+                s.add(rec)
+        return now
+
+    def rounds(self, job: str) -> list[dict[str, Any]]:
+        """The job's reminder and close rounds, oldest first (see ``record_round``)."""
+        with self._db.reader() as s:
+            rec = s.get(OutreachJob, job)
+            return list(((rec.settings if rec else None) or {}).get("rounds", []))
+
     # -- rows -----------------------------------------------------------------------
 
     def rows_to_send(self, job: str, rows: Mapping[str, str]) -> set[str]:

@@ -324,7 +324,8 @@ _REQUEST_FIELDS = {
     "language": "language", "url": "url", "isTest": "is_test", "createdAt": "created_at", "expiresAt": "expires_at",
     "completedAt": "completed_at", "expiredAt": "expired_at", "canceledAt": "canceled_at",
     "cancelReason": "cancel_reason", "updatedAt": "updated_at", "submissionId": "submission_id",
-    "answers": "answers", "display": "display",
+    "answers": "answers", "display": "display", "openedAt": "opened_at", "startedAt": "started_at",
+    "lastActivityAt": "last_activity_at", "remindersSent": "reminders_sent",
 }
 _TERMINAL_TIME = {"completed": "completed_at", "expired": "expired_at", "canceled": "canceled_at"}
 

@@ -40,7 +40,8 @@ REQUEST_MERGE = Merge(
     REQUESTS, request_rank, ("status", "updated_at"),
     keep=frozenset(),
     fill=frozenset({"form_id", "workspace_id", "external_id", "metadata", "context", "recipient_email",
-                    "recipient_name", "language", "url", "created_at", "expires_at", "delivery_status"}),
+                    "recipient_name", "language", "url", "created_at", "expires_at", "delivery_status",
+                    "opened_at", "started_at", "last_activity_at", "reminders_sent"}),
 )
 
 

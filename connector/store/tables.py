@@ -138,6 +138,11 @@ class RequestRow(StoreModel, table=True):
     expired_at: int | None = Field(default=None, sa_type=BigInteger)
     canceled_at: int | None = Field(default=None, sa_type=BigInteger)
     cancel_reason: str | None = None
+    # The campaign's funnel (requests.get / requests.list; events do not carry them).
+    opened_at: int | None = Field(default=None, sa_type=BigInteger)
+    started_at: int | None = Field(default=None, sa_type=BigInteger)
+    last_activity_at: int | None = Field(default=None, sa_type=BigInteger)
+    reminders_sent: int | None = Field(default=None, sa_type=BigInteger)  # null: not read yet
     updated_at: int = Field(sa_type=BigInteger)
     submission_id: str | None = None
     answers: dict[str, Any] | None = _json_col()
@@ -181,6 +186,16 @@ class OutreachRow(StoreModel, table=True):
     error: str | None = Field(default=None, sa_type=Text)
     attempts: int = 0
     updated_at: int = Field(sa_type=BigInteger)
+
+
+class Suppression(StoreModel, table=True):
+    """An address outreach never sends to (``formsync campaign suppress``), with why."""
+
+    __tablename__ = "formsync_suppressions"
+
+    email: str = Field(primary_key=True)  # lower-cased
+    reason: str | None = Field(default=None, sa_type=Text)
+    created_at: int = Field(sa_type=BigInteger)
 
 
 class SyncCursor(StoreModel, table=True):

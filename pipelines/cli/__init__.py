@@ -13,7 +13,7 @@ from typing import Annotated
 
 import typer
 
-from . import batch, dead_letters, servers, subscribe
+from . import batch, campaign, dead_letters, servers, subscribe
 from .helptext import summary
 from .usage import FormsyncGroup
 
@@ -29,6 +29,8 @@ for _fn, _name in ((servers.sandbox, "sandbox"), (servers.receive, "receive"), (
 app.add_typer(subscribe.app, name="subscribe", short_help="The receiver's webhook subscriptions: list, create, "
                                                           "secret, remove, check.")
 app.add_typer(dead_letters.app, name="dead-letters")
+app.add_typer(campaign.app, name="campaign", short_help="The campaign after the send: funnel, export, page, "
+                                                         "reminders, closing, suppression.")
 
 
 def _print_version(value: bool) -> None:

@@ -56,7 +56,8 @@ async def _run(fc: FormClient, ctx: Context, call: OutreachCall, caught: list[si
     settings = ctx.service_settings()
     out, store, per_minute = settings.outreach, ctx.store(), settings.service.creates_per_minute
     prepared = await prepare_outreach(fc, store, call.sheet, call.form, job=call.job, mapping=out.mapping,
-                                      delivery=out.delivery, report_path=call.report, sheet_options=call.options)
+                                      delivery=out.delivery, report_path=call.report, sheet_options=call.options,
+                                      suppression_file=out.suppression_file, suppress_bounced=out.suppress_bounced)
     if call.dry_run:
         return prepared, outreach_report(prepared, SendResult(left=prepared.to_send))
     if prepared.to_send:

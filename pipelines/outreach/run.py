@@ -18,6 +18,7 @@ from .plan import Plan, plan_rows
 from .report import OutreachReport, default_report_path, links_path, write_links, write_report
 from .send import ProgressCallback, Sender, SendOptions, SendResult
 from .sheet import Sheet, SheetOptions, load_sheet
+from .suppression import apply_suppression, suppressed_addresses
 
 
 @dataclass
@@ -35,13 +36,14 @@ class Prepared:
 
 async def prepare_outreach(client: FormClient, store: Store | None, sheet: Path, form_id: str, *, job: str,
                            mapping: Mapping[str, str] | None = None, delivery: str = "none",
-                           report_path: Path | None = None, sheet_options: SheetOptions | None = None
-                           ) -> Prepared:
+                           report_path: Path | None = None, sheet_options: SheetOptions | None = None,
+                           suppression_file: Path | None = None, suppress_bounced: bool = True) -> Prepared:
     """Check the form (``OutreachRefused`` with the service's reason when it cannot take
     requests), read the sheet (``SheetError``), check its columns once (``OutreachRefused``
     naming each unknown column with the closest known name and a mapping), plan the rows
-    and write the rejected ones to the report. Calls nothing but ``fields.list``, writes
-    nothing to the store."""
+    and write the rejected ones to the report; rows to a suppressed address (see
+    ``suppression``) are reported ``suppressed``, not sent. Calls nothing but
+    ``fields.list``, writes nothing to the store."""
     fields = await form_fields(client, form_id)
     read = load_sheet(sheet, sheet_options)
     problem = column_problem(read.columns, fields, mapping or {})
@@ -49,12 +51,22 @@ async def prepare_outreach(client: FormClient, store: Store | None, sheet: Path,
         raise OutreachRefused(f"{sheet}: {problem}")
     plan = plan_rows(read.rows, fields, job=job, form_id=form_id, mapping=mapping, delivery=delivery,
                      check_documents=lambda params: document_problems(params, sheet.parent), numbers=read.numbers)
+    todo = {r.identity for r in plan.valid}
+    if store is not None and store.exists() and OutreachRow.__tablename__ in store.table_names():
+        todo = store.ledger.rows_to_send(job, {r.identity: r.content_hash for r in plan.valid})
+    # A row this job has sent already stays as it is: suppression is for what is still to send.
+    plan = apply_suppression(plan, _suppressed(store, suppression_file, suppress_bounced), only=todo)
     report_path = report_path or default_report_path(job)
     write_report(report_path, plan.rejected)
-    to_send = len(plan.valid)
-    if store is not None and store.exists() and OutreachRow.__tablename__ in store.table_names():
-        to_send = len(store.ledger.rows_to_send(job, {r.identity: r.content_hash for r in plan.valid}))
-    return Prepared(read, form_id, job, plan, report_path, to_send)
+    return Prepared(read, form_id, job, plan, report_path, len(todo & {r.identity for r in plan.valid}))
+
+
+def _suppressed(store: Store | None, file: Path | None, bounced: bool) -> dict[str, str]:
+    try:
+        return suppressed_addresses(store, file, bounced=bounced)
+    except (OSError, UnicodeDecodeError) as e:
+        raise OutreachRefused(f"outreach.suppression_file: cannot read {file}: {e}; fix the path or "
+                              f"unset the setting") from None
 
 
 async def send_outreach(client: FormClient, store: Store, prepared: Prepared, *, delivery: str = "none",
@@ -103,8 +115,8 @@ async def run_outreach(client: FormClient, store: Store, sheet: Path, form_id: s
                        mapping: Mapping[str, str] | None = None, delivery: str = "none",
                        callback_url: str | None = None, dry_run: bool = False, test: bool = False,
                        report_path: Path | None = None, progress: ProgressCallback | None = None,
-                       stop: asyncio.Event | None = None, sheet_options: SheetOptions | None = None
-                       ) -> OutreachReport:
+                       stop: asyncio.Event | None = None, sheet_options: SheetOptions | None = None,
+                       suppression_file: Path | None = None, suppress_bounced: bool = True) -> OutreachReport:
     """Send one request per valid row of ``sheet`` to ``form_id``. The form and the
     sheet's columns are checked first (``OutreachRefused``, ``SheetError``: nothing is
     sent); every row is validated against ``fields.list``; bad rows go to the CSV report
@@ -122,7 +134,8 @@ async def run_outreach(client: FormClient, store: Store, sheet: Path, form_id: s
     is sent (a wait for the rate window is cut short), and the report says ``stopped``
     and how many rows are ``left``; the next run sends them."""
     prepared = await prepare_outreach(client, store, sheet, form_id, job=job, mapping=mapping, delivery=delivery,
-                                      report_path=report_path, sheet_options=sheet_options)
+                                      report_path=report_path, sheet_options=sheet_options,
+                                      suppression_file=suppression_file, suppress_bounced=suppress_bounced)
     if dry_run:
         return outreach_report(prepared, SendResult(left=prepared.to_send), 0, None)
     return await send_outreach(client, store, prepared, delivery=delivery, callback_url=callback_url, test=test,

@@ -1,7 +1,7 @@
 """The events set aside: correctly signed, but holding what no database can store as an
 event (``formsync_dead_letters``; the body kept zlib-compressed, as bytes).
 
-Revision ID: 0008_dead_letters
+Revision ID: 0005
 Revises: 0004
 """
 
@@ -10,7 +10,7 @@ from __future__ import annotations
 import sqlalchemy as sa
 from alembic import op
 
-revision = "0008_dead_letters"
+revision = "0005"
 down_revision = "0004"
 branch_labels = None
 depends_on = None

@@ -1,0 +1,119 @@
+"""Reads of an outreach job's campaign (``store.campaign``): each sheet row the ledger
+holds with its request as the store knows it, the requests' answers, and the addresses
+outreach must not send to (the suppression list and every address that bounced)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from sqlalchemy import func
+from sqlmodel import col, select
+
+from .database import Database
+from .tables import REQUESTS, OutreachJob, OutreachRow, RequestRow, Suppression, request_answers
+
+# Delivery statuses that keep an address out of every later job.
+UNDELIVERABLE = ("bounced", "complained")
+
+
+@dataclass(frozen=True)
+class CampaignRow:
+    """One ledger row of a job and its request (every request field None when the row
+    has none, or the store has not seen it): times in epoch ms."""
+
+    row_key: str
+    row_number: int
+    state: str
+    request_id: str | None
+    status: str | None = None
+    delivery_status: str | None = None
+    recipient_email: str | None = None
+    recipient_name: str | None = None
+    external_id: str | None = None
+    url: str | None = None
+    created_at: int | None = None
+    opened_at: int | None = None
+    started_at: int | None = None
+    last_activity_at: int | None = None
+    completed_at: int | None = None
+    expired_at: int | None = None
+    canceled_at: int | None = None
+    reminders_sent: int | None = None
+    is_test: bool = False
+
+
+_REQUEST_COLUMNS = ("status", "delivery_status", "recipient_email", "recipient_name", "external_id", "url",
+                    "created_at", "opened_at", "started_at", "last_activity_at", "completed_at", "expired_at",
+                    "canceled_at", "reminders_sent", "is_test")
+
+
+class CampaignReads:
+    """The campaign repository (``store.campaign``)."""
+
+    def __init__(self, db: Database, clock: Callable[[], int]) -> None:
+        self._db, self._clock = db, clock
+
+    def job(self, name: str) -> OutreachJob | None:
+        """The outreach job named ``name``, or None."""
+        with self._db.reader() as s:
+            return s.get(OutreachJob, name)
+
+    def jobs(self) -> list[str]:
+        """Every outreach job's name, sorted."""
+        with self._db.reader() as s:
+            return sorted(s.exec(select(OutreachJob.name)))
+
+    def rows(self, job: str) -> list[CampaignRow]:
+        """The job's ledger rows in sheet order, each with its stored request."""
+        req = [getattr(RequestRow, c) for c in _REQUEST_COLUMNS]
+        stmt = (select(OutreachRow.row_key, OutreachRow.row_number, OutreachRow.state, OutreachRow.request_id,
+                       *req)
+                .outerjoin(RequestRow, col(OutreachRow.request_id) == col(RequestRow.id))
+                .where(OutreachRow.job_name == job).order_by(col(OutreachRow.row_number), col(OutreachRow.row_key)))
+        with self._db.reader() as s:
+            out = []
+            for r in s.exec(stmt):
+                values: dict[str, Any] = dict(zip(_REQUEST_COLUMNS, r[4:], strict=True))
+                values["is_test"] = bool(values["is_test"])
+                out.append(CampaignRow(r[0], int(r[1]), r[2], r[3], **values))
+            return out
+
+    def answers(self, request_ids: Sequence[str]) -> dict[str, dict[str, Any]]:
+        """Request id -> its stored answers (only requests that have some)."""
+        out: dict[str, dict[str, Any]] = {}
+        ids = list(request_ids)
+        with self._db.reader() as s:
+            for start in range(0, len(ids), 500):
+                stmt = request_answers().where(REQUESTS.c.id.in_(ids[start:start + 500]))
+                for rid, answers, _display in s.connection().execute(stmt):
+                    if answers:
+                        out[rid] = dict(answers)
+        return out
+
+    # -- suppression --------------------------------------------------------------------
+
+    def suppressed(self) -> dict[str, str]:
+        """Lower-cased address -> why outreach must skip it: listed (``listed: reason``)
+        or ``bounced`` / ``complained`` on any stored request."""
+        out: dict[str, str] = {}
+        with self._db.reader() as s:
+            for email, status in s.exec(
+                    select(func.lower(RequestRow.recipient_email), RequestRow.delivery_status)
+                    .where(col(RequestRow.delivery_status).in_(UNDELIVERABLE),
+                           col(RequestRow.recipient_email).is_not(None)).distinct()):
+                out[email] = str(status)
+            for row in s.exec(select(Suppression)):
+                out[row.email] = f"listed: {row.reason}" if row.reason else "listed"
+        return out
+
+    def suppress(self, emails: Iterable[str], reason: str | None = None) -> int:
+        """Add addresses to the suppression list (lower-cased); returns how many were new."""
+        now, added = self._clock(), 0
+        with self._db.session() as s:
+            for email in sorted({e.strip().lower() for e in emails if e.strip()}):
+                if s.get(Suppression, email) is None:
+                    s.add(Suppression(email=email, reason=reason, created_at=now))
+                    added += 1
+        return added

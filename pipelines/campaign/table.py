@@ -1,0 +1,128 @@
+"""The campaign table: one row per sheet row of an outreach job, with the sheet's own
+cells, its request's status and times, and the answers: "who answered what, who did
+not". Built as one Arrow table (pure) and written as CSV, XLSX or Parquet the way the
+other exports write their cells (formula text neutralised, typed UTC times)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.csv as pacsv
+import pyarrow.parquet as pq
+import xlsxwriter
+
+from connector.store.campaign import CampaignRow
+
+from ..export import TIMESTAMP, neutralise, neutralise_array, xlsx_columns
+
+NOT_SENT = "not sent"  # a sheet row without a request: rejected, suppressed, or not sent yet
+REQUEST_TEXT = ("request_id", "status", "delivery_status", "url")
+REQUEST_TIMES = ("created_at", "opened_at", "started_at", "last_activity_at", "completed_at", "expired_at",
+                 "canceled_at")
+ANSWER_PREFIX = "answer."
+
+
+def campaign_table(sheet_columns: Sequence[str], sheet_rows: Mapping[int, Mapping[str, str]],
+                   rows: Sequence[CampaignRow], answers: Mapping[str, Mapping[str, Any]],
+                   answer_keys: Sequence[str] | None = None) -> pa.Table:
+    """The campaign table (pure): one row per sheet row number in ``sheet_rows`` and per
+    ledger row of ``rows`` (matched by row number), in row order. ``answer_keys`` names
+    and orders the answer columns (``answer.<key>``); by default, the keys of the answers
+    in first-seen order. A cell that is not text, a number or a boolean is JSON text."""
+    by_number = {r.row_number: r for r in rows}
+    numbers = sorted({*sheet_rows, *by_number})
+    keys = list(answer_keys) if answer_keys is not None else _first_seen(answers, rows, numbers, by_number)
+    columns: dict[str, list[Any]] = {"row": numbers}
+    for name in sheet_columns:
+        columns[_unique(name, columns)] = [sheet_rows.get(n, {}).get(name) for n in numbers]
+    picked = [by_number.get(n) for n in numbers]
+    for name in REQUEST_TEXT:
+        values = [getattr(r, name) if r is not None else None for r in picked]
+        if name == "status":
+            values = [v if r is not None and r.request_id else NOT_SENT for v, r in zip(values, picked, strict=True)]
+        columns[_unique(name, columns)] = values
+    times = {}
+    for name in REQUEST_TIMES:
+        col = _unique(name, columns)
+        columns[col] = [getattr(r, name) if r is not None else None for r in picked]
+        times[col] = True
+    columns[_unique("reminders_sent", columns)] = [r.reminders_sent if r is not None else None for r in picked]
+    for key in keys:
+        columns[_unique(ANSWER_PREFIX + key, columns)] = [
+            _cell(answers.get(r.request_id or "", {}).get(key)) if r is not None else None for r in picked]
+    arrays = {name: pa.array(values, TIMESTAMP if name in times else None) for name, values in columns.items()}
+    return pa.table(arrays)
+
+
+def _first_seen(answers: Mapping[str, Mapping[str, Any]], rows: Sequence[CampaignRow], numbers: Sequence[int],
+                by_number: Mapping[int, CampaignRow]) -> list[str]:
+    keys: dict[str, None] = {}
+    for n in numbers:
+        r = by_number.get(n)
+        if r is not None and r.request_id is not None and r.request_id in answers:
+            keys.update(dict.fromkeys(answers[r.request_id]))
+    return list(keys)
+
+
+def _unique(name: str, taken: Mapping[str, Any]) -> str:
+    """``name``, or ``name (2)``... when a sheet column already has it."""
+    out, n = name, 1
+    while out in taken:
+        n += 1
+        out = f"{name} ({n})"
+    return out
+
+
+def _cell(value: Any) -> str | None:
+    """An answer as text: one type per column, whatever the answers mix."""
+    if value is None or isinstance(value, str):
+        return value
+    return json.dumps(value, ensure_ascii=False, sort_keys=True)
+
+
+def write_table(table: pa.Table, fmt: str, out: Path) -> int:
+    """Write ``table`` to ``out`` as ``csv``, ``xlsx`` or ``parquet`` (a temporary file
+    renamed when complete); returns the rows written."""
+    tmp = out.with_name(f".{out.name}.partial")
+    try:
+        if fmt == "parquet":
+            pq.write_table(table, tmp)
+        elif fmt == "csv":
+            safe = pa.table([neutralise_array(c) for c in table.columns],
+                            names=[str(neutralise(n)) for n in table.column_names])
+            pacsv.write_csv(safe, tmp)
+        elif fmt == "xlsx":
+            _write_xlsx(table, tmp)
+        else:
+            raise ValueError(f"format must be one of csv, xlsx, parquet, got {fmt!r}")
+        tmp.replace(out)
+    finally:
+        tmp.unlink(missing_ok=True)
+    return table.num_rows
+
+
+def _write_xlsx(table: pa.Table, out: Path) -> None:
+    book = xlsxwriter.Workbook(str(out), {"strings_to_formulas": False, "strings_to_urls": False,
+                                          "strings_to_numbers": False})
+    try:
+        ws = book.add_worksheet("campaign")
+        bold, date_fmt = book.add_format({"bold": True}), book.add_format({"num_format": "yyyy-mm-dd hh:mm:ss"})
+        for i, name in enumerate(table.column_names):
+            ws.write_string(0, i, str(neutralise(name)), bold)
+            ws.set_column(i, i, min(max(len(name) + 2, 10), 40))
+        times = {i for i, f in enumerate(table.schema) if pa.types.is_timestamp(f.type)}
+        row = 1
+        for batch in table.to_batches():
+            for cells in zip(*xlsx_columns(batch), strict=True):
+                for i, cell in enumerate(cells):
+                    if cell is not None:
+                        ws.write(row, i, cell, date_fmt if i in times else None)
+                row += 1
+        ws.freeze_panes(1, 0)
+        ws.autofilter(0, 0, table.num_rows, len(table.column_names) - 1)
+    finally:
+        book.close()

@@ -1,0 +1,150 @@
+"""``formsync campaign``: the campaign after the send, per outreach job: its funnel, its
+export, its HTML page, reminders, closing and the suppression list."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from .context import command, print_report
+from .errors import UsageError
+from .helptext import summary
+from .options import ConfigOption
+from .usage import FormsyncGroup
+
+app = typer.Typer(cls=FormsyncGroup, no_args_is_help=True, add_completion=False, rich_markup_mode="rich",
+                  help="The campaign after the send: funnel, export, page, reminders, closing, suppression.")
+
+JobArg = Annotated[str, typer.Argument(help="The outreach job (the --job name it was sent with).")]
+DryRun = Annotated[bool, typer.Option("--dry-run", help="Say how many requests it would touch; call nothing.")]
+FORMATS = {".csv": "csv", ".xlsx": "xlsx", ".parquet": "parquet"}
+
+
+def funnel_command(job: JobArg, config: ConfigOption = None,
+                   json: Annotated[bool, typer.Option("--json", help="Print the funnel as JSON.")] = False) -> None:
+    """Show the job's funnel from the store: rows, sent, delivered, bounced, opened,
+    started, completed, expired, canceled, response rate, median time to answer.
+
+    Example: [bold]formsync campaign funnel spring --config formsync.toml[/bold]
+    """
+    with command(config) as ctx:
+        from rich.console import Console
+
+        from pipelines.campaign import read_campaign
+        from pipelines.campaign.show import funnel_table
+
+        c = read_campaign(ctx.store(), job)
+        if json:
+            print_report(c.funnel)
+        else:
+            Console().print(funnel_table(c.funnel))
+
+
+def export_command(job: JobArg, out: Annotated[Path, typer.Option("--out", help="The file: .csv, .xlsx or "
+                                                                               ".parquet.")],
+                   config: ConfigOption = None,
+                   sheet: Annotated[Path | None, typer.Option(help="The sheet to take the rows' own columns from "
+                                                                   "(default: the file the job was sent from).")]
+                   = None) -> None:
+    """Write one row per sheet row: the sheet's own columns, its request's status and
+    times, and the answers. Prints the report as JSON.
+
+    Example: [bold]formsync campaign export spring --out spring.xlsx --config formsync.toml[/bold]
+    """
+    with command(config) as ctx:
+        from pipelines.campaign import export_campaign
+
+        fmt = FORMATS.get(out.suffix.lower())
+        if fmt is None:
+            raise UsageError(f"cannot tell the format from {out.name!r}", where="--out",
+                             hint="end it in .csv, .xlsx or .parquet")
+        _check_dir(out)
+        report = export_campaign(ctx.store(), job, fmt, out, sheet=sheet)
+        print_report(report)
+        if report.sheet_problem:
+            typer.echo(f"note: the sheet's own columns are left out: {report.sheet_problem}; give it with --sheet",
+                       err=True)
+
+
+def page_command(job: JobArg, out: Annotated[Path, typer.Option("--out", help="The HTML file to write.")],
+                 config: ConfigOption = None) -> None:
+    """Write the campaign's page: one self-contained HTML file with the funnel, the
+    responses over time and what each reminder round brought.
+
+    Example: [bold]formsync campaign page spring --out spring.html --config formsync.toml[/bold]
+    """
+    with command(config) as ctx:
+        from pipelines.campaign import write_page
+
+        _check_dir(out)
+        print_report(write_page(ctx.store(), job, out).funnel)
+
+
+def remind_command(job: JobArg, config: ConfigOption = None,
+                   idle: Annotated[str | None, typer.Option(help="Only requests idle at least this long: 30m, "
+                                                                 "12h, 3d, 2w.")] = None,
+                   dry_run: DryRun = False) -> None:
+    """Email a reminder to each pending request of the job (Pro plan or higher; one
+    manual reminder per request per 10 minutes, 8 at most). A request the service
+    refuses is listed with its row and reason. Prints the report as JSON.
+
+    Example: [bold]formsync campaign remind spring --idle 3d --config formsync.toml[/bold]
+    """
+    with command(config) as ctx:
+        from pipelines.campaign.actions import act, parse_idle
+
+        try:
+            idle_ms = parse_idle(idle) if idle is not None else None
+        except ValueError as e:
+            raise UsageError(str(e), where="--idle") from None
+        ctx.service_settings()
+        store = ctx.store()
+        print_report(ctx.with_client(lambda fc: act(fc, store, job, "remind", idle_ms=idle_ms, dry_run=dry_run)))
+
+
+def close_command(job: JobArg, config: ConfigOption = None,
+                  reason: Annotated[str | None, typer.Option(help="Why, kept on each canceled request.")] = None,
+                  dry_run: DryRun = False) -> None:
+    """Close the campaign: cancel every request of the job still pending (their links stop
+    working). Safe to run again: it goes on where it stopped. Prints the report as JSON.
+
+    Example: [bold]formsync campaign close spring --reason "survey closed" --config formsync.toml[/bold]
+    """
+    with command(config) as ctx:
+        from pipelines.campaign.actions import act
+
+        ctx.service_settings()
+        store = ctx.store()
+        print_report(ctx.with_client(lambda fc: act(fc, store, job, "close", reason=reason, dry_run=dry_run)))
+
+
+def suppress_command(addresses: Annotated[list[str], typer.Argument(help="Email addresses never to send to.")],
+                     config: ConfigOption = None,
+                     reason: Annotated[str | None, typer.Option(help="Why (shown in outreach reports).")] = None
+                     ) -> None:
+    """Add addresses to the store's suppression list: outreach skips them in every job,
+    reported as suppressed.
+
+    Example: [bold]formsync campaign suppress ada@example.com --reason "opted out"[/bold]
+    """
+    with command(config) as ctx:
+        bad = [a for a in addresses if "@" not in a]
+        if bad:
+            raise UsageError(f"{bad[0]!r} is not an email address", where="ADDRESSES")
+        added = ctx.store().campaign.suppress(addresses, reason)
+        typer.echo(f'{{"added": {added}, "given": {len(addresses)}}}')
+
+
+def _check_dir(out: Path) -> None:
+    if out.is_dir():
+        raise UsageError(f"{out} is a directory", where="--out", hint="give a file name")
+    if not out.parent.is_dir():
+        raise UsageError(f"the directory {out.parent} does not exist", where="--out",
+                         hint=f"create it first (mkdir -p {out.parent}) or write elsewhere")
+
+
+for _fn, _name in ((funnel_command, "funnel"), (export_command, "export"), (page_command, "page"),
+                   (remind_command, "remind"), (close_command, "close"), (suppress_command, "suppress")):
+    app.command(_name, short_help=summary(_fn))(_fn)

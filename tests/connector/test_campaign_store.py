@@ -1,0 +1,86 @@
+"""What the store keeps for a campaign, on SQLite, PostgreSQL and MariaDB: the funnel's
+columns from request records (newest wins, a losing write only fills them in), a job's
+rows with their requests, the rounds, the suppression list and the bounced addresses,
+and migration 0006 (campaign) down and up again."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import sqlalchemy as sa
+
+from connector.store import RequestRow, Store
+from connector.store.ledger import PendingRow
+
+from .test_store import T0, events, get, poll_record, req_completed
+from .test_store_migration import _to
+
+
+def record(rid: str, status: str, updated: int, **extra: Any) -> dict[str, Any]:
+    return poll_record(rid, status, updated, **extra)
+
+
+def test_funnel_columns_newest_wins_and_losers_fill(store: Store) -> None:
+    assert store.upsert_requests([record("req_1", "pending", T0 + 1000, deliveryStatus="queued")]) == ["req_1"]
+    row = get(store, RequestRow, "req_1")
+    assert (row.opened_at, row.started_at, row.reminders_sent) == (None, None, None), "not read yet is NULL"
+    store.upsert_requests([record("req_1", "pending", T0 + 5000, openedAt=T0 + 4000, lastActivityAt=T0 + 4000,
+                                  remindersSent=1, deliveryStatus="sent")])
+    store.upsert_requests([record("req_1", "pending", T0 + 2000, remindersSent=0, openedAt=None)])  # stale
+    row = get(store, RequestRow, "req_1")
+    assert (row.opened_at, row.last_activity_at, row.reminders_sent, row.delivery_status) == (
+        T0 + 4000, T0 + 4000, 1, "sent")
+    # The completion event carries no opened or started time; a read of the completed
+    # record (same updatedAt: it loses) fills in the started time it knows.
+    done = T0 + 9000
+    store.store_events(events(req_completed("evt_c", "req_1", "sub_1", done)))
+    assert store.upsert_requests([record("req_1", "completed", done, completedAt=done, openedAt=T0 + 4000,
+                                         startedAt=T0 + 8000, remindersSent=2)]) == []
+    row = get(store, RequestRow, "req_1")
+    assert (row.status, row.opened_at, row.started_at, row.reminders_sent) == ("completed", T0 + 4000, T0 + 8000, 1)
+
+
+def test_campaign_rows_rounds_and_suppression(store: Store) -> None:
+    store.ledger.open_job("spring", "form_contact", "/tmp/spring.csv", {})
+    store.ledger.record_pending("spring", [PendingRow(f"ext:c-{i}", i + 2, f"h{i}", f"k{i}") for i in range(3)])
+    for i in range(2):
+        store.ledger.mark_sent("spring", f"ext:c-{i}", f"req_{i}")
+    store.upsert_requests([
+        record("req_0", "pending", T0 + 1000, recipient={"email": "Ann@Bounce.test", "name": "Ann"},
+               deliveryStatus="bounced", remindersSent=3),
+        record("req_1", "pending", T0 + 1000, recipient={"email": "bo@example.test", "name": "Bo"},
+               deliveryStatus="sent", openedAt=T0 + 500)])
+    rows = store.campaign.rows("spring")
+    assert [(r.row_number, r.state, r.request_id, r.delivery_status, r.reminders_sent) for r in rows] == [
+        (2, "sent", "req_0", "bounced", 3), (3, "sent", "req_1", "sent", None), (4, "pending", None, None, None)]
+    assert rows[1].opened_at == T0 + 500 and rows[1].recipient_email == "bo@example.test"
+
+    assert store.campaign.suppress([" Cy@Example.test", "cy@example.test", ""], "opted out") == 1
+    assert store.campaign.suppress(["cy@example.test"]) == 0
+    assert store.campaign.suppressed() == {"ann@bounce.test": "bounced", "cy@example.test": "listed: opted out"}
+
+    assert store.ledger.record_round("spring", "remind", {"done": 2}, at=T0 + 7000) == T0 + 7000
+    store.ledger.record_round("spring", "close", {"done": 1}, at=T0 + 9000)
+    assert [(r["kind"], r["at"], r["done"]) for r in store.ledger.rounds("spring")] == [
+        ("remind", T0 + 7000, 2), ("close", T0 + 9000, 1)]
+    assert store.campaign.jobs() == ["spring"] and store.campaign.job("autumn") is None
+
+
+def test_migration_0006_down_and_up_keeps_requests(db_url: str) -> None:
+    store = Store(db_url)
+    try:
+        store.migrate()
+        store.upsert_requests([record("req_1", "pending", T0 + 1000, openedAt=T0 + 500)])
+        _to(store, "0005", down=True)
+        columns = {c["name"] for c in sa.inspect(store.database.engine).get_columns("formsync_requests")}
+        assert "opened_at" not in columns and "req_1" in _ids(store)
+        assert "formsync_suppressions" not in sa.inspect(store.database.engine).get_table_names()
+        store.migrate()
+        assert _ids(store) == {"req_1"} and get(store, RequestRow, "req_1").opened_at is None
+    finally:
+        store.close()
+
+
+def _ids(store: Store) -> set[str]:
+    with store.database.engine.connect() as conn:
+        return {r[0] for r in conn.execute(sa.text("SELECT id FROM formsync_requests"))}
