@@ -2,7 +2,8 @@
 the service, persisted in the user's own database (SQLite by default, PostgreSQL or MySQL/MariaDB by URL).
 
 Modules, one concern each: ``tables`` (the schema), ``mapping`` (events and reads to
-rows, pure), ``merge`` (newest wins), ``writer`` (the protocol of a database's writer and
+rows, pure), ``merge`` (newest wins), ``responses`` (one response, one submission row,
+whichever route brought it), ``writer`` (the protocol of a database's writer and
 what writers share), ``sqlite``, ``postgresql`` and ``mysql`` (one writer per database),
 ``views`` and ``keeper`` (each form's field list and typed view),
 ``database`` (the engine and its sessions, below everything else), ``facade`` (the

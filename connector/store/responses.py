@@ -29,6 +29,7 @@ from typing import Any
 from sqlalchemy import and_, delete, select, update
 
 from .exports import json_value
+from .merge import SUBMISSION_MERGE
 from .tables import REQUESTS, SUBMISSIONS
 from .writer import Writer
 
@@ -111,9 +112,10 @@ def replace_provisional(w: Writer, rows: Sequence[Mapping[str, Any]]) -> None:
     loose = [r for r in real if not r.get("request_id")]
     found: dict[str, tuple[str, Mapping[str, Any]]] = {}  # provisional id -> (request id, real row)
     if linked:
-        s = SUBMISSIONS.c
-        for pid, rid in w.conn.execute(select(s.id, s.request_id).where(s.id.in_(list(linked)))):
-            found[pid] = (rid, linked[pid])
+        # The merge's own read of stored rows (a statement built once, on the writer's
+        # cursor): this runs for every batch of completion events the receiver commits.
+        for pid in w.ranks(SUBMISSIONS.name, SUBMISSION_MERGE.rank_cols, list(linked)):
+            found[pid] = (pid.removeprefix(PROVISIONAL), linked[pid])
     if loose:
         found.update(_matches(w, loose))
     if not found:
