@@ -76,8 +76,9 @@ class ReceiverHandle:
                        submission_id: str | None = None, form_id: str | None = None, source: str | None = None,
                        timeout: float = 10.0) -> Event:  # noqa: ASYNC109 (a deadline over many awaits)
         """The first stored event of ``type_`` (``request.completed``, ``submission.updated``,
-        …) matching every filter given (``source``: ``callback`` or ``webhook``), waiting
-        up to ``timeout`` seconds while the sandbox's due deliveries are flushed. Raises
+        …) matching every filter given (``source``: ``callback`` or ``webhook``; an event
+        that came both ways is stored once, with the source of the first), waiting up to
+        ``timeout`` seconds while the sandbox's due deliveries are flushed. Raises
         AssertionError naming what did arrive when none does."""
         from connector.models import Event
 
