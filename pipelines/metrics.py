@@ -1,5 +1,5 @@
 """The store's state as Prometheus metrics: the scheduler's heartbeat, each job's last run,
-outreach progress, requests by status and the problems ``formsync status`` reports.
+outreach progress, requests by status, the events set aside and the problems ``formsync status`` reports.
 
 The same figures as ``formsync status`` (one report, :func:`pipelines.status.collect_status`),
 read at each scrape: served on the receiver's ``/metrics`` by ``formsync receive`` and
@@ -46,6 +46,10 @@ def report_metrics(report: StatusReport) -> Iterator[GaugeMetricFamily]:
     events = GaugeMetricFamily("formsync_events_stored", "Events the receiver has stored.")
     events.add_metric([], float(report.events_received))
     yield events
+    aside = GaugeMetricFamily("formsync_dead_letters", "Correctly signed events set aside: no database can "
+                                                       "store them (formsync dead-letters list).")
+    aside.add_metric([], float(report.dead_letters))
+    yield aside
     found = problems(report)
     family = GaugeMetricFamily("formsync_problems", "Problems formsync status reports, by kind.", labels=["kind"])
     for kind in PROBLEM_KINDS:

@@ -42,7 +42,7 @@ def test_the_rules_are_valid_and_their_unit_tests_pass() -> None:
     tool = promtool()
     check = subprocess.run([tool, "check", "rules", str(RULES)], capture_output=True, text=True, timeout=60)
     assert check.returncode == 0, check.stdout + check.stderr
-    assert "SUCCESS: 7 rules found" in check.stdout
+    assert "SUCCESS: 8 rules found" in check.stdout
     run = subprocess.run([tool, "test", "rules", RULE_TESTS.name], cwd=RULE_TESTS.parent, capture_output=True,
                          text=True, timeout=60)
     assert run.returncode == 0, run.stdout + run.stderr
