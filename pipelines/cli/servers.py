@@ -11,7 +11,7 @@ from typing import Annotated, Literal
 import typer
 
 from .context import command
-from .errors import UsageError
+from .errors import UsageError, WorkFailed, bind_failure
 from .options import CONFIG_HELP
 from .preflight import check_job_files
 
@@ -68,6 +68,11 @@ async def _sandbox(host: str, port: int, data_dir: Path, seed: Path | None, cred
     told = asyncio.create_task(say())
     try:
         await serve(host, port, data_dir, seed, credentials, ready=ready, dialect=dialect)
+    except OSError as exc:
+        said = bind_failure(exc, "--port")
+        if said is None:
+            raise
+        raise WorkFailed(said.message, hint=said.hint) from None
     finally:
         told.cancel()
 

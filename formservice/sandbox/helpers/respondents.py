@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from ...domain import events, sharelinks
 from ...domain import requests as req_domain
-from ...domain import sharelinks
 from ...domain import submissions as subs_domain
 from ...domain.base import Ctx
 from ...errors import not_found
@@ -17,10 +17,15 @@ from .registry import helper
 @helper("submissions.create")
 def submissions_create(ctx: Ctx, p: SubmitParams) -> SubmissionRef:
     """Store a public-link response to the form's published version, validated as the
-    form page validates a submit (drafts skip the required check)."""
+    form page validates a submit (drafts skip the required check). A completed one emits
+    ``submission.completed`` (to ``submission_created`` subscriptions), as a submit on
+    the form's page does; a draft emits nothing."""
     form = ctx.form(p.formId)
     sub = subs_domain.submit_public(ctx, form, p.answers, completed=p.completed,
                                     respondent_email=p.respondentEmail)
+    if sub.is_completed:
+        events.emit(ctx.session, type_="submission.completed", workspace_id=form.workspace_id, form=form,
+                    data=sharelinks.event_data(form, sub, ctx.base_url), now=ctx.now, submission=sub)
     return SubmissionRef(id=sub.id, formId=form.id, isCompleted=sub.is_completed)
 
 
