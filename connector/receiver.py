@@ -58,6 +58,7 @@ from typing import Any, Literal
 
 from aiohttp import web
 from aiohttp.http_exceptions import HttpProcessingError
+from aiohttp.typedefs import Handler
 from prometheus_client import (
     CONTENT_TYPE_LATEST,
     CollectorRegistry,
@@ -74,6 +75,7 @@ from .settings import ReceiverSettings
 from .signals import stop_on_signals
 from .signing import CustomScheme, Scheme, SigningConfigError, verify
 from .store import Source, Store
+from .tls import server_context
 
 __all__ = [
     "DEFAULT_MAX_BATCH",
@@ -358,7 +360,8 @@ class Receiver:
         else:
             self.metrics.duplicates.inc()
         self._answered_200.inc()
-        log.info("event %s type %s from %s: %s", outcome.event_id, outcome.type, source, outcome.status)
+        log.info("event %s type %s from %s: %s (client %s over %s)", outcome.event_id, outcome.type, source,
+                 outcome.status, request.remote, request.scheme)
         return _json(200, {"ok": True, "status": outcome.status, "eventId": outcome.event_id, "type": outcome.type})
 
     # -- health and metrics -----------------------------------------------------------
@@ -379,6 +382,19 @@ class Receiver:
 
 
 RECEIVER_KEY = web.AppKey("formsync_receiver", Receiver)
+
+
+@web.middleware
+async def _forwarded(request: web.Request, handler: Handler) -> web.StreamResponse:
+    """With ``receiver.trust_proxy``: the client address and scheme the proxy passes on.
+    The proxy appends the address it saw to X-Forwarded-For, so the last one is trusted
+    (any before it came from the client and may be forged)."""
+    changes: dict[str, str] = {}
+    if forwarded_for := request.headers.get("X-Forwarded-For", "").rsplit(",", 1)[-1].strip():
+        changes["remote"] = forwarded_for
+    if (proto := request.headers.get("X-Forwarded-Proto", "").strip().lower()) in ("http", "https"):
+        changes["scheme"] = proto
+    return await handler(request.clone(**changes) if changes else request)  # type: ignore[arg-type]
 
 
 def event_paths(settings: ReceiverSettings) -> dict[Channel, str]:
@@ -403,7 +419,7 @@ def create_receiver_app(store: Store, settings: ReceiverSettings, *, custom_sche
     receiver = Receiver(store, settings, custom_scheme=custom_scheme, max_batch=max_batch, now=now,
                         store_process=store_process)
     # aiohttp's own body limit is not used: _read enforces max_body_bytes while streaming.
-    app = web.Application()
+    app = web.Application(middlewares=[_forwarded] if settings.trust_proxy else [])
     app[RECEIVER_KEY] = receiver
     app.cleanup_ctx.append(receiver._lifecycle)
     for channel, path in event_paths(settings).items():
@@ -425,16 +441,18 @@ async def run_receiver(store: Store, settings: ReceiverSettings, *, host: str | 
     (``port`` 0 picks a free port). On shutdown the server stops taking connections, the
     requests in flight finish within ``shutdown_timeout`` seconds, and every queued
     event is committed before this returns. The store is not migrated or closed here."""
+    tls = server_context(settings.tls_cert, settings.tls_key)
     app = create_receiver_app(store, settings, custom_scheme=custom_scheme, max_batch=max_batch)
     stop = stop or asyncio.Event()
     runner = web.AppRunner(app, handle_signals=False, shutdown_timeout=shutdown_timeout)
     with stop_on_signals(stop) if handle_signals else nullcontext():
         await runner.setup()
         try:
-            site = web.TCPSite(runner, host or settings.host, settings.port if port is None else port)
+            site = web.TCPSite(runner, host or settings.host, settings.port if port is None else port,
+                               ssl_context=tls)
             await site.start()
             bound_host, bound_port = runner.addresses[0][:2]
-            url = f"http://{bound_host}:{bound_port}"
+            url = f"{'https' if tls else 'http'}://{bound_host}:{bound_port}"
             log.info("receiver listening on %s%s", url, event_paths(settings)["any"])
             if on_ready is not None:
                 on_ready(url)

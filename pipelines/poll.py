@@ -92,11 +92,11 @@ async def _walk(client: FormClient, form_id: str, status: str, wanted: dict[str,
                 left.discard(rec.id)
                 found.append(rec)
         last = page.items[-1] if page.items else None
-        passed = (floor is not None and last is not None and last.createdAt is not None
-                  and (last.createdAt, last.id) <= floor)
-        if not page.hasMore or not page.nextCursor or passed:
+        passed = (floor is not None and last is not None and last.created_at is not None
+                  and (last.created_at, last.id) <= floor)
+        if not page.has_more or not page.next_cursor or passed:
             break
-        cursor = page.nextCursor
+        cursor = page.next_cursor
     return found
 
 

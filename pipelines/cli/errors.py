@@ -99,6 +99,7 @@ RULES: tuple[Rule, ...] = (
     Rule("pipelines.outreach.checks", "OutreachRefused", ExitCode.USAGE),
     Rule("connector.errors", "Unauthorized", ExitCode.FAILED,
          hint="check service.token (or FORMSYNC_SERVICE__TOKEN)"),
+    Rule("connector.tls", "TlsSettingError", ExitCode.USAGE),
     Rule("connector.errors", "FormsyncError", ExitCode.FAILED),
     Rule("aiohttp", "ClientError", ExitCode.FAILED, prefix="cannot reach the service: "),
     Rule("connector.committer", "StoreProcessError", ExitCode.FAILED,

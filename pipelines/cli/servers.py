@@ -95,8 +95,10 @@ def receive(
     """
     with command(config, log_level=logging.INFO if verbose else logging.WARNING) as ctx:
         from connector.receiver import event_paths, run_receiver
+        from connector.tls import server_context
 
         rs = ctx.settings().receiver
+        server_context(rs.tls_cert, rs.tls_key)  # a TLS file that cannot serve: said before anything starts
         store = ctx.store(db, where="--db") if db is not None else ctx.store()
 
         def ready(url: str) -> None:
@@ -132,6 +134,10 @@ def run(
 
         settings = ctx.settings()
         check_job_files(check_jobs(settings), ctx.where)  # before anything starts, not even the database
+        if settings.receiver.enabled:
+            from connector.tls import server_context
+
+            server_context(settings.receiver.tls_cert, settings.receiver.tls_key)
         if not settings.jobs and not settings.receiver.enabled:
             raise UsageError("nothing to run: the file declares no [[jobs]] and [receiver] enabled is false",
                              where=ctx.where)
