@@ -64,8 +64,9 @@ class SandboxServer:
             shown_host = "127.0.0.1" if self.host in ("0.0.0.0", "") else self.host
             service.base_url = f"http://{shown_host}:{bound}"
             self.credentials = prepare(service, self.data_dir, self.seed)
-        except BaseException:  # a port in use, a bad seed: nothing stays bound or open
+        except BaseException:  # a bad seed: nothing stays bound or open
             await runner.cleanup()
+            sock.close()
             service.engine.dispose()
             raise
         self.service, self.runner = service, runner
@@ -107,8 +108,8 @@ class SandboxServer:
         return next(w for w in self.credentials["workspaces"] if w["plan"] == plan)
 
     def helpers(self, plan: str = "pro") -> SandboxHelpers:
-        """A helpers client acting as the owner of the ``plan`` workspace (close it, or use
-        it with ``async with``)."""
+        """A helpers client acting as the owner of the ``plan`` workspace; ``async with``
+        it to keep one HTTP session for its calls."""
         return SandboxHelpers(self.base_url, self.workspace(plan)["token"])
 
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -18,7 +19,7 @@ from connector.store import Store
 from connector.tls import TlsSettingError, server_context
 from tests.deploy.certs import Cert, make_cert, other_key
 
-from .test_receiver import encode, envelope, events_in, receiver_settings, signed
+from .test_receiver import CB_SECRET, encode, envelope, events_in, receiver_settings, signed
 
 FORMSYNC = Path(sys.executable).parent / "formsync"
 
@@ -91,3 +92,30 @@ def test_receive_with_a_missing_certificate_says_so_in_one_line(cert: Cert, tmp_
     lines = done.stderr.strip().splitlines()
     assert lines[-1].startswith("error: receiver.tls_cert: ") and "gone.crt does not exist" in lines[-1], lines
     assert "Traceback" not in done.stderr and not (tmp_path / "rx.db").exists(), "nothing started"
+
+
+@pytest.mark.slow  # formsync run in a subprocess: migrations, scheduler and receiver start, about 10 s
+async def test_run_serves_its_receiver_over_https(cert: Cert, tmp_path: Path) -> None:
+    config = tmp_path / "formsync.toml"
+    config.write_text(f'[store]\nurl = "sqlite:///{tmp_path}/run.db"\n[receiver]\nenabled = true\nport = 0\n'
+                      f'tls_cert = "{cert.cert}"\ntls_key = "{cert.key}"\n'
+                      f'callback_secrets = ["{CB_SECRET}"]\nstore_process = false\n')
+    env = {k: v for k, v in os.environ.items() if not k.startswith("FORMSYNC_")}
+    proc = await asyncio.create_subprocess_exec(str(FORMSYNC), "run", "--config", str(config), env=env, cwd=tmp_path,
+                                                stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.PIPE)
+    try:
+        assert proc.stderr is not None
+        line = ""
+        while "listening on" not in line:
+            line = (await asyncio.wait_for(proc.stderr.readline(), 60)).decode()
+            assert line, "formsync run ended before its receiver listened"
+        url = line.split("listening on ", 1)[1].split()[0].removesuffix("/formsync/events")
+        assert url.startswith("https://127.0.0.1:"), line
+        body = encode(envelope("evt_run_tls"))
+        async with aiohttp.ClientSession() as http, http.post(
+                url + "/formsync/events", data=body, headers=signed(body), ssl=cert.client_context()) as resp:
+            assert resp.status == 200, await resp.text()
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        await asyncio.wait_for(proc.communicate(), 60)
+    assert proc.returncode == 0 and events_in(tmp_path / "run.db") == 1
