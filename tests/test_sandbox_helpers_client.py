@@ -57,3 +57,12 @@ async def test_helpers_results_read_in_snake_case_and_keep_the_wire_names(sandbo
         assert made.is_completed and made.form_id == sandbox.pro.forms["Contact"]
         [event] = (await helpers.events_list(type="submission.completed")).items
         assert event.submission_id == made.id and event.payload is not None
+        hook = await sandbox.rpc("webhooks.create", {"formId": made.form_id, "provider": "zapier",
+                                                     "targetUrl": "http://127.0.0.1:9/closed"})
+        assert hook.status == 200, hook.body
+        again = await helpers.submissions_create(made.form_id, {"name": "Bo", "email": "b@example.test"})
+        [attempt] = (await helpers.deliveries_flush()).attempts  # port 9 answers nothing
+        assert (attempt.status, attempt.attempt_count, attempt.state) == (None, 1, "pending") and attempt.error
+        [sent] = (await helpers.events_list(type="submission.completed")).items[1:]
+        assert sent.submission_id == again.id and attempt.event_id == sent.id
+        assert sent.deliveries[0].subscription_id == hook.data["subscriptionId"]

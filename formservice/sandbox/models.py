@@ -59,8 +59,20 @@ class ResetResult(HelperResult):
     now: int
 
 
+class FlushedAttempt(HelperResult):
+    """A delivery ``deliveries.flush`` attempted: the answer's status (None when no answer
+    came), the error if any, and the delivery's state after it."""
+
+    delivery_id: str
+    event_id: str
+    status: int | None
+    error: str | None
+    state: str
+    attempt_count: int
+
+
 class FlushResult(HelperResult):
-    attempts: list[dict[str, Any]]  # one per delivery attempted: its id, state, status, ...
+    attempts: list[FlushedAttempt]  # one per delivery attempted
 
 
 # -- tokens, members, limits, workspace ----------------------------------------------

@@ -14,6 +14,7 @@ from ..models import (
     CallList,
     CallsParams,
     ClockResult,
+    FlushedAttempt,
     FlushResult,
     LimitsParams,
     LimitsView,
@@ -59,7 +60,7 @@ async def reset(service: Service, p: NoParams) -> ResetResult:
 async def deliveries_flush(service: Service, p: NoParams) -> FlushResult:
     """Attempt every due delivery now (after doing the time-driven work that is due)."""
     service.worker.tick()
-    return FlushResult(attempts=await service.worker.flush())
+    return FlushResult(attempts=[FlushedAttempt.model_validate(a) for a in await service.worker.flush()])
 
 
 @helper("limits.set")
