@@ -42,6 +42,7 @@ if TYPE_CHECKING:
     from .signing import sign_standard as sign_standard
     from .signing import verify as verify
     from .store import Store as Store
+    from .tls import TlsSettingError as TlsSettingError
 
 # Each public name and the module that defines it.
 _SOURCES: dict[str, str] = {
@@ -56,12 +57,13 @@ _SOURCES: dict[str, str] = {
     "CustomScheme": "signing", "SigningConfigError": "signing", "Verification": "signing",
     "sign_custom": "signing", "sign_formstep": "signing", "sign_standard": "signing", "verify": "signing",
     "Store": "store",
+    "TlsSettingError": "tls",
 }
 
 __all__ = [
     "AgentClient", "AgentToolError", "ApiError", "AuthRateLimited", "Conflict", "CustomScheme", "Forbidden",
     "FormClient", "FormsyncError", "InternalError", "MethodNotFound", "NotFound", "RateLimited", "Receiver",
-    "Settings", "SigningConfigError", "Store", "TransportError", "Unauthorized", "UnexpectedResult",
+    "Settings", "SigningConfigError", "Store", "TlsSettingError", "TransportError", "Unauthorized", "UnexpectedResult",
     "UpgradeRequired", "ValidationError", "Verification", "create_receiver_app", "load_settings", "run_receiver",
     "sign_custom", "sign_formstep", "sign_standard", "verify",
 ]

@@ -327,8 +327,8 @@ class FormClient:
             page = self._parse(method, models.Page[model], await self.call(method, params))  # type: ignore[valid-type]
             for item in page.items:
                 yield item
-            cursor = page.nextCursor
-            if not page.hasMore or not page.canPaginate or not cursor:
+            cursor = page.next_cursor
+            if not page.has_more or not page.can_paginate or not cursor:
                 return
             if cursor in seen:  # a cursor that comes back would loop forever
                 raise errors.UnexpectedResult(f"{method}: the service returned a cursor it had already given")
@@ -572,7 +572,7 @@ class FormClient:
         """PUT the bytes to the upload URL. The URL is its own credential: no token is sent."""
         session, _ = self._ready()
         try:
-            async with session.put(upload.uploadUrl, data=data, headers={"Content-Type": upload.contentType}) as resp:
+            async with session.put(upload.upload_url, data=data, headers={"Content-Type": upload.content_type}) as resp:
                 status = resp.status
                 raw = await resp.read()
         except (aiohttp.ClientError, TimeoutError, OSError) as exc:
@@ -587,7 +587,7 @@ class FormClient:
         if isinstance(envelope, dict) and isinstance(envelope.get("error"), dict):
             raise errors.from_envelope(envelope["error"], status, "document upload")
         if status < 300:  # a storage service that answers without the envelope
-            return models.DocumentUploaded(id=upload.id, name=upload.name, contentType=upload.contentType,
+            return models.DocumentUploaded(id=upload.id, name=upload.name, content_type=upload.content_type,
                                            size=len(data))
         raise errors.TransportError(f"document upload of {upload.id}: HTTP {status} ({raw[:80]!r})", status=status,
                                     retryable=status >= 500)

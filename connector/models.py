@@ -11,15 +11,35 @@ only what it shows) never fails a page."""
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any, Generic, TypeVar
+from functools import cache
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic.alias_generators import to_camel
 
 
 class WireModel(BaseModel):
-    """Base of every wire shape: unknown fields are ignored, names are the wire's own."""
+    """Base of every wire shape: unknown fields are ignored. Attributes are snake_case
+    (``r.external_id``); the wire stays camelCase: a model reads either spelling
+    (``Event.model_validate(body)``, ``RequestRecord(external_id=...)``) and dumps the
+    wire's (``model_dump()`` gives ``externalId``). The wire's camelCase names also read
+    as attributes (``r.externalId``), for code written against earlier versions."""
 
-    model_config = ConfigDict(extra="ignore")
+    model_config = ConfigDict(extra="ignore", alias_generator=to_camel, validate_by_name=True,
+                              validate_by_alias=True, serialize_by_alias=True)
+
+    if not TYPE_CHECKING:  # hidden from type checkers: typed code uses the snake_case names
+        def __getattr__(self, name: str) -> Any:
+            field = _wire_names(type(self)).get(name)
+            if field is not None:
+                return getattr(self, field)
+            return super().__getattr__(name)
+
+
+@cache
+def _wire_names(model: type[BaseModel]) -> dict[str, str]:
+    """The model's camelCase wire names -> its attribute names (those that differ)."""
+    return {f.alias: name for name, f in model.model_fields.items() if f.alias and f.alias != name}
 
 
 # ======================================================================================
@@ -33,7 +53,7 @@ class EventForm(WireModel):
 
     id: str
     name: str | None = None
-    snapshotId: str | None = None
+    snapshot_id: str | None = None
 
 
 class EventSubmission(WireModel):
@@ -41,11 +61,11 @@ class EventSubmission(WireModel):
     for a fresh submission; ``submission.updated`` keeps the original ``submittedAt``."""
 
     id: str
-    respondentEmail: str | None = None
-    submittedAt: datetime | None = None
-    updatedAt: datetime | None = None
-    editCount: int = 0
-    pdfUrl: str | None = None
+    respondent_email: str | None = None
+    submitted_at: datetime | None = None
+    updated_at: datetime | None = None
+    edit_count: int = 0
+    pdf_url: str | None = None
     language: str | None = None
 
 
@@ -60,20 +80,20 @@ class EventRequest(WireModel):
     ``canceledAt`` with ``cancelReason``)."""
 
     id: str
-    formId: str | None = None
-    workspaceId: str | None = None
-    externalId: str | None = None
+    form_id: str | None = None
+    workspace_id: str | None = None
+    external_id: str | None = None
     status: str | None = None
     outcome: str | None = None
     language: str | None = None
     recipient: EventRecipient | None = None
     metadata: dict[str, Any] | None = None
     context: dict[str, Any] | None = None
-    createdAt: datetime | None = None
-    completedAt: datetime | None = None
-    expiredAt: datetime | None = None
-    canceledAt: datetime | None = None
-    cancelReason: str | None = None
+    created_at: datetime | None = None
+    completed_at: datetime | None = None
+    expired_at: datetime | None = None
+    canceled_at: datetime | None = None
+    cancel_reason: str | None = None
 
 
 class EventData(WireModel):
@@ -94,8 +114,8 @@ class Event(WireModel):
 
     id: str
     type: str
-    createdAt: datetime
-    apiVersion: str | None = None
+    created_at: datetime
+    api_version: str | None = None
     test: bool = False
     data: EventData = Field(default_factory=EventData)
 
@@ -112,9 +132,9 @@ class Page(WireModel, Generic[T]):
     ``cursor``; ``canPaginate`` is false when no cursor can resume (a fuzzy ``query``)."""
 
     items: list[T]
-    nextCursor: str | None = None
-    hasMore: bool = False
-    canPaginate: bool = True
+    next_cursor: str | None = None
+    has_more: bool = False
+    can_paginate: bool = True
 
 
 # -- me, workspaces, methods -------------------------------------------------------------
@@ -151,20 +171,20 @@ class Form(WireModel):
 
     id: str
     name: str = ""
-    folderId: str | None = None
-    workspaceId: str | None = None
-    isPublished: bool = False
-    publishedAt: int | None = None
-    unpublishedAt: int | None = None
-    createdAt: int | None = None
-    lastEditedAt: int | None = None
+    folder_id: str | None = None
+    workspace_id: str | None = None
+    is_published: bool = False
+    published_at: int | None = None
+    unpublished_at: int | None = None
+    created_at: int | None = None
+    last_edited_at: int | None = None
     emoji: str | None = None
 
 
 class Question(WireModel):
     id: str
     type: str
-    inputType: str | None = None
+    input_type: str | None = None
     title: str = ""
     metadata: dict[str, Any] | None = None
 
@@ -173,22 +193,22 @@ class FormDetail(Form):
     """``forms.get``: the form plus its questions, decoration and trash state."""
 
     questions: list[Question] = []
-    hasContent: bool = False
+    has_content: bool = False
     cover: dict[str, Any] | None = None
     logo: dict[str, Any] | None = None
-    isDeleted: bool = False
-    trashedAt: int | None = None
-    previewUrl: str | None = None
+    is_deleted: bool = False
+    trashed_at: int | None = None
+    preview_url: str | None = None
 
 
 class FormCreated(WireModel):
     id: str
     name: str = ""
-    workspaceId: str | None = None
-    folderId: str | None = None
-    isPublished: bool = False
-    createdAt: int | None = None
-    previewUrl: str | None = None
+    workspace_id: str | None = None
+    folder_id: str | None = None
+    is_published: bool = False
+    created_at: int | None = None
+    preview_url: str | None = None
 
 
 class FormUpdated(WireModel):
@@ -196,69 +216,69 @@ class FormUpdated(WireModel):
 
     id: str | None = None
     name: str | None = None
-    folderId: str | None = None
+    folder_id: str | None = None
     emoji: str | None = None
     cover: dict[str, Any] | None = None
     logo: dict[str, Any] | None = None
-    noChange: bool = False
+    no_change: bool = False
 
 
 class FormPublished(WireModel):
     """``forms.publish``: the spec shows only the flags; the rest is optional."""
 
     id: str | None = None
-    isPublished: bool = True
-    publishedAt: int | None = None
-    snapshotId: str | None = None
-    alreadyPublished: bool = False
+    is_published: bool = True
+    published_at: int | None = None
+    snapshot_id: str | None = None
+    already_published: bool = False
     warning: str | None = None  # published with content blocks but no questions
 
 
 class FormUnpublished(WireModel):
     id: str | None = None
-    isPublished: bool = False
-    unpublishedAt: int | None = None
-    alreadyUnpublished: bool = False
+    is_published: bool = False
+    unpublished_at: int | None = None
+    already_unpublished: bool = False
 
 
 class FormTrashed(WireModel):
     """``forms.delete``: the form is in the trash; ``alreadyTrashed`` keeps the first date."""
 
     id: str | None = None
-    isDeleted: bool = True
-    trashedAt: int | None = None
-    revokedShareLinks: int = 0
-    alreadyTrashed: bool = False
+    is_deleted: bool = True
+    trashed_at: int | None = None
+    revoked_share_links: int = 0
+    already_trashed: bool = False
 
 
 class FormRestored(Form):
-    alreadyRestored: bool = False
+    already_restored: bool = False
 
 
 class Folder(WireModel):
     id: str
     name: str = ""
-    workspaceId: str | None = None
-    createdAt: int | None = None
-    formCount: int = 0
+    workspace_id: str | None = None
+    created_at: int | None = None
+    form_count: int = 0
 
 
 class FolderUpdated(Folder):
-    noChange: bool = False
+    no_change: bool = False
 
 
 class FolderDeleted(WireModel):
     id: str
     deleted: bool = True
-    movedForms: int = 0
+    moved_forms: int = 0
 
 
 # -- settings and translations -------------------------------------------------------------------
 
 
 class RedirectQueryParam(WireModel):
-    paramName: str
-    fieldId: str
+    param_name: str
+    field_id: str
 
 
 class FormSettingsValues(WireModel):
@@ -267,38 +287,38 @@ class FormSettingsValues(WireModel):
     never returned."""
 
     language: str | None = None
-    requireAuthentication: bool | None = None
-    showBranding: bool | None = None
-    captchaEnabled: bool | None = None
-    passwordEnabled: bool | None = None
-    hasPassword: bool | None = None
-    notifyOnSubmission: bool | None = None
-    notificationEmails: list[str] | None = None
-    selfNotificationSubject: str | None = None
-    selfNotificationEmailBody: str | None = None
-    pdfGenerationEnabled: bool | None = None
-    showViewSubmissionButton: bool | None = None
-    respondentNotificationEnabled: bool | None = None
-    respondentNotificationTo: str | None = None
-    respondentNotificationSubject: str | None = None
-    respondentNotificationBody: str | None = None
-    respondentNotificationPdfEnabled: bool | None = None
-    respondentReminderEnabled: bool | None = None
-    respondentReminderTo: str | None = None
-    respondentReminderSubject: str | None = None
-    respondentReminderBody: str | None = None
-    respondentReminderRequiredFieldIds: list[str] | None = None
-    reminderSteps: list[str] | None = None
-    redirectUrl: str | None = None
-    redirectQueryParams: list[RedirectQueryParam] | None = None
-    allowAnotherResponse: bool | None = None
-    maxSubmissionsPerRespondent: int | None = None
-    editAfterSubmit: bool | None = None
-    maxEdits: int | None = None
-    effectiveMaxEdits: int | None = None
-    draftRetentionDays: int | None = None
-    submissionRetentionDays: int | None = None
-    emailDomainId: str | None = None
+    require_authentication: bool | None = None
+    show_branding: bool | None = None
+    captcha_enabled: bool | None = None
+    password_enabled: bool | None = None
+    has_password: bool | None = None
+    notify_on_submission: bool | None = None
+    notification_emails: list[str] | None = None
+    self_notification_subject: str | None = None
+    self_notification_email_body: str | None = None
+    pdf_generation_enabled: bool | None = None
+    show_view_submission_button: bool | None = None
+    respondent_notification_enabled: bool | None = None
+    respondent_notification_to: str | None = None
+    respondent_notification_subject: str | None = None
+    respondent_notification_body: str | None = None
+    respondent_notification_pdf_enabled: bool | None = None
+    respondent_reminder_enabled: bool | None = None
+    respondent_reminder_to: str | None = None
+    respondent_reminder_subject: str | None = None
+    respondent_reminder_body: str | None = None
+    respondent_reminder_required_field_ids: list[str] | None = None
+    reminder_steps: list[str] | None = None
+    redirect_url: str | None = None
+    redirect_query_params: list[RedirectQueryParam] | None = None
+    allow_another_response: bool | None = None
+    max_submissions_per_respondent: int | None = None
+    edit_after_submit: bool | None = None
+    max_edits: int | None = None
+    effective_max_edits: int | None = None
+    draft_retention_days: int | None = None
+    submission_retention_days: int | None = None
+    email_domain_id: str | None = None
 
 
 class EmailDomain(WireModel):
@@ -322,12 +342,12 @@ class FormSettings(WireModel):
     """``formSettings.get``. ``isDefault``: nothing saved yet, the defaults are shown."""
 
     settings: FormSettingsValues = Field(default_factory=FormSettingsValues)
-    isDefault: bool = False
-    availableEmailDomains: list[EmailDomain] = []
-    defaultFromAddress: str | None = None
-    fromAddress: str | None = None
+    is_default: bool = False
+    available_email_domains: list[EmailDomain] = []
+    default_from_address: str | None = None
+    from_address: str | None = None
     payment: PaymentStatus | None = None
-    fixedDeletionAt: int | None = None
+    fixed_deletion_at: int | None = None
 
 
 class TranslationEntry(WireModel):
@@ -351,28 +371,28 @@ class Submission(WireModel):
     ``isCompleted`` and ``createdAt`` are required: sync pages and stores by them."""
 
     id: str
-    submittedAt: str | None = None
-    isCompleted: bool
-    createdAt: str
-    updatedAt: str | None = None
-    editCount: int = 0
-    respondentEmail: str | None = None
-    requestId: str | None = None
+    submitted_at: str | None = None
+    is_completed: bool
+    created_at: str
+    updated_at: str | None = None
+    edit_count: int = 0
+    respondent_email: str | None = None
+    request_id: str | None = None
     answers: dict[str, Any] = {}
     display: dict[str, Any] = {}
     translation: SubmissionTranslation | None = None
 
 
 class SubmissionPage(Page[Submission]):
-    formId: str | None = None
-    formName: str | None = None
+    form_id: str | None = None
+    form_name: str | None = None
 
 
 class SubmissionPdf(WireModel):
     url: str
     filename: str | None = None
-    contentType: str = "application/pdf"
-    byteLength: int | None = None
+    content_type: str = "application/pdf"
+    byte_length: int | None = None
 
 
 class Option(WireModel):
@@ -404,7 +424,7 @@ class FieldDescriptor(WireModel):
     members: list[FieldDescriptor] | None = None
     documents: list[AuthoredDocument] | None = None
     multiple: bool = False
-    maxStars: int | None = None
+    max_stars: int | None = None
     min: float | None = None
     max: float | None = None
 
@@ -415,7 +435,7 @@ class FieldList(WireModel):
 
     published: bool | None = None
     items: list[FieldDescriptor] = []
-    hasMore: bool = False
+    has_more: bool = False
 
 
 # -- requests and documents -------------------------------------------------------------------------
@@ -433,7 +453,7 @@ class DocumentRef(WireModel):
     the Documents block ``field`` it goes to (needed when the form has several) and an
     optional display ``name``."""
 
-    documentId: str
+    document_id: str
     field: str | None = None
     name: str | None = None
 
@@ -442,28 +462,28 @@ class RequestDocument(WireModel):
     field: str | None = None
     name: str | None = None
     size: int | None = None
-    contentType: str | None = None
+    content_type: str | None = None
 
 
 class RequestCreated(WireModel):
     id: str
     status: str = "pending"
     url: str | None = None
-    deliveryStatus: str | None = None
-    externalId: str | None = None
+    delivery_status: str | None = None
+    external_id: str | None = None
     deduplicated: bool = False
-    createdAt: int | None = None
-    expiresAt: int | None = None
+    created_at: int | None = None
+    expires_at: int | None = None
 
 
 class TimelineEntry(WireModel):
     id: str | None = None
     at: int | None = None
     type: str = ""
-    deliveryStatus: str | None = None
-    attemptCount: int | None = None
-    eventType: str | None = None
-    canceledBy: str | None = None
+    delivery_status: str | None = None
+    attempt_count: int | None = None
+    event_type: str | None = None
+    canceled_by: str | None = None
     detail: str | None = None
 
 
@@ -472,50 +492,50 @@ class RequestRecord(WireModel):
     ``remind`` return it without answers, display and timeline)."""
 
     id: str
-    workspaceId: str | None = None
-    formId: str | None = None
-    formSnapshotId: str | None = None
-    submissionId: str | None = None
+    workspace_id: str | None = None
+    form_id: str | None = None
+    form_snapshot_id: str | None = None
+    submission_id: str | None = None
     status: str
     outcome: str | None = None
-    createdVia: str | None = None
-    isTest: bool = False
+    created_via: str | None = None
+    is_test: bool = False
     recipient: Recipient | None = None
     language: str | None = None
-    externalId: str | None = None
+    external_id: str | None = None
     metadata: dict[str, Any] | None = None
     context: dict[str, Any] | None = None
     prefill: dict[str, Any] | None = None
-    readonlyKeys: list[str] = []
+    readonly_keys: list[str] = []
     documents: list[RequestDocument] = []
     delivery: str | None = None
-    deliveryStatus: str | None = None
-    hasCallback: bool = False
-    callbackFailedAt: int | None = None
+    delivery_status: str | None = None
+    has_callback: bool = False
+    callback_failed_at: int | None = None
     url: str | None = None
-    expiresAt: int | None = None
-    createdAt: int | None = None
-    updatedAt: int | None = None
-    openedAt: int | None = None
-    startedAt: int | None = None
-    lastActivityAt: int | None = None
-    completedAt: int | None = None
-    expiredAt: int | None = None
-    canceledAt: int | None = None
-    dataPurgedAt: int | None = None
-    reminderDueAt: int | None = None
-    canceledBy: str | None = None
-    cancelReason: str | None = None
-    reminderStep: int = 0
-    remindersSent: int = 0
+    expires_at: int | None = None
+    created_at: int | None = None
+    updated_at: int | None = None
+    opened_at: int | None = None
+    started_at: int | None = None
+    last_activity_at: int | None = None
+    completed_at: int | None = None
+    expired_at: int | None = None
+    canceled_at: int | None = None
+    data_purged_at: int | None = None
+    reminder_due_at: int | None = None
+    canceled_by: str | None = None
+    cancel_reason: str | None = None
+    reminder_step: int = 0
+    reminders_sent: int = 0
     answers: dict[str, Any] | None = None
     display: dict[str, Any] | None = None
     timeline: list[TimelineEntry] | None = None
 
 
 class Replay(WireModel):
-    dispatchId: str | None = None
-    eventId: str | None = None
+    dispatch_id: str | None = None
+    event_id: str | None = None
 
 
 class DocumentUpload(WireModel):
@@ -524,10 +544,10 @@ class DocumentUpload(WireModel):
 
     id: str
     name: str | None = None
-    contentType: str
+    content_type: str
     size: int | None = None
-    uploadUrl: str
-    expiresAt: int | None = None
+    upload_url: str
+    expires_at: int | None = None
 
 
 class DocumentUploaded(WireModel):
@@ -535,10 +555,10 @@ class DocumentUploaded(WireModel):
 
     id: str
     name: str | None = None
-    contentType: str | None = None
+    content_type: str | None = None
     size: int | None = None
     sha256: str | None = None
-    uploadedAt: int | None = None
+    uploaded_at: int | None = None
 
 
 # -- share links and webhooks ----------------------------------------------------------------------
@@ -546,27 +566,27 @@ class DocumentUploaded(WireModel):
 
 class ShareLink(WireModel):
     id: str
-    formId: str | None = None
+    form_id: str | None = None
     url: str | None = None
     name: str | None = None
     revoked: bool = False
-    revokedAt: int | None = None
-    createdAt: int | None = None
+    revoked_at: int | None = None
+    created_at: int | None = None
 
 
 class WebhookSubscription(WireModel):
     """A subscription as create and list return it; the signing secret is never echoed."""
 
-    subscriptionId: str
-    formId: str | None = None
+    subscription_id: str
+    form_id: str | None = None
     provider: str | None = None
-    targetUrl: str | None = None
-    eventType: str = "submission_created"
-    idleWindow: str | None = None
+    target_url: str | None = None
+    event_type: str = "submission_created"
+    idle_window: str | None = None
     status: str = "active"
-    createdAt: int | None = None
+    created_at: int | None = None
 
 
 class WebhookDeleted(WireModel):
-    subscriptionId: str | None = None
+    subscription_id: str | None = None
     deleted: bool = True

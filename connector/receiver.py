@@ -68,6 +68,7 @@ from typing import Any
 
 from aiohttp import web
 from aiohttp.http_exceptions import HttpProcessingError
+from aiohttp.typedefs import Handler
 from prometheus_client import (
     CONTENT_TYPE_LATEST,
     CollectorRegistry,
@@ -97,6 +98,7 @@ from .settings import ReceiverSettings, ServiceSettings
 from .signals import stop_on_signals
 from .signing import CustomScheme, Scheme, SigningConfigError, verify
 from .store import Source, Store
+from .tls import server_context
 
 __all__ = [
     "Channel",
@@ -454,7 +456,8 @@ class Receiver:
             self._stored[source].inc()
         else:
             self.metrics.duplicates.inc()
-        log.info("event %s type %s from %s: %s", outcome.event_id, outcome.type, source, outcome.status)
+        log.info("event %s type %s from %s: %s (client %s over %s)", outcome.event_id, outcome.type, source,
+                 outcome.status, request.remote, request.scheme)
         return _json(200, answer)
 
     # -- health and metrics -----------------------------------------------------------
@@ -493,6 +496,19 @@ class Receiver:
 RECEIVER_KEY = web.AppKey("formsync_receiver", Receiver)
 
 
+@web.middleware
+async def _forwarded(request: web.Request, handler: Handler) -> web.StreamResponse:
+    """With ``receiver.trust_proxy``: the client address and scheme the proxy passes on.
+    The proxy appends the address it saw to X-Forwarded-For, so the last one is trusted
+    (any before it came from the client and may be forged)."""
+    changes: dict[str, str] = {}
+    if forwarded_for := request.headers.get("X-Forwarded-For", "").rsplit(",", 1)[-1].strip():
+        changes["remote"] = forwarded_for
+    if (proto := request.headers.get("X-Forwarded-Proto", "").strip().lower()) in ("http", "https"):
+        changes["scheme"] = proto
+    return await handler(request.clone(**changes) if changes else request)  # type: ignore[arg-type]
+
+
 def event_paths(settings: ReceiverSettings) -> dict[Channel, str]:
     """The URL path of each channel: ``any`` is the plain path."""
     base = "/" + settings.path.strip("/")
@@ -523,7 +539,7 @@ def create_receiver_app(store: Store, settings: ReceiverSettings, *, custom_sche
     # aiohttp's own body limit is not used: _read enforces max_body_bytes while streaming.
     for collector in collectors:
         receiver.metrics.registry.register(collector)
-    app = web.Application()
+    app = web.Application(middlewares=[_forwarded] if settings.trust_proxy else [])
     app[RECEIVER_KEY] = receiver
     app.cleanup_ctx.append(receiver._lifecycle)
     for channel, path in event_paths(settings).items():
@@ -546,6 +562,7 @@ async def run_receiver(store: Store, settings: ReceiverSettings, *, host: str | 
     (``port`` 0 picks a free port). On shutdown the server stops taking connections, the
     requests in flight finish within ``shutdown_timeout`` seconds, and every queued
     event is committed before this returns. The store is not migrated or closed here."""
+    tls = server_context(settings.tls_cert, settings.tls_key)
     app = create_receiver_app(store, settings, custom_scheme=custom_scheme, max_batch=max_batch, service=service,
                               collectors=collectors)
     stop = stop or asyncio.Event()
@@ -553,10 +570,11 @@ async def run_receiver(store: Store, settings: ReceiverSettings, *, host: str | 
     with stop_on_signals(stop) if handle_signals else nullcontext():
         await runner.setup()
         try:
-            site = web.TCPSite(runner, host or settings.host, settings.port if port is None else port)
+            site = web.TCPSite(runner, host or settings.host, settings.port if port is None else port,
+                               ssl_context=tls)
             await site.start()
             bound_host, bound_port = runner.addresses[0][:2]
-            url = f"http://{bound_host}:{bound_port}"
+            url = f"{'https' if tls else 'http'}://{bound_host}:{bound_port}"
             log.info("receiver listening on %s%s", url, event_paths(settings)["any"])
             if on_ready is not None:
                 on_ready(url)

@@ -83,6 +83,12 @@ class ReceiverSettings(Section):
     store_process: bool = True
     # The scheme of senders that sign otherwise, used when scheme = "custom" ([receiver.custom]).
     custom: CustomScheme | None = None
+    # Serve https with this PEM certificate (chain after it) and its unencrypted PEM key.
+    tls_cert: Path | None = None
+    tls_key: Path | None = None
+    # Behind a reverse proxy: take the client address and scheme from the proxy's
+    # X-Forwarded-For (its last address) and X-Forwarded-Proto. Off: those headers are ignored.
+    trust_proxy: bool = False
 
     @field_validator("callback_secrets", "webhook_secrets")
     @classmethod

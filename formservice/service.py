@@ -172,13 +172,14 @@ class Service:
         return self.limits
 
     # -- the call path ----------------------------------------------------------------
-    def authenticate(self, header: str | None, ip: str) -> Caller:
+    def authenticate(self, header: str | None, ip: str, *, allow_expired: bool = False) -> Caller:
         """The caller behind a bearer header. Failed attempts count per IP; past the
-        limit a bad token sees RATE_LIMITED instead of UNAUTHORIZED."""
+        limit a bad token sees RATE_LIMITED instead of UNAUTHORIZED. ``allow_expired``:
+        a token past its lifetime still authenticates (for ``/api/sandbox`` only)."""
         now = self.now()
         with self.session() as s:
             try:
-                token, user, workspace = auth.authenticate(s, header, now)
+                token, user, workspace = auth.authenticate(s, header, now, allow_expired=allow_expired)
             except ApiError as err:
                 wait = self.failed_auth.check(ip, now)
                 if wait:

@@ -325,12 +325,12 @@ async def _ensure_webhooks(w: _World, secret: str) -> None:
     target = w.receiver_url + w.paths["webhooks"]
     have: set[str] = set()
     for sub in await w.api.list_webhooks(w.form_id):
-        url = urlsplit(sub.targetUrl)
+        url = urlsplit(sub.target_url)
         ours = url.hostname == "127.0.0.1" and url.path == w.paths["webhooks"]
-        if ours and sub.targetUrl == target and sub.eventType in WEBHOOK_EVENTS and sub.eventType not in have:
-            have.add(sub.eventType)
+        if ours and sub.target_url == target and sub.event_type in WEBHOOK_EVENTS and sub.event_type not in have:
+            have.add(sub.event_type)
         elif ours:
-            await w.api.delete_webhook(sub.subscriptionId)
+            await w.api.delete_webhook(sub.subscription_id)
     for event_type in WEBHOOK_EVENTS:
         if event_type not in have:
             await w.api.create_webhook(w.form_id, target, WEBHOOK_PROVIDER, event_type=event_type,
@@ -382,11 +382,11 @@ async def _cancel_and_expire(w: _World, records: dict[str, RequestRecord], ids: 
         await w.api.cancel_request(target.id, reason=CANCEL_REASON)
         canceled = 1
     target = by_ext.get(EXPIRE_EXTERNAL_ID)
-    if target is not None and target.status == "pending" and target.expiresAt is not None:
+    if target is not None and target.status == "pending" and target.expires_at is not None:
         now = (await w.helpers.clock_get()).now
-        if target.expiresAt >= now:
+        if target.expires_at >= now:
             # The test clock jumps past the request's expiresAt; the sandbox expires it at once.
-            await w.helpers.clock_advance(target.expiresAt - now + 1000)
+            await w.helpers.clock_advance(target.expires_at - now + 1000)
             await w.renew_token()
         expired = 1
     return canceled, expired
@@ -398,7 +398,7 @@ async def _deliver(w: _World, request_ids: set[str]) -> dict[str, Any]:
     counts: dict[str, Any] = {}
     for _ in range(FLUSH_ROUNDS):
         await w.helpers.deliveries_flush()
-        events = (await w.helpers.events_list(form_id=w.form_id))["items"]
+        events = [e.model_dump() for e in (await w.helpers.events_list(form_id=w.form_id)).items]
         counts = delivery_counts(events, request_ids)
         if not counts["waiting"]:
             break

@@ -94,11 +94,11 @@ async def _walk(client: FormClient, form_id: str, status: str, wanted: dict[str,
                 left.discard(rec.id)
                 found.append(rec)
         last = page.items[-1] if page.items else None
-        passed = (floor is not None and last is not None and last.createdAt is not None
-                  and (last.createdAt, last.id) <= floor)
-        if not page.hasMore or not page.nextCursor or passed:
+        passed = (floor is not None and last is not None and last.created_at is not None
+                  and (last.created_at, last.id) <= floor)
+        if not page.has_more or not page.next_cursor or passed:
             break
-        cursor = page.nextCursor
+        cursor = page.next_cursor
     return found
 
 
@@ -173,7 +173,7 @@ async def _get_each(client: FormClient, store: Store, ids: Sequence[str], report
     if got:
         store.upsert_requests(got, source="poll")
     terminal = [r for r in got if r.status != "pending"]
-    answered.update(f for r in terminal if r.status == "completed" and (f := r.formId or form_id))
+    answered.update(f for r in terminal if r.status == "completed" and (f := r.form_id or form_id))
     report.still_pending += len(got) - len(terminal)
     _count(report, terminal)
 

@@ -105,9 +105,9 @@ class SubscriptionRow(BaseModel):
 
 
 def _row(form_id: str, sub: WebhookSubscription) -> SubscriptionRow:
-    return SubscriptionRow(formId=form_id, subscriptionId=sub.subscriptionId, eventType=sub.eventType,
-                           idleWindow=sub.idleWindow, targetUrl=sub.targetUrl, provider=sub.provider,
-                           createdAt=sub.createdAt)
+    return SubscriptionRow(formId=form_id, subscriptionId=sub.subscription_id, eventType=sub.event_type,
+                           idleWindow=sub.idle_window, targetUrl=sub.target_url, provider=sub.provider,
+                           createdAt=sub.created_at)
 
 
 class SubscriptionReport(BaseModel):
@@ -129,7 +129,7 @@ async def workspace_forms(client: FormClient, workspace_id: str | None) -> list[
 async def list_subscriptions(client: FormClient, forms: Iterable[str], target: str | None = None) -> SubscriptionReport:
     """The forms' active subscriptions, only those to ``target`` when given."""
     forms = list(forms)
-    rows = [_row(f, s) for f in forms for s in await client.list_webhooks(f) if target in (None, s.targetUrl)]
+    rows = [_row(f, s) for f in forms for s in await client.list_webhooks(f) if target in (None, s.target_url)]
     return SubscriptionReport(forms=len(forms), subscriptions=rows)
 
 
@@ -179,8 +179,8 @@ async def plan_subscriptions(client: FormClient, forms: Iterable[str], want: Wan
     for form_id in forms:
         existing = await client.list_webhooks(form_id)
         for event_type in want.event_types:
-            same = [s for s in existing if s.targetUrl == want.target and s.eventType == event_type
-                    and s.idleWindow == want.window_of(event_type)]
+            same = [s for s in existing if s.target_url == want.target and s.event_type == event_type
+                    and s.idle_window == want.window_of(event_type)]
             report.kept += [_row(form_id, s) for s in same]
             if rotate or not same:
                 missing.append(Missing(form_id, event_type))
@@ -210,8 +210,8 @@ async def create_subscriptions(client: FormClient, forms: Iterable[str], want: W
 def _superseded(subs: Sequence[WebhookSubscription]) -> set[str]:
     """The ids of subscriptions with a newer one of the same target, event type and idle
     window (``webhooks.list`` lists the oldest first)."""
-    newest = {(s.targetUrl, s.eventType, s.idleWindow): s.subscriptionId for s in subs}
-    return {s.subscriptionId for s in subs} - set(newest.values())
+    newest = {(s.target_url, s.event_type, s.idle_window): s.subscription_id for s in subs}
+    return {s.subscription_id for s in subs} - set(newest.values())
 
 
 async def remove_subscriptions(client: FormClient, forms: Iterable[str], target: str, events: Sequence[str] = (),
@@ -224,11 +224,11 @@ async def remove_subscriptions(client: FormClient, forms: Iterable[str], target:
     forms = list(forms)
     report = SubscriptionReport(forms=len(forms))
     for form_id in forms:
-        subs = [s for s in await client.list_webhooks(form_id) if s.targetUrl == target]
-        old = _superseded(subs) if superseded else {s.subscriptionId for s in subs}
+        subs = [s for s in await client.list_webhooks(form_id) if s.target_url == target]
+        old = _superseded(subs) if superseded else {s.subscription_id for s in subs}
         for sub in subs:
-            if sub.subscriptionId in old and (not only or sub.eventType in only):
-                await client.delete_webhook(sub.subscriptionId)
+            if sub.subscription_id in old and (not only or sub.event_type in only):
+                await client.delete_webhook(sub.subscription_id)
                 report.removed.append(_row(form_id, sub))
     return report
 
@@ -299,7 +299,7 @@ async def check_through_sandbox(client: FormClient, base_url: str, token: str, f
     require_sandbox(base_url)
     form_id = None
     for f in forms:
-        if any(s.targetUrl == target and s.eventType == "request_canceled" for s in await client.list_webhooks(f)):
+        if any(s.target_url == target and s.event_type == "request_canceled" for s in await client.list_webhooks(f)):
             form_id = f
             break
     if form_id is None:

@@ -76,7 +76,7 @@ def _show(mark: SyncMark | None) -> str | None:
 
 def _below(item: models.Submission, mark: SyncMark) -> bool:
     """Whether the walk has reached the old mark at ``item`` (see the module docstring)."""
-    return item.id == mark.submission_id or item.createdAt < mark.created_at
+    return item.id == mark.submission_id or item.created_at < mark.created_at
 
 
 def _behind(newest: SyncMark, old: SyncMark) -> bool:
@@ -103,7 +103,7 @@ async def sync_form(client: FormClient, store: Store, form_id: str, *, full: boo
             page = await client.list_submissions(form_id, include_drafts=include_drafts, limit=PAGE,
                                                  cursor=cursor or UNSET)
             if newest is None and page.items:
-                newest = SyncMark(page.items[0].createdAt, page.items[0].id)
+                newest = SyncMark(page.items[0].created_at, page.items[0].id)
             fresh: list[models.Submission] = []
             reached = False
             for item in page.items:
@@ -111,7 +111,7 @@ async def sync_form(client: FormClient, store: Store, form_id: str, *, full: boo
                     reached = True
                     break
                 fresh.append(item)
-            last = reached or not page.hasMore or not page.nextCursor
+            last = reached or not page.has_more or not page.next_cursor
             if last and newest is not None and old is not None and _behind(newest, old):
                 # The newest item sorts below the old mark by (createdAt, id) although it
                 # is newer (same second, smaller id), and the store only moves a mark
@@ -119,13 +119,13 @@ async def sync_form(client: FormClient, store: Store, form_id: str, *, full: boo
                 # leaves no mark, so the next walk reads everything: slower, never a gap.
                 store.reset_cursor(form_id, stream)
             if fresh or (last and newest is not None and newest != old):
-                written = store.sync_page(form_id, fresh, newest if last else None, form_name=page.formName,
+                written = store.sync_page(form_id, fresh, newest if last else None, form_name=page.form_name,
                                           stream=stream)
                 report.fetched += len(fresh)
                 report.written += len(written)
             if last:
                 break
-            cursor = page.nextCursor
+            cursor = page.next_cursor
         if report.fetched:  # the form's first data: its field list now, so its schema is final at once
             await learn_field_lists(client, store, [form_id])
     finally:

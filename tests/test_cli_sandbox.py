@@ -9,6 +9,7 @@ import json
 import os
 import re
 import signal
+import socket
 import sys
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -139,3 +140,22 @@ async def test_sandbox_command_answers_in_the_minimal_dialect(tmp_path):
         assert re.match(r"[A-Z_]+: ", body["error"]["message"]), "the reason leads the message"
         code, _ = await stop(run)
     assert code == 0
+
+
+async def test_sandbox_on_a_port_in_use_names_port_and_leaves_nothing(tmp_path):
+    taken = socket.create_server(("127.0.0.1", 0))
+    port = taken.getsockname()[1]
+    data_dir = tmp_path / "never-made"
+    try:
+        proc = await asyncio.create_subprocess_exec(
+            str(FORMSYNC), "sandbox", "--port", str(port), "--data-dir", str(data_dir),
+            stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+        )
+        _, err = await asyncio.wait_for(proc.communicate(), 60)
+    finally:
+        taken.close()
+    text = err.decode()
+    assert proc.returncode == 1, text
+    assert f"port {port} on 127.0.0.1 is in use" in text and "--port" in text, text
+    assert "receiver.port" not in text and "Traceback" not in text and len(text.strip().splitlines()) == 1, text
+    assert not data_dir.exists(), "a failed start leaves no data directory behind"

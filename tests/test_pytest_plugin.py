@@ -31,19 +31,19 @@ async def test_the_typed_helpers_drive_the_sandbox(formsync_client, formsync_san
     helpers = formsync_sandbox.helpers
     before = await helpers.clock_get()
     moved = await helpers.clock_advance(60_000)
-    assert moved.now >= before.now + 60_000 and moved.offsetMs == before.offsetMs + 60_000
+    assert moved.now >= before.now + 60_000 and moved.offset_ms == before.offset_ms + 60_000
     form = formsync_sandbox.workspace("pro")["forms"]["Contact"]
     created = await formsync_client.create_request(form, recipient={"email": "grace@example.test"}, delivery="email")
     await helpers.deliveries_flush()  # does the due time-driven work first: the invitation goes out
     mail = await helpers.mail_list(request_id=created.id)
-    assert [m["to"] for m in mail["items"]] == ["grace@example.test"] and mail["items"][0]["from"]
+    assert [m.to for m in mail.items] == ["grace@example.test"] and mail.items[0].from_
     record = await helpers.requests_complete(created.id, {"name": "Grace", "email": "grace@example.test"})
-    assert record["status"] == "completed"
+    assert record.status == "completed" and record.submission_id and record.answers["name"] == "Grace"
     events = await helpers.events_list(request_id=created.id)
-    assert "request.completed" in [e["type"] for e in events["items"]]
+    assert "request.completed" in [e.type for e in events.items]
     assert (await helpers.deliveries_flush()).attempts == []  # no callback URL, no webhook: nothing to attempt
     assert (await helpers.reset()).reset is True
-    assert (await helpers.mail_list())["items"] == []
+    assert (await helpers.mail_list()).items == []
 
 
 async def test_a_refused_helper_says_what_was_wrong(formsync_sandbox):

@@ -147,8 +147,14 @@ class Store:
         a session lock where the database has one, else a lease of ``ttl_seconds``."""
         return leader_lock(self._db, name, ttl_seconds=ttl_seconds, holder=holder)
 
+    def __enter__(self) -> Store:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
     def close(self) -> None:
-        """Close every pooled connection."""
+        """Close every pooled connection (``with Store(url) as store:`` does on exit)."""
         self._db.engine.dispose()
 
     def ping(self) -> None:

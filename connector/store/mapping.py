@@ -122,8 +122,8 @@ def event_integer_problem(event: Event) -> str | None:
     ``integer_problem``), naming the field, or None. Only ``editCount`` is an integer in
     a mapped event (its times are datetimes, always within range)."""
     sub = event.data.submission
-    if sub is not None and not INT64_MIN <= sub.editCount <= INT64_MAX:
-        return f"data.submission.editCount is {sub.editCount}, beyond the 64-bit integers a database column holds"
+    if sub is not None and not INT64_MIN <= sub.edit_count <= INT64_MAX:
+        return f"data.submission.editCount is {sub.edit_count}, beyond the 64-bit integers a database column holds"
     return None
 
 
@@ -370,10 +370,10 @@ def event_to_rows(event: Event | Incoming, *, now: int | None = None) -> EventRo
         body = json.dumps(ev.model_dump(mode="json", exclude_unset=True), ensure_ascii=False).encode()
     else:
         body = inc.body.encode("utf-8", "surrogateescape") if isinstance(inc.body, str) else inc.body
-    created = epoch_ms(ev.createdAt)
+    created = epoch_ms(ev.created_at)
     out = EventRows(raw={
         "id": ev.id, "type": ev.type, "source": inc.source, "created_at": created,
-        "api_version": ev.apiVersion, "test": ev.test,
+        "api_version": ev.api_version, "test": ev.test,
         "received_at": inc.received_at if inc.received_at is not None else now,
         "body_zlib": compress_body(body),
     })
@@ -397,11 +397,11 @@ def _event_submission(inc: Incoming, now: int, created: int) -> dict[str, Any] |
         return None
     s = data.submission
     row = {
-        "id": s.id, "form_id": data.form.id, "form_name": data.form.name, "snapshot_id": data.form.snapshotId,
-        "respondent_email": s.respondentEmail, "submitted_at": _opt_ms(s.submittedAt),
-        "updated_at": _opt_ms(s.updatedAt), "edit_count": s.editCount, "is_completed": True,
+        "id": s.id, "form_id": data.form.id, "form_name": data.form.name, "snapshot_id": data.form.snapshot_id,
+        "respondent_email": s.respondent_email, "submitted_at": _opt_ms(s.submitted_at),
+        "updated_at": _opt_ms(s.updated_at), "edit_count": s.edit_count, "is_completed": True,
         "language": s.language, "answers": data.answers or {}, "display": data.display or {},
-        "pdf_url": s.pdfUrl, "source": inc.source, "last_event_id": ev.id, "observed_at": created,
+        "pdf_url": s.pdf_url, "source": inc.source, "last_event_id": ev.id, "observed_at": created,
         "stored_at": now,
     }
     if ev.type == "request.completed" and data.request:
@@ -430,7 +430,9 @@ def _event_request(inc: Incoming, now: int, created: int) -> dict[str, Any] | No
 
 
 # The request record's fields an event's ``data.request`` carries (all but ``recipient``).
-_EVENT_REQUEST_FIELDS = tuple((wire, col) for wire, col in _REQUEST_FIELDS.items() if wire in EventRequest.model_fields)
+# (attribute, column) pairs, read off the model's snake_case attributes.
+_EVENT_REQUEST_FIELDS = tuple((name, _REQUEST_FIELDS[f.alias]) for name, f in EventRequest.model_fields.items()
+                              if f.alias in _REQUEST_FIELDS)
 
 
 def _event_request_columns(r: EventRequest) -> dict[str, Any]:
@@ -438,9 +440,9 @@ def _event_request_columns(r: EventRequest) -> dict[str, Any]:
     ms): only the fields the event carried are set; a ``recipient`` sets both parts."""
     present = r.model_fields_set
     row: dict[str, Any] = {"id": r.id}
-    for wire, col in _EVENT_REQUEST_FIELDS:
-        if wire in present:
-            value = getattr(r, wire)
+    for name, col in _EVENT_REQUEST_FIELDS:
+        if name in present:
+            value = getattr(r, name)
             row[col] = epoch_ms(value) if isinstance(value, datetime) else value
     if "recipient" in present:
         recipient = r.recipient
@@ -494,8 +496,8 @@ def _item_row(it: Submission, where: str, form_id: str, form_name: str | None, s
               now: int) -> dict[str, Any]:
     present = it.model_fields_set
     row: dict[str, Any] = {
-        "id": it.id, "form_id": form_id, "is_completed": it.isCompleted,
-        "submitted_at": list_ts_ms(it.submittedAt, f"{where}.submittedAt"),
+        "id": it.id, "form_id": form_id, "is_completed": it.is_completed,
+        "submitted_at": list_ts_ms(it.submitted_at, f"{where}.submittedAt"),
         "answers": it.answers or {}, "display": it.display or {}, "source": source, "last_event_id": None,
         "observed_at": now, "stored_at": now,
     }
@@ -504,8 +506,8 @@ def _item_row(it: Submission, where: str, form_id: str, form_name: str | None, s
     optional = {"createdAt": "created_at", "updatedAt": "updated_at", "editCount": "edit_count",
                 "respondentEmail": "respondent_email", "requestId": "request_id"}
     for wire, col in optional.items():
-        if wire in present:
-            value = getattr(it, wire)
+        if col in present:  # the column's name is the model's attribute
+            value = getattr(it, col)
             row[col] = list_ts_ms(value, f"{where}.{wire}") if wire.endswith("At") else value
     if row.get("edit_count", 0) is None:
         row["edit_count"] = 0

@@ -10,7 +10,7 @@
 from __future__ import annotations
 
 from types import TracebackType
-from typing import Any, TypeVar, cast
+from typing import Any, TypeVar
 
 import aiohttp
 from pydantic import BaseModel
@@ -18,6 +18,7 @@ from pydantic import BaseModel
 from .models import (
     CallList,
     ClockResult,
+    CompletedRequest,
     Deleted,
     DialectView,
     EventList,
@@ -58,7 +59,11 @@ def _given(**params: Any) -> dict[str, Any]:
 
 class SandboxHelpers:
     """The test helpers of the sandbox at ``base_url``, called as the holder of ``token``.
-    Pass ``http`` to share an aiohttp session (it is then not closed here)."""
+
+    ``async with SandboxHelpers(...) as helpers:`` keeps one HTTP session for its calls
+    and closes it on exit. Used without ``async with``, each call opens and closes a
+    session of its own, so nothing is left open to leak (``close()`` is then a no-op).
+    Pass ``http`` to share an aiohttp session (it is then never closed here)."""
 
     def __init__(self, base_url: str, token: str, *, http: aiohttp.ClientSession | None = None,
                  timeout_s: float = 60.0) -> None:
@@ -68,6 +73,8 @@ class SandboxHelpers:
         self._timeout = aiohttp.ClientTimeout(total=timeout_s)
 
     async def __aenter__(self) -> SandboxHelpers:
+        if self._http is None:
+            self._http, self._own_http = aiohttp.ClientSession(timeout=self._timeout), True
         return self
 
     async def __aexit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
@@ -75,16 +82,21 @@ class SandboxHelpers:
         await self.close()
 
     async def close(self) -> None:
+        """Close the session ``async with`` opened (a shared ``http`` stays open)."""
         if self._own_http and self._http is not None:
             await self._http.close()
-        self._http = None
+            self._http = None
 
     async def call(self, method: str, params: dict[str, Any] | None = None) -> Any:
         """Call the helper ``method`` with ``params``; its ``data``, or HelperError."""
-        if self._http is None:
-            self._http = aiohttp.ClientSession(timeout=self._timeout)
-        async with self._http.post(self.url, json={"method": method, "params": params or {}},
-                                   headers=self._headers) as resp:
+        if self._http is not None:
+            return await self._post(self._http, method, params)
+        async with aiohttp.ClientSession(timeout=self._timeout) as http:  # not entered: a session per call
+            return await self._post(http, method, params)
+
+    async def _post(self, http: aiohttp.ClientSession, method: str, params: dict[str, Any] | None) -> Any:
+        async with http.post(self.url, json={"method": method, "params": params or {}},
+                             headers=self._headers) as resp:
             body = await resp.json(content_type=None)
             if not isinstance(body, dict) or body.get("ok") is not True:
                 error = body.get("error") if isinstance(body, dict) else None
@@ -168,10 +180,10 @@ class SandboxHelpers:
         return await self._model(SubmissionRef, "submissions.create", _given(
             formId=form_id, answers=answers or {}, completed=completed, respondentEmail=respondent_email))
 
-    async def requests_complete(self, request_id: str, answers: dict[str, Any] | None = None) -> dict[str, Any]:
+    async def requests_complete(self, request_id: str, answers: dict[str, Any] | None = None) -> CompletedRequest:
         """Complete the request as its recipient would; the request's full record."""
-        return cast(dict[str, Any], await self.call("requests.complete",
-                                                    {"requestId": request_id, "answers": answers or {}}))
+        return await self._model(CompletedRequest, "requests.complete",
+                                 {"requestId": request_id, "answers": answers or {}})
 
     async def share_links_submit(self, url: str, answers: dict[str, Any] | None = None, *, completed: bool = True,
                                  password: str | None = None, edit_token: str | None = None,
@@ -182,9 +194,8 @@ class SandboxHelpers:
 
     # -- the outbox -------------------------------------------------------------------------
     async def mail_list(self, *, to: str | None = None, request_id: str | None = None) -> MailList:
-        return cast(MailList, await self.call("mail.list", _given(to=to, requestId=request_id)))
+        return await self._model(MailList, "mail.list", _given(to=to, requestId=request_id))
 
     async def events_list(self, *, request_id: str | None = None, type: str | None = None,
                           form_id: str | None = None) -> EventList:
-        return cast(EventList, await self.call("events.list", _given(requestId=request_id, type=type,
-                                                                     formId=form_id)))
+        return await self._model(EventList, "events.list", _given(requestId=request_id, type=type, formId=form_id))

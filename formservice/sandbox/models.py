@@ -4,14 +4,38 @@ client (which sends and reads them)."""
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal, TypedDict
+from functools import cache
+from typing import TYPE_CHECKING, Annotated, Any, Literal
 
-from pydantic import Field
+from pydantic import BaseModel, ConfigDict, Field
+from pydantic.alias_generators import to_camel
 
 from ..domain.base import Params, Result
 from ..faults import FaultPlan, FaultsView
 
 __all__ = ["FaultPlan", "FaultsView"]  # the faults.* helpers' params and result
+
+
+class HelperResult(Result):
+    """Base of the helpers' results: attributes are snake_case (``clock.offset_ms``), the
+    wire stays camelCase (``offsetMs``), as in the connector's models; the camelCase
+    names also read as attributes, for code written against earlier versions."""
+
+    model_config = ConfigDict(alias_generator=to_camel, validate_by_name=True, validate_by_alias=True,
+                              serialize_by_alias=True)
+
+    if not TYPE_CHECKING:  # hidden from type checkers: typed code uses the snake_case names
+        def __getattr__(self, name: str) -> Any:
+            field = _wire_names(type(self)).get(name)
+            if field is not None:
+                return getattr(self, field)
+            return super().__getattr__(name)
+
+
+@cache
+def _wire_names(model: type[BaseModel]) -> dict[str, str]:
+    """The model's camelCase wire names -> its attribute names (those that differ)."""
+    return {f.alias: name for name, f in model.model_fields.items() if f.alias and f.alias != name}
 
 
 class NoParams(Params):
@@ -25,18 +49,30 @@ class AdvanceParams(Params):
     ms: Annotated[int, Field(ge=0, le=400 * 24 * 3600 * 1000)]
 
 
-class ClockResult(Result):
+class ClockResult(HelperResult):
     now: int
-    offsetMs: int
+    offset_ms: int
 
 
-class ResetResult(Result):
+class ResetResult(HelperResult):
     reset: bool
     now: int
 
 
-class FlushResult(Result):
-    attempts: list[dict[str, Any]]  # one per delivery attempted: its id, state, status, ...
+class FlushedAttempt(HelperResult):
+    """A delivery ``deliveries.flush`` attempted: the answer's status (None when no answer
+    came), the error if any, and the delivery's state after it."""
+
+    delivery_id: str
+    event_id: str
+    status: int | None
+    error: str | None
+    state: str
+    attempt_count: int
+
+
+class FlushResult(HelperResult):
+    attempts: list[FlushedAttempt]  # one per delivery attempted
 
 
 # -- tokens, members, limits, workspace ----------------------------------------------
@@ -47,17 +83,17 @@ class TokenCreateParams(Params):
     kind: Literal["api", "oauth"] = "api"
 
 
-class TokenView(Result):
+class TokenView(HelperResult):
     id: str
     name: str
     kind: str
     prefix: str
-    createdAt: int
-    expiresAt: int
+    created_at: int
+    expires_at: int
     token: str | None = None
 
 
-class TokenList(Result):
+class TokenList(HelperResult):
     items: list[TokenView]
 
 
@@ -70,7 +106,7 @@ class TokenRenameParams(Params):
     name: str
 
 
-class Deleted(Result):
+class Deleted(HelperResult):
     id: str
     deleted: bool
 
@@ -80,8 +116,8 @@ class MemberAddParams(Params):
     name: Annotated[str, Field(min_length=1, max_length=255)]
 
 
-class MemberView(Result):
-    userId: str
+class MemberView(HelperResult):
+    user_id: str
     email: str
     name: str
     token: str  # an API token of the new member, shown once
@@ -91,10 +127,10 @@ class MemberIdParams(Params):
     userId: str
 
 
-class MemberRemoved(Result):
-    userId: str
+class MemberRemoved(HelperResult):
+    user_id: str
     removed: bool
-    tokensDeleted: int
+    tokens_deleted: int
 
 
 class LimitsParams(Params):
@@ -106,11 +142,11 @@ class LimitsParams(Params):
     windowMs: Annotated[int, Field(ge=100, le=3_600_000)] | None = None
 
 
-class LimitsView(Result):
-    callsPerMinute: int
-    createsPerMinute: int
-    failedAuth: int
-    windowMs: int
+class LimitsView(HelperResult):
+    calls_per_minute: int
+    creates_per_minute: int
+    failed_auth: int
+    window_ms: int
 
 
 class CallsParams(Params):
@@ -118,12 +154,12 @@ class CallsParams(Params):
     method: str | None = None
 
 
-class CallItem(Result):
+class CallItem(HelperResult):
     at: int
     method: str
 
 
-class CallList(Result):
+class CallList(HelperResult):
     count: int
     items: list[CallItem]
 
@@ -135,12 +171,12 @@ class WorkspaceParams(Params):
     paymentConnected: bool | None = None
 
 
-class WorkspaceView(Result):
+class WorkspaceView(HelperResult):
     id: str
     plan: str
-    monthlyAllowance: int
-    partialTracking: bool
-    paymentConnected: bool
+    monthly_allowance: int
+    partial_tracking: bool
+    payment_connected: bool
 
 
 # -- what respondents and recipients do ------------------------------------------------
@@ -153,15 +189,35 @@ class SubmitParams(Params):
     respondentEmail: str | None = None
 
 
-class SubmissionRef(Result):
+class SubmissionRef(HelperResult):
     id: str
-    formId: str
-    isCompleted: bool
+    form_id: str
+    is_completed: bool
 
 
 class CompleteParams(Params):
     requestId: str
     answers: dict[str, Any] = {}
+
+
+class CompletedRequest(HelperResult):
+    """``requests.complete``: the request's full record, as ``requests.get`` returns it
+    (the fields below typed; every other member of the record kept as an extra)."""
+
+    model_config = ConfigDict(extra="allow")
+    id: str
+    status: str
+    form_id: str | None = None
+    submission_id: str | None = None
+    external_id: str | None = None
+    outcome: str | None = None
+    url: str | None = None
+    recipient: dict[str, Any] | None = None
+    metadata: dict[str, Any] | None = None
+    created_at: int | None = None
+    completed_at: int | None = None
+    answers: dict[str, Any] | None = None
+    display: dict[str, Any] | None = None
 
 
 class ShareSubmitParams(Params):
@@ -173,12 +229,12 @@ class ShareSubmitParams(Params):
     submissionId: str | None = None
 
 
-class ShareSubmitted(Result):
-    submissionId: str
-    isCompleted: bool
-    editCount: int
-    editUrl: str | None = None
-    redirectUrl: str | None = None
+class ShareSubmitted(HelperResult):
+    submission_id: str
+    is_completed: bool
+    edit_count: int
+    edit_url: str | None = None
+    redirect_url: str | None = None
 
 
 # -- the outbox: mail and events --------------------------------------------------------
@@ -189,14 +245,22 @@ class MailParams(Params):
     requestId: str | None = None
 
 
-# "from" is a keyword, hence the functional TypedDict form.
-MailItem = TypedDict("MailItem", {
-    "id": str, "kind": str, "to": str, "from": str, "subject": str, "body": str, "status": str,
-    "requestId": "str | None", "submissionId": "str | None", "createdAt": int,
-})
+class MailItem(HelperResult):
+    """A mail the sandbox "sent" (``from_`` is the wire's ``from``)."""
+
+    id: str
+    kind: str
+    to: str
+    from_: str = Field(alias="from")
+    subject: str
+    body: str
+    status: str
+    request_id: str | None
+    submission_id: str | None
+    created_at: int
 
 
-class MailList(TypedDict):
+class MailList(HelperResult):
     items: list[MailItem]
 
 
@@ -206,37 +270,39 @@ class EventsParams(Params):
     formId: str | None = None
 
 
-class AttemptItem(TypedDict):
+class AttemptItem(HelperResult):
     at: int
     status: int | None
     error: str | None
     signature: str | None
-    durationMs: int | None
+    duration_ms: int | None
 
 
-class DeliveryItem(TypedDict):
+class DeliveryItem(HelperResult):
     id: str
     kind: str
-    targetUrl: str
+    target_url: str
     state: str
-    attemptCount: int
-    nextAttemptAt: int | None
-    subscriptionId: str | None
+    attempt_count: int
+    next_attempt_at: int | None
+    subscription_id: str | None
     attempts: list[AttemptItem]
 
 
-class EventItem(TypedDict):
+class EventItem(HelperResult):
+    """An event with its deliveries; ``payload`` is the body every delivery sends."""
+
     id: str
     type: str
-    createdAt: int
+    created_at: int
     test: bool
-    requestId: str | None
-    submissionId: str | None
+    request_id: str | None
+    submission_id: str | None
     payload: dict[str, Any] | None
     deliveries: list[DeliveryItem]
 
 
-class EventList(TypedDict):
+class EventList(HelperResult):
     items: list[EventItem]
 
 
@@ -246,5 +312,5 @@ class DialectParams(Params):
     dialect: Literal["full", "minimal"]
 
 
-class DialectView(Result):
+class DialectView(HelperResult):
     dialect: Literal["full", "minimal"]

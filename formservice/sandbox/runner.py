@@ -8,6 +8,7 @@ import asyncio
 import json
 import logging
 import signal
+import socket
 from pathlib import Path
 from types import TracebackType
 from typing import Any
@@ -48,20 +49,27 @@ class SandboxServer:
         self.credentials: dict[str, Any] = {}
 
     async def start(self) -> SandboxServer:
-        """Bind, seed (first start) and write the credentials file when one is named."""
-        service = Service(self.data_dir)
+        """Bind, seed (first start) and write the credentials file when one is named.
+        The port is bound first: a port that cannot be bound leaves no data dir behind."""
+        sock = _bind(self.host, self.port)
+        try:
+            service = Service(self.data_dir)
+        except BaseException:
+            sock.close()
+            raise
         service.dialect = self.dialect
         quiet_malformed_requests()
         runner = web.AppRunner(create_app(service), handle_signals=False, access_log=None)
         await runner.setup()
         try:
-            await web.TCPSite(runner, self.host, self.port).start()
+            await web.SockSite(runner, sock).start()
             bound = runner.addresses[0][1]
             shown_host = "127.0.0.1" if self.host in ("0.0.0.0", "") else self.host
             service.base_url = f"http://{shown_host}:{bound}"
             self.credentials = prepare(service, self.data_dir, self.seed)
-        except BaseException:  # a port in use, a bad seed: nothing stays bound or open
+        except BaseException:  # a bad seed: nothing stays bound or open
             await runner.cleanup()
+            sock.close()
             service.engine.dispose()
             raise
         self.service, self.runner = service, runner
@@ -103,9 +111,15 @@ class SandboxServer:
         return next(w for w in self.credentials["workspaces"] if w["plan"] == plan)
 
     def helpers(self, plan: str = "pro") -> SandboxHelpers:
-        """A helpers client acting as the owner of the ``plan`` workspace (close it, or use
-        it with ``async with``)."""
+        """A helpers client acting as the owner of the ``plan`` workspace; ``async with``
+        it to keep one HTTP session for its calls."""
         return SandboxHelpers(self.base_url, self.workspace(plan)["token"])
+
+
+def _bind(host: str, port: int) -> socket.socket:
+    """A listening socket on ``host``:``port``; ``OSError`` (naming the address) if not."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    return socket.create_server((host, port), family=family, backlog=128)
 
 
 async def serve(host: str, port: int, data_dir: Path, seed: Path | None, credentials_file: Path | None,

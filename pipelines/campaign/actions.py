@@ -178,8 +178,8 @@ async def _one(client: FormClient, r: CampaignRow, action: Action, reason: str |
             plan_refused.append(e.reason or e.code)  # the same for every request of the workspace: no more calls
         return None
     report.done += 1
-    if rec.updatedAt is not None:  # the service's own time (a sandbox's test clock included)
-        report.first_at = rec.updatedAt if report.first_at is None else min(report.first_at, rec.updatedAt)
+    if rec.updated_at is not None:  # the service's own time (a sandbox's test clock included)
+        report.first_at = rec.updated_at if report.first_at is None else min(report.first_at, rec.updated_at)
     return rec
 
 

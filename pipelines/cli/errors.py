@@ -100,6 +100,7 @@ RULES: tuple[Rule, ...] = (
     Rule("pipelines.outreach.checks", "OutreachRefused", ExitCode.USAGE),
     Rule("connector.errors", "Unauthorized", ExitCode.FAILED,
          hint="check service.token (or FORMSYNC_SERVICE__TOKEN)"),
+    Rule("connector.tls", "TlsSettingError", ExitCode.USAGE),
     Rule("connector.errors", "FormsyncError", ExitCode.FAILED),
     Rule("aiohttp", "ClientError", ExitCode.FAILED, prefix="cannot reach the service: "),
     Rule("connector.committer", "StoreProcessError", ExitCode.FAILED,
@@ -131,15 +132,23 @@ def explain(exc: BaseException) -> Failure:
 _BIND = re.compile(r"address \('?([^',]+)'?, (\d+)\)")
 
 
-def _os_error(exc: OSError) -> Failure | None:
-    """A port that cannot be bound, or a file that cannot be read or written, in words."""
+def bind_failure(exc: OSError, setting: str = "--port, or receiver.port") -> Failure | None:
+    """A port that cannot be bound, in words naming ``setting`` (what chooses the port);
+    None for any other ``OSError``."""
     if exc.errno in (errno.EADDRINUSE, errno.EADDRNOTAVAIL, errno.EACCES) and (m := _BIND.search(str(exc))):
         host, port = m.groups()
         why = {errno.EADDRINUSE: f"port {port} on {host} is in use",
                errno.EADDRNOTAVAIL: f"address {host} is not one of this machine's",
                errno.EACCES: f"port {port} needs administrator rights"}[exc.errno]
         return Failure(ExitCode.FAILED, f"cannot listen on {host}:{port}: {why}",
-                       hint="choose another port (--port, or receiver.port; 0 picks a free one)")
+                       hint=f"choose another port ({setting}; 0 picks a free one)")
+    return None
+
+
+def _os_error(exc: OSError) -> Failure | None:
+    """A port that cannot be bound, or a file that cannot be read or written, in words."""
+    if (said := bind_failure(exc)) is not None:
+        return said
     if exc.filename is not None and exc.strerror:
         return Failure(ExitCode.FAILED, f"{exc.strerror.lower()}", str(exc.filename))
     return None

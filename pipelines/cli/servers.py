@@ -11,7 +11,7 @@ from typing import Annotated, Literal
 import typer
 
 from .context import command
-from .errors import UsageError
+from .errors import UsageError, WorkFailed, bind_failure
 from .options import CONFIG_HELP
 from .preflight import check_job_files
 
@@ -68,6 +68,11 @@ async def _sandbox(host: str, port: int, data_dir: Path, seed: Path | None, cred
     told = asyncio.create_task(say())
     try:
         await serve(host, port, data_dir, seed, credentials, ready=ready, dialect=dialect)
+    except OSError as exc:
+        said = bind_failure(exc, "--port")
+        if said is None:
+            raise
+        raise WorkFailed(said.message, hint=said.hint) from None
     finally:
         told.cancel()
 
@@ -90,9 +95,11 @@ def receive(
     """
     with command(config, log_level=logging.INFO if verbose else logging.WARNING) as ctx:
         from connector.receiver import event_paths, run_receiver
+        from connector.tls import server_context
         from pipelines.metrics import StoreCollector
 
         rs, service = ctx.settings().receiver, ctx.settings().service
+        server_context(rs.tls_cert, rs.tls_key)  # a TLS file that cannot serve: said before anything starts
         store = ctx.store(db, where="--db") if db is not None else ctx.store()
 
         def ready(url: str) -> None:
@@ -129,6 +136,10 @@ def run(
 
         settings = ctx.settings()
         check_job_files(check_jobs(settings), ctx.where)  # before anything starts, not even the database
+        if settings.receiver.enabled:
+            from connector.tls import server_context
+
+            server_context(settings.receiver.tls_cert, settings.receiver.tls_key)
         if not settings.jobs and not settings.receiver.enabled:
             raise UsageError("nothing to run: the file declares no [[jobs]] and [receiver] enabled is false",
                              where=ctx.where)

@@ -29,8 +29,8 @@ from .registry import helper
 
 def token_view(row: ApiToken, value: str | None = None) -> TokenView:
     """A token as the helpers show it; its value only when just minted."""
-    v = TokenView(id=row.id, name=row.name, kind=row.kind, prefix=row.prefix, createdAt=row.created_at,
-                  expiresAt=row.expires_at)
+    v = TokenView(id=row.id, name=row.name, kind=row.kind, prefix=row.prefix, created_at=row.created_at,
+                  expires_at=row.expires_at)
     if value is not None:
         v.token = value
     return v
@@ -88,7 +88,7 @@ def members_add(ctx: Ctx, p: MemberAddParams) -> MemberView:
     ctx.session.add(Member(workspace_id=ctx.workspace.id, user_id=user.id, role="member"))
     ctx.session.flush()
     value, _ = auth.create_api_token(ctx.session, user.id, ctx.workspace.id, "member", ctx.now)
-    return MemberView(userId=user.id, email=user.email, name=user.name, token=value)
+    return MemberView(user_id=user.id, email=user.email, name=user.name, token=value)
 
 
 @helper("members.remove")
@@ -98,7 +98,7 @@ def members_remove(ctx: Ctx, p: MemberIdParams) -> MemberRemoved:
         raise ApiError("VALIDATION_ERROR", "The calling person cannot remove themselves; call as another member.",
                        reason="CANNOT_REMOVE_SELF", field="userId")
     deleted = auth.remove_member(ctx.session, ctx.workspace.id, p.userId)
-    return MemberRemoved(userId=p.userId, removed=True, tokensDeleted=deleted)
+    return MemberRemoved(user_id=p.userId, removed=True, tokens_deleted=deleted)
 
 
 @helper("workspace.update")
@@ -113,5 +113,5 @@ def workspace_update(ctx: Ctx, p: WorkspaceParams) -> WorkspaceView:
         ws.partial_tracking = p.partialTracking
     if p.paymentConnected is not None:
         ws.payment_connected = p.paymentConnected
-    return WorkspaceView(id=ws.id, plan=ws.plan, monthlyAllowance=ws.monthly_allowance,
-                         partialTracking=ws.partial_tracking, paymentConnected=ws.payment_connected)
+    return WorkspaceView(id=ws.id, plan=ws.plan, monthly_allowance=ws.monthly_allowance,
+                         partial_tracking=ws.partial_tracking, payment_connected=ws.payment_connected)

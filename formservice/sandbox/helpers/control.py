@@ -14,6 +14,7 @@ from ..models import (
     CallList,
     CallsParams,
     ClockResult,
+    FlushedAttempt,
     FlushResult,
     LimitsParams,
     LimitsView,
@@ -30,13 +31,13 @@ def clock_advance(ctx: Ctx, p: AdvanceParams) -> ClockResult:
     now = svc.advance_clock(p.ms)
     if svc.worker is not None:
         ctx.after_commit.append(svc.worker.tick)
-    return ClockResult(now=now, offsetMs=svc.clock.offset_ms)
+    return ClockResult(now=now, offset_ms=svc.clock.offset_ms)
 
 
 @helper("clock.get")
 def clock_get(ctx: Ctx, p: NoParams) -> ClockResult:
     """The test clock's current time."""
-    return ClockResult(now=ctx.service.now(), offsetMs=ctx.service.clock.offset_ms)
+    return ClockResult(now=ctx.service.now(), offset_ms=ctx.service.clock.offset_ms)
 
 
 @helper("reset")
@@ -59,7 +60,7 @@ async def reset(service: Service, p: NoParams) -> ResetResult:
 async def deliveries_flush(service: Service, p: NoParams) -> FlushResult:
     """Attempt every due delivery now (after doing the time-driven work that is due)."""
     service.worker.tick()
-    return FlushResult(attempts=await service.worker.flush())
+    return FlushResult(attempts=[FlushedAttempt.model_validate(a) for a in await service.worker.flush()])
 
 
 @helper("limits.set")
@@ -70,8 +71,8 @@ def limits_set(ctx: Ctx, p: LimitsParams) -> LimitsView:
              "failedAuth": "failed_auth", "windowMs": "rate_window_ms"}
     values = {names[k]: v for k, v in p.model_dump(exclude_none=True).items()}
     lim = ctx.service.set_limits(**values)
-    return LimitsView(callsPerMinute=lim.calls_per_minute, createsPerMinute=lim.creates_per_minute,
-                      failedAuth=lim.failed_auth, windowMs=lim.rate_window_ms)
+    return LimitsView(calls_per_minute=lim.calls_per_minute, creates_per_minute=lim.creates_per_minute,
+                      failed_auth=lim.failed_auth, window_ms=lim.rate_window_ms)
 
 
 @helper("calls.list")

@@ -6,7 +6,16 @@ from sqlmodel import col, select
 
 from ...domain.base import Ctx
 from ...tables import Delivery, DeliveryAttempt, Event, Mail
-from ..models import DeliveryItem, EventItem, EventList, EventsParams, MailItem, MailList, MailParams
+from ..models import (
+    AttemptItem,
+    DeliveryItem,
+    EventItem,
+    EventList,
+    EventsParams,
+    MailItem,
+    MailList,
+    MailParams,
+)
 from .registry import helper
 
 
@@ -19,11 +28,9 @@ def mail_list(ctx: Ctx, p: MailParams) -> MailList:
     if p.requestId is not None:
         stmt = stmt.where(Mail.request_id == p.requestId)
     rows = ctx.session.exec(stmt.order_by(col(Mail.created_at))).all()
-    items: list[MailItem] = [{"id": m.id, "kind": m.kind, "to": m.to, "from": m.sender, "subject": m.subject,
-                              "body": m.body, "status": m.status, "requestId": m.request_id,
-                              "submissionId": m.submission_id, "createdAt": m.created_at}
-                             for m in rows]
-    return {"items": items}
+    return MailList(items=[MailItem(id=m.id, kind=m.kind, to=m.to, from_=m.sender, subject=m.subject, body=m.body,
+                                    status=m.status, request_id=m.request_id, submission_id=m.submission_id,
+                                    created_at=m.created_at) for m in rows])
 
 
 @helper("events.list")
@@ -36,10 +43,10 @@ def events_list(ctx: Ctx, p: EventsParams) -> EventList:
         stmt = stmt.where(Event.type == p.type)
     if p.formId is not None:
         stmt = stmt.where(Event.form_id == p.formId)
-    items = [EventItem(id=ev.id, type=ev.type, createdAt=ev.created_at, test=ev.test, requestId=ev.request_id,
-                       submissionId=ev.submission_id, payload=ev.payload, deliveries=deliveries_of(ctx, ev.id))
-             for ev in ctx.session.exec(stmt.order_by(col(Event.created_at))).all()]
-    return {"items": items}
+    return EventList(items=[
+        EventItem(id=ev.id, type=ev.type, created_at=ev.created_at, test=ev.test, request_id=ev.request_id,
+                  submission_id=ev.submission_id, payload=ev.payload, deliveries=deliveries_of(ctx, ev.id))
+        for ev in ctx.session.exec(stmt.order_by(col(Event.created_at))).all()])
 
 
 def deliveries_of(ctx: Ctx, event_id: str) -> list[DeliveryItem]:
@@ -48,10 +55,9 @@ def deliveries_of(ctx: Ctx, event_id: str) -> list[DeliveryItem]:
     for d in ctx.session.exec(select(Delivery).where(Delivery.event_id == event_id).order_by(col(Delivery.created_at))):
         attempts = ctx.session.exec(select(DeliveryAttempt).where(DeliveryAttempt.delivery_id == d.id)
                                     .order_by(col(DeliveryAttempt.id))).all()
-        out.append(DeliveryItem(id=d.id, kind=d.kind, targetUrl=d.target_url, state=d.state,
-                                attemptCount=d.attempt_count, nextAttemptAt=d.next_attempt_at,
-                                subscriptionId=d.subscription_id,
-                                attempts=[{"at": a.at, "status": a.status, "error": a.error,
-                                           "signature": a.signature, "durationMs": a.duration_ms}
-                                          for a in attempts]))
+        out.append(DeliveryItem(id=d.id, kind=d.kind, target_url=d.target_url, state=d.state,
+                                attempt_count=d.attempt_count, next_attempt_at=d.next_attempt_at,
+                                subscription_id=d.subscription_id,
+                                attempts=[AttemptItem(at=a.at, status=a.status, error=a.error, signature=a.signature,
+                                                      duration_ms=a.duration_ms) for a in attempts]))
     return out

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from ...domain import events, sharelinks
 from ...domain import requests as req_domain
-from ...domain import sharelinks
 from ...domain import submissions as subs_domain
 from ...domain.base import Ctx
 from ...errors import not_found
@@ -17,11 +17,16 @@ from .registry import helper
 @helper("submissions.create")
 def submissions_create(ctx: Ctx, p: SubmitParams) -> SubmissionRef:
     """Store a public-link response to the form's published version, validated as the
-    form page validates a submit (drafts skip the required check)."""
+    form page validates a submit (drafts skip the required check). A completed one emits
+    ``submission.completed`` (to ``submission_created`` subscriptions), as a submit on
+    the form's page does; a draft emits nothing."""
     form = ctx.form(p.formId)
     sub = subs_domain.submit_public(ctx, form, p.answers, completed=p.completed,
                                     respondent_email=p.respondentEmail)
-    return SubmissionRef(id=sub.id, formId=form.id, isCompleted=sub.is_completed)
+    if sub.is_completed:
+        events.emit(ctx.session, type_="submission.completed", workspace_id=form.workspace_id, form=form,
+                    data=sharelinks.event_data(form, sub, ctx.base_url), now=ctx.now, submission=sub)
+    return SubmissionRef(id=sub.id, form_id=form.id, is_completed=sub.is_completed)
 
 
 @helper("requests.complete")
@@ -49,11 +54,11 @@ def share_links_submit(ctx: Ctx, p: ShareSubmitParams) -> ShareSubmitted:
     sharelinks.check_password(form, p.password)
     sub = sharelinks.save_public(ctx.session, link, form, p.answers, ctx.now, completed=p.completed,
                                  submission_id=p.submissionId, edit_token=p.editToken, base_url=ctx.base_url)
-    out = ShareSubmitted(submissionId=sub.id, isCompleted=sub.is_completed, editCount=sub.edit_count)
+    out = ShareSubmitted(submission_id=sub.id, is_completed=sub.is_completed, edit_count=sub.edit_count)
     edit_url = sharelinks.edit_url(link, sub, ctx.base_url)
     if edit_url is not None:
-        out.editUrl = edit_url
+        out.edit_url = edit_url
     redirect = sharelinks.redirect_for(form, sub)
     if redirect is not None:
-        out.redirectUrl = redirect
+        out.redirect_url = redirect
     return out
