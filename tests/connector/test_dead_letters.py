@@ -43,6 +43,7 @@ async def set_aside_over_http(store: Store) -> dict[bytes, dict[str, object]]:
         status, again, _ = await rx.post(UNSTORABLE[0][1], signed(UNSTORABLE[0][1]), "any")
         assert status == 200 and again["status"] == "set_aside", again
         status, answers[BEYOND_64_BITS], _ = await rx.post(BEYOND_64_BITS, signed(BEYOND_64_BITS), "callbacks")
+        assert status == 200, answers[BEYOND_64_BITS]
         assert metric(await rx.metrics(), "formsync_receiver_set_aside_total") == len(UNSTORABLE) + 2
         status, health = await rx.get("/healthz")
         assert status == 200, health
