@@ -12,6 +12,8 @@ import json
 import subprocess
 from pathlib import Path
 
+import pytest
+
 from connector.delivery import parse_event
 from connector.replay import replay_dead_letters
 from connector.store import Incoming, Store, Unstorable
@@ -81,6 +83,7 @@ async def test_an_unstorable_event_is_set_aside_once_acknowledged_and_replayable
     assert counts(store)["events"] == 2 and store.events.count_stored(["evt_fresh", "evt_known"]) == 2
 
 
+@pytest.mark.slow  # six command runs: about 25 s on a busy machine
 def test_the_dead_letters_command_lists_exports_replays_and_status_counts(tmp_path: Path) -> None:
     db = tmp_path / "dl.db"
     store = Store(f"sqlite:///{db}")
