@@ -12,6 +12,8 @@ import json
 import subprocess
 from pathlib import Path
 
+import pytest
+
 from connector.delivery import parse_event
 from connector.replay import replay_dead_letters
 from connector.store import Incoming, Store, Unstorable
@@ -43,6 +45,7 @@ async def set_aside_over_http(store: Store) -> dict[bytes, dict[str, object]]:
         status, again, _ = await rx.post(UNSTORABLE[0][1], signed(UNSTORABLE[0][1]), "any")
         assert status == 200 and again["status"] == "set_aside", again
         status, answers[BEYOND_64_BITS], _ = await rx.post(BEYOND_64_BITS, signed(BEYOND_64_BITS), "callbacks")
+        assert status == 200, answers[BEYOND_64_BITS]
         assert metric(await rx.metrics(), "formsync_receiver_set_aside_total") == len(UNSTORABLE) + 2
         status, health = await rx.get("/healthz")
         assert status == 200, health
@@ -80,6 +83,7 @@ async def test_an_unstorable_event_is_set_aside_once_acknowledged_and_replayable
     assert counts(store)["events"] == 2 and store.events.count_stored(["evt_fresh", "evt_known"]) == 2
 
 
+@pytest.mark.slow  # six command runs: about 25 s on a busy machine
 def test_the_dead_letters_command_lists_exports_replays_and_status_counts(tmp_path: Path) -> None:
     db = tmp_path / "dl.db"
     store = Store(f"sqlite:///{db}")
