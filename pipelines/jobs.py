@@ -208,21 +208,14 @@ def describe_settings_error(error: ValidationError, config: Path | None) -> str:
     return "; ".join(lines)
 
 
-def run_outcome(report: BaseModel) -> Literal["ok", "stopped", "error"]:
-    """How a run that returned is recorded: ``stopped`` when a stop ended it early,
-    ``error`` when the service refused some of an outreach's creates, else ``ok`` (an
-    outreach whose only problems are rejected or changed rows is done: they are in its
-    report)."""
-    if getattr(report, "stopped", False):
-        return "stopped"
-    return "error" if getattr(report, "failed", 0) else "ok"
-
-
 def summarise(kind: str, report: BaseModel) -> str:
     """One short line saying what a run did, from its report."""
     r: Any = report
     if kind == "outreach":  # the words of ``formsync outreach``'s last line and ``formsync status``
-        return f"{run_outcome(report).replace('ok', 'done')}: " + r.outcome(r.report_path if r.problems else None)
+        # A run whose only problems are rows in its report is done (recorded "ok"); rows the
+        # service refused are sent again by the next run, and listed in status's errors.
+        said = r.outcome(r.report_path if r.problems else None)
+        return f"stopped: {said}" if r.stopped else (said if r.failed else f"done: {said}")
     if kind == "poll":
         return (f"pending {r.pending_before}: completed {r.completed}, expired {r.expired}, "
                 f"canceled {r.canceled}, still pending {r.still_pending}, {r.calls} calls")

@@ -45,7 +45,6 @@ from .jobs import (
     SyncParams,
     check_jobs,
     fingerprint,
-    run_outcome,
     summarise,
     trigger_for,
 )
@@ -126,9 +125,8 @@ class JobRuntime:
             await asyncio.to_thread(self._finish, run_id, "error", error=f"{type(e).__name__}: {e}")
             return
         summary = summarise(job.kind, report)
-        outcome = run_outcome(report)
-        await asyncio.to_thread(self._finish, run_id, outcome, summary=summary,
-                                error=summary if outcome == "error" else None)
+        outcome = "stopped" if getattr(report, "stopped", False) else "ok"
+        await asyncio.to_thread(self._finish, run_id, outcome, summary=summary)
         log.info("job %s %s: %s", job.id, outcome, summary)
 
     async def _dispatch(self, job: JobSettings, params: Any) -> BaseModel:

@@ -91,7 +91,7 @@ class OutreachLedger:
                 s.add(rec)
 
     def record_outcome(self, job: str, outcome: Mapping[str, Any]) -> None:
-        """Remember how the job's last run ended (rows read, rejected, stopped, when), for
+        """Remember how the job's last run ended (its counts, report file, when), for
         ``formsync status``."""
         with self._db.session() as s:
             rec = s.get(OutreachJob, job)

@@ -91,12 +91,12 @@ async def send_outreach(client: FormClient, store: Store, prepared: Prepared, *,
     sender = Sender(client, store, documents, job=p.job, form_id=p.form_id, stop=stop,
                     options=SendOptions(delivery=delivery, callback_url=callback_url, test=test))
     result = await sender.send(p.plan.valid, progress)
+    links = links_path(p.report_path, p.job)
+    report = outreach_report(p, result, documents.uploads, links)
     if result.problems:
-        write_report(p.report_path, sorted(p.plan.rejected + result.problems, key=lambda line: line[0]))
-    report = outreach_report(p, result, documents.uploads, links_path(p.report_path, p.job))
+        write_report(p.report_path, report.lines)
     store.ledger.record_outcome(p.job, {**report.counts().model_dump(), "report": str(p.report_path)})
-    assert report.links_path is not None
-    write_links(report.links_path, job_links(p.plan, store.outreach_progress.links(p.job)))
+    write_links(links, job_links(p.plan, store.outreach_progress.links(p.job)))
     return report
 
 
