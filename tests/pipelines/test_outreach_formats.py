@@ -3,7 +3,8 @@
 
 from __future__ import annotations
 
-from datetime import date
+from datetime import date, datetime
+from pathlib import Path
 
 import pytest
 from hypothesis import given
@@ -148,3 +149,40 @@ def test_the_unknown_column_hint_suggests_a_target_that_works() -> None:
     assert said is not None and 'mapping = { "Colour" = "metadata.Colour" }' in said
     for hint in ("full_name", "externalId", "metadata.Colour"):
         assert mapping_target(hint, {f.key: f for f in fields}) is not None
+
+
+def test_an_xlsxwriter_workbook_with_formatted_dates_serials_and_prices_plans_as_written(tmp_path: Path) -> None:
+    import xlsxwriter
+
+    from pipelines.outreach.checks import column_readings
+    from pipelines.outreach.plan import plan_rows
+    from pipelines.outreach.sheet import load_sheet
+
+    path = tmp_path / "book.xlsx"
+    wb = xlsxwriter.Workbook(str(path))
+    ws = wb.add_worksheet("Invitations")
+    day, money = wb.add_format({"num_format": "dd/mm/yyyy"}), wb.add_format({"num_format": "#,##0.00 €"})
+    ws.write_row(0, 0, ["Invitations, spring 2026"])
+    ws.write_row(2, 0, ["Ref", "Full Name", "E-Mail", "Start date", "Unit Price", "Expires at"])
+    for i in range(3):
+        ws.write_string(3 + i, 0, f"r-{i}")
+        ws.write_string(3 + i, 1, f"Person {i}")
+        ws.write_string(3 + i, 2, f"p{i}@example.test")
+        ws.write_datetime(3 + i, 3, datetime(2026, 5, 10 + i), day)
+        ws.write_number(3 + i, 4, 1234.5 + i, money)
+        ws.write_number(3 + i, 5, 46204 + i)  # a date column saved without its date format: serials
+    wb.close()
+    sheet = load_sheet(path)
+    assert (sheet.header_row, sheet.columns[:3]) == (3, ["Ref", "Full Name", "E-Mail"])
+    fields = [*EVERYTHING, FieldDescriptor(key="deadline", type="date", title="Deadline", prefillable=True)]
+    mapping = {"Expires at": "deadline"}
+    targets = {c: t for c in sheet.columns if (t := column_target(c, {f.key: f for f in fields}, mapping))}
+    readings = column_readings(sheet, targets, fields)
+    plan = plan_rows(sheet.rows, fields, job="j", form_id="f", mapping=targets, readings=readings,
+                     numbers=sheet.numbers)
+    assert plan.rejected == []
+    first = plan.valid[0].params
+    assert (first.externalId, first.recipient, first.prefill) == (
+        "r-0", {"email": "p0@example.test"},
+        {"full_name": "Person 0", "email": "p0@example.test", "start_date": "2026-05-10", "unit_price": 1234.5,
+         "deadline": "2026-07-01"})
