@@ -21,7 +21,7 @@ from .columns import (
     mapping_target,
     plain_expiry,
 )
-from .formats import DATES, NUMBERS, settle
+from .formats import DATES, NUMBERS, POINT, Settled, settle
 from .sheet import DELIMITERS, Sheet
 from .values import NUMBER_TYPES
 
@@ -118,8 +118,9 @@ def column_readings(sheet: Sheet, targets: Mapping[str, str], fields: Sequence[F
                     date_format: str | None = None, decimal: str | None = None) -> dict[str, str]:
     """How each date and number column of the sheet is read (column -> day/month order or
     decimal mark): ``date_format`` / ``decimal`` when given, else detected from all its
-    cells. A column that reads as neither, or means two things, is an ``OutreachRefused``
-    naming it and the option that settles it."""
+    cells (a workbook's numbers that read two ways, such as 1.234, with a point: that is how
+    a workbook writes its own). A column that reads as neither, or means two things, is an
+    ``OutreachRefused`` naming it and the option that settles it."""
     by_key = {f.key: f for f in fields}
     out: dict[str, str] = {}
     for column, target in targets.items():
@@ -134,6 +135,8 @@ def column_readings(sheet: Sheet, targets: Mapping[str, str], fields: Sequence[F
         cells = [(n, row.get(column, "")) for n, row in zip(sheet.numbers, sheet.rows, strict=True)
                  if target != "expiresAt" or not plain_expiry(row.get(column, ""))]
         settled = settle(what, column, cells, declared)
+        if settled.unclear and what is NUMBERS and sheet.sheet_name is not None:
+            settled = Settled(POINT)  # a workbook's own numbers are written with a point: 1.234 is 1.234
         if settled.problem is not None:
             raise OutreachRefused(f"{sheet.path}: {settled.problem}")
         assert settled.choice is not None

@@ -116,6 +116,7 @@ class Settled:
 
     choice: str | None = None
     problem: str | None = None
+    unclear: bool = False  # the problem is cells that read two ways (not cells that read none)
 
 
 @dataclass(frozen=True)
@@ -159,11 +160,11 @@ def settle(kind: _Kind, column: str, cells: Sequence[tuple[int, str]], declared:
         first = {next(iter(r)): (n, text) for n, text, r in reads if len(r) == 1}
         said = " and ".join(f"row {n}: {text!r} as {c}" for c, (n, text) in sorted(first.items()))
         return Settled(problem=f"column `{column}` mixes {kind.what}s written two ways ({said}); "
-                               f"make them alike, or give {both} (job param {kind.param})")
+                               f"make them alike, or give {both} (job param {kind.param})", unclear=True)
     unclear = next(((n, text, r) for n, text, r in reads if len(set(r.values())) > 1), None)
     if unclear is None:
         return Settled(kind.choices[0])
     n, text, r = unclear
     meanings = " or ".join(str(v) for v in r.values())
     return Settled(problem=f"column `{column}`: {kind.what}s such as {text!r} (row {n}) read as {meanings}; "
-                           f"say which with {both} (job param {kind.param})")
+                           f"say which with {both} (job param {kind.param})", unclear=True)

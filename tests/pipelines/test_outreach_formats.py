@@ -169,7 +169,7 @@ def test_an_xlsxwriter_workbook_with_formatted_dates_serials_and_prices_plans_as
         ws.write_string(3 + i, 1, f"Person {i}")
         ws.write_string(3 + i, 2, f"p{i}@example.test")
         ws.write_datetime(3 + i, 3, datetime(2026, 5, 10 + i), day)
-        ws.write_number(3 + i, 4, 1234.5 + i, money)
+        ws.write_number(3 + i, 4, 1.234 + i, money)  # a workbook's number: 1.234 is not 1234
         ws.write_number(3 + i, 5, 46204 + i)  # a date column saved without its date format: serials
     wb.close()
     sheet = load_sheet(path)
@@ -184,5 +184,5 @@ def test_an_xlsxwriter_workbook_with_formatted_dates_serials_and_prices_plans_as
     first = plan.valid[0].params
     assert (first.externalId, first.recipient, first.prefill) == (
         "r-0", {"email": "p0@example.test"},
-        {"full_name": "Person 0", "email": "p0@example.test", "start_date": "2026-05-10", "unit_price": 1234.5,
+        {"full_name": "Person 0", "email": "p0@example.test", "start_date": "2026-05-10", "unit_price": 1.234,
          "deadline": "2026-07-01"})
