@@ -67,8 +67,7 @@ async def _run(fc: FormClient, ctx: Context, call: OutreachCall, caught: list[si
     if prepared.to_send:
         typer.echo(estimate_line(prepared, per_minute), err=True)
     stop = asyncio.Event()
-    terminal = _on_terminal()
-    with stop_on_signals(stop, caught), progress_bar(show=prepared.to_send > 0 and terminal) as bar:
+    with stop_on_signals(stop, caught), progress_bar(show=prepared.to_send > 0 and _on_terminal()) as bar:
         progress = bar or (progress_log(lambda line: typer.echo(line, err=True)) if prepared.to_send else None)
         report = await send_outreach(fc, store, prepared, delivery=out.delivery, callback_url=out.callback_url,
                                      test=call.test, progress=progress, stop=stop)

@@ -241,7 +241,8 @@ def mapping_target(target: str, fields: Mapping[str, FieldDescriptor]) -> str | 
     as such a field."""
     kind, dot, key = target.strip().partition(".")
     if not dot:
-        return _named(kind, fields)
+        named = _named(kind, fields)
+        return mapping_target(named, fields) if named is not None and "." in named else named
     rule = COLUMN_RULES.get(kind)
     if rule is None or not rule.fits(dot, key):
         return None

@@ -56,8 +56,7 @@ def summary_lines(p: Prepared, report: OutreachReport, *, dry_run: bool, per_min
     problems = report.lines
     if problems:
         shown = problems[:REJECTED_SHOWN]
-        rows = len({n for n, _ in problems})
-        lines.append(f"report: {rows:,} rows, {len(problems):,} problems (the first {len(shown)} here; "
+        lines.append(f"report: {report.problems:,} rows, {len(problems):,} problems (the first {len(shown)} here; "
                      f"all in {p.report_path}):")
         lines += [f"  row {n}: {pr.column + ': ' if pr.column else ''}{pr.problem}"
                   + (f" (accepted: {pr.accepted})" if pr.accepted else "") for n, pr in shown]

@@ -130,7 +130,9 @@ def test_a_mapping_target_may_be_a_bare_field_key_and_an_unknown_one_is_one_line
     assert mapping_target("crm_id", BY_KEY) == "context.crm_id"
     assert mapping_target("prefill.unit_price", BY_KEY) == "prefill.unit_price"
     assert mapping_target("metadata.region", BY_KEY) == "metadata.region"
-    assert [mapping_target(t, BY_KEY) for t in ("full_nam", "prefill.nope", "context.email", "bogus.x")] == [None] * 4
+    sign = {**BY_KEY, "sign": FieldDescriptor(key="sign", type="signature", title="Sign", prefillable=False)}
+    assert [mapping_target(t, sign) for t in ("full_nam", "prefill.nope", "context.email", "bogus.x", "sign",
+                                              "prefill.sign")] == [None] * 6
     assert column_target("Nom complet", BY_KEY, {"nom complet": "full_name"}) == "prefill.full_name"
     line = mapping_problem({"Nom": "full_nam"}, EVERYTHING, "outreach.mapping (f.toml:7)")
     assert line is not None and "\n" not in line
