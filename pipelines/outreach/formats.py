@@ -137,15 +137,16 @@ NUMBERS = _Kind("number", number_readings, DECIMALS, "--decimal", "decimal",
 
 
 def settle(kind: _Kind, column: str, cells: Sequence[tuple[int, str]], declared: str | None) -> Settled:
-    """Read a column's non-empty cells ``(row number, text)`` as ``kind``: with the
-    ``declared`` choice when given, else the one choice that reads every cell that only
-    one reads, when no cell means two things. A column that no cell of which reads
-    (at least two), or whose cells mean two things, is one problem naming the option."""
+    """Read a column's cells ``(row number, text)`` as ``kind``: with the ``declared``
+    choice when given, else the one choice that reads every cell that only one reads,
+    when no cell means two things. A column filled in at least half its rows (and two)
+    none of whose cells reads, or whose cells mean two things, is one problem naming the
+    option; a cell that reads no way in another column is that row's problem."""
     reads = [(n, text, kind.readings(text)) for n, text in cells if text.strip()]
     if not reads:
         return Settled(declared or kind.choices[0])
     usable = [r for r in reads if (declared in r[2] if declared else r[2])]
-    if not usable and len(reads) >= 2:
+    if not usable and len(reads) >= max(2, len(cells) / 2):  # a column mostly filled, none of it readable
         n, text, _ = reads[0]
         under = f" as {declared} ({kind.option})" if declared else ""
         return Settled(problem=f"column `{column}`: none of its {len(reads):,} cells is a {kind.what}{under} "

@@ -70,8 +70,10 @@ def test_a_date_column_is_read_in_the_one_order_its_cells_allow() -> None:
     assert settle(DATES, "Start", rows("03/04/2026", "", "31/01/2026", "46053"), None).choice == DAY_FIRST
     assert settle(DATES, "Start", rows("03/04/2026", "01/31/2026"), None).choice == MONTH_FIRST
     assert settle(DATES, "Start", rows("2026-01-31", "05/05/2026"), None).problem is None
-    # A wrong cell among good ones is that row's problem, not the column's.
+    # A wrong cell among good ones, or a few wrong cells in a column mostly empty, are their
+    # rows' problems, not the column's.
     assert settle(DATES, "Start", rows("31/01/2026", "soon"), None).choice == DAY_FIRST
+    assert settle(DATES, "Start", rows("soon", "", "later", "", ""), None).problem is None
 
 
 def test_an_ambiguous_or_wholly_wrong_column_is_one_problem_naming_the_option() -> None:
