@@ -23,8 +23,8 @@ KEYED_PREFIXES = ("metadata.", "document.")
 # Headers people write for the recipient and id columns (compared as ``header_key`` does);
 # a form field key the header also matches wins over these.
 SYNONYMS = {
-    "email": ("e-mail", "mail", "email address", "e-mail address", "mail address", "email addr", "emails"),
-    "name": ("full name", "fullname", "recipient", "recipient name", "contact name", "contact", "names"),
+    "email": ("e-mail", "mail", "email address", "e-mail address", "mail address"),
+    "name": ("full name", "recipient name", "contact name"),
     "externalId": ("external id", "id", "ref", "reference", "external ref", "external reference", "record id"),
 }
 TARGETS_ACCEPTED = ("email, name, externalId, readonly, expiresAt, document, document.<key>, metadata.<key>, "
