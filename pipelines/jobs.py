@@ -36,7 +36,8 @@ class _Params(BaseModel):
 
 class OutreachParams(_Params):
     """``formsync outreach SHEET --form F [--job J] [--test] [--report R]`` and the sheet
-    options: ``encoding``, ``delimiter``, ``sheet`` (name or number from 1), ``header_row``."""
+    options: ``encoding``, ``delimiter``, ``sheet`` (name or number from 1), ``header_row``,
+    ``date_format``, ``decimal``."""
 
     sheet: Path
     form: str = Field(min_length=1)
@@ -47,13 +48,29 @@ class OutreachParams(_Params):
     delimiter: str | None = Field(None, min_length=1)
     sheet_name: str | None = Field(None, min_length=1)  # the workbook sheet: "sheet" is the file
     header_row: int | None = Field(None, ge=1)
+    date_format: str | None = None  # dd/mm/yyyy, mm/dd/yyyy, dd.mm.yyyy
+    decimal: str | None = None  # point, comma
 
     def sheet_options(self) -> SheetOptions:
         """How to read the sheet, as ``formsync outreach``'s sheet options."""
         from pipelines.outreach.sheet import SheetOptions
 
         return SheetOptions(encoding=self.encoding, delimiter=self.delimiter, sheet=self.sheet_name,
-                            header_row=self.header_row)
+                            header_row=self.header_row, date_format=self.date_format, decimal=self.decimal)
+
+    @field_validator("date_format")
+    @classmethod
+    def _date_format(cls, v: str | None) -> str | None:
+        from pipelines.outreach.formats import date_format_name
+
+        return v if v is None else (date_format_name(v) and v)
+
+    @field_validator("decimal")
+    @classmethod
+    def _decimal(cls, v: str | None) -> str | None:
+        from pipelines.outreach.formats import decimal_name
+
+        return v if v is None else (decimal_name(v) and v)
 
     @field_validator("sheet")
     @classmethod
@@ -258,10 +275,11 @@ def describe_settings_error(error: ValidationError, config: Path | None) -> str:
 def summarise(kind: str, report: BaseModel) -> str:
     """One short line saying what a run did, from its report."""
     r: Any = report
-    if kind == "outreach":
-        text = (f"sent {r.sent}, already sent {r.skipped_existing}, invalid {r.invalid}, failed {r.failed}, "
-                f"changed {r.changed} of {r.rows} rows")
-        return text + (" (stopped early)" if getattr(r, "stopped", False) else "")
+    if kind == "outreach":  # the words of ``formsync outreach``'s last line and ``formsync status``
+        # A run whose only problems are rows in its report is done (recorded "ok"); rows the
+        # service refused are sent again by the next run, and listed in status's errors.
+        said = r.outcome(r.report_path if r.problems else None)
+        return f"stopped: {said}" if r.stopped else (said if r.failed else f"done: {said}")
     if kind == "poll":
         return (f"pending {r.pending_before}: completed {r.completed}, expired {r.expired}, "
                 f"canceled {r.canceled}, still pending {r.still_pending}, {r.calls} calls")

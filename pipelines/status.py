@@ -17,6 +17,7 @@ from connector.store import FormField, JobRun, OutreachRow, RawEvent, RequestRow
 
 from .campaign.funnel import Funnel, funnel
 from .jobs import schedule_text
+from .outreach.counts import RunCounts, recorded_counts
 from .scheduler import JOBSTORE_TABLE
 
 ERRORS_SHOWN = 10
@@ -47,13 +48,21 @@ class OutreachProgress(BaseModel):
     rejected: int = 0  # rows the last run rejected before sending
     last_change_at: int | None = None
     funnel: Funnel | None = None  # None on a store not migrated to the campaign's columns yet
+    last_run: RunCounts | None = None  # the counts the last run ended with
+    report: str | None = None  # the last run's report file
 
     def line(self) -> str:
-        """``240 of 50,000 sent, 12 rejected, interrupted 16:35, run again to continue``."""
+        """The last run's outcome in the words ``formsync outreach`` ended it with (``sent
+        494 of 495 rows; 1 rejected (see ...), done 16:35``), or, for a run that ended
+        before it could say (the process was killed), what the ledger holds."""
+        when = _clock(self.last_change_at)
+        if self.last_run is not None and (not self.pending or self.last_run.stopped):
+            run = self.last_run
+            text = run.outcome(self.report if run.problems else None)
+            return f"{text}, stopped {when}, run again to continue" if run.stopped else f"{text}, done {when}"
         total = max(self.sheet_rows or 0, self.rows)
         bad = self.rejected + self.failed + self.changed
         text = f"{self.sent:,} of {total:,} sent, {bad:,} rejected"
-        when = _clock(self.last_change_at)
         if self.pending:
             return f"{text}, interrupted {when}, run again to continue"
         return f"{text}, done {when}"
@@ -170,7 +179,8 @@ def _add_outreach(report: StatusReport, store: Store) -> None:
     outcomes, changes = reads.outcomes(), reads.last_changes()
     for p in progress.values():
         outcome = outcomes.get(p.job, {})
-        p.sheet_rows, p.rejected = outcome.get("rows"), int(outcome.get("rejected", 0))
+        p.sheet_rows, p.rejected = outcome.get("rows"), int(outcome.get("invalid", outcome.get("rejected", 0)))
+        p.last_run, p.report = recorded_counts(outcome), outcome.get("report")
         p.last_change_at = max(changes.get(p.job, 0), int(outcome.get("at", 0))) or None
     if Suppression.__tablename__ in store.table_names():  # made by the migration that added the funnel's columns
         for p in progress.values():

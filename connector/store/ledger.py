@@ -28,6 +28,18 @@ Claim = Literal["send", "sent", "changed"]
 CHANGED_ERROR = "content changed since it was recorded; not sent again"
 
 
+def claim_of(rec: OutreachRow | None, content_hash: str) -> Claim:
+    """The decision for a row about to be sent, given its record: a new row, or one the
+    service refused (as the sheet now has it), is sent; one whose content differs from
+    the record is ``changed``; one with a request is ``sent``; one recorded but never
+    confirmed is sent again with its key."""
+    if rec is None or (rec.state == "failed" and rec.request_id is None):
+        return "send"
+    if rec.content_hash != content_hash:
+        return "changed"
+    return "sent" if rec.request_id is not None else "send"
+
+
 class PendingRow(NamedTuple):
     """A row a run is about to send: its key in the job, sheet row number, content hash
     and idempotency key."""
@@ -79,7 +91,7 @@ class OutreachLedger:
                 s.add(rec)
 
     def record_outcome(self, job: str, outcome: Mapping[str, Any]) -> None:
-        """Remember how the job's last run ended (rows read, rejected, stopped, when), for
+        """Remember how the job's last run ended (its counts, report file, when), for
         ``formsync status``."""
         with self._db.session() as s:
             rec = s.get(OutreachJob, job)
@@ -132,24 +144,29 @@ class OutreachLedger:
             known = {r.row_key: r for r in s.exec(select(OutreachRow).where(OutreachRow.job_name == job))}
             return {row.row_key: self._claim(s, job, known.get(row.row_key), row, now) for row in rows}
 
+    def claims(self, job: str, rows: Mapping[str, str]) -> dict[str, Claim]:
+        """What ``record_pending`` would decide for each of ``rows`` (row key -> content
+        hash), read in one query and written nowhere: for counting a run before it sends."""
+        with self._db.reader() as s:
+            known = {r.row_key: r for r in s.exec(select(OutreachRow).where(OutreachRow.job_name == job))}
+        return {key: claim_of(known.get(key), chash) for key, chash in rows.items()}
+
     @staticmethod
     def _claim(s: Session, job: str, rec: OutreachRow | None, row: PendingRow, now: int) -> Claim:
+        claim = claim_of(rec, row.content_hash)
         if rec is None:
             s.add(OutreachRow(job_name=job, row_key=row.row_key, row_number=row.row_number,
                               content_hash=row.content_hash, idempotency_key=row.idempotency_key, state="pending",
                               updated_at=now))
-            return "send"
-        if rec.state == "failed" and rec.request_id is None:
-            rec.state, rec.content_hash, rec.row_number, rec.updated_at = "pending", row.content_hash, row.row_number, now
-            rec.error = None
-        elif rec.content_hash != row.content_hash:
+        elif claim == "changed":
             rec.state, rec.row_number, rec.updated_at, rec.error = "changed", row.row_number, now, CHANGED_ERROR
             s.add(rec)
-            return "changed"
-        elif rec.request_id is not None:
-            return "sent"
-        s.add(rec)
-        return "send"
+        elif claim == "send":
+            if rec.state == "failed":
+                rec.state, rec.content_hash, rec.row_number, rec.error = "pending", row.content_hash, row.row_number, None
+                rec.updated_at = now
+            s.add(rec)
+        return claim
 
     def mark_sending(self, job: str, row_key: str) -> None:
         """The row's create is about to be issued: ``sending``, one more attempt."""

@@ -207,11 +207,17 @@ def outreach(
                                                                   "(default: the first with data).")] = None,
     header_row: Annotated[int | None, typer.Option(help="The row holding the column names, from 1 "
                                                         "(default: detected).")] = None,
+    date_format: Annotated[str | None, typer.Option(help="How the sheet writes dates: dd/mm/yyyy, mm/dd/yyyy or "
+                                                         "dd.mm.yyyy (default: detected per column; ISO dates and "
+                                                         "Excel serials are always read).")] = None,
+    decimal: Annotated[str | None, typer.Option(help="The sheet's decimal mark: point or comma (default: "
+                                                     "detected per column).")] = None,
 ) -> None:
     """Send one request per valid sheet row. The form and the sheet's columns are checked
     first, then every row against the form's fields; bad rows go to the report and are
-    not sent. Prints an estimate, a progress bar, a summary with the first rejected rows
-    and the run report as JSON. Exit 3 when rows were rejected; on Ctrl-C (130) or SIGTERM
+    not sent. Prints an estimate, a progress bar, a summary with the first rejected rows,
+    a last line (done: sent 494 of 495 rows; 1 rejected) and the run report as JSON.
+    Exit 3 when rows are in the report (rejected, changed or refused); on Ctrl-C (130) or SIGTERM
     (143) the rows sent so far are kept and the same command sends the rest.
 
     Example: [bold]formsync outreach contacts.csv --form form_123 --job spring --report bad.csv[/bold]
@@ -230,7 +236,7 @@ def outreach(
         call = OutreachCall(sheet=sheet, form=form, job=name, config=config, dry_run=dry_run, test=test,
                             report=report or report_dir / f"{name}-report.csv",
                             options=SheetOptions(encoding=encoding, delimiter=delimiter, sheet=sheet_name,
-                                                 header_row=header_row))
+                                                 header_row=header_row, date_format=date_format, decimal=decimal))
         code = run_command(ctx, call)
     if code:
         raise typer.Exit(code)

@@ -126,3 +126,14 @@ def _unknown(loc: Sequence[str | int], known: list[str]) -> str:
     if close:
         return f"unknown setting {full!r}; did you mean {(parent + '.' if parent else '') + close[0]!r}?"
     return f"unknown setting {full!r}; known here: {', '.join(known)}" if known else f"unknown setting {full!r}"
+
+
+def setting_place(loc: Sequence[str], config: str | None, text: str | None, environ: Mapping[str, str]) -> str:
+    """Where the setting at ``loc`` comes from, for a message: ``outreach.mapping
+    (formsync.toml:7)``, or ``FORMSYNC_OUTREACH__MAPPING``."""
+    var = env_variable(loc, environ)
+    if var is not None:
+        return var
+    key = ".".join(loc)
+    line = find_line(text, loc) if text is not None else None
+    return f"{key} ({config}:{line})" if config and line is not None else key

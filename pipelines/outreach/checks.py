@@ -12,8 +12,20 @@ from connector.client import FormClient
 from connector.errors import Forbidden, NotFound
 from connector.models import FieldDescriptor
 
-from .columns import RECIPIENT_COLUMNS, SPECIAL_COLUMNS, column_target
-from .sheet import DELIMITERS
+from .columns import (
+    RECIPIENT_COLUMNS,
+    SPECIAL_COLUMNS,
+    TARGETS_ACCEPTED,
+    column_target,
+    header_key,
+    mapping_target,
+    plain_expiry,
+)
+from .formats import DATES, NUMBERS, POINT, Settled, settle
+from .sheet import DELIMITERS, Sheet
+from .values import NUMBER_TYPES
+
+ID_WORDS = ("id", "ref", "number", "no", "code")  # a header ending so names an id: map it to externalId
 
 
 class OutreachRefused(ValueError):
@@ -45,9 +57,19 @@ def known_columns(fields: Sequence[FieldDescriptor]) -> list[str]:
 
 def closest(column: str, known: Sequence[str]) -> str | None:
     """The known name ``column`` most likely means (case and punctuation aside), if any."""
-    plain = {k.lower(): k for k in known}
-    found = difflib.get_close_matches(column.strip().lower(), list(plain), n=1, cutoff=0.6)
+    plain = {header_key(k): k for k in known}
+    found = difflib.get_close_matches(header_key(column), list(plain), n=1, cutoff=0.6)
     return plain[found[0]] if found else None
+
+
+def suggested_target(column: str, known: Sequence[str]) -> str:
+    """A mapping target that works for an unknown column: the known name it most likely
+    means, else ``externalId`` for a header naming an id, else ``metadata.<column>``."""
+    near = closest(column, known)
+    if near is not None:
+        return near
+    words = column.strip().lower().replace("-", " ").replace("_", " ").split()
+    return "externalId" if words and words[-1] in ID_WORDS else f"metadata.{column}"
 
 
 def _one(column: str, known: Sequence[str]) -> str:
@@ -55,13 +77,13 @@ def _one(column: str, known: Sequence[str]) -> str:
     if seps:
         return (f"`{column}` looks like a whole {seps[0]}-separated header read as one column; "
                 f"leave out --delimiter to detect it, or give the right one")
-    near = closest(column, known)
+    near, target = closest(column, known), suggested_target(column, known)
     if near is None:
         return (f"`{column}` is not a column formsync knows; map it: "
-                f"[outreach] mapping = {{ \"{column}\" = \"metadata.{column}\" }} or remove it "
+                f"[outreach] mapping = {{ \"{column}\" = \"{target}\" }} or remove it "
                 f"(known: {', '.join(known)})")
     return (f"`{column}` is not a column formsync knows; did you mean `{near}`? "
-            f"or map it: [outreach] mapping = {{ \"{column}\" = \"{near}\" }}")
+            f"or map it: [outreach] mapping = {{ \"{column}\" = \"{target}\" }}")
 
 
 def column_problem(columns: Sequence[str], fields: Sequence[FieldDescriptor],
@@ -75,6 +97,48 @@ def column_problem(columns: Sequence[str], fields: Sequence[FieldDescriptor],
     if len(unknown) == 1:
         return _one(unknown[0], known)
     named = ", ".join(f"`{c}`" + (f" (did you mean `{n}`?)" if (n := closest(c, known)) else "") for c in unknown)
-    example = closest(unknown[0], known) or f"metadata.{unknown[0]}"
     return (f"{len(unknown)} columns match nothing formsync knows: {named}; rename them or map them, e.g. "
-            f"[outreach] mapping = {{ \"{unknown[0]}\" = \"{example}\" }} (known: {', '.join(known)})")
+            f"[outreach] mapping = {{ \"{unknown[0]}\" = \"{suggested_target(unknown[0], known)}\" }} "
+            f"(known: {', '.join(known)})")
+
+
+def mapping_problem(mapping: Mapping[str, str], fields: Sequence[FieldDescriptor], setting: str) -> str | None:
+    """One line about the first mapping whose target is no target of this form (None when
+    every target is one): the ``setting`` it is in and the targets accepted."""
+    by_key = {f.key: f for f in fields}
+    for column, target in mapping.items():
+        if mapping_target(target, by_key) is None:
+            keys = ", ".join(f.key for f in fields if f.prefillable or f.context) or "(none)"
+            return (f"{setting}: {column!r} = {target!r}: {target!r} is not a mapping target of this form; "
+                    f"accepted: {TARGETS_ACCEPTED}; this form's field keys: {keys}")
+    return None
+
+
+def column_readings(sheet: Sheet, targets: Mapping[str, str], fields: Sequence[FieldDescriptor], *,
+                    date_format: str | None = None, decimal: str | None = None) -> dict[str, str]:
+    """How each date and number column of the sheet is read (column -> day/month order or
+    decimal mark): ``date_format`` / ``decimal`` when given, else detected from all its
+    cells (a workbook's numbers that read two ways, such as 1.234, with a point: that is how
+    a workbook writes its own). A column that reads as neither, or means two things, is an
+    ``OutreachRefused`` naming it and the option that settles it."""
+    by_key = {f.key: f for f in fields}
+    out: dict[str, str] = {}
+    for column, target in targets.items():
+        kind, _, key = target.partition(".")
+        f = by_key.get(key) if kind == "prefill" else None
+        if target == "expiresAt" or (f is not None and f.type == "date"):
+            what, declared = DATES, date_format
+        elif f is not None and f.type in NUMBER_TYPES:
+            what, declared = NUMBERS, decimal
+        else:
+            continue
+        cells = [(n, row.get(column, "")) for n, row in zip(sheet.numbers, sheet.rows, strict=True)
+                 if target != "expiresAt" or not plain_expiry(row.get(column, ""))]
+        settled = settle(what, column, cells, declared)
+        if settled.unclear and what is NUMBERS and sheet.sheet_name is not None:
+            settled = Settled(POINT)  # a workbook's own numbers are written with a point: 1.234 is 1.234
+        if settled.problem is not None:
+            raise OutreachRefused(f"{sheet.path}: {settled.problem}")
+        assert settled.choice is not None
+        out[column] = settled.choice
+    return out

@@ -14,11 +14,21 @@ from pydantic import BaseModel
 
 from connector.models import FieldDescriptor
 
+from .formats import DATES, date_readings
 from .values import EMAIL_RE, TEXT_FORMATS, Problem, prefill_value
 
 RECIPIENT_COLUMNS = ("email", "name")
 SPECIAL_COLUMNS = ("externalId", "readonly", "expiresAt", "document")
 KEYED_PREFIXES = ("metadata.", "document.")
+# Headers people write for the recipient and id columns (compared as ``header_key`` does);
+# a form field key the header also matches wins over these.
+SYNONYMS = {
+    "email": ("e-mail", "mail", "email address", "e-mail address", "mail address"),
+    "name": ("full name", "recipient name", "contact name"),
+    "externalId": ("external id", "id", "ref", "reference", "external ref", "external reference", "record id"),
+}
+TARGETS_ACCEPTED = ("email, name, externalId, readonly, expiresAt, document, document.<key>, metadata.<key>, "
+                    "or a field key (also as prefill.<key>, context.<key> for a hidden field)")
 
 
 class RowParams(BaseModel):
@@ -40,6 +50,7 @@ class _Row:
     """A row being mapped: the form's fields by key and the params so far."""
 
     fields: Mapping[str, FieldDescriptor]
+    readings: Mapping[str, str] = field(default_factory=dict)  # column -> its date order or decimal mark
     out: RowParams = field(default_factory=RowParams)
     readonly: tuple[str, str] | None = None  # (column, cell), checked once the prefill is known
 
@@ -71,11 +82,11 @@ def _recipient(name: str) -> Rule:
                            accepted=TEXT_FORMATS["email"][2])
         row.out.recipient[name] = cell.strip()
         # A form asking for the same key (a Contact form's name or email) gets it prefilled too.
-        same = row.fields.get(column) if column == name else None
+        same = row.fields.get(name) if header_key(column) == name else None
         if same is not None and same.prefillable and not same.context:
             value, problem = prefill_value(same, cell)
             if problem is None:
-                row.out.prefill[column] = value
+                row.out.prefill[name] = value
         return None
     return rule
 
@@ -92,10 +103,10 @@ def _readonly(row: _Row, column: str, _key: str, cell: str) -> Problem | None:
 
 def _expires_at(row: _Row, column: str, _key: str, cell: str) -> Problem | None:
     try:
-        row.out.expiresAt = parse_expiry(cell)
+        row.out.expiresAt = parse_expiry(cell, row.readings.get(column))
     except ValueError:
         return Problem(column=column, problem=f"{cell!r} is not a date or time",
-                       accepted="ISO date/datetime or epoch milliseconds")
+                       accepted="an ISO date or datetime, epoch milliseconds, dd/mm/yyyy, mm/dd/yyyy or dd.mm.yyyy")
     return None
 
 
@@ -133,7 +144,7 @@ def _prefill(row: _Row, column: str, key: str, cell: str) -> Problem | None:
     if not f.prefillable:
         return Problem(column=column, problem=f"{key!r} is a {f.type} field, which cannot be prefilled",
                        accepted=row.keys(lambda f: f.prefillable))
-    value, problem = prefill_value(f, cell)
+    value, problem = prefill_value(f, cell, row.readings.get(column))
     if problem is not None:
         return problem.model_copy(update={"column": column})
     row.out.prefill[key] = value
@@ -153,30 +164,92 @@ COLUMN_RULES: dict[str, ColumnRule] = {
 }
 
 
-def parse_expiry(text: str) -> int:
-    """Epoch milliseconds from digits (taken as they are) or an ISO date/datetime (UTC
-    when it has no offset); ``ValueError`` otherwise."""
+def parse_expiry(text: str, order: str | None = None) -> int:
+    """Epoch milliseconds from digits (taken as they are), an ISO date/datetime (UTC when
+    it has no offset) or a date as sheets write it in the column's day/month ``order``;
+    ``ValueError`` otherwise."""
     s = text.strip()
     if s.isdigit():
         return int(s)
-    dt = datetime.fromisoformat(s.replace("Z", "+00:00"))
+    try:
+        dt = _iso_time(s)
+    except ValueError:
+        day = date_readings(s).get(order or DATES.choices[0])
+        if day is None:
+            raise
+        dt = datetime(day.year, day.month, day.day)
     if dt.tzinfo is None:
         dt = dt.replace(tzinfo=UTC)
     return int(dt.timestamp() * 1000)
 
 
-def column_target(column: str, fields: Mapping[str, FieldDescriptor], mapping: Mapping[str, str]) -> str | None:
-    """Where a column goes: ``mapping`` first, then the recipient and special columns as
-    named, then a field key (``context.<key>`` for a hidden field, else ``prefill.<key>``);
-    None when the column is unknown."""
-    if column in mapping:
-        return mapping[column]
-    if column in RECIPIENT_COLUMNS or column in SPECIAL_COLUMNS or column.startswith(KEYED_PREFIXES):
-        return column
-    f = fields.get(column)
+def _iso_time(s: str) -> datetime:
+    return datetime.fromisoformat(s.replace("Z", "+00:00"))
+
+
+def plain_expiry(text: str) -> bool:
+    """Whether an ``expiresAt`` cell reads the same in every column format: epoch
+    milliseconds or an ISO date/datetime."""
+    s = text.strip()
+    try:
+        return s.isdigit() or bool(_iso_time(s))
+    except ValueError:
+        return False
+
+
+def header_key(name: str) -> str:
+    """A header as it is compared: lower case, without surrounding spaces, ``-``, ``_``
+    or spaces (``E-mail`` and ``email``, ``Full Name`` and ``full_name`` are the same)."""
+    return "".join(c for c in name.strip().lower() if c not in "-_ \t")
+
+
+def _named(name: str, fields: Mapping[str, FieldDescriptor]) -> str | None:
+    """The target a header or bare target names as it is written: a recipient or special
+    column, else a form field key (``context.<key>`` for a hidden field)."""
+    key = header_key(name)
+    special = {header_key(c): c for c in (*RECIPIENT_COLUMNS, *SPECIAL_COLUMNS)}
+    if key in special:
+        return special[key]
+    f = next((f for k, f in fields.items() if header_key(k) == key), None)
     if f is not None:
-        return f"context.{column}" if f.context else f"prefill.{column}"
+        return f"context.{f.key}" if f.context else f"prefill.{f.key}"
     return None
+
+
+_SYNONYMS = {header_key(s): target for target, names in SYNONYMS.items() for s in names}
+
+
+def column_target(column: str, fields: Mapping[str, FieldDescriptor], mapping: Mapping[str, str]) -> str | None:
+    """Where a column goes: ``mapping`` first (its target as ``mapping_target`` reads it,
+    or as written when it reads nothing), then a recipient or special column or a field key
+    matched as ``header_key`` compares them, then a synonym of ``email``, ``name`` or
+    ``externalId``; None when the column is unknown."""
+    given = mapping.get(column)
+    if given is None:
+        given = next((t for c, t in mapping.items() if header_key(c) == header_key(column)), None)
+    if given is not None:
+        return mapping_target(given, fields) or given
+    if column.startswith(KEYED_PREFIXES) or column.startswith(("prefill.", "context.")):
+        return column
+    return _named(column, fields) or _SYNONYMS.get(header_key(column))
+
+
+def mapping_target(target: str, fields: Mapping[str, FieldDescriptor]) -> str | None:
+    """A mapping target as the rules read it (a bare field key becomes ``prefill.<key>``,
+    or ``context.<key>`` for a hidden field), or None when it is no target of this form:
+    an unknown kind, or a ``prefill``/``context``/``document`` key the form does not have
+    as such a field."""
+    kind, dot, key = target.strip().partition(".")
+    if not dot:
+        named = _named(kind, fields)
+        return mapping_target(named, fields) if named is not None and "." in named else named
+    rule = COLUMN_RULES.get(kind)
+    if rule is None or not rule.fits(dot, key):
+        return None
+    f = fields.get(key)
+    fits = {"prefill": f is not None and (f.prefillable or f.context), "context": f is not None and f.context,
+            "document": f is not None and f.type == "documents"}
+    return target.strip() if fits.get(kind, True) else None
 
 
 def _cell_problem(row: _Row, column: str, cell: str, target: str | None) -> Problem | None:
@@ -189,9 +262,7 @@ def _cell_problem(row: _Row, column: str, cell: str, target: str | None) -> Prob
     kind, dot, key = target.partition(".")
     rule = COLUMN_RULES.get(kind)
     if rule is None or not rule.fits(dot, key):
-        return Problem(column=column, problem=f"unknown mapping target {target!r}",
-                       accepted="email, name, externalId, readonly, expiresAt, document, "
-                                "document.<key>, prefill.<key>, context.<key>, metadata.<key>")
+        return Problem(column=column, problem=f"unknown mapping target {target!r}", accepted=TARGETS_ACCEPTED)
     return rule.apply(row, column, key, cell)
 
 
@@ -210,12 +281,14 @@ def _readonly_problems(row: _Row) -> list[Problem]:
 
 
 def validate_row(fields: Sequence[FieldDescriptor], row: Mapping[str, str], *,
-                 mapping: Mapping[str, str] | None = None, delivery: str = "none"
-                 ) -> tuple[RowParams | None, list[Problem]]:
+                 mapping: Mapping[str, str] | None = None, delivery: str = "none",
+                 readings: Mapping[str, str] | None = None) -> tuple[RowParams | None, list[Problem]]:
     """Map one sheet row (column -> string cell) to ``requests.create`` params using the
-    form's fields. Returns ``(params, [])`` when the row is valid, else ``(None, problems)``
-    listing every problem found. Empty cells are left out."""
-    state = _Row({f.key: f for f in fields})
+    form's fields, reading each column's dates and numbers as ``readings`` says (column ->
+    day/month order or decimal mark, see ``formats``). Returns ``(params, [])`` when the
+    row is valid, else ``(None, problems)`` listing every problem found. Empty cells are
+    left out."""
+    state = _Row({f.key: f for f in fields}, dict(readings or {}))
     problems: list[Problem] = []
     for column, cell in row.items():
         found = _cell_problem(state, column, cell, column_target(column, state.fields, mapping or {}))

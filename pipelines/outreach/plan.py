@@ -68,16 +68,18 @@ def idempotency_key(job: str, form_id: str, identity: str) -> str:
 
 def plan_rows(rows: Sequence[Mapping[str, str]], fields: Sequence[FieldDescriptor], *, job: str, form_id: str,
               mapping: Mapping[str, str] | None = None, delivery: str = "none",
-              check_documents: DocumentCheck | None = None, numbers: Sequence[int] | None = None) -> Plan:
+              check_documents: DocumentCheck | None = None, numbers: Sequence[int] | None = None,
+              readings: Mapping[str, str] | None = None) -> Plan:
     """The plan of a sheet: each row validated against the form's fields (and, for rows
     with documents, by ``check_documents``); a later row repeating an earlier valid row's
     identity is rejected, since both would share one idempotency key. ``numbers`` are the
-    rows' numbers in the sheet (default: from 2, under a header on row 1)."""
+    rows' numbers in the sheet (default: from 2, under a header on row 1); ``readings``
+    how each date and number column is read (see ``validate_row``)."""
     plan = Plan(rows=len(rows))
     seen: dict[str, int] = {}
     numbered = zip(numbers, rows, strict=True) if numbers is not None else enumerate(rows, start=FIRST_ROW)
     for number, row in numbered:
-        params, problems = validate_row(fields, row, mapping=mapping, delivery=delivery)
+        params, problems = validate_row(fields, row, mapping=mapping, delivery=delivery, readings=readings)
         if params is not None and params.documents and check_documents is not None:
             problems = check_documents(params)
         if params is None or problems:

@@ -7,8 +7,9 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Annotated
 
-from pydantic import BaseModel, Field, SkipValidation
+from pydantic import Field, SkipValidation
 
+from .counts import RunCounts
 from .plan import Plan
 from .values import Problem
 
@@ -17,23 +18,22 @@ LINK_COLUMNS = ("externalId", "email", "url")
 REPORT_DIR = Path("formsync-reports")
 
 
-class OutreachReport(BaseModel):
-    """What a run did: rows read, sent now, already sent before, invalid (in the report
-    file), changed since they were sent (reported, not sent again), failed on send."""
+class OutreachReport(RunCounts):
+    """What a run did: its counts (see ``RunCounts``), where its report and links went, the
+    documents it uploaded."""
 
-    rows: int
-    sent: int
-    skipped_existing: int
-    invalid: int
-    changed: int
-    failed: int
     report_path: Path | None = None
     links_path: Path | None = None  # the job's request links (externalId, email, url), when it sent
-    stopped: bool = False  # a stop request ended the run between rows; a re-run sends the rest
-    left: int = 0  # rows to send that this run did not go through (stopped, or a dry run)
     documents_uploaded: int = 0
-    # The plan the run followed (for a dry run's listing); not part of the report's JSON.
+    # The plan the run followed (for a dry run's listing) and the report file's lines; not
+    # part of the report's JSON.
     plan: Annotated[Plan | None, SkipValidation] = Field(default=None, exclude=True, repr=False)
+    lines: Annotated[list[tuple[int, Problem]], SkipValidation] = Field(default_factory=list, exclude=True,
+                                                                        repr=False)
+
+    def counts(self) -> RunCounts:
+        """The run's counts alone."""
+        return RunCounts.model_validate(self.model_dump(include=set(RunCounts.model_fields)))
 
 
 def default_report_path(job: str) -> Path:

@@ -11,8 +11,11 @@ from pathlib import Path
 
 from connector.client import FormClient
 from connector.store import OutreachRow, Store
+from connector.store.ledger import Claim
 
-from .checks import OutreachRefused, column_problem, form_fields
+from .checks import OutreachRefused, column_problem, column_readings, form_fields, mapping_problem
+from .columns import column_target
+from .counts import RunCounts
 from .documents import Documents, document_problems
 from .plan import Plan, plan_rows
 from .report import OutreachReport, default_report_path, links_path, write_links, write_report
@@ -24,41 +27,69 @@ from .suppression import apply_suppression, suppressed_addresses
 @dataclass
 class Prepared:
     """A run checked and planned, nothing sent: the sheet as read, the plan, where the
-    report went, and how many of the plan's rows the ledger has not sent yet."""
+    report went, and the run's counts as the ledger has the plan's rows (see ``RunCounts``)."""
 
     sheet: Sheet
     form_id: str
     job: str
     plan: Plan
     report_path: Path
-    to_send: int
+    counts: RunCounts
+
+    @property
+    def to_send(self) -> int:
+        return self.counts.to_send
 
 
 async def prepare_outreach(client: FormClient, store: Store | None, sheet: Path, form_id: str, *, job: str,
                            mapping: Mapping[str, str] | None = None, delivery: str = "none",
                            report_path: Path | None = None, sheet_options: SheetOptions | None = None,
-                           suppression_file: Path | None = None, suppress_bounced: bool = True) -> Prepared:
+                           mapping_setting: str = "outreach.mapping", suppression_file: Path | None = None,
+                           suppress_bounced: bool = True) -> Prepared:
     """Check the form (``OutreachRefused`` with the service's reason when it cannot take
-    requests), read the sheet (``SheetError``), check its columns once (``OutreachRefused``
-    naming each unknown column with the closest known name and a mapping), plan the rows
-    and write the rejected ones to the report; rows to a suppressed address (see
-    ``suppression``) are reported ``suppressed``, not sent. Calls nothing but
+    requests), the mapping's targets (``OutreachRefused`` naming ``mapping_setting``), read
+    the sheet (``SheetError``), check its columns once (``OutreachRefused`` naming each
+    unknown column with a mapping that works) and how its dates and numbers read (one
+    ``OutreachRefused`` per column that cannot be read, naming the option), plan the rows
+    and write the rejected ones to the report; rows still to send to a suppressed address
+    (see ``suppression``) are reported ``suppressed``, not sent. Calls nothing but
     ``fields.list``, writes nothing to the store."""
     fields = await form_fields(client, form_id)
-    read = load_sheet(sheet, sheet_options)
-    problem = column_problem(read.columns, fields, mapping or {})
+    mapping, options = mapping or {}, sheet_options or SheetOptions()
+    problem = mapping_problem(mapping, fields, mapping_setting)
+    if problem is not None:
+        raise OutreachRefused(problem)
+    read = load_sheet(sheet, options)
+    problem = column_problem(read.columns, fields, mapping)
     if problem is not None:
         raise OutreachRefused(f"{sheet}: {problem}")
-    plan = plan_rows(read.rows, fields, job=job, form_id=form_id, mapping=mapping, delivery=delivery,
-                     check_documents=lambda params: document_problems(params, sheet.parent), numbers=read.numbers)
-    todo = {r.identity for r in plan.valid}
-    if store is not None and store.exists() and OutreachRow.__tablename__ in store.table_names():
-        todo = store.ledger.rows_to_send(job, {r.identity: r.content_hash for r in plan.valid})
+    by_key = {f.key: f for f in fields}
+    targets = {c: t for c in read.columns if (t := column_target(c, by_key, mapping)) is not None}
+    readings = column_readings(read, targets, fields, date_format=options.date_order(), decimal=options.decimal_mark())
+    plan = plan_rows(read.rows, fields, job=job, form_id=form_id, mapping=targets, delivery=delivery,
+                     check_documents=lambda params: document_problems(params, sheet.parent), numbers=read.numbers,
+                     readings=readings)
+    claims = _claims(store, job, plan)
     # A row this job has sent already stays as it is: suppression is for what is still to send.
-    plan = apply_suppression(plan, _suppressed(store, suppression_file, suppress_bounced), only=todo)
+    plan = apply_suppression(plan, _suppressed(store, suppression_file, suppress_bounced),
+                             only={identity for identity, claim in claims.items() if claim == "send"})
     report_path = report_path or default_report_path(job)
     write_report(report_path, plan.rejected)
-    return Prepared(read, form_id, job, plan, report_path, len(todo & {r.identity for r in plan.valid}))
+    return Prepared(read, form_id, job, plan, report_path, _counts(plan, claims))
+
+
+def _claims(store: Store | None, job: str, plan: Plan) -> dict[str, Claim]:
+    """What the ledger would decide for each valid row: send it, sent before, changed since sent."""
+    if store is not None and store.exists() and OutreachRow.__tablename__ in store.table_names():
+        return store.ledger.claims(job, {r.identity: r.content_hash for r in plan.valid})
+    return {r.identity: "send" for r in plan.valid}
+
+
+def _counts(plan: Plan, claims: Mapping[str, Claim]) -> RunCounts:
+    """The plan's rows as the ledger has them: to send, sent before, changed since sent."""
+    said = [claims[r.identity] for r in plan.valid]
+    return RunCounts(rows=plan.rows, invalid=plan.invalid, skipped_existing=said.count("sent"),
+                     changed=said.count("changed"), left=said.count("send"))
 
 
 def _suppressed(store: Store | None, file: Path | None, bounced: bool) -> dict[str, str]:
@@ -81,12 +112,13 @@ async def send_outreach(client: FormClient, store: Store, prepared: Prepared, *,
     sender = Sender(client, store, documents, job=p.job, form_id=p.form_id, stop=stop,
                     options=SendOptions(delivery=delivery, callback_url=callback_url, test=test))
     result = await sender.send(p.plan.valid, progress)
-    if result.problems:
-        write_report(p.report_path, sorted(p.plan.rejected + result.problems, key=lambda line: line[0]))
-    store.ledger.record_outcome(p.job, {"rows": p.plan.rows, "rejected": p.plan.invalid, "stopped": result.stopped})
     links = links_path(p.report_path, p.job)
+    report = outreach_report(p, result, documents.uploads, links)
+    if result.problems:
+        write_report(p.report_path, report.lines)
+    store.ledger.record_outcome(p.job, {**report.counts().model_dump(), "report": str(p.report_path)})
     write_links(links, job_links(p.plan, store.outreach_progress.links(p.job)))
-    return outreach_report(p, result, documents.uploads, links)
+    return report
 
 
 def job_links(plan: Plan, sent: list[tuple[str, str | None]]) -> list[tuple[str | None, str | None, str | None]]:
@@ -103,12 +135,14 @@ def job_links(plan: Plan, sent: list[tuple[str, str | None]]) -> list[tuple[str 
     return out
 
 
-def outreach_report(p: Prepared, result: SendResult, uploads: int = 0, links: Path | None = None) -> OutreachReport:
-    """The report of a prepared run and what sending it did (nothing, for a dry run)."""
-    return OutreachReport(rows=p.plan.rows, sent=result.sent, skipped_existing=result.skipped,
-                          invalid=p.plan.invalid, changed=result.changed, failed=result.failed,
-                          report_path=p.report_path, links_path=links, stopped=result.stopped, left=result.left,
-                          documents_uploaded=uploads, plan=p.plan)
+def outreach_report(p: Prepared, result: SendResult | None = None, uploads: int = 0,
+                    links: Path | None = None) -> OutreachReport:
+    """The report of a prepared run and what sending it did (None: nothing, a dry run):
+    its counts are the prepared ones with what was sent (see ``RunCounts``)."""
+    counts = p.counts if result is None else p.counts.finished(result.sent, result.failed, result.stopped)
+    lines = p.plan.rejected + (result.problems if result is not None else [])
+    return OutreachReport(**counts.model_dump(), report_path=p.report_path, links_path=links,
+                          documents_uploaded=uploads, plan=p.plan, lines=sorted(lines, key=lambda line: line[0]))
 
 
 async def run_outreach(client: FormClient, store: Store, sheet: Path, form_id: str, *, job: str,
@@ -137,6 +171,6 @@ async def run_outreach(client: FormClient, store: Store, sheet: Path, form_id: s
                                       report_path=report_path, sheet_options=sheet_options,
                                       suppression_file=suppression_file, suppress_bounced=suppress_bounced)
     if dry_run:
-        return outreach_report(prepared, SendResult(left=prepared.to_send), 0, None)
+        return outreach_report(prepared)
     return await send_outreach(client, store, prepared, delivery=delivery, callback_url=callback_url, test=test,
                                progress=progress, stop=stop)

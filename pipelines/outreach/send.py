@@ -22,9 +22,9 @@ from .values import Problem
 
 @dataclass(frozen=True)
 class SendProgress:
-    """Where a run is: rows gone through of the plan's ``total``, requests ``sent`` by this
-    run, and ``waiting``: the seconds until the rate limit admits the next create (0 when
-    the run is not waiting for it)."""
+    """Where a run is: rows to send gone through (sent or refused) of the ``total`` to send
+    (the estimate's number), requests ``sent`` by this run, and ``waiting``: the seconds
+    until the rate limit admits the next create (0 when the run is not waiting for it)."""
 
     done: int
     total: int
@@ -47,14 +47,12 @@ class SendOptions:
 
 @dataclass
 class SendResult:
-    """What sending did: counts, whether a stop ended it, and the rows' problems."""
+    """What sending did: the creates made and refused, whether a stop ended it, and the
+    rows' problems (refused, changed since sent). The run's counts are ``RunCounts``'."""
 
     sent: int = 0
-    skipped: int = 0
-    changed: int = 0
     failed: int = 0
     stopped: bool = False
-    left: int = 0  # rows of the plan not gone through (a stop ended the run first)
     problems: list[tuple[int, Problem]] = field(default_factory=list)
 
 
@@ -74,27 +72,19 @@ class Sender:
         todo = self.ledger.rows_to_send(self.job, {r.identity: r.content_hash for r in rows})
         claims = self.ledger.record_pending(self.job, [
             PendingRow(r.identity, r.number, r.content_hash, r.key) for r in rows if r.identity in todo])
-        done = 0
-        for done, row in enumerate(rows, start=1):
-            if self.stop is not None and self.stop.is_set():
-                result.stopped, done = True, done - 1
-                break
-            claim = claims.get(row.identity, "sent")
-            if claim == "sent":
-                result.skipped += 1
-            elif claim == "changed":
-                result.changed += 1
-                result.problems.append((row.number, changed_problem(row)))
-            else:
-                def waiting(seconds: float, done: int = done) -> None:
-                    if progress is not None:
-                        progress(SendProgress(done - 1, len(rows), result.sent, waiting=seconds))
-                if not await self._send(row, result, waiting):
-                    result.stopped, done = True, done - 1
-                    break
+        total = list(claims.values()).count("send")
+
+        def waiting(seconds: float) -> None:
             if progress is not None:
-                progress(SendProgress(done, len(rows), result.sent))
-        result.left = len(rows) - done
+                progress(SendProgress(result.sent + result.failed, total, result.sent, waiting=seconds))
+        # Every changed row is marked so by ``record_pending``: all are reported, stopped or not.
+        result.problems += [(r.number, changed_problem(r)) for r in rows if claims.get(r.identity) == "changed"]
+        for row in (r for r in rows if claims.get(r.identity) == "send"):
+            if (self.stop is not None and self.stop.is_set()) or not await self._send(row, result, waiting):
+                result.stopped = True
+                break
+            if progress is not None:
+                progress(SendProgress(result.sent + result.failed, total, result.sent))
         return result
 
     async def _send(self, row: PlannedRow, result: SendResult, waiting: Callable[[float], None]) -> bool:

@@ -10,11 +10,13 @@ from __future__ import annotations
 import codecs
 import csv
 import io
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import date, datetime, time
 from pathlib import Path
 from typing import Any
+
+from .formats import date_format_name, decimal_name
 
 CSV_SUFFIXES = (".csv",)
 EXCEL_SUFFIXES = (".xlsx", ".xlsm")
@@ -34,13 +36,32 @@ class SheetError(ValueError):
 @dataclass(frozen=True)
 class SheetOptions:
     """How to read a sheet where the defaults guess wrong: the CSV's ``encoding`` and
-    ``delimiter``, the workbook's ``sheet`` (a name, or a number from 1) and the
-    ``header_row`` (from 1). None means detect."""
+    ``delimiter``, the workbook's ``sheet`` (a name, or a number from 1), the
+    ``header_row`` (from 1), and how its dates and numbers are written: ``date_format``
+    (``dd/mm/yyyy``, ``mm/dd/yyyy``, ``dd.mm.yyyy``) and ``decimal`` (``point``,
+    ``comma``). None means detect."""
 
     encoding: str | None = None
     delimiter: str | None = None
     sheet: str | None = None
     header_row: int | None = None
+    date_format: str | None = None
+    decimal: str | None = None
+
+    def date_order(self) -> str | None:
+        """The day/month order ``date_format`` names (a ``SheetError`` when it names none)."""
+        return _named_option("--date-format", self.date_format, date_format_name)
+
+    def decimal_mark(self) -> str | None:
+        """The decimal mark ``decimal`` names (a ``SheetError`` when it names none)."""
+        return _named_option("--decimal", self.decimal, decimal_name)
+
+
+def _named_option(option: str, given: str | None, name: Callable[[str], str]) -> str | None:
+    try:
+        return name(given) if given is not None else None
+    except ValueError as e:
+        raise SheetError(f"{option}: {e}") from None
 
 
 @dataclass

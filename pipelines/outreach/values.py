@@ -6,12 +6,13 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Callable, Sequence
-from datetime import date
 from typing import Any
 
 from pydantic import BaseModel
 
 from connector.models import FieldDescriptor
+
+from .formats import COMMA, DATES, NUMBERS, date_readings, number_readings
 
 # What the service takes for an email, URL and time answer (checked here so a bad cell is
 # reported before any call, beside the other problems of its row).
@@ -36,7 +37,9 @@ class Problem(BaseModel):
 
 
 Converted = tuple[Any, Problem | None]
-Converter = Callable[[FieldDescriptor, str], Converted]
+# A converter gets the field, the cell and the column's reading (its day/month order or
+# decimal mark, see ``formats``; None: the default).
+Converter = Callable[[FieldDescriptor, str, str | None], Converted]
 
 
 def _bad(f: FieldDescriptor, problem: str, accepted: str) -> Converted:
@@ -55,7 +58,7 @@ def _choice(f: FieldDescriptor, text: str) -> str | None:
     return None
 
 
-def _one_option(f: FieldDescriptor, text: str) -> Converted:
+def _one_option(f: FieldDescriptor, text: str, _reading: str | None = None) -> Converted:
     if f.options is None:
         return text, None
     key = _choice(f, text)
@@ -64,7 +67,7 @@ def _one_option(f: FieldDescriptor, text: str) -> Converted:
     return key, None
 
 
-def _options(f: FieldDescriptor, text: str) -> Converted:
+def _options(f: FieldDescriptor, text: str, _reading: str | None = None) -> Converted:
     if f.options is None:
         return text, None
     keys = []
@@ -78,29 +81,28 @@ def _options(f: FieldDescriptor, text: str) -> Converted:
     return keys, None
 
 
-def _number(f: FieldDescriptor, text: str) -> Converted:
-    try:
-        num = float(text)
-    except ValueError:
-        return _bad(f, f"{text!r} is not a number", "a number, e.g. 42")
-    return (int(num) if num.is_integer() else num), None
+def _number(f: FieldDescriptor, text: str, reading: str | None = None) -> Converted:
+    num = number_readings(text).get(reading or NUMBERS.choices[0])
+    if num is None:
+        return _bad(f, f"{text!r} is not a number", "a number, e.g. 42" + (", with a decimal comma" if reading == COMMA else ""))
+    return (int(num) if float(num).is_integer() else num), None
 
 
-def _switch(f: FieldDescriptor, text: str) -> Converted:
+def _switch(f: FieldDescriptor, text: str, _reading: str | None = None) -> Converted:
     low = text.strip().lower()
     if low in TRUE_WORDS or low in FALSE_WORDS:
         return low in TRUE_WORDS, None
     return _bad(f, f"{text!r} is not a boolean", "true/false/yes/no/1/0")
 
 
-def _date(f: FieldDescriptor, text: str) -> Converted:
-    try:
-        return date.fromisoformat(text.strip()[:10]).isoformat(), None
-    except ValueError:
-        return _bad(f, f"{text!r} is not a date", "YYYY-MM-DD")
+def _date(f: FieldDescriptor, text: str, reading: str | None = None) -> Converted:
+    day = date_readings(text).get(reading or DATES.choices[0])
+    if day is None:
+        return _bad(f, f"{text!r} is not a date", DATES.accepted + (f" (this column: {reading})" if reading else ""))
+    return day.isoformat(), None
 
 
-def _formatted(f: FieldDescriptor, text: str) -> Converted:
+def _formatted(f: FieldDescriptor, text: str, _reading: str | None = None) -> Converted:
     pattern, problem, accepted = TEXT_FORMATS[f.type]
     if not pattern.match(text.strip()):
         return _bad(f, f"{text!r} {problem}", accepted)
@@ -117,7 +119,7 @@ def _json(f: FieldDescriptor, text: str, want: type, shape: str) -> Converted:
     return parsed, None
 
 
-def _matrix(f: FieldDescriptor, text: str) -> Converted:
+def _matrix(f: FieldDescriptor, text: str, _reading: str | None = None) -> Converted:
     parsed, problem = _json(f, text, dict, "a JSON object of row key to column key")
     if problem is not None:
         return None, problem
@@ -129,16 +131,20 @@ def _matrix(f: FieldDescriptor, text: str) -> Converted:
     return parsed, None
 
 
-def _group(f: FieldDescriptor, text: str) -> Converted:
+def _group(f: FieldDescriptor, text: str, _reading: str | None = None) -> Converted:
     if not f.repeating:
         return text, None
     return _json(f, text, list, "a JSON array of objects")
 
 
+# The field types whose cells are read per column (see ``formats``): the kind each is.
+NUMBER_TYPES = ("number", "rating", "scale")
+
+
 CONVERTERS: dict[str, Converter] = {
     **dict.fromkeys(("select", "radio", "decision"), _one_option),
     **dict.fromkeys(("checkbox", "ranking"), _options),
-    **dict.fromkeys(("number", "rating", "scale"), _number),
+    **dict.fromkeys(NUMBER_TYPES, _number),
     **dict.fromkeys(TEXT_FORMATS, _formatted),
     "switch": _switch,
     "date": _date,
@@ -147,8 +153,9 @@ CONVERTERS: dict[str, Converter] = {
 }
 
 
-def prefill_value(f: FieldDescriptor, text: str) -> Converted:
+def prefill_value(f: FieldDescriptor, text: str, reading: str | None = None) -> Converted:
     """A cell converted to the field's prefill value, or the problem with it (its column
-    named as the field). A type without a converter takes the text as it is."""
+    named as the field); dates and numbers are read as ``reading`` says (the column's
+    day/month order or decimal mark). A type without a converter takes the text as it is."""
     convert = CONVERTERS.get(f.type)
-    return convert(f, text) if convert is not None else (text, None)
+    return convert(f, text, reading) if convert is not None else (text, None)

@@ -141,3 +141,27 @@ def test_a_job_keeps_its_first_record_and_remembers_its_documents(store: Store, 
         assert job is not None and job.settings == {"delivery": "none", "documents": {"sha-1": "doc_1"}}
     ledger.record_documents("nope", {"sha-1": "doc_1"})
     assert ledger.documents("nope") == {}
+
+
+def test_claims_says_what_record_pending_would_decide_and_writes_nothing(store: Store,
+                                                                          ledger: OutreachLedger) -> None:
+    for key, state in (("ext:sent", "sent"), ("ext:failed", "failed"), ("ext:sending", "sending")):
+        pend(ledger, key, 2, "h1", f"key-{key}")
+        ledger.mark_sending("job", key)
+        if state == "sent":
+            ledger.mark_sent("job", key, "req_1")
+        elif state == "failed":
+            ledger.mark_failed("job", key, "refused")
+    sheet = {"ext:sent": "h1", "ext:failed": "h2", "ext:sending": "h1", "ext:new": "h1", "ext:edited": "h1"}
+    pend(ledger, "ext:edited", 3, "h0", "key-edited")
+    ledger.mark_sending("job", "ext:edited")
+    ledger.mark_sent("job", "ext:edited", "req_2")
+    with store.database.reader() as s:
+        before = sorted((r.row_key, r.state, r.content_hash) for r in s.exec(select(OutreachRow)))
+    said = ledger.claims("job", sheet)
+    assert said == {"ext:sent": "sent", "ext:failed": "send", "ext:sending": "send", "ext:new": "send",
+                    "ext:edited": "changed"}
+    with store.database.reader() as s:
+        assert sorted((r.row_key, r.state, r.content_hash) for r in s.exec(select(OutreachRow))) == before
+    decided = ledger.record_pending("job", [PendingRow(k, 9, h, f"key-{k}") for k, h in sheet.items()])
+    assert decided == said

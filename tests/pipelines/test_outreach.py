@@ -136,12 +136,12 @@ async def test_an_unknown_column_is_said_once_for_the_sheet_and_nothing_is_sent(
         await run_outreach(client, store, sheet, form, job="colours", report_path=tmp_path / "r.csv")
     rows = sheet_rows(2, bad=False)
     typo = tmp_path / "typo.csv"
-    pd.DataFrame(rows).rename(columns={"email": "e-mail"}).to_csv(typo, index=False)
-    with pytest.raises(OutreachRefused, match=r"`e-mail` is not a column formsync knows; did you mean `email`\? "
-                                              r"or map it: \[outreach\] mapping = \{ \"e-mail\" = \"email\" \}"):
+    pd.DataFrame(rows).rename(columns={"email": "e-mial"}).to_csv(typo, index=False)
+    with pytest.raises(OutreachRefused, match=r"`e-mial` is not a column formsync knows; did you mean `email`\? "
+                                              r"or map it: \[outreach\] mapping = \{ \"e-mial\" = \"email\" \}"):
         await run_outreach(client, store, typo, form, job="typo", report_path=tmp_path / "r.csv")
     rep = await run_outreach(client, store, typo, form, job="typo", report_path=tmp_path / "r.csv",
-                             mapping={"e-mail": "email"})
+                             mapping={"e-mial": "email"})
     assert (rep.sent, rep.invalid) == (2, 0), "the mapping the message gives fixes it"
     assert await count_requests(client, form) == before + 2
     with store.database.session() as s:
@@ -256,10 +256,10 @@ def test_validate_row_names_each_problem_and_what_is_accepted() -> None:
     assert got["ok"][1] == "true/false/yes/no/1/0"
     assert "Alpha (a)" in got["tags"][1]
     assert got["grid"][0] == "'{' is not valid JSON"
-    assert got["day"][1] == "YYYY-MM-DD"
+    assert got["day"][1] == "YYYY-MM-DD, dd/mm/yyyy, mm/dd/yyyy, dd.mm.yyyy or an Excel serial"
     assert "cannot be prefilled" in got["up"][0]
     assert "not prefilled" in got["readonly"][0]
-    assert got["expiresAt"][1] == "ISO date/datetime or epoch milliseconds"
+    assert got["expiresAt"][1] == "an ISO date or datetime, epoch milliseconds, dd/mm/yyyy, mm/dd/yyyy or dd.mm.yyyy"
     assert got["what"][0] == "unknown column"
     assert got["email"][0] == "missing email with email delivery"
 
@@ -317,9 +317,9 @@ async def test_cli_outreach_dry_run_then_send_then_rerun(sandbox: Sandbox, clien
     assert res.exit_code == 3, res.output
     out = json.loads(res.stdout.strip().splitlines()[-1])
     assert (out["rows"], out["invalid"], out["sent"]) == (4, 1, 0)
-    assert "dry run: would send 3 requests" in res.stdout
+    assert "dry run: would send 3 of 4 rows; 1 rejected" in res.stdout
     assert "row 5: topic: 'Billing' is not an option of topic" in res.stdout
-    assert "1 of 4 rows rejected" in res.stderr
+    assert "error: " + str(sheet) + ": would send 3 of 4 rows; 1 rejected; first: row 5" in res.stderr
     assert await count_requests(client, form) == before
     assert "Billing" in bad.read_text()
 
@@ -327,7 +327,8 @@ async def test_cli_outreach_dry_run_then_send_then_rerun(sandbox: Sandbox, clien
                          "--report", str(bad))
     assert res.exit_code == 3, res.output
     assert json.loads(res.stdout.strip().splitlines()[-1])["sent"] == 3
-    assert "sending 3 of 4 rows" in res.stderr
+    assert "sending 3 of 4 rows to " + form + " (1 rejected)" in res.stderr
+    assert res.stderr.strip().splitlines()[-1] == f"done: sent 3 of 4 rows; 1 rejected (see {bad})"
     links = list(csv.DictReader((tmp_path / "cli-links.csv").open()))
     assert [(ln["externalId"], ln["email"]) for ln in links] == [(f"c-{i}", f"p{i}@example.test") for i in range(3)]
     assert all(ln["url"].startswith(sandbox.base_url) for ln in links), links

@@ -153,12 +153,33 @@ def test_email_delivery_needs_an_email_in_every_row() -> None:
     assert [(n, p.column, p.problem) for n, p in plan.rejected] == [(2, "email", "missing email with email delivery")]
 
 
-def test_the_estimate_and_the_bar_come_from_the_pacing() -> None:
+def test_the_estimate_comes_from_the_pacing_and_progress_from_the_measured_rate() -> None:
     from pipelines.outreach import SendProgress
-    from pipelines.outreach.show import duration, pace_seconds, progress_note
+    from pipelines.outreach.show import RateMeter, duration, pace_seconds, progress_note
 
     assert [pace_seconds(n, 60) for n in (0, 1, 60, 61, 240)] == [0, 0, 0, 60, 180]
     assert (duration(30), duration(180), duration(7500)) == ("under a minute", "about 3 min", "about 2 h 5 min")
-    assert progress_note(SendProgress(done=60, total=240, sent=60), 60) == "60/min, about 2 min left"
-    waiting = progress_note(SendProgress(done=60, total=240, sent=60, waiting=41.2), 60)
-    assert waiting == "60/min, about 3 min left; waiting for the rate limit, next in 42 s"
+    now = [0.0]
+    meter = RateMeter(lambda: now[0])
+    assert progress_note(SendProgress(done=1, total=240, sent=1), meter) == "measuring the rate"
+    for sent in range(1, 61):  # 30 creates a minute, whatever the configured cap
+        meter.note(sent)
+        now[0] += 2.0
+    assert meter.per_minute() == 30.0
+    assert progress_note(SendProgress(done=60, total=240, sent=60), meter) == "30/min, about 6 min left"
+    waiting = progress_note(SendProgress(done=60, total=240, sent=60, waiting=41.2), meter)
+    assert waiting == "30/min, about 7 min left; waiting for the rate limit, next in 42 s"
+
+
+def test_without_a_terminal_progress_is_a_log_line_at_most_every_30_seconds() -> None:
+    from pipelines.outreach import SendProgress
+    from pipelines.outreach.show import progress_log
+
+    now, lines = [0.0], []
+    log = progress_log(lines.append, lambda: now[0])
+    for done in range(1, 201):  # one row a second for 200 s
+        log(SendProgress(done=done, total=200, sent=done))
+        now[0] += 1.0
+    assert len(lines) == 7  # at 0, 30, ..., 180 s
+    assert lines[0] == "outreach: 1 of 200 rows, measuring the rate"
+    assert lines[1] == "outreach: 31 of 200 rows, 60/min, about 3 min left"

@@ -66,7 +66,8 @@ async def test_a_stopped_outreach_says_how_to_resume_and_the_command_sends_the_r
     assert proc.returncode == code, text
     assert "sending 5 of 5 rows to" in text and "about 2 min at 2 creates per minute" in text
     last = text.strip().splitlines()[-1]
-    assert last.startswith("error: interrupted: 2 of 5 sent, 3 left; run again to continue: formsync outreach "), text
+    assert last.startswith("error: interrupted: sent 2 of 5 rows, 3 left; run again to continue: formsync outreach "), text
+    assert "outreach: 1 of 5 rows, measuring the rate" in text, "without a terminal, progress is a log line"
     assert "Traceback" not in text
     report = json.loads(out.decode().strip().splitlines()[-1])
     assert (report["sent"], report["stopped"], report["left"]) == (2, True, 3)

@@ -165,8 +165,8 @@ params = {{ format = "csv", out = "{out}", table = "requests" }}
         for r in done:
             assert r.scheduled_at is not None and 0 <= r.started_at - r.scheduled_at < 1000, job_id
     sends = runs(store, "send")
-    assert sends[0].summary is not None and sends[0].summary.startswith("sent 5, already sent 0")
-    assert sends[1].summary is not None and sends[1].summary.startswith("sent 0, already sent 5")
+    assert sends[0].summary is not None and sends[0].summary == "done: sent 5 of 5 rows"
+    assert sends[1].summary is not None and sends[1].summary.startswith("done: sent 5 of 5 rows (0 now, 5 before)")
     assert len(await all_requests(sandbox, form)) == 5
     # The outreach stored its requests as pending, and the poll job keeps them up to date.
     with store.database.reader() as s:
@@ -397,8 +397,8 @@ async def test_sigterm_mid_outreach_then_restart_sends_each_row_exactly_once(
             await proc.wait()
     (stopped,) = runs(store, "spring")
     done = sent()
-    assert stopped.outcome == "stopped" and stopped.summary is not None and "(stopped early)" in stopped.summary
-    assert stopped.summary.startswith(f"sent {done}, ")
+    assert stopped.outcome == "stopped" and stopped.summary is not None and stopped.summary.startswith(
+        f"stopped: sent {done} of 60 rows, {60 - done} left")
     assert 5 <= done < 60
     # What the store says was sent is exactly what the service holds.
     created = [r for r in await all_requests(sandbox, form) if r["id"] not in before]
@@ -420,7 +420,7 @@ async def test_sigterm_mid_outreach_then_restart_sends_each_row_exactly_once(
             proc.kill()
             await proc.wait()
     resumed = next(r for r in runs(store, "spring") if r.outcome == "ok")
-    assert resumed.summary is not None and resumed.summary.startswith(f"sent {60 - done}, already sent {done}, ")
+    assert resumed.summary == f"done: sent 60 of 60 rows ({60 - done} now, {done} before)"
     created = [r for r in await all_requests(sandbox, form) if r["id"] not in before]
     assert len(created) == 60
     assert sorted(r["externalId"] for r in created) == sorted(f"c-{i}" for i in range(60))
@@ -611,8 +611,10 @@ params = {{ format = "csv", out = "{tmp_path / 'n.csv'}" }}
     nxt = trigger_for(load_settings(cfg).jobs[2]).get_next_fire_time(None, datetime.now(UTC))
     assert nxt is not None and nightly[3] == nxt.strftime("%m-%d %H:%M") and nightly[4:7] == ["-", "-", "0"]
     assert "no scheduler running; the last one beat at" in res.output
-    # Outreach progress in one line: 4 sent, the late row refused.
-    assert re.search(rf"spring \({form}\)\n +4 of 5 sent, 1 rejected, done \d\d:\d\d", res.output), res.output
+    # Outreach progress in one line, the words of its run: 4 sent, the late row refused.
+    assert re.search(rf"spring \({form}\)\n +sent 4 of 5 rows( \(\d now, \d before\))?; 1 refused by the service \(see ",
+                     res.output), res.output
+    assert re.search(r"spring-report\.csv\), done \d\d:\d\d", res.output.replace("\n", "")), res.output
     assert table_row(res.output, form)[1:5] == ["1", "0", "0", "3"]
     assert f"Deliveries received: 2, newest {_received(store)} UTC" in res.output
     # Last errors: the broken job and the refused row.

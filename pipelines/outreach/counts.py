@@ -1,0 +1,77 @@
+"""The counts of one outreach run and the words they are said in: the estimate, the summary,
+the last line, the run report's JSON, the scheduled run's record and ``formsync status``
+all read them from here, so they agree."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel
+
+
+class RunCounts(BaseModel):
+    """Every sheet row of a run is in exactly one of: ``invalid`` (rejected by the checks,
+    in the report file), ``skipped_existing`` (sent by an earlier run), ``changed`` (sent
+    before, edited since: reported, not sent again), or the rows to send: ``sent`` now,
+    ``failed`` (refused by the service, sent again by the next run) or ``left`` (a stop,
+    or a dry run, came first)."""
+
+    rows: int
+    invalid: int = 0
+    skipped_existing: int = 0
+    changed: int = 0
+    sent: int = 0
+    failed: int = 0
+    left: int = 0
+    stopped: bool = False
+
+    @property
+    def to_send(self) -> int:
+        """Rows the run set out to send (none of them has a request yet)."""
+        return self.sent + self.failed + self.left
+
+    @property
+    def problems(self) -> int:
+        """Rows in the report file: rejected, changed since sent, refused."""
+        return self.invalid + self.changed + self.failed
+
+    def finished(self, sent: int, failed: int, stopped: bool) -> RunCounts:
+        """The counts after sending: ``sent`` and ``failed`` of the rows to send."""
+        return self.model_copy(update={"sent": sent, "failed": failed, "stopped": stopped,
+                                       "left": self.to_send - sent - failed})
+
+    def outcome(self, report: Path | str | None = None, *, dry_run: bool = False) -> str:
+        """``sent 494 of 495 rows; 1 rejected (see bad-rows.csv)``; the rows sent before
+        and those left are said when there are any; ``would send`` for a dry run."""
+        if dry_run:
+            text = f"would send {self.to_send:,} of {self.rows:,} rows"
+        else:
+            text = f"sent {self.sent + self.skipped_existing:,} of {self.rows:,} rows"
+            if self.skipped_existing:
+                text += f" ({self.sent:,} now, {self.skipped_existing:,} before)"
+        if self.left and not dry_run:
+            text += f", {self.left:,} left"
+        bad = [(self.invalid, "rejected"), (self.changed, "changed since sent, not sent again"),
+               (self.failed, "refused by the service")]
+        said = ", ".join(f"{n:,} {what}" for n, what in bad if n)
+        if said:
+            text += f"; {said}" + (f" (see {report})" if report is not None else "")
+        return text
+
+    def estimate(self, form_id: str) -> str:
+        """What a run is about to send, before it starts."""
+        before = [(self.skipped_existing, "sent before"), (self.changed, "changed since sent"),
+                  (self.invalid, "rejected")]
+        also = ", ".join(f"{n:,} {what}" for n, what in before if n)
+        return f"sending {self.to_send:,} of {self.rows:,} rows to {form_id}" + (f" ({also})" if also else "")
+
+
+def recorded_counts(outcome: Mapping[str, Any]) -> RunCounts | None:
+    """The counts a run recorded in the ledger (see ``OutreachLedger.record_outcome``),
+    or None when it recorded none (a run of an older version, or no run yet)."""
+    fields = RunCounts.model_fields
+    if "rows" not in outcome or "sent" not in outcome:
+        return None
+    return RunCounts.model_validate({k: v for k, v in outcome.items() if k in fields})
