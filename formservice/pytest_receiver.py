@@ -29,7 +29,7 @@ if TYPE_CHECKING:
     from connector.models import Event, WebhookSubscription
     from connector.store import Store
 
-    from .pytest_plugin import SandboxHandle
+    from .sandbox.handle import SandboxHandle
 
 try:
     from pytest_asyncio import fixture as async_fixture
