@@ -41,6 +41,17 @@ from .mysql import NamedLock, compare_column_type
 from .postgresql import AdvisoryLock
 from .requests import PendingRequest
 from .runs import SUMMARY_MAX
+from .schema import (
+    LOGICAL_TYPES,
+    OWN,
+    VIEW_PREFIX,
+    Column,
+    FormSchema,
+    LogicalType,
+    StoredField,
+    form_schema,
+    view_name,
+)
 from .sqlite import SQLITE_BUSY_TIMEOUT_MS
 from .tables import (
     METADATA,
@@ -59,15 +70,16 @@ from .tables import (
     SyncCursor,
     request_answers,
 )
-from .views import VIEW_PREFIX, FormView, ViewColumn, answer_json, select_sql, view_name
+from .views import SQL_TYPES, FormView, ViewColumn, select_sql
 
 __all__ = [
-    "ANSWER_COLUMNS", "AdvisoryLock", "EventRows", "ExportFilter", "FormField", "FormView", "Incoming",
+    "ANSWER_COLUMNS", "AdvisoryLock", "Column", "FormSchema", "LOGICAL_TYPES", "LogicalType", "OWN",
+    "SQL_TYPES", "StoredField", "form_schema", "EventRows", "ExportFilter", "FormField", "FormView", "Incoming",
     "JobRun", "LOCK_NAME", "LeaderLock", "LeaseLock", "METADATA", "NAMING_CONVENTION", "NamedLock",
     "OUTREACH_STATES", "OutreachJob", "OutreachRow", "PendingRequest", "RawEvent", "RequestRow", "SOURCES",
     "SQLITE_BUSY_TIMEOUT_MS", "SUMMARY_MAX", "SchedulerLease", "Source", "Store", "StoreModel",
     "StoreOutcome", "SubmissionRow", "SyncCursor", "SyncMark", "TERMINAL_STATUSES", "VERSION_TABLE",
-    "VIEW_PREFIX", "ViewColumn", "WRITERS", "alembic_config", "answer_json", "answer_rows", "answer_tuples",
+    "VIEW_PREFIX", "ViewColumn", "WRITERS", "alembic_config", "answer_rows", "answer_tuples",
     "compare_column_type", "compress_body", "display_text", "epoch_ms", "event_integer_problem",
     "event_to_rows", "integer_problem", "is_matrix", "json_value", "list_ts_ms", "request_answers",
     "request_rank", "select_sql", "submission_rank", "url_problem", "value_text", "view_name",

@@ -16,12 +16,11 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import Select, Text, cast, literal_column, select
+from sqlalchemy import Select, Text, cast, func, select
 
 from .database import Database
 from .mapping import answer_count, answer_tuples
 from .tables import REQUESTS, SUBMISSIONS
-from .views import answer_json
 
 Batch = Sequence[tuple[Any, ...]]
 
@@ -49,32 +48,31 @@ class ExportReads:
     def __init__(self, db: Database) -> None:
         self._db = db
 
-    def submissions(self, f: ExportFilter, *, display: bool, batch_rows: int) -> Iterator[Batch]:
-        """Submission rows ``(id, form_id, request_id, submitted_at, updated_at,
-        edit_count, answers[, display])`` in submission order."""
-        t = SUBMISSIONS.c
-        stmt = select(t.id, t.form_id, t.request_id, t.submitted_at, t.updated_at, t.edit_count, t.answers,
-                      *([t.display] if display else []))
+    def wide_rows(self, f: ExportFilter, *, display: bool, batch_rows: int) -> Iterator[Batch]:
+        """Submission rows ``(id, form_id, request_id, external_id, submitted_at,
+        updated_at, respondent_email, language, is_completed, edit_count, answers[,
+        display])`` in submission order, the request's external id joined, each
+        document as its stored JSON text (NULL as None): the submission's own columns of
+        ``schema.OWN`` in its order, then the documents its field columns come from."""
+        t, r = SUBMISSIONS.c, REQUESTS.c
+        stmt = (select(t.id, t.form_id, t.request_id, r.external_id, t.submitted_at, t.updated_at,
+                       t.respondent_email, t.language, t.is_completed, t.edit_count,
+                       *self._documents(display))
+                .select_from(SUBMISSIONS.outerjoin(REQUESTS, REQUESTS.c.id == t.request_id)))
         if f.form_id is not None:
             stmt = stmt.where(t.form_id == f.form_id)
         if f.since_ms is not None:
             stmt = stmt.where(t.submitted_at >= f.since_ms)
         return self._batches(stmt.order_by(t.submitted_at, t.id), batch_rows)
 
-    def submission_fields(self, f: ExportFilter, keys: Sequence[str], *, batch_rows: int) -> Iterator[Batch]:
-        """Submission rows ``(id, form_id, request_id, submitted_at, updated_at,
-        edit_count, *answer JSON text of each key)`` in submission order: the database
-        takes each key's JSON text out of the answers document (NULL where absent)."""
+    def _documents(self, display: bool = True) -> list[Any]:
+        """The answers (and display) columns, read as their stored text."""
         t = SUBMISSIONS.c
-        dialect = self._db.engine.dialect.name
-        stmt = select(t.id, t.form_id, t.request_id, t.submitted_at, t.updated_at, t.edit_count,
-                      *[literal_column(answer_json(dialect, f"{SUBMISSIONS.name}.answers", k)).label(f"k{i}")
-                        for i, k in enumerate(keys)])
-        if f.form_id is not None:
-            stmt = stmt.where(t.form_id == f.form_id)
-        if f.since_ms is not None:
-            stmt = stmt.where(t.submitted_at >= f.since_ms)
-        return self._batches(stmt.order_by(t.submitted_at, t.id), batch_rows)
+        documents: list[Any] = [t.answers, t.display] if display else [t.answers]
+        if self._db.engine.dialect.name == "postgresql":
+            # psycopg decodes a json column; its text is the stored text (json, not jsonb)
+            documents = [cast(d, Text) for d in documents]
+        return documents
 
     def answers(self, f: ExportFilter, *, batch_rows: int) -> Iterator[Batch]:
         """Answer rows ``(submission_id, form_id, field_key, instance, row_key,
@@ -104,6 +102,32 @@ class ExportReads:
             stmt = stmt.where(t.submitted_at >= f.since_ms)
         return sum(answer_count(json_value(r[0]), wanted) for part in self._batches(stmt, 5000) for r in part)
 
+    def count_submissions(self, f: ExportFilter) -> int:
+        """How many submission rows ``wide_rows`` yields."""
+        t = SUBMISSIONS.c
+        stmt = select(func.count()).select_from(SUBMISSIONS)
+        if f.form_id is not None:
+            stmt = stmt.where(t.form_id == f.form_id)
+        if f.since_ms is not None:
+            stmt = stmt.where(t.submitted_at >= f.since_ms)
+        return self._scalar(stmt)
+
+    def count_requests(self, f: ExportFilter) -> int:
+        """How many request rows ``requests`` yields."""
+        r = REQUESTS.c
+        stmt = select(func.count()).select_from(REQUESTS)
+        if f.form_id is not None:
+            stmt = stmt.where(r.form_id == f.form_id)
+        if f.status is not None:
+            stmt = stmt.where(r.status == f.status)
+        if f.since_ms is not None:
+            stmt = stmt.where(r.created_at >= f.since_ms)
+        return self._scalar(stmt)
+
+    def _scalar(self, stmt: Select[Any]) -> int:
+        with self._db.reader() as s:
+            return int(s.execute(stmt).scalar_one())
+
     def requests(self, f: ExportFilter, columns: Sequence[str], *, batch_rows: int) -> Iterator[Batch]:
         """Request rows ``(id, *columns, metadata)`` in creation order."""
         r = REQUESTS.c
@@ -118,10 +142,7 @@ class ExportReads:
 
     def _answer_sources(self, f: ExportFilter, *, as_text: bool = False) -> Select[Any]:
         t = SUBMISSIONS.c
-        documents: list[Any] = [t.answers, t.display]
-        if as_text and self._db.engine.dialect.name == "postgresql":
-            # psycopg decodes a json column; its text is the stored text (json, not jsonb)
-            documents = [cast(t.answers, Text), cast(t.display, Text)]
+        documents: list[Any] = self._documents() if as_text else [t.answers, t.display]
         stmt = select(t.id, t.form_id, *documents)
         if f.form_id is not None:
             stmt = stmt.where(t.form_id == f.form_id)
