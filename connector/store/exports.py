@@ -55,14 +55,9 @@ class ExportReads:
         document as its stored JSON text (NULL as None): the submission's own columns of
         ``schema.OWN`` in its order, then the documents its field columns come from."""
         t, r = SUBMISSIONS.c, REQUESTS.c
-        stmt = (select(t.id, t.form_id, t.request_id, r.external_id, t.submitted_at, t.updated_at,
-                       t.respondent_email, t.language, t.is_completed, t.edit_count,
-                       *self._documents(display))
-                .select_from(SUBMISSIONS.outerjoin(REQUESTS, REQUESTS.c.id == t.request_id)))
-        if f.form_id is not None:
-            stmt = stmt.where(t.form_id == f.form_id)
-        if f.since_ms is not None:
-            stmt = stmt.where(t.submitted_at >= f.since_ms)
+        columns = select(t.id, t.form_id, t.request_id, r.external_id, t.submitted_at, t.updated_at,
+                         t.respondent_email, t.language, t.is_completed, t.edit_count, *self._documents(display))
+        stmt = _submissions_of(columns.select_from(SUBMISSIONS.outerjoin(REQUESTS, r.id == t.request_id)), f)
         return self._batches(stmt.order_by(t.submitted_at, t.id), batch_rows)
 
     def _documents(self, display: bool = True) -> list[Any]:
@@ -95,34 +90,16 @@ class ExportReads:
         display is not read, no row is made)."""
         wanted = None if f.fields is None else frozenset(f.fields)
         t = SUBMISSIONS.c
-        stmt = select(t.answers)
-        if f.form_id is not None:
-            stmt = stmt.where(t.form_id == f.form_id)
-        if f.since_ms is not None:
-            stmt = stmt.where(t.submitted_at >= f.since_ms)
+        stmt = _submissions_of(select(t.answers), f)
         return sum(answer_count(json_value(r[0]), wanted) for part in self._batches(stmt, 5000) for r in part)
 
     def count_submissions(self, f: ExportFilter) -> int:
         """How many submission rows ``wide_rows`` yields."""
-        t = SUBMISSIONS.c
-        stmt = select(func.count()).select_from(SUBMISSIONS)
-        if f.form_id is not None:
-            stmt = stmt.where(t.form_id == f.form_id)
-        if f.since_ms is not None:
-            stmt = stmt.where(t.submitted_at >= f.since_ms)
-        return self._scalar(stmt)
+        return self._scalar(_submissions_of(select(func.count()).select_from(SUBMISSIONS), f))
 
     def count_requests(self, f: ExportFilter) -> int:
         """How many request rows ``requests`` yields."""
-        r = REQUESTS.c
-        stmt = select(func.count()).select_from(REQUESTS)
-        if f.form_id is not None:
-            stmt = stmt.where(r.form_id == f.form_id)
-        if f.status is not None:
-            stmt = stmt.where(r.status == f.status)
-        if f.since_ms is not None:
-            stmt = stmt.where(r.created_at >= f.since_ms)
-        return self._scalar(stmt)
+        return self._scalar(_requests_of(select(func.count()).select_from(REQUESTS), f))
 
     def _scalar(self, stmt: Select[Any]) -> int:
         with self._db.reader() as s:
@@ -131,24 +108,13 @@ class ExportReads:
     def requests(self, f: ExportFilter, columns: Sequence[str], *, batch_rows: int) -> Iterator[Batch]:
         """Request rows ``(id, *columns, metadata)`` in creation order."""
         r = REQUESTS.c
-        stmt = select(r.id, *[r[c] for c in columns], r.metadata)
-        if f.form_id is not None:
-            stmt = stmt.where(r.form_id == f.form_id)
-        if f.status is not None:
-            stmt = stmt.where(r.status == f.status)
-        if f.since_ms is not None:
-            stmt = stmt.where(r.created_at >= f.since_ms)
+        stmt = _requests_of(select(r.id, *[r[c] for c in columns], r.metadata), f)
         return self._batches(stmt.order_by(r.created_at, r.id), batch_rows)
 
     def _answer_sources(self, f: ExportFilter, *, as_text: bool = False) -> Select[Any]:
         t = SUBMISSIONS.c
         documents: list[Any] = self._documents() if as_text else [t.answers, t.display]
-        stmt = select(t.id, t.form_id, *documents)
-        if f.form_id is not None:
-            stmt = stmt.where(t.form_id == f.form_id)
-        if f.since_ms is not None:
-            stmt = stmt.where(t.submitted_at >= f.since_ms)
-        return stmt.order_by(t.submitted_at, t.id)
+        return _submissions_of(select(t.id, t.form_id, *documents), f).order_by(t.submitted_at, t.id)
 
     def _batches(self, stmt: Select[Any], batch_rows: int) -> Iterator[Batch]:
         with self._db.reader() as s:
@@ -164,6 +130,24 @@ class ExportReads:
                     del rows  # the reader has it: memory holds one batch, not two, while the next is read
             finally:
                 cursor.close()
+
+
+def _submissions_of(stmt: Select[Any], f: ExportFilter) -> Select[Any]:
+    """``stmt`` narrowed to the submissions ``f`` selects (its form, submitted since)."""
+    t = SUBMISSIONS.c
+    if f.form_id is not None:
+        stmt = stmt.where(t.form_id == f.form_id)
+    return stmt if f.since_ms is None else stmt.where(t.submitted_at >= f.since_ms)
+
+
+def _requests_of(stmt: Select[Any], f: ExportFilter) -> Select[Any]:
+    """``stmt`` narrowed to the requests ``f`` selects (its form, status, created since)."""
+    r = REQUESTS.c
+    if f.form_id is not None:
+        stmt = stmt.where(r.form_id == f.form_id)
+    if f.status is not None:
+        stmt = stmt.where(r.status == f.status)
+    return stmt if f.since_ms is None else stmt.where(r.created_at >= f.since_ms)
 
 
 def _long_key(row: tuple[Any, ...]) -> tuple[Any, ...]:
