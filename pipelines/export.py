@@ -1,6 +1,8 @@
-"""Export the store to CSV, XLSX or Parquet: submissions wide (one row per submission,
-one column per field), answers long (one row per answer, or per part of a
-repeating group or matrix: see ``answer_rows``) and requests.
+"""Export the store to CSV, XLSX or Parquet: submissions wide (one row per submission:
+a form's table, its columns and types from its field list, ``connector.store.schema``;
+one table per form), answers long (one row per answer, or per part of a repeating group
+or matrix: see ``answer_rows``; values as plain text) and requests. Nothing here calls
+the service or infers a type from the values.
 
 The export streams: rows are read from the store in batches of ``CHUNK_ROWS`` (the
 store's ``exports`` reads), each batch is shaped column by column into an
@@ -182,7 +184,7 @@ def _wide_stream(store: Store, name: str, form_id: str, *, since: datetime | dat
     f = ExportFilter(form_id=form_id, since_ms=_since_ms(since))
     labels = any(c.source == "label" for c in columns)
 
-    def batches() -> Iterator[pa.RecordBatch]:
+    def shaped() -> Iterator[pa.RecordBatch]:
         # The next batch is read from the database while this one is shaped (Arrow's
         # reader and kernels free the interpreter lock). A submission's documents hold
         # about 16 answers: a fifth of CHUNK_ROWS at a time keeps two batches small.
@@ -197,7 +199,24 @@ def _wide_stream(store: Store, name: str, form_id: str, *, since: datetime | dat
             if ahead is not None:
                 yield ahead.result()
 
-    return _TableStream(name, schema, batches, lambda: store.exports.count_submissions(f), columns)
+    return _TableStream(name, schema, lambda: _regrouped(shaped(), schema, CHUNK_ROWS),
+                        lambda: store.exports.count_submissions(f), columns)
+
+
+def _regrouped(batches: Iterator[pa.RecordBatch], schema: pa.Schema, rows: int) -> Iterator[pa.RecordBatch]:
+    """Consecutive ``batches`` as batches of ``rows`` rows (the last one may be shorter):
+    the shaped batches written ``CHUNK_ROWS`` at a time (a Parquet row group, a frame)."""
+    held: list[pa.RecordBatch] = []
+    n = 0
+    for batch in batches:
+        held.append(batch)
+        n += batch.num_rows
+        while n >= rows:
+            table = pa.Table.from_batches(held, schema)
+            yield table.slice(0, rows).combine_chunks().to_batches()[0]
+            held, n = table.slice(rows).to_batches(), n - rows
+    if n:
+        yield pa.Table.from_batches(held, schema).combine_chunks().to_batches()[0]
 
 
 def _wide_streams(store: Store, *, form_id: str | None, since: datetime | date | None,
