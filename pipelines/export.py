@@ -1,6 +1,8 @@
-"""Export the store to CSV, XLSX or Parquet: submissions wide (one row per submission,
-one column per field), answers long (one row per answer, or per part of a
-repeating group or matrix: see ``answer_rows``) and requests.
+"""Export the store to CSV, XLSX or Parquet: submissions wide (one row per submission:
+a form's table, its columns and types from its field list, ``connector.store.schema``;
+one table per form), answers long (one row per answer, or per part of a repeating group
+or matrix: see ``answer_rows``; values as plain text) and requests. Nothing here calls
+the service or infers a type from the values.
 
 The export streams: rows are read from the store in batches of ``CHUNK_ROWS`` (the
 store's ``exports`` reads), each batch is shaped column by column into an
@@ -17,9 +19,8 @@ from __future__ import annotations
 import itertools
 import json
 import os
-import tempfile
 from collections import deque
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -35,19 +36,13 @@ import pyarrow.parquet as pq
 import xlsxwriter
 from pydantic import BaseModel
 
-from connector.store import (
-    ExportFilter,
-    Store,
-    answer_rows,
-    display_text,
-    epoch_ms,
-    is_matrix,
-    json_value,
-)
+from connector.store import OWN, Column, ExportFilter, Store, epoch_ms, json_value
 from connector.store.exports import long_rows
+from connector.store.schema import display_schema
 
-from .long_json import LONG_COLUMNS, LONG_SCHEMA, long_batch
-from .wide_json import Cells, First, doc_cells, row_cells
+from .columns import TIMESTAMP, arrow_schema, text_cells
+from .long_json import LONG_SCHEMA, long_batch
+from .wide_json import wide_batch
 
 Format = Literal["csv", "xlsx", "parquet"]
 Table = Literal["wide", "long", "requests"]
@@ -58,27 +53,27 @@ XLSX_MAX_ROWS = 1_048_576  # rows in one worksheet, the header row included
 CHUNK_ROWS = 50_000  # rows per batch read from the store and written
 LONG_SHAPERS = 2  # long batches shaped at once (Arrow's kernels free the interpreter lock)
 WIDTH_SAMPLE_ROWS = 1000  # XLSX column widths are fitted to the header and the first rows
+_to_json = json.JSONEncoder(ensure_ascii=False).encode  # built once: json.dumps builds one per call
 # A text cell starting with one of these is run as a formula (or starts one) by spreadsheets.
 FORMULA_PREFIXES = ("=", "+", "-", "@", "\t", "\r")
 
-WIDE_FIXED = ["submission_id", "form_id", "request_id", "submitted_at", "updated_at", "edit_count"]
 REQUEST_COLUMNS = ["request_id", "form_id", "status", "outcome", "delivery_status", "external_id",
                    "recipient_email", "recipient_name", "url", "submission_id", "created_at", "expires_at",
                    "completed_at", "expired_at", "canceled_at", "cancel_reason", "updated_at"]
 _REQUEST_TIMES = ("created_at", "expires_at", "completed_at", "expired_at", "canceled_at", "updated_at")
-TIMESTAMP = pa.timestamp("ms", tz="UTC")
 _EXCEL_EPOCH_DAYS = 25_569  # days from Excel's day 0 (1899-12-30) to 1970-01-01
 _DAY_MS = 86_400_000
 
 
 class ExportReport(BaseModel):
-    """What ``export`` wrote: the file, its format, and the rows and columns of each table
-    (each a sheet in XLSX)."""
+    """What ``export`` wrote: the file, its format, and the rows, columns and file of each
+    table (each a sheet in XLSX; with several forms, one wide table each, named by form id)."""
 
     path: str
     format: Format
     rows: dict[str, int]
     columns: dict[str, list[str]]
+    files: dict[str, str] = {}  # table -> the file it was written to
 
 
 def neutralise(value: Any) -> Any:
@@ -144,108 +139,73 @@ def _times(ms: Sequence[int | None]) -> pa.Array:
 
 
 # ---------------------------------------------------------------------------------------
-# Tables: a schema known before the first row is written, then record batches
+# Tables: a schema known before the first row is read, then record batches
 # ---------------------------------------------------------------------------------------
 
 
 @dataclass
 class _TableStream:
-    """One table to write: its name, its Arrow schema (field names are the headers), a
-    function giving its record batches, and a function counting its rows."""
+    """One table to write: its name, its Arrow schema (field names are the headers), its
+    columns (the data contract's, None for the long and requests tables), a function
+    giving its record batches, and a function counting its rows."""
 
     name: str
     schema: pa.Schema
     batches: Callable[[], Iterator[pa.RecordBatch]]
     count: Callable[[], int]
+    columns: tuple[Column, ...] | None = None
 
 
-_to_json = json.JSONEncoder(ensure_ascii=False).encode  # one encoder: json.dumps(..., ensure_ascii=False) builds one per call
+def _headers(columns: Sequence[Column], titles: bool) -> list[str]:
+    """Column headers: the columns' names; with ``titles``, the field columns' question
+    titles, a title used twice (or named like another column) keeping its name in
+    brackets, so every header is unique."""
+    if not titles:
+        return [c.name for c in columns]
+    heads = [c.title or c.name if c.field_key is not None else c.name for c in columns]
+    seen: dict[str, int] = {}
+    for h in heads:
+        seen[h] = seen.get(h, 0) + 1
+    return [f"{h} [{c.name}]" if seen[h] > 1 and h != c.name else h for h, c in zip(heads, columns, strict=True)]
 
 
-def _as_text(value: Any) -> Any:
-    return value if value is None or isinstance(value, str) else json.dumps(value)
+def wide_schema(store: Store, form_id: str, *, display: bool = False) -> tuple[tuple[Column, ...], pa.Schema]:
+    """The columns of ``form_id``'s wide table and their Arrow schema: the form's table
+    (``store.schema``), or with ``display`` its human-readable variant (question titles
+    as headers, display text for choices, lists, matrices, groups and files)."""
+    table = store.schema(form_id)
+    columns = (display_schema(table) if display else table).columns
+    return columns, arrow_schema(columns, _headers(columns, display))
 
 
-def _infer_array(values: list[Any]) -> pa.Array:
-    """The values of one data-driven column in one batch as an Arrow array of the type
-    they share (text, integers, numbers, booleans; null when all are missing). Values
-    of different kinds (text and numbers, say, when one key holds different fields
-    across forms) become text, numbers and booleans as their JSON text."""
-    try:
-        return pa.array(values)
-    except (pa.ArrowInvalid, pa.ArrowTypeError, OverflowError):
-        return pa.array([_as_text(v) for v in values], pa.string())
+def _wide_stream(store: Store, name: str, form_id: str, *, since: datetime | date | None,
+                 display: bool) -> _TableStream:
+    columns, schema = wide_schema(store, form_id, display=display)
+    f = ExportFilter(form_id=form_id, since_ms=_since_ms(since))
+    labels = any(c.source == "label" for c in columns)
 
+    def shaped() -> Iterator[pa.RecordBatch]:
+        # The next batch is read from the database while this one is shaped (Arrow's
+        # reader and kernels free the interpreter lock). A submission's documents hold
+        # about 16 answers: a fifth of CHUNK_ROWS at a time keeps two batches small.
+        with ThreadPoolExecutor(1) as pool:
+            ahead: Future[pa.RecordBatch] | None = None
+            for part in store.exports.wide_rows(f, display=labels, batch_rows=max(1, CHUNK_ROWS // 5)):
+                job = pool.submit(wide_batch, part, columns, schema)
+                del part
+                if ahead is not None:
+                    yield ahead.result()
+                ahead = job
+            if ahead is not None:
+                yield ahead.result()
 
-def _unify(types: set[pa.DataType]) -> pa.DataType:
-    """The one type of a column whose batches have ``types`` (``_infer_array`` rules):
-    integers and floats are numbers; any other mix is text."""
-    types = {t for t in types if not pa.types.is_null(t)}
-    if not types:
-        return pa.string()
-    if len(types) == 1:
-        return types.pop()
-    if types <= {pa.int64(), pa.float64()}:
-        return pa.float64()
-    return pa.string()
-
-
-def _conform(col: pa.Array, to: pa.DataType) -> pa.Array:
-    if col.type == to:
-        return col
-    if pa.types.is_null(col.type):
-        return pa.nulls(len(col), to)
-    if pa.types.is_string(to) and pa.types.is_floating(col.type):  # 4.0 as "4.0", as JSON writes it
-        return pa.array([_as_text(v) for v in col.to_pylist()], pa.string())
-    return col.cast(to)  # int to float; int or bool to text ("42", "true": their JSON text)
-
-
-class _Spill:
-    """Batches whose data-driven columns are known only once every row is read (wide
-    field columns, request metadata): each shaped batch is kept in an Arrow IPC file in
-    ``tmpdir`` (memory holds one batch), then read back conformed to the final schema.
-    The store is read once, so the columns and the rows come from the same read."""
-
-    def __init__(self, tmpdir: Path, name: str) -> None:
-        self.tmpdir, self.name = tmpdir, name
-        self.files: list[Path] = []
-        self.types: dict[str, set[pa.DataType]] = {}  # data-driven column -> its batches' types
-        self.rows = 0
-
-    def add(self, fixed: list[tuple[str, pa.Array]], data: Mapping[str, list[Any] | pa.Array]) -> None:
-        arrays = [a for _, a in fixed] + [_infer_array(v) if isinstance(v, list) else v for v in data.values()]
-        batch = pa.RecordBatch.from_arrays(arrays, names=[n for n, _ in fixed] + [f"\0{k}" for k in data])
-        for k, a in zip(data, arrays[len(fixed):], strict=True):
-            self.types.setdefault(k, set()).add(a.type)
-        path = self.tmpdir / f"{self.name}-{len(self.files):06d}.arrow"
-        with pa.OSFile(str(path), "wb") as f, pa.ipc.new_file(f, batch.schema) as w:
-            w.write_batch(batch)
-        self.files.append(path)
-        self.rows += batch.num_rows
-
-    def stream(self, fixed: pa.Schema, columns: list[tuple[str, str]]) -> _TableStream:
-        """The spilled table with the ``fixed`` columns, then ``columns`` (data key,
-        header) in that order; a key absent from a batch is a null column there."""
-        types = {k: _unify(self.types.get(k, set())) for k, _ in columns}
-        schema = pa.schema(list(fixed) + [(h, types[k]) for k, h in columns])
-
-        def spilled() -> Iterator[pa.RecordBatch]:
-            for path in self.files:
-                with pa.memory_map(str(path)) as src:
-                    batch = pa.ipc.open_file(src).get_batch(0)
-                    n = batch.num_rows
-                    arrays = [batch.column(f.name) for f in fixed]
-                    for k, _ in columns:
-                        i = batch.schema.get_field_index(f"\0{k}")
-                        arrays.append(pa.nulls(n, types[k]) if i < 0 else _conform(batch.column(i), types[k]))
-                    yield pa.RecordBatch.from_arrays(arrays, schema=schema)
-
-        return _TableStream(self.name, schema, lambda: _regrouped(spilled(), schema, CHUNK_ROWS),
-                            lambda: self.rows)
+    return _TableStream(name, schema, lambda: _regrouped(shaped(), schema, CHUNK_ROWS),
+                        lambda: store.exports.count_submissions(f), columns)
 
 
 def _regrouped(batches: Iterator[pa.RecordBatch], schema: pa.Schema, rows: int) -> Iterator[pa.RecordBatch]:
-    """Consecutive ``batches`` as batches of ``rows`` rows (the last one may be shorter)."""
+    """Consecutive ``batches`` as batches of ``rows`` rows (the last one may be shorter):
+    the shaped batches written ``CHUNK_ROWS`` at a time (a Parquet row group, a frame)."""
     held: list[pa.RecordBatch] = []
     n = 0
     for batch in batches:
@@ -259,354 +219,61 @@ def _regrouped(batches: Iterator[pa.RecordBatch], schema: pa.Schema, rows: int) 
         yield pa.Table.from_batches(held, schema).combine_chunks().to_batches()[0]
 
 
-def _wide_cells(answers: dict[str, Any], shown: dict[str, Any], sid: str, display: bool) -> dict[str, Any]:
-    """The field cells of one submission, keyed by column key (``key`` or ``key.row``):
-    scalars as they are, a matrix as one cell per row, anything else (multi-choice lists,
-    files, groups, payment objects) as JSON text; with ``display``, display text."""
-    cells: dict[str, Any] = {}
-    if not display:
-        for key, value in answers.items():
-            if value is None or isinstance(value, str | int | float):  # bool is an int
-                cells[key] = value
-            elif is_matrix(value):
-                for row_key, col in value.items():
-                    cells[f"{key}.{row_key}"] = col
-            else:
-                cells[key] = _to_json(value)
-        return cells
-    matrix_parts: dict[tuple[str, str], Any] = {}
-    if any(is_matrix(v) for v in answers.values()):  # the per-row display segments
-        for a in answer_rows(sid, answers, shown):
-            if a["instance"] == -1 and a["row_key"]:
-                matrix_parts[(a["field_key"], a["row_key"])] = a["display_text"]
-    for key, value in answers.items():
-        if is_matrix(value):
-            for row_key in value:
-                cells[f"{key}.{row_key}"] = matrix_parts[(key, row_key)]
-        else:
-            text = shown.get(key)
-            cells[key] = display_text(value, text)
-    return cells
+def _wide_streams(store: Store, *, form_id: str | None, since: datetime | date | None,
+                  display: bool) -> list[_TableStream]:
+    """One wide table per form (``form_id``, or each form with stored submissions),
+    named ``wide`` when there is one, by form id when there are several. With no form
+    at all, one empty table of the submission's own columns."""
+    forms = [form_id] if form_id is not None else store.answered_forms()
+    if not forms:
+        schema = arrow_schema(OWN)
+        return [_TableStream("wide", schema, lambda: iter(()), lambda: 0, OWN)]
+    # A sheet name holds 31 characters at most (form ids have 27).
+    return [_wide_stream(store, "wide" if len(forms) == 1 else f[:31], f, since=since, display=display)
+            for f in forms]
 
 
-def _field_of(column: str, answers: dict[str, Any]) -> tuple[str, str | None]:
-    """The (field key, matrix row) of a wide column key: ``key``, or ``key.row`` of a
-    matrix (a field key may hold a dot itself, so it is looked up, not split)."""
-    if column in answers and not is_matrix(answers[column]):
-        return column, None
-    for key, value in answers.items():
-        if is_matrix(value) and column.startswith(f"{key}.") and column[len(key) + 1:] in value:
-            return key, column[len(key) + 1:]
-    raise AssertionError(f"column {column!r} comes from no answer")  # _wide_cells made it from one
+LONG_OUT = pa.schema([("submission_id", pa.string()), ("form_id", pa.string()), ("field_key", pa.string()),
+                      ("instance", pa.int64()), ("row_key", pa.string()), ("member_key", pa.string()),
+                      ("value", pa.string()), ("display_text", pa.string())])
 
 
-def _headers(field_cols: dict[str, tuple[str, str | None]], labels: dict[str, str] | None) -> list[str]:
-    """Column headers: question titles in place of field keys when ``labels`` are given
-    (``Title.row`` for a matrix row); a header used twice (a title shared by two fields,
-    or a field named like a fixed column) keeps its key in brackets, so every header
-    is unique."""
-    fields: list[str] = []
-    for c, (key, row_key) in field_cols.items():
-        if not labels:
-            fields.append(c)
-            continue
-        title = labels.get(key, key)
-        fields.append(title if row_key is None else f"{title}.{row_key}")
-    seen: dict[str, int] = {}
-    for h in WIDE_FIXED + fields:
-        seen[h] = seen.get(h, 0) + 1
-    return WIDE_FIXED + [f"{h} [{c}]" if seen[h] > 1 else h for h, c in zip(fields, field_cols, strict=True)]
+def _long_stream(store: Store, *, form_id: str | None, since: datetime | date | None,
+                 fields: list[str] | None) -> _TableStream:
+    f = ExportFilter(form_id=form_id, since_ms=_since_ms(since), fields=None if fields is None else tuple(fields))
+    return _TableStream("long", LONG_OUT, lambda: (_plain_long(b) for b in _long_batches(store, f)),
+                        lambda: _count(store, f))
 
 
-def _order_columns(field_cols: dict[str, tuple[str, str | None]], fields: list[str] | None,
-                   order: list[str] | None) -> dict[str, tuple[str, str | None]]:
-    """The field columns in export order: only ``fields``, in its order (a requested field
-    no submission answered is still a column); else the keys of ``order`` first, in its
-    order, then any other key in first-seen order; else first-seen order."""
-    if fields is not None:
-        wanted = set(fields)
-        field_cols = {c: fk for c, fk in field_cols.items() if fk[0] in wanted}
-        for k in fields:
-            if not any(fk == k for fk, _ in field_cols.values()):
-                field_cols[k] = (k, None)
-        rank = {k: i for i, k in enumerate(fields)}
-        return dict(sorted(field_cols.items(), key=lambda kv: rank[kv[1][0]]))
-    if order:
-        rank = {k: i for i, k in enumerate(order)}
-        return dict(sorted(field_cols.items(), key=lambda kv: rank.get(kv[1][0], len(rank))))
-    return field_cols
-
-
-WIDE_SCHEMA = pa.schema([("submission_id", pa.string()), ("form_id", pa.string()), ("request_id", pa.string()),
-                         ("submitted_at", TIMESTAMP), ("updated_at", TIMESTAMP), ("edit_count", pa.int64())])
-
-
-def _wide_stream(store: Store, tmpdir: Path, *, form_id: str | None, since: datetime | date | None,
-                 display: bool, labels: dict[str, str] | None, fields: list[str] | None,
-                 order: list[str] | None) -> _TableStream:
-    f = ExportFilter(form_id=form_id, since_ms=_since_ms(since))
-    field_cols: dict[str, tuple[str, str | None]] = {}  # column key -> (field key, matrix row), first seen first
-    spill = _Spill(tmpdir, "wide")
-    for fixed, values in _field_batches(store, f, display, field_cols):
-        spill.add([("submission_id", pa.array(fixed[0], pa.string())), ("form_id", pa.array(fixed[1], pa.string())),
-                   ("request_id", pa.array(fixed[2], pa.string())), ("submitted_at", _times(fixed[3])),
-                   ("updated_at", _times(fixed[4])), ("edit_count", pa.array(fixed[5], pa.int64()))], values)
-        del fixed, values  # one batch in memory while the next is read
-    field_cols = _order_columns(field_cols, fields, order)
-    headers = _headers(field_cols, labels)[len(WIDE_FIXED):]
-    return spill.stream(WIDE_SCHEMA, list(zip(field_cols, headers, strict=True)))
-
-
-FieldBatch = tuple[list[tuple[Any, ...]], Mapping[str, list[Any] | pa.Array]]
-
-
-def _field_batches(store: Store, f: ExportFilter, display: bool, field_cols: dict[str, tuple[str, str | None]]
-                   ) -> Iterator[FieldBatch]:
-    """Each batch of submissions as its columns (the fixed ones first) and its field
-    cells by column key; new columns are added to ``field_cols`` as they appear."""
-    if display:
-        for part in store.exports.submissions(f, display=True, batch_rows=CHUNK_ROWS):
-            yield list(zip(*part, strict=True)), _display_cells(part, field_cols)
-        return
-    keys = store.field_keys(f.form_id)
-    if store.backend != "sqlite":
-        probe = _Probe(store.backend, keys)
-        for part in store.exports.submission_fields(f, keys, batch_rows=CHUNK_ROWS):
-            fixed = list(zip(*part, strict=True))
-            yield fixed, probe.cells(fixed[6:], len(part), field_cols)
-        return
-    # SQLite gives each answers document as its text: Arrow's JSON reader parses a batch's
-    # documents at once (``wide_json``), so each is read once rather than once per field;
-    # the next batch is read from the database while the reader parses this one (batches
-    # of a fifth of CHUNK_ROWS, so the two overlap; the spill writes them CHUNK_ROWS at a time).
-    with ThreadPoolExecutor(1) as pool:
-        ahead: tuple[list[tuple[Any, ...]], Future[tuple[Cells, First]]] | None = None
-        for part in store.exports.submissions(f, display=False, batch_rows=max(1, CHUNK_ROWS // 5)):
-            fixed = list(zip(*part, strict=True))
-            job = fixed, pool.submit(_doc_cells, fixed[6], keys)
-            del part
-            if ahead is not None:
-                yield _with_columns(*ahead, keys, field_cols)
-            ahead = job
-        if ahead is not None:
-            yield _with_columns(*ahead, keys, field_cols)
-
-
-def _doc_cells(texts: Sequence[str], keys: list[str]) -> tuple[Cells, First]:
-    return doc_cells(texts, keys) or row_cells(texts, keys)
-
-
-def _with_columns(fixed: list[tuple[Any, ...]], cells: Future[tuple[Cells, First]], keys: list[str],
-                  field_cols: dict[str, tuple[str, str | None]]) -> FieldBatch:
-    values, first = cells.result()
-    _add_columns(first, keys, field_cols)
-    return fixed, values
-
-
-def _display_cells(part: Sequence[tuple[Any, ...]], field_cols: dict[str, tuple[str, str | None]]
-                   ) -> dict[str, list[Any]]:
-    """The display-text cells of a batch (``_wide_cells``), new columns added to ``field_cols``."""
-    n = len(part)
-    values: dict[str, list[Any]] = {}
-    for i, row in enumerate(part):
-        answers = json_value(row[6]) or {}
-        for c, v in _wide_cells(answers, json_value(row[7]) or {}, row[0], True).items():
-            col = values.get(c)
-            if col is None:
-                col = values[c] = [None] * n
-                if c not in field_cols:
-                    field_cols[c] = _field_of(c, answers)
-            col[i] = v
-    return values
-
-
-# One separator outside a JSON string (with all that precedes it), or the end of the text.
-_SEPARATOR_RE = r'((?:"(?:[^"\\]|\\.)*"|[^",:])*)([,:]|$)'
-
-
-def _per_distinct(texts: pa.Array, shape: Callable[[pa.Array], pa.Array]) -> pa.Array:
-    """``shape`` applied to each distinct text once where texts repeat (choice lists,
-    option keys), judged on the first rows; else to the column as it is."""
-    sample = texts.slice(0, 1000)
-    if pc.count_distinct(sample).as_py() * 10 > len(sample):
-        return shape(texts)
-    encoded = texts.dictionary_encode()
-    return pc.take(shape(encoded.dictionary), encoded.indices)
+def _plain_long(batch: pa.RecordBatch) -> pa.RecordBatch:
+    """A batch of ``LONG_SCHEMA`` as the long table holds it: the value as plain text (a
+    text answer without its JSON quotes, numbers and ``true``/``false`` as written,
+    lists and objects as JSON text), and no instance, row key or member key (NULL) where
+    the answer is not in a group, a matrix row or a group member."""
+    cols = dict(zip(batch.schema.names, batch.columns, strict=True))
+    instance = cols["instance"]
+    instance = pc.if_else(pc.equal(instance, -1), pa.scalar(None, pa.int64()), instance)
+    row_key, member_key = (pc.if_else(pc.equal(cols[k], ""), pa.scalar(None, pa.string()), cols[k])
+                           for k in ("row_key", "member_key"))
+    value = cols["value_json"]
+    quoted = pc.fill_null(pc.starts_with(value, '"'), False)
+    if pc.any(quoted).as_py():
+        value = pc.if_else(quoted, _json_strings(value), value)
+    return pa.RecordBatch.from_arrays([cols["submission_id"], cols["form_id"], cols["field_key"], instance, row_key,
+                                       member_key, value, cols["display_text"]], schema=LONG_OUT)
 
 
 def _json_strings(texts: pa.Array) -> pa.Array:
-    """JSON string texts as their values: the quotes off; one with an escape decoded."""
+    """JSON string texts as their values: the quotes off; one with an escape decoded
+    (anything else comes out as it is, where the caller does not use it)."""
     column = pc.utf8_slice_codeunits(texts, 1, -1)
-    escaped = pc.fill_null(pc.match_substring(texts, "\\"), False)
+    escaped = pc.fill_null(pc.and_(pc.starts_with(texts, '"'), pc.match_substring(texts, "\\")), False)
     if not pc.any(escaped).as_py():
         return column
     cells = column.to_pylist()
     for i in pc.indices_nonzero(escaped).to_pylist():
         cells[i] = json.loads(texts[i].as_py())
     return pa.array(cells, pa.string())
-
-
-def _json_arrays(texts: pa.Array) -> pa.Array:
-    """SQLite's compact JSON texts of lists as ``_to_json`` writes them (``", "`` and
-    ``": "`` between items, text unescaped), in one pass over the column; a text with a
-    ``\\u`` escape is decoded and re-encoded on its own."""
-    spaced = pc.utf8_rtrim(pc.replace_substring_regex(texts, pattern=_SEPARATOR_RE, replacement="\\1\\2 "),
-                           characters=" ")
-    escaped = pc.match_substring(texts, "\\u")
-    if not pc.any(escaped).as_py():
-        return spaced
-    cells = spaced.to_pylist()
-    for i in pc.indices_nonzero(pc.fill_null(escaped, False)).to_pylist():
-        cells[i] = _to_json(json.loads(texts[i].as_py()))
-    return pa.array(cells, pa.string())
-
-
-_MEMO_MAX = 1_000  # JSON texts of lists and objects kept shaped (choice lists repeat a lot)
-
-
-_INTEGER_RE = "^-?[0-9]+$"  # a JSON number that json.loads reads as an int
-
-
-class _Probe:
-    """Shapes the raw answer cells of a batch from each key's JSON text, as the database
-    took it out of the document (``answer_json``): a key holding one kind of scalar in
-    the batch (or lists, on SQLite) becomes an Arrow column in a few vector operations;
-    a key holding objects or mixed kinds is shaped cell by cell. Columns and kinds come
-    out exactly as ``_wide_cells`` makes them (a matrix as one column per row, any other
-    list or object as JSON text)."""
-
-    def __init__(self, dialect: str, keys: list[str]) -> None:
-        self.keys = keys
-        self.sqlite = dialect == "sqlite"  # its JSON text is compact: lists are re-spaced in Arrow
-        self.memo: dict[str, Any] = {}
-
-    def cells(self, columns: list[tuple[Any, ...]], n: int, field_cols: dict[str, tuple[str, str | None]]
-              ) -> dict[str, list[Any] | pa.Array]:
-        data: dict[str, list[Any] | pa.Array] = {}
-        first: dict[str, tuple[int, int, int]] = {}  # new column -> (row, key rank, matrix row rank)
-        for j, key in enumerate(self.keys):
-            texts = pa.array(columns[j], pa.string())
-            if texts.null_count == n:
-                continue  # no answer in this batch
-            column = self._at_once(texts, *_kinds(texts))
-            if column is None:
-                self._by_cell(key, j, columns[j], n, data, first)
-                continue
-            data[key] = column
-            first[key] = (pc.index(pc.is_valid(texts), True).as_py(), j, 0)
-        _add_columns(first, self.keys, field_cols)
-        return data
-
-    def _at_once(self, texts: pa.Array, present: set[str], null: pa.Array | None) -> pa.Array | None:
-        """The column of a key holding one kind of scalar (or only nulls); None otherwise."""
-        try:
-            if not present:
-                return pa.nulls(len(texts))
-            if present == {"text"}:
-                column = _per_distinct(texts, _json_strings)
-            elif present <= {"integer", "real"}:
-                column = texts.cast(pa.int64() if present == {"integer"} else pa.float64())
-            elif present == {"boolean"}:
-                column = pc.equal(texts, "true")
-            elif present == {"array"} and self.sqlite:
-                column = _per_distinct(texts, _json_arrays)
-            else:
-                return None
-        except (pa.ArrowInvalid, pa.ArrowTypeError, OverflowError):
-            return None
-        if null is not None:  # JSON null: an empty cell
-            column = pc.if_else(null, pa.scalar(None, column.type), column)
-        return column
-
-    def _by_cell(self, key: str, rank: int, texts: tuple[str | None, ...], n: int,
-                 data: dict[str, list[Any] | pa.Array], first: dict[str, tuple[int, int, int]]) -> None:
-        own: list[Any] | None = None
-        for i, text in enumerate(texts):
-            if text is None:
-                continue
-            matrix, cell = self._shaped(text)
-            if matrix:
-                for pos, (row_key, col) in enumerate(cell, start=1):
-                    c = f"{key}.{row_key}"
-                    cells = data.get(c)
-                    if cells is None:
-                        cells = data[c] = [None] * n
-                        first[c] = (i, rank, pos)
-                    cells[i] = col
-                continue
-            if own is None:
-                own = [None] * n
-                data[key] = own
-                first[key] = (i, rank, 0)
-            own[i] = cell
-
-    def _shaped(self, text: str) -> tuple[bool, Any]:
-        """(is a matrix, its (row, column) pairs) or (False, the cell ``_wide_cells`` makes)."""
-        hit = self.memo.get(text)
-        if hit is None:
-            if len(self.memo) >= _MEMO_MAX:
-                self.memo.clear()
-            value = json.loads(text)
-            if is_matrix(value):
-                hit = (True, list(value.items()))
-            elif value is None or isinstance(value, str | int | float):
-                hit = (False, value)
-            else:
-                hit = (False, _to_json(value))
-            self.memo[text] = hit
-        return hit
-
-
-def _add_columns(first: Mapping[str, tuple[int, int, int]], keys: Sequence[str],
-                 field_cols: dict[str, tuple[str, str | None]]) -> None:
-    """Add a batch's new columns to ``field_cols`` in the order they first appear (row,
-    then key rank, then matrix row rank); ``first`` maps each to that place."""
-    for c, (_, rank, _) in sorted(first.items(), key=lambda kv: kv[1]):
-        if c not in field_cols:
-            key = keys[rank]
-            field_cols[c] = (key, None if c == key else c[len(key) + 1:])
-
-
-_HEADS = {'"': "text", "t": "boolean", "f": "boolean", "n": "null", "[": "array", "{": "object"}
-
-
-def _kinds(texts: pa.Array) -> tuple[set[str], pa.Array | None]:
-    """The kinds of JSON texts present (text, integer, real, boolean, array, object; not
-    null), and where the JSON nulls are (None when there are none)."""
-    head = pc.utf8_slice_codeunits(texts, 0, 1)
-    heads = set(pc.unique(head.drop_null()).to_pylist())
-    kinds = {_HEADS.get(h, "number") for h in heads}
-    if "number" in kinds:
-        kinds.discard("number")
-        numbers = pc.fill_null(pc.match_substring_regex(head, "^[-0-9]$"), False)
-        whole = pc.fill_null(pc.match_substring_regex(texts, _INTEGER_RE), False)
-        # integers alone stay integers; with any fraction or exponent they are all reals
-        kinds.add("integer" if pc.all(pc.or_(pc.invert(numbers), whole)).as_py() else "real")
-    null = pc.equal(head, "n") if "n" in heads else None
-    kinds.discard("null")
-    return kinds, null
-
-
-def _long_stream(store: Store, *, form_id: str | None, since: datetime | date | None,
-                 labels: dict[str, str] | None, fields: list[str] | None) -> _TableStream:
-    f = ExportFilter(form_id=form_id, since_ms=_since_ms(since), fields=None if fields is None else tuple(fields))
-    types = {c: pa.int64() if c == "instance" else pa.string() for c in LONG_COLUMNS}
-    names = list(LONG_COLUMNS)
-    if labels:
-        names.insert(3, "field_label")
-    schema = pa.schema([(c, types.get(c, pa.string())) for c in names])
-    label_keys = pa.array(list(labels), pa.string()) if labels else None
-    label_titles = pa.array(list(labels.values()), pa.string()) if labels else None
-
-    def batches() -> Iterator[pa.RecordBatch]:
-        for batch in _long_batches(store, f):
-            arrays = batch.columns
-            if label_keys is not None:
-                titles = pc.take(label_titles, pc.index_in(arrays[2], value_set=label_keys))
-                arrays.insert(3, pc.coalesce(titles, arrays[2]))
-            yield pa.RecordBatch.from_arrays(arrays, schema=schema)
-
-    return _TableStream("long", schema, batches, lambda: _count(store, f))
 
 
 def _long_batches(store: Store, f: ExportFilter) -> Iterator[pa.RecordBatch]:
@@ -638,24 +305,24 @@ def _long_arrays(rows: Sequence[tuple[Any, ...]]) -> pa.RecordBatch:
                                       schema=LONG_SCHEMA)
 
 
-def _requests_stream(store: Store, tmpdir: Path, *, form_id: str | None, since: datetime | date | None,
+def _requests_stream(store: Store, *, form_id: str | None, since: datetime | date | None,
                      status: str | None) -> _TableStream:
+    """The requests, their metadata as one JSON text column (the caller's own data, kept
+    as sent: its keys are not the form's)."""
     plain = [c for c in REQUEST_COLUMNS if c != "request_id"]
     f = ExportFilter(form_id=form_id, since_ms=_since_ms(since), status=status)
-    fixed = pa.schema([(c, TIMESTAMP if c in _REQUEST_TIMES else pa.string()) for c in REQUEST_COLUMNS])
-    spill = _Spill(tmpdir, "requests")
-    keys: dict[str, None] = {}  # metadata keys, first seen first
-    for part in store.exports.requests(f, plain, batch_rows=CHUNK_ROWS):
-        columns = list(zip(*part, strict=True))
-        values: dict[str, list[Any]] = {}
-        for i, meta in enumerate(columns[-1]):
-            for k, v in (json_value(meta) or {}).items():
-                keys.setdefault(k)
-                values.setdefault(k, [None] * len(part))[i] = v if v is None or isinstance(v, str | int | float) \
-                    else json.dumps(v, ensure_ascii=False)
-        spill.add([(c, _times(v) if c in _REQUEST_TIMES else pa.array(v, pa.string()))
-                   for c, v in zip(REQUEST_COLUMNS, columns, strict=False)], values)
-    return spill.stream(fixed, [(k, f"metadata.{k}") for k in keys])
+    schema = pa.schema([(c, TIMESTAMP if c in _REQUEST_TIMES else pa.string()) for c in REQUEST_COLUMNS]
+                       + [("metadata", pa.string())])
+
+    def batches() -> Iterator[pa.RecordBatch]:
+        for part in store.exports.requests(f, plain, batch_rows=CHUNK_ROWS):
+            columns = list(zip(*part, strict=True))
+            meta = [_to_json(v) if (v := json_value(m)) else None for m in columns[-1]]
+            arrays = [_times(v) if c in _REQUEST_TIMES else pa.array(v, pa.string())
+                      for c, v in zip(REQUEST_COLUMNS, columns, strict=False)]
+            yield pa.RecordBatch.from_arrays([*arrays, pa.array(meta, pa.string())], schema=schema)
+
+    return _TableStream("requests", schema, batches, lambda: store.exports.count_requests(f))
 
 
 # ---------------------------------------------------------------------------------------
@@ -664,18 +331,17 @@ def _requests_stream(store: Store, tmpdir: Path, *, form_id: str | None, since: 
 
 
 def _csv_batch(batch: pa.RecordBatch, schema: pa.Schema) -> pa.RecordBatch:
-    """A batch as CSV cells: formula text neutralised, booleans as ``True``/``False``."""
-    arrays = []
-    for col in batch.columns:
-        if pa.types.is_boolean(col.type):
-            col = pc.if_else(col, "True", "False")
-        arrays.append(neutralise_array(col))
-    return pa.RecordBatch.from_arrays(arrays, schema=schema)
+    """A batch as CSV cells (``columns.text_cells``: lists and records as JSON text,
+    booleans as ``True``/``False``), formula text neutralised."""
+    return pa.RecordBatch.from_arrays([neutralise_array(text_cells(col)) for col in batch.columns], schema=schema)
 
 
 def _csv_schema(schema: pa.Schema) -> pa.Schema:
-    return pa.schema([(neutralise(f.name), pa.string() if pa.types.is_boolean(f.type) else f.type)
-                      for f in schema])
+    return pa.schema([(neutralise(f.name), pa.string() if _as_text(f.type) else f.type) for f in schema])
+
+
+def _as_text(t: pa.DataType) -> bool:
+    return pa.types.is_boolean(t) or pa.types.is_list(t) or pa.types.is_struct(t)
 
 
 def _write_csv(table: _TableStream, out: Path) -> int:
@@ -705,30 +371,54 @@ def _xlsx_widths(schema: pa.Schema, first: pa.RecordBatch | None) -> list[int]:
         width = len(str(f.name))
         if first is not None and first.num_rows:
             col = first.column(i).slice(0, WIDTH_SAMPLE_ROWS)
-            if pa.types.is_timestamp(f.type):
+            if _dated(f.type):
                 width = max(width, 19 if col.null_count < len(col) else 0)  # YYYY-MM-DD HH:MM:SS
             else:
-                longest = pc.max(pc.utf8_length(col.cast(pa.string()))).as_py()
+                longest = pc.max(pc.utf8_length(text_cells(col).cast(pa.string()))).as_py()
                 width = max(width, longest or 0)
         widths.append(min(max(width + 2, 8), 60))
     return widths
 
 
+def _dated(t: pa.DataType) -> bool:
+    return pa.types.is_timestamp(t) or pa.types.is_date(t) or pa.types.is_time(t)
+
+
+def _serial(col: pa.Array) -> list[Any]:
+    """A time, date or time-of-day column as Excel serial numbers (days since Excel's
+    day 0; a time of day as a fraction of a day; UTC: Excel has no time zones)."""
+    if pa.types.is_timestamp(col.type):
+        days = pc.divide(col.cast(pa.int64()).cast(pa.float64()), float(_DAY_MS))
+    elif pa.types.is_date(col.type):
+        days = col.cast(pa.int32()).cast(pa.float64())
+    else:
+        return pc.divide(col.cast(pa.int32()).cast(pa.float64()), 86_400.0).to_pylist()
+    return pc.add(days, float(_EXCEL_EPOCH_DAYS)).to_pylist()
+
+
 def xlsx_columns(batch: pa.RecordBatch) -> list[list[Any]]:
     """A batch as Python columns ready for xlsxwriter, the cells the XLSX export writes:
-    formula text neutralised, times as Excel serial day numbers (UTC: Excel has no time
-    zones)."""
+    formula text neutralised, times, dates and times of day as Excel serial numbers,
+    lists and records as JSON text."""
     out = []
     for col in batch.columns:
-        if pa.types.is_timestamp(col.type):
-            days = pc.divide(col.cast(pa.int64()).cast(pa.float64()), float(_DAY_MS))
-            out.append(pc.add(days, float(_EXCEL_EPOCH_DAYS)).to_pylist())
+        if _dated(col.type):
+            out.append(_serial(col))
+        elif pa.types.is_list(col.type) or pa.types.is_struct(col.type):
+            out.append(neutralise_array(text_cells(col)).to_pylist())
         else:
             out.append(neutralise_array(col).to_pylist())
     return out
 
 
-def _write_sheet(book: Any, table: _TableStream, bold: Any, date_fmt: Any) -> int:
+_FORMATS = {"timestamp": "yyyy-mm-dd hh:mm:ss", "date": "yyyy-mm-dd", "time": "hh:mm:ss"}
+
+
+def _date_kind(t: pa.DataType) -> str:
+    return "timestamp" if pa.types.is_timestamp(t) else "date" if pa.types.is_date(t) else "time"
+
+
+def _write_sheet(book: Any, table: _TableStream, bold: Any, formats: dict[str, Any]) -> int:
     ws = book.add_worksheet(table.name)
     batches = table.batches()
     first = next(batches, None)
@@ -738,21 +428,21 @@ def _write_sheet(book: Any, table: _TableStream, bold: Any, date_fmt: Any) -> in
     for i, f in enumerate(table.schema):
         ws.write_string(0, i, str(neutralise(f.name)), bold)
     ws.freeze_panes(1, 0)
-    times = [i for i, f in enumerate(table.schema) if pa.types.is_timestamp(f.type)]
+    times = [(i, formats[_date_kind(f.type)]) for i, f in enumerate(table.schema) if _dated(f.type)]
     row = 1
     write_row, write_number = ws.write_row, ws.write_number
     for batch in itertools.chain([] if first is None else [first], batches):
         if row + batch.num_rows > XLSX_MAX_ROWS:  # rows stored since the count: refuse, never drop
             raise ValueError(_too_long(table.name, row - 1 + batch.num_rows))
         columns = xlsx_columns(batch)
-        time_cols = [(i, columns[i]) for i in times]
-        for i in times:  # written with the date format below; None leaves the cell out here
+        time_cols = [(i, columns[i], fmt) for i, fmt in times]
+        for i, _ in times:  # written with their format below; None leaves the cell out here
             columns[i] = [None] * batch.num_rows
         for j, cells in enumerate(zip(*columns, strict=True)):
             write_row(row + j, 0, cells)
-            for i, col in time_cols:
+            for i, col, fmt in time_cols:
                 if col[j] is not None:
-                    write_number(row + j, i, col[j], date_fmt)
+                    write_number(row + j, i, col[j], fmt)
         row += batch.num_rows
     ws.autofilter(0, 0, row - 1, max(ncols - 1, 0))
     return row - 1
@@ -769,29 +459,13 @@ def _write_xlsx(tables: list[_TableStream], out: Path) -> dict[str, int]:
     book = xlsxwriter.Workbook(str(out), options)
     try:
         bold = book.add_format({"bold": True})
-        date_fmt = book.add_format({"num_format": "yyyy-mm-dd hh:mm:ss"})
-        return {t.name: _write_sheet(book, t, bold, date_fmt) for t in tables}
+        formats = {k: book.add_format({"num_format": v}) for k, v in _FORMATS.items()}
+        return {t.name: _write_sheet(book, t, bold, formats) for t in tables}
     finally:
         book.close()
 
 
-def export(store: Store, fmt: Format, out: Path, *, table: Table | Literal["all"] = "wide",
-           form_id: str | None = None, since: datetime | date | None = None, status: str | None = None,
-           display: bool = False, labels: dict[str, str] | None = None,
-           fields: list[str] | None = None, order: list[str] | None = None) -> ExportReport:
-    """Write one table of the store (``table``: ``wide``, ``long`` or ``requests``; ``all``
-    writes the three as sheets of one XLSX workbook) to ``out`` as ``fmt``, streaming:
-    memory is bounded by one batch of ``CHUNK_ROWS`` rows, not by the table.
-
-    Filters: ``form_id``; ``since`` (submissions submitted, requests created, at or after
-    it; a naive datetime or a date is UTC); ``status`` (requests only). ``display`` puts
-    display text in the wide table instead of raw answers; ``labels`` (field key ->
-    question title) become its headers; ``fields`` picks and orders its field columns;
-    ``order`` (the form's field keys in ``fields.list`` order) orders them without
-    dropping any: keys it does not name follow, in first-seen order.
-
-    A bad argument, or a table too long for one worksheet, is a ``ValueError`` and no
-    file is written; a failure while writing leaves no file either."""
+def _check(fmt: str, table: str, status: str | None) -> None:
     if fmt not in FORMATS:
         raise ValueError(f"format must be one of {', '.join(FORMATS)}, got {fmt!r}")
     if table not in (*TABLES, "all"):
@@ -802,45 +476,77 @@ def export(store: Store, fmt: Format, out: Path, *, table: Table | Literal["all"
         raise ValueError(f"status must be one of {', '.join(REQUEST_STATUSES)}, got {status!r}")
     if status is not None and table not in ("requests", "all"):
         raise ValueError(f"status filters requests: use it with table requests or all, not {table!r}")
+
+
+def export(store: Store, fmt: Format, out: Path, *, table: Table | Literal["all"] = "wide",
+           form_id: str | None = None, since: datetime | date | None = None, status: str | None = None,
+           display: bool = False, fields: list[str] | None = None) -> ExportReport:
+    """Write one table of the store (``table``: ``wide``, ``long`` or ``requests``; ``all``
+    writes the three as sheets of one XLSX workbook) to ``out`` as ``fmt``, streaming:
+    memory is bounded by one batch of ``CHUNK_ROWS`` rows, not by the table.
+
+    The wide table is the form's table (``connector.store.schema``): its columns and
+    types come from the stored field list, never from the answers, and no service is
+    called. One table holds one form: without ``form_id`` and with several forms, each
+    form's wide table is written to its own file, ``<stem>.<form id><suffix>`` beside
+    ``out`` (in XLSX, its own sheet named by the form id); ``files`` in the report names them.
+
+    Filters: ``form_id``; ``since`` (submissions submitted, requests created, at or after
+    it; a naive datetime or a date is UTC); ``status`` (requests only); ``fields`` (the
+    long table's answers of these field keys only). ``display`` writes the wide table's
+    human-readable variant (``schema.display_schema``: question titles as headers,
+    display text for choices and composite answers, numbers kept numbers).
+
+    A bad argument, or a table too long for one worksheet, is a ``ValueError`` and no
+    file is written; a failure while writing leaves no file either."""
+    _check(fmt, table, status)
     out = Path(out)
     if not out.parent.is_dir():
         raise ValueError(f"cannot write {out}: directory {out.parent} does not exist")
-    names = list(TABLES) if table == "all" else [table]
-    # Spilled batches go beside the output: the space the export needs is there anyway.
-    with tempfile.TemporaryDirectory(prefix=f".{out.name}.", dir=out.parent) as tmpdir:
-        tables = [_stream(store, name, Path(tmpdir), form_id=form_id, since=since, status=status,  # type: ignore[arg-type]
-                          display=display, labels=labels, fields=fields, order=order) for name in names]
+    tables: list[_TableStream] = []
+    for name in list(TABLES) if table == "all" else [table]:
+        tables += _streams(store, name, form_id=form_id, since=since, status=status,  # type: ignore[arg-type]
+                           display=display, fields=fields)
+    if fmt == "xlsx":
         return _write(tables, fmt, out)
+    reports = [_write([t], fmt, _form_file(out, t.name) if len(tables) > 1 else out) for t in tables]
+    return ExportReport(path=str(out), format=fmt, rows={k: v for r in reports for k, v in r.rows.items()},
+                        columns={k: v for r in reports for k, v in r.columns.items()},
+                        files={k: v for r in reports for k, v in r.files.items()})
 
 
-def _stream(store: Store, name: Table, tmpdir: Path, *, form_id: str | None, since: datetime | date | None,
-            status: str | None, display: bool, labels: dict[str, str] | None, fields: list[str] | None,
-            order: list[str] | None) -> _TableStream:
+def _form_file(out: Path, form_id: str) -> Path:
+    """The file of one form's wide table when an export writes several: ``<stem>.<form id><suffix>``."""
+    return out.with_name(f"{out.stem}.{form_id}{out.suffix}")
+
+
+def _streams(store: Store, name: Table, *, form_id: str | None, since: datetime | date | None,
+             status: str | None, display: bool, fields: list[str] | None) -> list[_TableStream]:
     if name == "wide":
-        return _wide_stream(store, tmpdir, form_id=form_id, since=since, display=display, labels=labels,
-                            fields=fields, order=order)
+        return _wide_streams(store, form_id=form_id, since=since, display=display)
     if name == "long":
-        return _long_stream(store, form_id=form_id, since=since, labels=labels, fields=fields)
-    return _requests_stream(store, tmpdir, form_id=form_id, since=since, status=status)
+        return [_long_stream(store, form_id=form_id, since=since, fields=fields)]
+    return [_requests_stream(store, form_id=form_id, since=since, status=status)]
 
 
 @contextmanager
 def table_batches(store: Store, table: Table, *, form_id: str | None = None, since: datetime | date | None = None,
-                  status: str | None = None, display: bool = False, labels: dict[str, str] | None = None,
-                  fields: list[str] | None = None, order: list[str] | None = None,
-                  ) -> Iterator[tuple[pa.Schema, Iterator[pa.RecordBatch]]]:
-    """The Arrow schema and record batches of one table, exactly as ``export`` writes
-    them (same arguments), for readers other than the file writers (``pipelines.frames``).
-    The batches are valid inside the ``with`` block (a wide table spills its batches to a
-    temporary directory, removed at its end)."""
+                  status: str | None = None, display: bool = False, fields: list[str] | None = None,
+                  ) -> Iterator[tuple[pa.Schema, tuple[Column, ...] | None, Iterator[pa.RecordBatch]]]:
+    """The Arrow schema, the columns (the data contract's, for the wide table) and the
+    record batches of one table, exactly as ``export`` writes them (same arguments), for
+    readers other than the file writers (``pipelines.frames``). The wide table is one
+    form's: without ``form_id``, the store must hold one form only (else a
+    ``ValueError`` naming them)."""
     if table not in TABLES:
         raise ValueError(f"table must be one of {', '.join(TABLES)}, got {table!r}")
     if status is not None and status not in REQUEST_STATUSES:
         raise ValueError(f"status must be one of {', '.join(REQUEST_STATUSES)}, got {status!r}")
-    with tempfile.TemporaryDirectory(prefix="formsync-batches-") as tmpdir:
-        stream = _stream(store, table, Path(tmpdir), form_id=form_id, since=since, status=status, display=display,
-                         labels=labels, fields=fields, order=order)
-        yield stream.schema, stream.batches()
+    streams = _streams(store, table, form_id=form_id, since=since, status=status, display=display, fields=fields)
+    if len(streams) > 1:
+        raise ValueError(f"the store holds {len(streams)} forms ({', '.join(s.name for s in streams)}); a wide "
+                         f"table holds one form's columns: give form")
+    yield streams[0].schema, streams[0].columns, streams[0].batches()
 
 
 def _write(tables: list[_TableStream], fmt: Format, out: Path) -> ExportReport:
@@ -860,4 +566,5 @@ def _write(tables: list[_TableStream], fmt: Format, out: Path) -> ExportReport:
     finally:
         tmp.unlink(missing_ok=True)
     return ExportReport(path=str(out), format=fmt, rows=rows,
-                        columns={t.name: [str(n) for n in t.schema.names] for t in tables})
+                        columns={t.name: [str(n) for n in t.schema.names] for t in tables},
+                        files={t.name: str(out) for t in tables})

@@ -1,13 +1,15 @@
 """pandas DataFrames of the store: the wide, long and requests tables, built from the
-very record batches the file export writes (``pipelines.export.table_batches``), typed
-for analysis:
+very record batches the file export writes (``pipelines.export.table_batches``), so a
+frame has the columns, order and types of the export for the same arguments. The wide
+table is one form's table (``connector.store.schema``), typed from its field list as
+``pipelines.columns.PANDAS_TYPES`` says:
 
-* times (``submitted_at``, ``created_at``, …) are timezone-aware datetimes (UTC);
-* numbers are nullable ``Int64`` / ``Float64``, booleans nullable ``boolean``, text
-  ``string``;
-* in the wide table, a choice answer is its option key (``display=True`` gives the
-  labels instead), a matrix is one column per row (``key.row``), and lists and objects
-  (multi-choice, files, groups, payments) are Python lists and dicts.
+* times (``submitted_at``, ``created_at``, ...) are timezone-aware datetimes (UTC);
+* numbers are nullable ``Float64`` (``Int64`` for rating and scale), booleans nullable
+  ``boolean``, text ``string``; dates ``datetime.date`` and times ``datetime.time``;
+* a choice is its option key beside ``<key>_label``; a checkbox or ranking answer a
+  Python list of keys; a matrix one column per row; a group or a file list a Python list
+  of dicts; payments and bookings their parsed JSON.
 
 ``wide``, ``long`` and ``requests`` return one frame; ``iter_wide``, ``iter_long`` and
 ``iter_requests`` yield one frame per batch of ``pipelines.export.CHUNK_ROWS`` rows, for
@@ -15,7 +17,6 @@ stores larger than memory."""
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterator
 from datetime import date, datetime
 from typing import Any
@@ -25,25 +26,8 @@ import pyarrow as pa
 
 from connector.store import Store
 
+from .columns import frame
 from .export import Table, table_batches
-
-_NULLABLE: dict[pa.DataType, Any] = {
-    pa.int64(): pd.Int64Dtype(), pa.float64(): pd.Float64Dtype(), pa.bool_(): pd.BooleanDtype(),
-    pa.string(): pd.StringDtype(),
-}
-
-
-def _json_columns(store: Store, form: str | None) -> set[str]:
-    """The wide columns holding JSON text: the fields whose kind is JSON in the views of
-    every form (of ``form``) that has them."""
-    kinds: dict[str, set[str]] = {}
-    for v in store.views():
-        if form is None or v.form_id == form:
-            for c in v.columns:
-                if c.field_key and c.kind != "label":
-                    kinds.setdefault(c.field_key, set()).add(c.kind)
-    return {k for k, ks in kinds.items() if ks == {"json"}}
-
 
 Since = datetime | date | str | None
 
@@ -58,22 +42,14 @@ def _since(since: Since) -> datetime | date | None:
     return since
 
 
-def _frame(batch: pa.RecordBatch, json_cols: set[str]) -> pd.DataFrame:
-    df = batch.to_pandas(types_mapper=_NULLABLE.get)
-    for col in json_cols & set(df.columns):
-        df[col] = pd.Series([None if v is None or v is pd.NA else json.loads(v) for v in df[col]],
-                            index=df.index, dtype=object)
-    return df
-
-
-def _frames(store: Store, table: Table, json_cols: set[str], **kwargs: Any) -> Iterator[pd.DataFrame]:
-    with table_batches(store, table, **kwargs) as (schema, batches):
+def _frames(store: Store, table: Table, **kwargs: Any) -> Iterator[pd.DataFrame]:
+    with table_batches(store, table, **kwargs) as (schema, columns, batches):
         empty = True
         for batch in batches:
             empty = False
-            yield _frame(batch, json_cols)
+            yield frame(batch, columns)
         if empty:  # no rows: one empty frame, with the columns and dtypes all the same
-            yield _frame(pa.RecordBatch.from_pylist([], schema=schema), json_cols)
+            yield frame(pa.RecordBatch.from_pylist([], schema=schema), columns)
 
 
 def _one(frames: Iterator[pd.DataFrame]) -> pd.DataFrame:
@@ -82,31 +58,26 @@ def _one(frames: Iterator[pd.DataFrame]) -> pd.DataFrame:
 
 
 def iter_wide(store: Store, *, form: str | None = None, since: Since = None,
-              display: bool = False, fields: list[str] | None = None,
-              order: list[str] | None = None) -> Iterator[pd.DataFrame]:
-    """The wide table (one row per submission) as frames of at most ``CHUNK_ROWS`` rows,
-    every frame with the same columns and dtypes. Arguments as ``pipelines.export.export``:
-    ``form`` (a form id), ``since`` (submitted at or after: a date, a datetime or an ISO
-    string; naive is UTC), ``display``
-    (display text instead of raw answers), ``fields`` (pick and order field columns),
-    ``order`` (the form's field keys first, in that order)."""
-    json_cols = set() if display else _json_columns(store, form)
-    yield from _frames(store, "wide", json_cols, form_id=form, since=_since(since), display=display, fields=fields,
-                       order=order)
+              display: bool = False) -> Iterator[pd.DataFrame]:
+    """The wide table (one row per submission) of one form as frames of at most
+    ``CHUNK_ROWS`` rows, every frame with the same columns and dtypes. Arguments as
+    ``pipelines.export.export``: ``form`` (a form id; may be left out when the store
+    holds one form), ``since`` (submitted at or after: a date, a datetime or an ISO
+    string; naive is UTC), ``display`` (the human-readable variant)."""
+    yield from _frames(store, "wide", form_id=form, since=_since(since), display=display)
 
 
-def wide(store: Store, *, form: str | None = None, since: Since = None, display: bool = False,
-         fields: list[str] | None = None, order: list[str] | None = None) -> pd.DataFrame:
+def wide(store: Store, *, form: str | None = None, since: Since = None, display: bool = False) -> pd.DataFrame:
     """The wide table as one frame (see ``iter_wide``)."""
-    return _one(iter_wide(store, form=form, since=since, display=display, fields=fields, order=order))
+    return _one(iter_wide(store, form=form, since=since, display=display))
 
 
 def iter_long(store: Store, *, form: str | None = None, since: Since = None,
               fields: list[str] | None = None) -> Iterator[pd.DataFrame]:
     """The long table (one row per answer: field key, group instance, matrix row, group
-    member, the value as JSON text and its display text) as frames of at most
+    member, the value as plain text and its display text) as frames of at most
     ``CHUNK_ROWS`` rows."""
-    yield from _frames(store, "long", set(), form_id=form, since=_since(since), fields=fields)
+    yield from _frames(store, "long", form_id=form, since=_since(since), fields=fields)
 
 
 def long(store: Store, *, form: str | None = None, since: Since = None,
@@ -117,9 +88,9 @@ def long(store: Store, *, form: str | None = None, since: Since = None,
 
 def iter_requests(store: Store, *, form: str | None = None, since: Since = None,
                   status: str | None = None) -> Iterator[pd.DataFrame]:
-    """The requests (status, outcome, recipient, times, ``metadata.<key>`` columns) as
+    """The requests (status, outcome, recipient, times, ``metadata`` as JSON text) as
     frames of at most ``CHUNK_ROWS`` rows; ``since`` filters on the creation time."""
-    yield from _frames(store, "requests", set(), form_id=form, since=_since(since), status=status)
+    yield from _frames(store, "requests", form_id=form, since=_since(since), status=status)
 
 
 def requests(store: Store, *, form: str | None = None, since: Since = None,

@@ -7,7 +7,8 @@ exactly that way."""
 from __future__ import annotations
 
 import json
-from typing import TypeAlias
+from collections.abc import Sequence
+from typing import Any, TypeAlias
 
 import numpy as np
 import pyarrow as pa
@@ -35,11 +36,9 @@ def read_documents(texts: pa.Array, lines: pa.Buffer | None = None) -> pa.Table 
     first); text the reader would take for a time stays text. None when the reader
     cannot type the batch (a key of mixed kinds, a duplicate key, ...) or a document is
     not an object or holds a newline."""
-    if texts.null_count or not pc.all(pc.starts_with(texts, "{")).as_py():
-        return None  # not an object: the reader may even crash on one
-    joined = document_lines(texts) if lines is None else lines
-    if np.count_nonzero(np.frombuffer(joined, dtype=np.uint8) == 10) != len(texts):
-        return None  # a newline inside a document (not as the store writes it)
+    joined = _objects(texts, lines)
+    if joined is None:
+        return None
     table = _read(joined, None)
     times = [f.name for f in table.schema if pa.types.is_timestamp(f.type)] if table is not None else []
     if times:  # the reader takes ISO dates for times: read those keys again as text
@@ -47,6 +46,38 @@ def read_documents(texts: pa.Array, lines: pa.Buffer | None = None) -> pa.Table 
     if table is None or table.num_rows != len(texts):
         return None
     return table
+
+
+def read_typed(documents: Sequence[Any], schema: pa.Schema) -> pa.Table | None:
+    """The documents (JSON text, one object each; None for none) as one table of
+    ``schema``'s columns with its types, other keys ignored; None when a document is
+    not such text or a value is not of its column's type."""
+    try:
+        texts = pa.array(documents, pa.string()).fill_null("{}")
+    except (pa.ArrowTypeError, pa.ArrowInvalid):
+        return None  # documents already decoded
+    joined = _objects(texts, None) if len(texts) else None
+    if joined is None:
+        return None
+    options = pajson.ParseOptions(newlines_in_values=False, explicit_schema=schema,
+                                  unexpected_field_behavior="ignore")
+    try:
+        table = pajson.read_json(pa.BufferReader(joined), read_options=_READ, parse_options=options)
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+        return None
+    return table if table.num_rows == len(texts) else None
+
+
+def _objects(texts: pa.Array, lines: pa.Buffer | None) -> pa.Buffer | None:
+    """The documents one a line (``lines`` when made already), or None when one is null,
+    not an object, or holds a newline (not as the store writes it; PostgreSQL keeps a
+    json column's text as it was sent)."""
+    if texts.null_count or not pc.all(pc.starts_with(texts, "{")).as_py():
+        return None  # not an object: the reader may even crash on one
+    joined = document_lines(texts) if lines is None else lines
+    if np.count_nonzero(np.frombuffer(joined, dtype=np.uint8) == 10) != len(texts):
+        return None
+    return joined
 
 
 def _text_bytes(lines: pa.Array) -> int:

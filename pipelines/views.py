@@ -14,7 +14,7 @@ from connector.store import FormView, Store
 
 class ViewColumnOut(BaseModel):
     name: str
-    kind: str
+    type: str  # the logical type (``connector.store.schema``)
     field_key: str | None = None
 
 
@@ -35,7 +35,7 @@ class ViewsReport(BaseModel):
 
 def _out(v: FormView) -> ViewOut:
     return ViewOut(view=v.name, form_id=v.form_id,
-                   columns=[ViewColumnOut(name=c.name, kind=c.kind, field_key=c.field_key) for c in v.columns])
+                   columns=[ViewColumnOut(name=c.name, type=c.type, field_key=c.field_key) for c in v.columns])
 
 
 async def refresh_views(store: Store, client: FormClient | None, *, form_id: str | None = None) -> ViewsReport:

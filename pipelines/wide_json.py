@@ -1,182 +1,178 @@
-"""The wide table's field cells of a batch of answers documents read as their JSON text
-(SQLite gives the stored text): Arrow's C++ JSON reader parses the batch's documents at
-once, so the database reads each document once and no cell goes through Python.
+"""The wide table's record batches: a batch of submission rows (``store.exports.wide_rows``:
+the submission's own columns, then its answers and display documents as JSON text)
+shaped column by column as the form's schema (``connector.store.schema``) says.
 
-The cells are exactly those the export makes from the decoded answers: a scalar as it
-is (a key holding integers and reals in the batch as reals), a matrix (an object of
-text values) as one column per row (``key.row``), any other list or object as its JSON
-text as ``json.dumps(value, ensure_ascii=False)`` writes it. ``doc_cells`` returns
-None for a batch the reader cannot type that way (a key holding mixed kinds, text the
-reader would take for a time, numbers past 64 bits, floats or ambiguous nulls inside
-lists and objects); the caller then shapes that batch cell by cell (``row_cells``)."""
+The schema is known before the first row, so Arrow's C++ JSON reader parses a batch's
+documents at once with the schema's own types (``explicit_schema``): no type is
+inferred, and a value of another type than its field's is an error there. A batch the
+reader refuses (a value of the wrong type, a document that is not an object, a date
+that is not ``YYYY-MM-DD``) and the columns it cannot read (JSON text) are shaped from
+the decoded documents in Python, by the same rules (``coerce``): a value of the wrong
+type is an empty cell, as in the view."""
 
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Sequence
+from datetime import date, time
 from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from connector.store import is_matrix
+from connector.store import OWN, Column
 
-from .json_text import document_lines, escaped, read_documents
+from .columns import TIMESTAMP, arrow_type
+from .json_text import read_typed
 
-Cells = dict[str, list[Any] | pa.Array]
-First = dict[str, tuple[int, int, int]]  # column -> (first row, key rank, matrix row rank)
-
+Rows = Sequence[tuple[Any, ...]]
 _to_json = json.JSONEncoder(ensure_ascii=False).encode
-_SCALARS = (pa.types.is_string, pa.types.is_int64, pa.types.is_float64, pa.types.is_boolean, pa.types.is_null)
+_DATE_RE, _TIME_RE = r"^\d{4}-\d{2}-\d{2}$", r"^\d{2}:\d{2}(:\d{2})?$"
 
 
-def doc_cells(texts: Sequence[str | None], keys: Sequence[str]) -> tuple[Cells, First] | None:
-    """The cells of ``keys`` in documents ``texts`` (None: no answers), by column key,
-    with where each column first appears; None when the batch needs ``row_cells``."""
-    if None in texts:
+def _number(v: Any) -> bool:
+    return isinstance(v, int | float) and not isinstance(v, bool)
+
+
+def coerce(column: Column, v: Any) -> Any:
+    """One answer value as ``column`` holds it (its logical type), None when the value
+    is of another type (an integer column takes whole numbers only)."""
+    kind = column.type
+    if v is None:
         return None
-    try:
-        documents = pa.array(texts, pa.string())
-    except (pa.ArrowTypeError, pa.ArrowInvalid):
-        return None  # documents already decoded
-    lines = document_lines(documents)
-    table = read_documents(documents, lines)
-    if table is None:
-        return None
-    nulls = b": null" in lines.to_pybytes()  # then a missing cell may be a JSON null or an absent key
-    data: Cells = {}
-    first: First = {}
-    for rank, key in enumerate(keys):
-        i = table.schema.get_field_index(key)
-        if i < 0:
-            continue  # no answer in this batch
-        if not _key_cells(key, rank, table.column(i).combine_chunks(), nulls, data, first):
+    if kind in ("text", "number", "integer", "boolean", "keys"):
+        ok = {"text": isinstance(v, str), "number": _number(v), "integer": _number(v) and float(v).is_integer(),
+              "boolean": isinstance(v, bool),
+              "keys": isinstance(v, list) and all(isinstance(x, str) for x in v)}[kind]
+        if not ok:
             return None
-    return data, first
+        return float(v) if kind == "number" else int(v) if kind == "integer" else v
+    if kind == "date":
+        return date.fromisoformat(v) if isinstance(v, str) and re.match(_DATE_RE, v) and _valid(date, v) else None
+    if kind == "time":
+        return time.fromisoformat(v) if isinstance(v, str) and re.match(_TIME_RE, v) and _valid(time, v) else None
+    if kind == "records":
+        if not isinstance(v, list) or not all(isinstance(x, dict) for x in v):
+            return None
+        return [{m.name: coerce(m, x.get(m.name)) for m in column.members} for x in v]
+    return _to_json(v)  # json
 
 
-def _key_cells(key: str, rank: int, col: pa.Array, nulls: bool, data: Cells, first: First) -> bool:
-    valid = pc.is_valid(col)
-    at = pc.index(valid, True).as_py()
-    if nulls and at != 0 and col.null_count:
-        return False  # where the key first appears (a JSON null or an answer) is unknown
-    if at < 0:
-        at = 0
-    if pa.types.is_float64(col.type) and (pc.max(pc.abs(col)).as_py() or 0) >= 2.0 ** 63:
-        return False  # perhaps an integer past 64 bits, which Python keeps whole
-    if any(is_type(col.type) for is_type in _SCALARS):
-        data[key], first[key] = col, (at, rank, 0)
-        return True
-    if _matrix(col):
-        if col.null_count and nulls:
-            return False
-        for pos, f in enumerate(col.type, start=1):
-            c = f"{key}.{f.name}"
-            data[c], first[c] = col.field(pos - 1), (at, rank, pos)
-        return True
-    texts = _json_texts(col)
-    if texts is None:
+def _valid(kind: type[date] | type[time], text: str) -> bool:
+    try:
+        kind.fromisoformat(text)
+    except ValueError:
         return False
-    data[key], first[key] = texts, (at, rank, 0)
     return True
 
 
-def _matrix(col: pa.Array) -> bool:
-    """A column of matrices: objects of text values, each holding every row key."""
-    t = col.type
-    if not pa.types.is_struct(t) or t.num_fields == 0 or not all(pa.types.is_string(f.type) for f in t):
-        return False
-    return all(not pc.any(pc.and_(pc.is_valid(col), pc.is_null(col.field(j)))).as_py()
-               for j in range(t.num_fields))
-
-
-def _json_texts(col: pa.Array) -> pa.Array | None:
-    """The JSON text of each value as ``_to_json`` writes it (null stays null); None
-    for a type it cannot write exactly (floats, times, a null inside an object)."""
-    t = col.type
-    if pa.types.is_string(t):
-        inner = _escaped(col)
-        return None if inner is None else pc.binary_join_element_wise('"', inner, '"', "")
-    if pa.types.is_int64(t):
-        return col.cast(pa.string())
-    if pa.types.is_boolean(t):
-        return pc.if_else(col, "true", "false")
-    if pa.types.is_null(t):
-        return pa.nulls(len(col), pa.string())
-    if pa.types.is_list(t):
-        return _list_texts(col)
-    if pa.types.is_struct(t) and t.num_fields:
-        return _object_texts(col)
-    return None
-
-
-def _escaped(col: pa.Array) -> pa.Array | None:
-    """Text as it stands between a JSON string's quotes; None with a control character
-    json escapes as ``\\u00XX``."""
-    out = escaped(col)
-    return None if out.null_count > col.null_count else out
-
-
-def _list_texts(col: pa.ListArray) -> pa.Array | None:
-    items = col.flatten()
-    text = pa.types.is_string(items.type) and not items.null_count
-    items = _escaped(items) if text else _json_texts(items)  # text items: quoted as the list is joined
-    if items is None:
+def _read_type(column: Column) -> pa.DataType | None:
+    """The type Arrow's reader reads a column's values as (dates and times as text,
+    converted after); None for a column it cannot read (JSON text)."""
+    if column.type == "json":
         return None
-    offsets = pc.subtract(col.offsets, col.offsets[0])
-    joined = pc.binary_join(pa.ListArray.from_arrays(offsets, pc.fill_null(items, "null"), mask=col.is_null()),
-                            '", "' if text else ", ")
-    if not text:
-        return pc.binary_join_element_wise("[", joined, "]", "")
-    quoted = pc.binary_join_element_wise('["', joined, '"]', "")
-    return pc.if_else(pc.equal(pc.list_value_length(col), 0), "[]", quoted)
-
-
-def _object_texts(col: pa.StructArray) -> pa.Array | None:
-    valid = pc.is_valid(col)
-    parts: list[Any] = []
-    literal = "{"  # the text between two value columns: keys, separators, a text value's quotes
-    for j, f in enumerate(col.type):
-        child = col.field(j)
-        if pc.any(pc.and_(valid, pc.is_null(child))).as_py():
-            return None  # absent or JSON null: the reader does not say which
-        literal += (", " if j else "") + _to_json(f.name) + ": "
-        text = pa.types.is_string(child.type)
-        value = _escaped(child) if text else _json_texts(child)
-        if value is None:
+    if column.type in ("date", "time"):
+        return pa.string()
+    if column.type == "records":
+        members = [(m.name, _read_type(m)) for m in column.members]
+        if any(t is None for _, t in members):
             return None
-        parts += [literal + '"', value] if text else [literal, value]
-        literal = '"' if text else ""
-    texts = pc.binary_join_element_wise(*parts, literal + "}", "")
-    return pc.if_else(valid, texts, pa.scalar(None, pa.string())) if col.null_count else texts
+        return pa.list_(pa.struct(members))
+    return arrow_type(column)
 
 
-def row_cells(texts: Sequence[Any], keys: Sequence[str]) -> tuple[Cells, First]:
-    """``doc_cells`` for any batch, one decoded document at a time (a text is decoded,
-    an object is taken as it is)."""
-    rank = {k: i for i, k in enumerate(keys)}
-    n = len(texts)
-    data: dict[str, list[Any]] = {}
-    first: First = {}
+def _converted(column: Column, values: pa.Array) -> pa.Array:
+    """Values as read (``_read_type``) as the column's type; ``ArrowInvalid`` when a date
+    or time is not one."""
+    if column.type not in ("date", "time"):
+        return values
+    present = values.drop_null()
+    if len(present) and not pc.all(pc.match_substring_regex(present, _DATE_RE if column.type == "date"
+                                                            else _TIME_RE)).as_py():
+        raise pa.ArrowInvalid("not a date or time")
+    if column.type == "date":
+        return values.cast(pa.date32())
+    full = pc.if_else(pc.equal(pc.utf8_length(values), 5), pc.binary_join_element_wise(values, ":00", ""), values)
+    stamps = pc.strptime(pc.binary_join_element_wise("1970-01-01 ", full, ""), "%Y-%m-%d %H:%M:%S", "s")
+    return stamps.cast(pa.time32("s"))
 
-    def put(c: str, i: int, r: int, pos: int, value: Any) -> None:
-        cells = data.get(c)
-        if cells is None:
-            cells = data[c] = [None] * n
-            first[c] = (i, r, pos)
-        cells[i] = value
 
-    for i, text in enumerate(texts):
-        answers = (json.loads(text) if isinstance(text, str | bytes) else text) or {}
-        for key, value in answers.items():
-            r = rank.get(key)
-            if r is None:
+def field_arrays(documents: Sequence[Any], columns: Sequence[Column]) -> list[pa.Array]:
+    """The arrays of ``columns`` (all read from one document per row: the answers, or
+    the display for ``label`` columns) over ``documents`` (JSON text, None for none)."""
+    n = len(documents)
+    out: list[pa.Array | None] = [None] * len(columns)
+    fields: dict[str, pa.DataType] = {}
+    for c in columns:
+        assert c.field_key is not None
+        if c.source == "row":
+            rows = fields.get(c.field_key)
+            have = list(rows) if isinstance(rows, pa.StructType) else []
+            fields[c.field_key] = pa.struct([*have, (c.row_key, pa.string())])
+        elif (t := _read_type(c)) is not None:
+            fields[c.field_key] = t
+    table = read_typed(documents, pa.schema(list(fields.items()))) if fields else None
+    if table is not None:
+        for i, c in enumerate(columns):
+            if c.field_key not in fields:
                 continue
-            if value is None or isinstance(value, str | int | float):
-                put(key, i, r, 0, value)
-            elif is_matrix(value):
-                for pos, (row_key, v) in enumerate(value.items(), start=1):
-                    put(f"{key}.{row_key}", i, r, pos, v)
+            values = table.column(c.field_key).combine_chunks()
+            try:
+                out[i] = _converted(c, values.field(c.row_key) if c.source == "row" else values)
+            except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+                pass
+    slow = [i for i, a in enumerate(out) if a is None]
+    if slow:
+        for i, a in zip(slow, _python_arrays(documents, [columns[i] for i in slow]), strict=True):
+            out[i] = a
+    return [a if a is not None else pa.nulls(n, arrow_type(columns[i])) for i, a in enumerate(out)]
+
+
+def _decoded(doc: Any) -> dict[str, Any]:
+    value = json.loads(doc) if isinstance(doc, str | bytes) else doc
+    return value if isinstance(value, dict) else {}
+
+
+def _python_arrays(documents: Sequence[Any], columns: Sequence[Column]) -> list[pa.Array]:
+    """The arrays of ``columns`` made from each decoded document in turn (``coerce``);
+    one document is held decoded at a time."""
+    cells: list[list[Any]] = [[] for _ in columns]
+    for doc in documents:
+        answers = _decoded(doc)
+        for c, out in zip(columns, cells, strict=True):
+            v = answers.get(c.field_key)  # type: ignore[arg-type]
+            if c.source == "row":
+                v = v.get(c.row_key) if isinstance(v, dict) else None
+                out.append(v if isinstance(v, str) else None)
             else:
-                put(key, i, r, 0, _to_json(value))
-    return dict(data), first
+                out.append(coerce(c, v))
+    return [pa.array(v, arrow_type(c)) for v, c in zip(cells, columns, strict=True)]
+
+
+def _own(column: Column, values: Sequence[Any]) -> pa.Array:
+    if column.type == "timestamp":
+        return pa.array(values, pa.int64()).cast(TIMESTAMP)
+    if column.type == "boolean":
+        return pa.array([None if v is None else bool(v) for v in values], pa.bool_())
+    return pa.array(values, arrow_type(column))
+
+
+def wide_batch(rows: Rows, columns: Sequence[Column], schema: pa.Schema) -> pa.RecordBatch:
+    """The record batch of submission ``rows`` (``wide_rows``'s shape: ``OWN``'s columns,
+    the answers document, then the display document when ``columns`` hold labels) with
+    ``columns`` (the schema's, or its display variant's) as ``schema``."""
+    n = len(rows)
+    cols: list[Sequence[Any]] = list(zip(*rows, strict=True)) if rows else [()] * (len(OWN) + 2)
+    own = {c.name: i for i, c in enumerate(OWN)}
+    arrays: list[pa.Array | None] = [_own(c, cols[own[c.name]]) if c.source == "own" else None for c in columns]
+    for source, at in (("answer", len(OWN)), ("label", len(OWN) + 1)):
+        picked = [i for i, c in enumerate(columns) if (c.source == "row" if source == "answer" else False)
+                  or c.source == source]
+        if picked:
+            made = field_arrays(cols[at], [columns[i] for i in picked])
+            for i, a in zip(picked, made, strict=True):
+                arrays[i] = a
+    return pa.RecordBatch.from_arrays([a if a is not None else pa.nulls(n, f.type) for a, f in zip(arrays, schema,
+                                                                                                 strict=True)],
+                                      schema=schema)

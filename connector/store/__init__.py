@@ -45,6 +45,17 @@ from .mysql import NamedLock, compare_column_type
 from .postgresql import AdvisoryLock
 from .requests import PendingRequest
 from .runs import SUMMARY_MAX
+from .schema import (
+    LOGICAL_TYPES,
+    OWN,
+    VIEW_PREFIX,
+    Column,
+    FormSchema,
+    LogicalType,
+    StoredField,
+    form_schema,
+    view_name,
+)
 from .sqlite import SQLITE_BUSY_TIMEOUT_MS
 from .tables import (
     METADATA,
@@ -65,17 +76,17 @@ from .tables import (
     SyncCursor,
     request_answers,
 )
-from .views import VIEW_PREFIX, FormView, ViewColumn, answer_json, select_sql, view_name
+from .views import SQL_TYPES, FormView, ViewColumn, select_sql
 
 __all__ = [
-    "ANSWER_COLUMNS", "AdvisoryLock", "DeadLetter", "EventRows", "ExportFilter", "FormField", "FormView", "Incoming",
-    "JobRun", "LOCK_NAME", "LeaderLock", "LeaseLock", "METADATA", "NAMING_CONVENTION", "NamedLock",
-    "OUTREACH_STATES", "OutreachJob", "OutreachRow", "PendingRequest", "RawEvent", "RequestRow", "SOURCES",
-    "SQLITE_BUSY_TIMEOUT_MS", "SUMMARY_MAX", "SchedulerLease", "Source", "Store", "StoreModel",
-    "StoreOutcome", "SubmissionRow", "Suppression", "SyncCursor", "SyncMark", "TERMINAL_STATUSES", "Unstorable",
-    "VERSION_TABLE",
-    "VIEW_PREFIX", "ViewColumn", "WRITERS", "alembic_config", "answer_json", "answer_rows", "answer_tuples",
-    "compare_column_type", "compress_body", "display_text", "epoch_ms", "event_integer_problem",
-    "event_to_rows", "integer_problem", "is_matrix", "json_value", "list_ts_ms", "request_answers",
-    "request_rank", "select_sql", "submission_rank", "url_problem", "value_text", "view_name",
+    "ANSWER_COLUMNS", "AdvisoryLock", "Column", "DeadLetter", "EventRows", "ExportFilter", "FormField",
+    "FormSchema", "FormView", "Incoming", "JobRun", "LOCK_NAME", "LOGICAL_TYPES", "LeaderLock", "LeaseLock",
+    "LogicalType", "METADATA", "NAMING_CONVENTION", "NamedLock", "OUTREACH_STATES", "OWN", "OutreachJob",
+    "OutreachRow", "PendingRequest", "RawEvent", "RequestRow", "SOURCES", "SQLITE_BUSY_TIMEOUT_MS", "SQL_TYPES",
+    "SUMMARY_MAX", "SchedulerLease", "Source", "Store", "StoreModel", "StoreOutcome", "StoredField",
+    "SubmissionRow", "Suppression", "SyncCursor", "SyncMark", "TERMINAL_STATUSES", "Unstorable", "VERSION_TABLE",
+    "VIEW_PREFIX", "ViewColumn", "WRITERS", "alembic_config", "answer_rows", "answer_tuples",
+    "compare_column_type", "compress_body", "display_text", "epoch_ms", "event_integer_problem", "event_to_rows",
+    "form_schema", "integer_problem", "is_matrix", "json_value", "list_ts_ms", "request_answers", "request_rank",
+    "select_sql", "submission_rank", "url_problem", "value_text", "view_name",
 ]

@@ -18,13 +18,12 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import Select, Text, cast, literal_column, select
+from sqlalchemy import Select, Text, cast, func, select
 from sqlalchemy.orm import Session
 
 from .database import Database
 from .mapping import answer_count, answer_tuples
 from .tables import REQUESTS, SUBMISSIONS
-from .views import answer_json
 
 Batch = Sequence[tuple[Any, ...]]
 
@@ -74,32 +73,26 @@ class ExportReads:
             finally:
                 self._pinned.session = None
 
-    def submissions(self, f: ExportFilter, *, display: bool, batch_rows: int) -> Iterator[Batch]:
-        """Submission rows ``(id, form_id, request_id, submitted_at, updated_at,
-        edit_count, answers[, display])`` in submission order."""
-        t = SUBMISSIONS.c
-        stmt = select(t.id, t.form_id, t.request_id, t.submitted_at, t.updated_at, t.edit_count, t.answers,
-                      *([t.display] if display else []))
-        if f.form_id is not None:
-            stmt = stmt.where(t.form_id == f.form_id)
-        if f.since_ms is not None:
-            stmt = stmt.where(t.submitted_at >= f.since_ms)
+    def wide_rows(self, f: ExportFilter, *, display: bool, batch_rows: int) -> Iterator[Batch]:
+        """Submission rows ``(id, form_id, request_id, external_id, submitted_at,
+        updated_at, respondent_email, language, is_completed, edit_count, answers[,
+        display])`` in submission order, the request's external id joined, each
+        document as its stored JSON text (NULL as None): the submission's own columns of
+        ``schema.OWN`` in its order, then the documents its field columns come from."""
+        t, r = SUBMISSIONS.c, REQUESTS.c
+        columns = select(t.id, t.form_id, t.request_id, r.external_id, t.submitted_at, t.updated_at,
+                         t.respondent_email, t.language, t.is_completed, t.edit_count, *self._documents(display))
+        stmt = _submissions_of(columns.select_from(SUBMISSIONS.outerjoin(REQUESTS, r.id == t.request_id)), f)
         return self._batches(stmt.order_by(t.submitted_at, t.id), batch_rows)
 
-    def submission_fields(self, f: ExportFilter, keys: Sequence[str], *, batch_rows: int) -> Iterator[Batch]:
-        """Submission rows ``(id, form_id, request_id, submitted_at, updated_at,
-        edit_count, *answer JSON text of each key)`` in submission order: the database
-        takes each key's JSON text out of the answers document (NULL where absent)."""
+    def _documents(self, display: bool = True) -> list[Any]:
+        """The answers (and display) columns, read as their stored text."""
         t = SUBMISSIONS.c
-        dialect = self._db.engine.dialect.name
-        stmt = select(t.id, t.form_id, t.request_id, t.submitted_at, t.updated_at, t.edit_count,
-                      *[literal_column(answer_json(dialect, f"{SUBMISSIONS.name}.answers", k)).label(f"k{i}")
-                        for i, k in enumerate(keys)])
-        if f.form_id is not None:
-            stmt = stmt.where(t.form_id == f.form_id)
-        if f.since_ms is not None:
-            stmt = stmt.where(t.submitted_at >= f.since_ms)
-        return self._batches(stmt.order_by(t.submitted_at, t.id), batch_rows)
+        documents: list[Any] = [t.answers, t.display] if display else [t.answers]
+        if self._db.engine.dialect.name == "postgresql":
+            # psycopg decodes a json column; its text is the stored text (json, not jsonb)
+            documents = [cast(d, Text) for d in documents]
+        return documents
 
     def answers(self, f: ExportFilter, *, batch_rows: int) -> Iterator[Batch]:
         """Answer rows ``(submission_id, form_id, field_key, instance, row_key,
@@ -122,37 +115,31 @@ class ExportReads:
         display is not read, no row is made)."""
         wanted = None if f.fields is None else frozenset(f.fields)
         t = SUBMISSIONS.c
-        stmt = select(t.answers)
-        if f.form_id is not None:
-            stmt = stmt.where(t.form_id == f.form_id)
-        if f.since_ms is not None:
-            stmt = stmt.where(t.submitted_at >= f.since_ms)
+        stmt = _submissions_of(select(t.answers), f)
         return sum(answer_count(json_value(r[0]), wanted) for part in self._batches(stmt, 5000) for r in part)
+
+    def count_submissions(self, f: ExportFilter) -> int:
+        """How many submission rows ``wide_rows`` yields."""
+        return self._scalar(_submissions_of(select(func.count()).select_from(SUBMISSIONS), f))
+
+    def count_requests(self, f: ExportFilter) -> int:
+        """How many request rows ``requests`` yields."""
+        return self._scalar(_requests_of(select(func.count()).select_from(REQUESTS), f))
+
+    def _scalar(self, stmt: Select[Any]) -> int:
+        with self._db.reader() as s:
+            return int(s.execute(stmt).scalar_one())
 
     def requests(self, f: ExportFilter, columns: Sequence[str], *, batch_rows: int) -> Iterator[Batch]:
         """Request rows ``(id, *columns, metadata)`` in creation order."""
         r = REQUESTS.c
-        stmt = select(r.id, *[r[c] for c in columns], r.metadata)
-        if f.form_id is not None:
-            stmt = stmt.where(r.form_id == f.form_id)
-        if f.status is not None:
-            stmt = stmt.where(r.status == f.status)
-        if f.since_ms is not None:
-            stmt = stmt.where(r.created_at >= f.since_ms)
+        stmt = _requests_of(select(r.id, *[r[c] for c in columns], r.metadata), f)
         return self._batches(stmt.order_by(r.created_at, r.id), batch_rows)
 
     def _answer_sources(self, f: ExportFilter, *, as_text: bool = False) -> Select[Any]:
         t = SUBMISSIONS.c
-        documents: list[Any] = [t.answers, t.display]
-        if as_text and self._db.engine.dialect.name == "postgresql":
-            # psycopg decodes a json column; its text is the stored text (json, not jsonb)
-            documents = [cast(t.answers, Text), cast(t.display, Text)]
-        stmt = select(t.id, t.form_id, *documents)
-        if f.form_id is not None:
-            stmt = stmt.where(t.form_id == f.form_id)
-        if f.since_ms is not None:
-            stmt = stmt.where(t.submitted_at >= f.since_ms)
-        return stmt.order_by(t.submitted_at, t.id)
+        documents: list[Any] = self._documents() if as_text else [t.answers, t.display]
+        return _submissions_of(select(t.id, t.form_id, *documents), f).order_by(t.submitted_at, t.id)
 
     def _batches(self, stmt: Select[Any], batch_rows: int) -> Iterator[Batch]:
         pinned: Session | None = getattr(self._pinned, "session", None)
@@ -176,6 +163,24 @@ class ExportReads:
                 del rows  # the reader has it: memory holds one batch, not two, while the next is read
         finally:
             cursor.close()
+
+
+def _submissions_of(stmt: Select[Any], f: ExportFilter) -> Select[Any]:
+    """``stmt`` narrowed to the submissions ``f`` selects (its form, submitted since)."""
+    t = SUBMISSIONS.c
+    if f.form_id is not None:
+        stmt = stmt.where(t.form_id == f.form_id)
+    return stmt if f.since_ms is None else stmt.where(t.submitted_at >= f.since_ms)
+
+
+def _requests_of(stmt: Select[Any], f: ExportFilter) -> Select[Any]:
+    """``stmt`` narrowed to the requests ``f`` selects (its form, status, created since)."""
+    r = REQUESTS.c
+    if f.form_id is not None:
+        stmt = stmt.where(r.form_id == f.form_id)
+    if f.status is not None:
+        stmt = stmt.where(r.status == f.status)
+    return stmt if f.since_ms is None else stmt.where(r.created_at >= f.since_ms)
 
 
 def _long_key(row: tuple[Any, ...]) -> tuple[Any, ...]:

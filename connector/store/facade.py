@@ -46,10 +46,10 @@ from .progress import OutreachProgressReads
 from .requests import RequestReads
 from .responses import completions, replace_provisional
 from .runs import JobRuns
+from .schema import FormSchema
 from .sqlite import SQLiteWriter
 from .submissions import SubmissionReads
 from .tables import CURSORS, DEAD_LETTERS, EVENTS, SyncCursor
-from .views import FormView
 from .writer import Writer
 
 log = logging.getLogger("formsync.store")
@@ -347,14 +347,14 @@ class Store:
         except Exception as e:  # the view catches up at the next change or `formsync views`
             log.warning("could not update the typed view of a form: %s", e)
 
-    def record_fields(self, form_id: str, items: Sequence[Mapping[str, Any] | BaseModel]) -> FormView:
+    def record_fields(self, form_id: str, items: Sequence[Mapping[str, Any] | BaseModel]) -> FormSchema:
         """Store a form's ``fields.list`` items as its field list (their order, types,
         titles and choices) and rebuild its view ``formsync_form_<slug>``. A field no
         longer listed keeps its column while stored submissions answer it."""
         plain = [i.model_dump(exclude_none=True) if isinstance(i, BaseModel) else dict(i) for i in items]
         return self._views.record_list(form_id, plain)
 
-    def refresh_views(self, form_ids: Sequence[str] | None = None) -> list[FormView]:
+    def refresh_views(self, form_ids: Sequence[str] | None = None) -> list[FormSchema]:
         """Learn the fields answered in the stored submissions (of ``form_ids``, or of
         every form) that no field list holds yet, and (re)build every such form's view.
         Returns the views of those forms."""
@@ -369,12 +369,16 @@ class Store:
         the store knows nothing of counts as provisional too."""
         return self._views.provisional(form_ids)
 
-    def field_keys(self, form_id: str | None = None) -> list[str]:
-        """The field keys the store knows of ``form_id`` (or of every form), in each form's
-        field order: every key any stored submission of the form answers."""
-        return self._views.field_keys(form_id)
+    def schema(self, form_id: str) -> FormSchema:
+        """The table of ``form_id`` (``schema.form_schema`` over its stored field list):
+        what its view, its wide export and its frames hold, column by column."""
+        return self._views.schema(form_id)
 
-    def views(self) -> list[FormView]:
+    def answered_forms(self) -> list[str]:
+        """The forms with at least one stored submission, by id."""
+        return self._views.answered_forms()
+
+    def views(self) -> list[FormSchema]:
         """The typed view of every form the store knows (name, form, columns), by form id."""
         return self._views.views()
 

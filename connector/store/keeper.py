@@ -14,9 +14,10 @@ from sqlalchemy import and_, insert, select, update
 from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.exc import IntegrityError
 
+from .schema import FormSchema, StoredField, fields_from_list, form_schema, shape_of, value_type
 from .sqlite import READ_OPTION
 from .tables import FORM_FIELDS, SUBMISSIONS
-from .views import DIALECTS, FormView, ViewField, fields_from_list, select_sql, value_type, view_columns
+from .views import DIALECTS, select_sql
 
 log = logging.getLogger("formsync.store")
 _VIEW_LOCK = 7410118  # PostgreSQL advisory lock key serialising view rebuilds
@@ -91,11 +92,12 @@ class ViewKeeper:
                            .order_by(FORM_FIELDS.c.position, FORM_FIELDS.c.field_key)).mappings()
         return {r["field_key"]: dict(r) for r in got}
 
-    def record_list(self, form_id: str, items: Sequence[Mapping[str, Any]]) -> FormView:
+    def record_list(self, form_id: str, items: Sequence[Mapping[str, Any]]) -> FormSchema:
         """Store the form's ``fields.list`` items as its field list (their order first;
-        fields no longer listed follow, marked unlisted) and rebuild its view."""
+        fields no longer listed follow, marked unlisted; each field's shape in
+        ``options``: see ``schema.shape_of``) and rebuild its view."""
         listed = fields_from_list(items)
-        options = {str(i["key"]): i.get("options") for i in items}
+        options = {str(i["key"]): shape_of(i) for i in items}
         now = self.clock()
         with self._lock:
             with self.engine.begin() as conn:
@@ -135,20 +137,22 @@ class ViewKeeper:
 
     # -- the views --------------------------------------------------------------------
 
-    def field_keys(self, form_id: str | None) -> list[str]:
-        """The field keys of ``form_id`` (or of every form), in field-list order; a form
-        with submissions but no field list (stored before lists were kept) is learnt first."""
+    def schema(self, form_id: str) -> FormSchema:
+        """The table of ``form_id`` as its field list makes it now; a form with
+        submissions but no field list (stored before lists were kept) is learnt first."""
         with self.reads.connect() as conn:
-            stored = set(conn.execute(select(SUBMISSIONS.c.form_id).distinct()).scalars())
-            listed = set(conn.execute(select(FORM_FIELDS.c.form_id).distinct()).scalars())
-        missing = sorted((stored if form_id is None else stored & {form_id}) - listed)
-        if missing:
-            self.learn_stored(missing)
-        stmt = select(FORM_FIELDS.c.field_key).order_by(FORM_FIELDS.c.position, FORM_FIELDS.c.form_id)
-        if form_id is not None:
-            stmt = stmt.where(FORM_FIELDS.c.form_id == form_id)
+            known = conn.execute(select(FORM_FIELDS.c.form_id).where(FORM_FIELDS.c.form_id == form_id)
+                                 .limit(1)).first() is not None
+        if not known:
+            self.learn_stored([form_id])
         with self.reads.connect() as conn:
-            return list(dict.fromkeys(conn.execute(stmt).scalars()))
+            return self.view_of(conn, form_id)
+
+    def answered_forms(self) -> list[str]:
+        """The forms with at least one stored submission, by id."""
+        with self.reads.connect() as conn:
+            return list(conn.execute(select(SUBMISSIONS.c.form_id).distinct().order_by(SUBMISSIONS.c.form_id))
+                        .scalars())
 
     def provisional(self, form_ids: Sequence[str] | None = None) -> list[str]:
         """The forms (among ``form_ids``, or every form with a field list) whose list
@@ -170,25 +174,26 @@ class ViewKeeper:
             return list(conn.execute(select(FORM_FIELDS.c.form_id).distinct().order_by(FORM_FIELDS.c.form_id))
                         .scalars())
 
-    def view_of(self, conn: Connection, form_id: str) -> FormView:
-        """The form's view as its field list makes it; a field no longer listed keeps
+    def view_of(self, conn: Connection, form_id: str) -> FormSchema:
+        """The form's table as its field list makes it; a field no longer listed keeps
         its column while a stored submission answers it."""
         fields = []
         for f in self._stored(conn, form_id).values():
             if f["source"] == "fields.list" and not f["listed"] and not self._answered(conn, form_id, f["field_key"]):
                 continue
-            fields.append(ViewField(f["field_key"], f["type"], f["title"], bool(f["listed"])))
-        return view_columns(form_id, fields)
+            shape = _doc(f["options"]) if isinstance(f["options"], str | bytes) else f["options"]
+            fields.append(StoredField(f["field_key"], f["type"], f["title"], tuple(shape or ()), bool(f["listed"])))
+        return form_schema(form_id, fields)
 
     @staticmethod
     def _answered(conn: Connection, form_id: str, key: str) -> bool:
-        view = view_columns(form_id, [ViewField(key, "json")])
+        view = form_schema(form_id, [StoredField(key, "json")])
         q = DIALECTS[conn.dialect.name].quote
         sql = f"SELECT 1 FROM ({select_sql(conn.dialect.name, view)}) v WHERE v.{q}{view.columns[-1].name}{q} IS NOT NULL"
         # Driver-level: the statement is SQL text with no parameters (no bind or % parsing).
         return conn.exec_driver_sql(sql + " LIMIT 1").first() is not None
 
-    def rebuild(self, form_id: str, *, wait: bool = True) -> FormView:
+    def rebuild(self, form_id: str, *, wait: bool = True) -> FormSchema:
         """(Re)create the form's view from its field list. Replacing a view waits for the
         queries reading it; without ``wait`` (a write's hook, which must not hold up the
         receiver behind a long query) it gives up after ``_HOOK_LOCK_SECONDS``."""
@@ -214,7 +219,7 @@ class ViewKeeper:
                 conn.exec_driver_sql(f"CREATE VIEW {name} AS {body}")
         return view
 
-    def views(self) -> list[FormView]:
+    def views(self) -> list[FormSchema]:
         """The view of every form with a field list, as its list makes it now."""
         with self.reads.connect() as conn:
             return [self.view_of(conn, f) for f in self.forms()]

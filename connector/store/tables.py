@@ -260,7 +260,8 @@ class FormField(StoreModel, table=True):
     position: int  # the view's column order: fields.list order, learnt fields after
     type: str
     title: str | None = None
-    options: list[dict[str, Any]] | None = _json_col()  # [{key, label}] of a choice field
+    # the field's shape (``schema.shape_of``): a choice's options, a matrix's rows, a group's members
+    options: list[dict[str, Any]] | None = _json_col()
     listed: bool = True  # in the last fields.list read (or learnt from answers, never listed)
     source: str  # fields.list | answers
     updated_at: int = Field(sa_type=BigInteger)

@@ -1,146 +1,49 @@
-"""The typed view of each form: ``formsync_form_<slug>``, one row per submission, its
-own columns then one column per field, typed from the field's type, built by each
-database's JSON functions over ``formsync_submissions`` (``answers`` and ``display``).
+"""The typed view of each form, ``formsync_form_<slug>``: the form's table (``schema``)
+as SQL over ``formsync_submissions`` (``answers`` and ``display``) and the request's
+external id, built by each database's JSON functions. One small mapper per database
+turns each logical type into that database's column (``SQL_TYPES``, ``_cell``).
 
-Everything here is pure (names, kinds, the statement text); ``Store`` runs it. A view is
-rebuilt when the form's field list changes (a new form or field, ``fields.list`` read
-again), never per event."""
+Everything here is pure (the statement text); ``Store`` runs it. A view is rebuilt when
+the form's field list changes (a new form or field, ``fields.list`` read again), never
+per event."""
 
 from __future__ import annotations
 
-import hashlib
-import re
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
 
-VIEW_PREFIX = "formsync_form_"
-MAX_NAME = 63  # PostgreSQL's identifier limit (MySQL's is 64)
+from .schema import Column, FormSchema
 
-# The column kind of each field type of fields.list; types it does not name are JSON.
-KINDS: dict[str, str] = {
-    **dict.fromkeys(("text", "textarea", "email", "phone", "url", "hidden", "time"), "text"),
-    **dict.fromkeys(("number", "calculated"), "number"),
-    **dict.fromkeys(("rating", "scale"), "integer"),
-    "switch": "boolean",
-    "date": "date",
-    **dict.fromkeys(("select", "radio", "decision", "picture-choice"), "choice"),
-    # lists (checkbox, ranking), matrices, groups, files, signatures, payments, bookings
-    "json": "json", "boolean": "boolean",
+# The view of a form is its schema: the names below are kept for the store's callers.
+FormView = FormSchema
+ViewColumn = Column
+
+# Each logical type as each database's view column holds it (docs/your-data.md's table).
+SQL_TYPES: dict[str, dict[str, str]] = {
+    "sqlite": {"text": "TEXT", "number": "REAL", "integer": "INTEGER", "boolean": "INTEGER 0/1",
+               "date": "TEXT YYYY-MM-DD", "time": "TEXT HH:MM:SS", "timestamp": "TEXT YYYY-MM-DD HH:MM:SS.SSS (UTC)",
+               "keys": "TEXT (JSON array)", "records": "TEXT (JSON array)", "json": "TEXT (JSON)"},
+    "postgresql": {"text": "text", "number": "double precision", "integer": "bigint", "boolean": "boolean",
+                   "date": "date", "time": "time", "timestamp": "timestamptz", "keys": "json", "records": "json",
+                   "json": "json"},
+    "mysql": {"text": "text", "number": "double", "integer": "bigint", "boolean": "boolean (0/1)",
+              "date": "date", "time": "time", "timestamp": "datetime(3) (UTC)", "keys": "json", "records": "json",
+              "json": "json"},
 }
-NOT_ANSWERED = frozenset({"documents"})  # field types that never hold an answer
 
-# The submission's own columns, first in every view: (name, SQL building it, kind).
-FIXED: tuple[tuple[str, str, str], ...] = (
-    ("submission_id", "s.id", "text"),
-    ("form_id", "s.form_id", "text"),
-    ("request_id", "s.request_id", "text"),
-    ("external_id", "r.external_id", "text"),
-    ("submitted_at", "s.submitted_at", "timestamp"),
-    ("updated_at", "s.updated_at", "timestamp"),
-    ("respondent_email", "s.respondent_email", "text"),
-    ("language", "s.language", "text"),
-    ("completed", "s.is_completed", "flag"),
-    ("edit_count", "s.edit_count", "plain"),
-)
-FIXED_NAMES = frozenset(name for name, _, _ in FIXED)
-
-
-@dataclass(frozen=True)
-class ViewField:
-    """A field as its view sees it: its key, its type (from fields.list, or the kind of
-    a learnt value), its title, and whether the last fields.list read listed it."""
-
-    key: str
-    type: str
-    title: str | None = None
-    listed: bool = True
-
-
-@dataclass(frozen=True)
-class ViewColumn:
-    """A column of a form's view: its name, its kind (text, number, integer, boolean,
-    date, timestamp, json) and the field key it comes from (None for the submission's own)."""
-
-    name: str
-    kind: str
-    field_key: str | None = None
-
-
-@dataclass(frozen=True)
-class FormView:
-    """A form's view: its name, the form, and its columns in order."""
-
-    name: str
-    form_id: str
-    columns: tuple[ViewColumn, ...]
-
-
-def kind_of(field_type: str) -> str:
-    """The column kind of a field type (JSON for a type this distribution does not know)."""
-    return KINDS.get(field_type, "json")
-
-
-def value_type(value: Any) -> str:
-    """The type a field learnt from one answer value gets: ``boolean``, ``number``,
-    ``text`` or ``json``."""
-    if isinstance(value, bool):
-        return "boolean"
-    if isinstance(value, int | float):
-        return "number"
-    if isinstance(value, str):
-        return "text"
-    return "json"
-
-
-def _slug(text: str, limit: int) -> str:
-    """``text`` as a lower-case SQL name part; a hash of ``text`` is appended when the
-    name had to change it (case, punctuation, length), so two texts never meet."""
-    slug = re.sub(r"[^a-z0-9_]+", "_", text.lower()).strip("_") or "x"
-    if slug[0].isdigit():
-        slug = "f_" + slug
-    if slug == text and len(slug) <= limit:
-        return slug
-    digest = hashlib.sha1(text.encode()).hexdigest()[:8]
-    return f"{slug[:limit - 9]}_{digest}"
-
-
-def view_name(form_id: str) -> str:
-    """The view of ``form_id``: ``formsync_form_`` then the id in lower case (with a short
-    hash of the id when lower-casing or shortening changed it): stable and collision-safe."""
-    return VIEW_PREFIX + _slug(form_id, MAX_NAME - len(VIEW_PREFIX))
-
-
-def view_columns(form_id: str, fields: Sequence[ViewField]) -> FormView:
-    """The columns of ``form_id``'s view over ``fields`` (in their order): the fixed ones,
-    then one per field named after its key (``<name>_label`` beside a choice)."""
-    columns = [ViewColumn(n, "timestamp" if k == "timestamp" else "boolean" if k == "flag" else
-                          "integer" if k == "plain" else k) for n, _, k in FIXED]
-    taken = set(FIXED_NAMES)
-    for f in fields:
-        if f.type in NOT_ANSWERED:
-            continue
-        name = _slug(f.key, MAX_NAME - len("_label"))
-        while name in taken or f"{name}_label" in taken:
-            name = _slug(name + "_", MAX_NAME - len("_label"))
-        kind = kind_of(f.type)
-        columns.append(ViewColumn(name, "text" if kind == "choice" else kind, f.key))
-        taken.add(name)
-        if kind == "choice":
-            columns.append(ViewColumn(f"{name}_label", "label", f.key))
-            taken.add(f"{name}_label")
-    return FormView(view_name(form_id), form_id, tuple(columns))
-
-
-# -- each database's JSON functions ---------------------------------------------------------
+# The submission's own columns as SQL over ``s`` (the submission) and ``r`` (its request).
+_OWN_SQL = {"submission_id": "s.id", "form_id": "s.form_id", "request_id": "s.request_id",
+            "external_id": "r.external_id", "submitted_at": "s.submitted_at", "updated_at": "s.updated_at",
+            "respondent_email": "s.respondent_email", "language": "s.language", "completed": "s.is_completed",
+            "edit_count": "s.edit_count"}
 
 
 def _lit(text: str) -> str:
     return "'" + text.replace("'", "''") + "'"
 
 
-def _path(key: str) -> str:
-    return _lit('$."' + key.replace("\\", "\\\\").replace('"', '\\"') + '"')
+def _path(*keys: str) -> str:
+    return _lit("$" + "".join('."' + k.replace("\\", "\\\\").replace('"', '\\"') + '"' for k in keys))
 
 
 @dataclass(frozen=True)
@@ -148,47 +51,57 @@ class _Dialect:
     quote: str
     timestamp: Callable[[str], str]
     flag: Callable[[str], str]
-    cell: Callable[[str, str, str], str]  # (document column, key, kind) -> SQL
+    cell: Callable[[str, tuple[str, ...], str], str]  # (document column, key path, logical type) -> SQL
 
 
-def _sqlite_cell(doc: str, key: str, kind: str) -> str:
-    p, t = _path(key), f"json_type({doc}, {_path(key)})"
+def _sqlite_cell(doc: str, keys: tuple[str, ...], kind: str) -> str:
+    p, t = _path(*keys), f"json_type({doc}, {_path(*keys)})"
+    v = f"{doc} ->> {p}"
     return {
-        "text": f"CASE WHEN {t} = 'text' THEN {doc} ->> {p} END",
-        "label": f"{doc} ->> {p}",
-        "number": f"CASE WHEN {t} IN ('integer', 'real') THEN CAST({doc} ->> {p} AS REAL) END",
-        "integer": f"CASE WHEN {t} IN ('integer', 'real') THEN CAST({doc} ->> {p} AS INTEGER) END",
-        "boolean": f"CASE WHEN {t} IN ('true', 'false') THEN {doc} ->> {p} END",
-        "date": f"CASE WHEN {t} = 'text' THEN date({doc} ->> {p}) END",
-        "json": f"{doc} -> {p}",
+        "text": f"CASE WHEN {t} = 'text' THEN {v} END",
+        "number": f"CASE WHEN {t} IN ('integer', 'real') THEN CAST({v} AS REAL) END",
+        "integer": f"CASE WHEN {t} IN ('integer', 'real') AND {v} = CAST({v} AS INTEGER) THEN CAST({v} AS INTEGER) END",
+        "boolean": f"CASE WHEN {t} IN ('true', 'false') THEN {v} END",
+        "date": f"CASE WHEN {t} = 'text' THEN date({v}) END",
+        "time": f"CASE WHEN {t} = 'text' THEN time({v}) END",
+        "keys": f"CASE WHEN {t} = 'array' THEN {doc} -> {p} END",
+        "records": f"CASE WHEN {t} = 'array' THEN {doc} -> {p} END",
+        "json": f"CASE WHEN {t} <> 'null' THEN {doc} -> {p} END",
     }[kind]
 
 
-def _pg_cell(doc: str, key: str, kind: str) -> str:
-    k = _lit(key)
-    j, v, t = f"{doc} -> {k}", f"{doc} ->> {k}", f"json_typeof({doc} -> {k})"
+def _pg_cell(doc: str, keys: tuple[str, ...], kind: str) -> str:
+    *outer, last = keys
+    base = doc + "".join(f" -> {_lit(k)}" for k in outer)
+    j, v = f"{base} -> {_lit(last)}", f"{base} ->> {_lit(last)}"
+    t = f"json_typeof({j})"
     return {
         "text": f"CASE WHEN {t} = 'string' THEN {v} END",
-        "label": v,
         "number": f"CASE WHEN {t} = 'number' THEN ({v})::double precision END",
-        "integer": f"CASE WHEN {t} = 'number' THEN round(({v})::numeric)::bigint END",
+        "integer": f"CASE WHEN {t} = 'number' AND ({v})::numeric = round(({v})::numeric) THEN ({v})::numeric::bigint END",
         "boolean": f"CASE WHEN {t} = 'boolean' THEN ({v})::boolean END",
         "date": f"CASE WHEN {v} ~ '^\\d{{4}}-\\d{{2}}-\\d{{2}}$' THEN ({v})::date END",
+        "time": f"CASE WHEN {v} ~ '^\\d{{2}}:\\d{{2}}(:\\d{{2}})?$' THEN ({v})::time END",
+        "keys": f"CASE WHEN {t} = 'array' THEN {j} END",
+        "records": f"CASE WHEN {t} = 'array' THEN {j} END",
         "json": f"CASE WHEN {t} <> 'null' THEN {j} END",
     }[kind]
 
 
-def _mysql_cell(doc: str, key: str, kind: str) -> str:
-    p = _path(key)
+def _mysql_cell(doc: str, keys: tuple[str, ...], kind: str) -> str:
+    p = _path(*keys)
     v, t = f"JSON_VALUE({doc}, {p})", f"JSON_TYPE(JSON_EXTRACT({doc}, {p}))"
+    numeric = "('INTEGER', 'UNSIGNED INTEGER', 'DOUBLE', 'DECIMAL')"
     return {
         "text": f"CASE WHEN {t} = 'STRING' THEN {v} END",
-        "label": v,
-        "number": f"CASE WHEN {t} IN ('INTEGER', 'UNSIGNED INTEGER', 'DOUBLE', 'DECIMAL') THEN CAST({v} AS DOUBLE) END",
-        "integer": f"CASE WHEN {t} IN ('INTEGER', 'UNSIGNED INTEGER', 'DOUBLE', 'DECIMAL') "
-                   f"THEN CAST(ROUND(CAST({v} AS DOUBLE)) AS SIGNED) END",
+        "number": f"CASE WHEN {t} IN {numeric} THEN CAST({v} AS DOUBLE) END",
+        "integer": f"CASE WHEN {t} IN {numeric} AND CAST({v} AS DOUBLE) = ROUND(CAST({v} AS DOUBLE)) "
+                   f"THEN CAST(CAST({v} AS DOUBLE) AS SIGNED) END",
         "boolean": f"CASE WHEN {t} = 'BOOLEAN' THEN {v} IN ('1', 'true') END",
         "date": f"CASE WHEN {t} = 'STRING' THEN CAST({v} AS DATE) END",
+        "time": f"CASE WHEN {t} = 'STRING' THEN CAST({v} AS TIME) END",
+        "keys": f"CASE WHEN {t} = 'ARRAY' THEN JSON_EXTRACT({doc}, {p}) END",
+        "records": f"CASE WHEN {t} = 'ARRAY' THEN JSON_EXTRACT({doc}, {p}) END",
         "json": f"CASE WHEN {t} <> 'NULL' THEN JSON_EXTRACT({doc}, {p}) END",
     }[kind]
 
@@ -202,37 +115,23 @@ DIALECTS: dict[str, _Dialect] = {
 }
 
 
-def select_sql(dialect: str, view: FormView, *, where: str = "") -> str:
-    """The ``SELECT`` a view is made of (``where``, SQL over ``s``, narrows it further)."""
+def column_sql(dialect: str, col: Column) -> str:
+    """The SQL giving one column of a form's table on ``dialect`` (over ``s`` and ``r``)."""
     d = DIALECTS[dialect]
-    q = d.quote
-    parts = []
-    for (_, sql, kind), col in zip(FIXED, view.columns, strict=False):
-        expr = d.timestamp(sql) if kind == "timestamp" else d.flag(sql) if kind == "flag" else sql
-        parts.append(f"{expr} AS {q}{col.name}{q}")
-    for col in view.columns[len(FIXED):]:
-        assert col.field_key is not None
-        doc = "s.display" if col.kind == "label" else "s.answers"
-        parts.append(f"{d.cell(doc, col.field_key, col.kind)} AS {q}{col.name}{q}")
+    if col.source == "own":
+        sql = _OWN_SQL[col.name]
+        return d.timestamp(sql) if col.type == "timestamp" else d.flag(sql) if col.type == "boolean" else sql
+    assert col.field_key is not None
+    if col.source == "label":
+        return d.cell("s.display", (col.field_key,), "text")
+    keys = (col.field_key,) if col.row_key is None else (col.field_key, col.row_key)
+    return d.cell("s.answers", keys, col.type)
+
+
+def select_sql(dialect: str, view: FormSchema, *, where: str = "") -> str:
+    """The ``SELECT`` a view is made of (``where``, SQL over ``s``, narrows it further)."""
+    q = DIALECTS[dialect].quote
+    parts = [f"{column_sql(dialect, c)} AS {q}{c.name}{q}" for c in view.columns]
     cond = f"s.form_id = {_lit(view.form_id)}" + (f" AND ({where})" if where else "")
     return (f"SELECT {', '.join(parts)} FROM formsync_submissions s "
             f"LEFT JOIN formsync_requests r ON r.id = s.request_id WHERE {cond}")
-
-
-def fields_from_list(items: Iterable[Mapping[str, Any]]) -> list[ViewField]:
-    """``fields.list`` items (as dicts) as view fields, in order; fields that never hold
-    an answer (documents) are left out."""
-    return [ViewField(str(i["key"]), str(i.get("type") or "json"), i.get("title") or None)
-            for i in items if i.get("type") not in NOT_ANSWERED]
-
-
-# -- reading answers per key (the wide export) -------------------------------------------------
-
-def answer_json(dialect: str, doc: str, key: str) -> str:
-    """SQL giving the JSON text of one key of the JSON document column ``doc`` (NULL when
-    the key is absent), in one lookup of the document."""
-    if dialect == "sqlite":
-        return f"{doc} -> {_path(key)}"
-    if dialect == "postgresql":
-        return f"({doc} -> {_lit(key)})::text"
-    return f"JSON_EXTRACT({doc}, {_path(key)})"

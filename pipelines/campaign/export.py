@@ -50,8 +50,13 @@ def export_campaign(store: Store, job: str, fmt: str, out: Path, *, sheet: Path 
         columns, cells = read.columns, dict(zip(read.numbers, read.rows, strict=True))
     except (SheetError, OSError) as e:
         problem = str(e)
-    keys = answer_keys if answer_keys is not None else (store.field_keys(record.form_id) or None)
+    keys = answer_keys if answer_keys is not None else (_field_keys(store, record.form_id) or None)
     table = campaign_table(columns, cells, rows, answers, keys)
     written = write_table(table, fmt, out)
     return CampaignExportReport(job=job, path=str(out), format=fmt, rows=written, columns=table.column_names,
                                 sheet_problem=problem)
+
+
+def _field_keys(store: Store, form_id: str) -> list[str]:
+    """The form's field keys in its schema's order (the wide export's)."""
+    return list(dict.fromkeys(c.field_key for c in store.schema(form_id).fields() if c.field_key is not None))

@@ -15,7 +15,6 @@ from pydantic import BaseModel
 
 from .context import command, print_report
 from .errors import ExitCode, UsageError
-from .export_fields import field_order, field_titles
 from .options import ConfigOption
 
 if TYPE_CHECKING:
@@ -82,17 +81,16 @@ def export(
                                                    "this ISO date or time; UTC unless it has an offset.")] = None,
     status: Annotated[str | None, typer.Option(help="Only requests in this status (pending, completed, "
                                                     "expired, canceled).")] = None,
-    display: Annotated[bool, typer.Option("--display", help="Display text instead of raw answers.")] = False,
-    labels: Annotated[bool, typer.Option("--labels", help="Question titles as the headers of the field columns, "
-                                                          "in the form's field order (reads fields.list once: "
-                                                          "needs --form and service.token).")] = False,
+    display: Annotated[bool, typer.Option("--display", help="The human-readable wide table: question titles as "
+                                                            "headers, labels and display text as cells, numbers "
+                                                            "kept numbers.")] = False,
     config: ConfigOption = None,
 ) -> None:
     """Export the stored submissions, answers or requests to CSV, XLSX or Parquet. Prints
     one JSON report per file written. Without --out, writes export.out_dir/TABLE.FORMAT
-    for --format or each of export.formats. With --form and service.token, the wide
-    table's field columns follow the form's field order; else the order answers were first
-    seen in.
+    for --format or each of export.formats. The wide table has the form's columns, in its
+    field order, typed from its field list (no service call); with several forms and no
+    --form, one file per form (TABLE.FORM_ID.FORMAT; one sheet each in XLSX).
 
     Example: [bold]formsync export --format xlsx --out results.xlsx --table all --form form_123[/bold]
     """
@@ -103,15 +101,14 @@ def export(
         targets = export_targets(format, out, table, ctx.settings())
         store = ctx.store()
         make_out_dir(targets)
-        titles, picked = field_titles(ctx, form) if labels else (None, None)
-        order = field_order(ctx, form) if not labels else None
         written = 0
-        for fmt, path in targets:
-            report = export_store(store, fmt, path, table=table, form_id=form,  # type: ignore[arg-type]
-                                  since=since_at, status=status, display=display, labels=titles,
-                                  fields=picked, order=order)
-            written += sum(report.rows.values())
-            print_report(report)
+        # One snapshot for every file: each format holds the same rows, whatever lands meanwhile.
+        with store.exports.snapshot():
+            for fmt, path in targets:
+                report = export_store(store, fmt, path, table=table, form_id=form,  # type: ignore[arg-type]
+                                      since=since_at, status=status, display=display)
+                written += sum(report.rows.values())
+                print_report(report)
         if written == 0:
             typer.echo(f"note: nothing to export: the store {ctx.store_url()} holds no rows for this table "
                        f"yet; fill it with formsync sync or formsync poll, or run formsync receive", err=True)

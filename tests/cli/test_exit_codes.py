@@ -110,14 +110,6 @@ def test_a_missing_token_is_a_usage_error_before_the_database_is_touched(command
     assert not db.exists()
 
 
-def test_export_labels_without_a_token_names_the_option(tmp_path: Path) -> None:
-    cfg = write_config(tmp_path, f"sqlite:///{tmp_path}/s.db", token=False)
-    res = CliRunner().invoke(app, ["export", "--format", "csv", "--out", str(tmp_path / "x.csv"), "--labels",
-                                   "--form", "form_x", "--config", str(cfg)], env={"COLUMNS": "400"})
-    assert res.exit_code == 2
-    assert one_error_line(res).startswith("error: --labels: --labels reads fields.list, which needs service.token")
-
-
 def test_a_misspelled_secret_key_is_named_but_never_echoed(tmp_path: Path) -> None:
     cfg = tmp_path / "c.toml"
     cfg.write_text(f'[service]\ntokn = "{TOKEN}"\n')

@@ -69,9 +69,10 @@ def test_a_received_event_creates_the_forms_view_and_fields_list_types_it(store:
     (learnt,) = store.views()
     assert [c.name for c in learnt.columns][10:] == ["name", "topic", "rating", "visit", "agree", "colors"]
     view = store.record_fields("form_contact", FIELDS)
-    assert [(c.name, c.kind) for c in view.columns][10:] == [
-        ("name", "text"), ("topic", "text"), ("topic_label", "label"), ("rating", "integer"), ("visit", "date"),
-        ("agree", "boolean"), ("colors", "json")]
+    assert [(c.name, c.type, c.source) for c in view.columns][10:] == [
+        ("name", "text", "answer"), ("topic", "text", "answer"), ("topic_label", "text", "label"),
+        ("rating", "integer", "answer"), ("visit", "date", "answer"), ("agree", "boolean", "answer"),
+        ("colors", "keys", "answer"), ("colors_label", "text", "label")]
     got = rows(store, f"SELECT submission_id, topic, topic_label, rating, visit, agree, colors, completed "
                       f"FROM {name} WHERE submission_id = 'sub_1'")
     (sid, topic, label, rating, visit, agree, colors, completed) = got[0]
@@ -100,7 +101,7 @@ def test_a_new_field_in_an_event_adds_its_column(store: Store) -> None:
     store.record_fields("form_contact", FIELDS)
     store.store_events(events(sub_event("evt_new", "sub_new", answers={"name": "Z", "extra": 4.5})))
     (view,) = store.views()
-    assert view.columns[-1].name == "extra" and view.columns[-1].kind == "number"
+    assert view.columns[-1].name == "extra" and view.columns[-1].type == "number"
     assert rows(store, f"SELECT extra FROM {view.name} WHERE submission_id = 'sub_new'") == [(4.5,)]
 
 

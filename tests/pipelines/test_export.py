@@ -1,5 +1,6 @@
 """The export pipeline: every table written as CSV, XLSX and Parquet, read back and
-compared cell by cell with what the store holds (SQLite in tmp_path)."""
+compared cell by cell with what the store holds (SQLite in tmp_path); the wide table
+has the columns and types of the form's field list (``connector.store.schema``)."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ from typing import Any
 
 import openpyxl
 import pandas as pd
+import pyarrow.parquet as pq
 import pytest
 from sqlalchemy import select
 from typer.testing import CliRunner
@@ -47,6 +49,24 @@ DISPLAY_1 = {
 }
 ANSWERS_2 = {"name": "-1+2", "age": 7, "colors": ["green"], "note": "@SUM(A1)", "grid": {"speed": "bad"}}
 DISPLAY_2 = {"name": "-1+2", "age": "7", "colors": "Green", "note": "@SUM(A1)", "grid": "Speed: Bad"}
+OPTIONS = [{"key": k, "label": k.title()} for k in ("red", "blue", "green")]
+FIELDS_A = [
+    {"key": "name", "type": "text", "title": "Your name"}, {"key": "age", "type": "number", "title": "Age"},
+    {"key": "colors", "type": "checkbox", "title": "Colors", "options": OPTIONS},
+    {"key": "grid", "type": "matrix", "title": "Rate us", "rows": [{"key": "speed", "label": "Speed"},
+                                                                  {"key": "price", "label": "Price"}],
+     "columns": [{"key": k, "label": k.title()} for k in ("good", "bad")]},
+    {"key": "people", "type": "group", "title": "People", "repeating": True,
+     "members": [{"key": "first", "type": "text", "title": "First"}, {"key": "last", "type": "text", "title": "Last"}]},
+    {"key": "cv", "type": "file", "title": "CV"}, {"key": "agree", "type": "switch", "title": "Agree"},
+    {"key": "note", "type": "textarea", "title": "Note"}, {"key": "intro", "type": "documents", "title": "Read"},
+]
+FIELDS_B = [{"key": "decision", "type": "decision", "title": "Your decision",
+             "options": [{"key": "approve", "label": "Approve"}, {"key": "decline", "label": "Decline"}]},
+            {"key": "age", "type": "text", "title": "Age"}]
+WIDE_A = ["submission_id", "form_id", "request_id", "external_id", "submitted_at", "updated_at", "respondent_email",
+          "language", "completed", "edit_count", "name", "age", "colors", "colors_label", "grid_speed", "grid_price",
+          "people", "cv", "agree", "note"]
 
 
 def sub_event(eid: str, sid: str, form: str, at: int, answers: dict[str, Any], display: dict[str, Any], *,
@@ -77,6 +97,8 @@ def req_block(rid: str, status: str, at: int, **extra: Any) -> dict[str, Any]:
 def store(tmp_path: Path) -> Iterator[Store]:
     s = Store(f"sqlite:///{tmp_path / 'store.db'}")
     s.migrate()
+    s.record_fields("form_a", FIELDS_A)
+    s.record_fields("form_b", FIELDS_B)
     s.store_events([
         sub_event("evt_1", "sub_1", "form_a", T0, ANSWERS_1, DISPLAY_1, updated=T0 + 5000, edits=1),
         sub_event("evt_2", "sub_2", "form_a", T0 + 2 * DAY, ANSWERS_2, DISPLAY_2),
@@ -108,31 +130,44 @@ def submissions(store: Store) -> list[SubmissionRow]:
         return rows
 
 
-def expected_wide(store: Store, *, display: bool = False) -> list[dict[str, Any]]:
+def expected_wide(store: Store, form: str = "form_a", *, display: bool = False) -> list[dict[str, Any]]:
+    """The wide table of ``form`` as the contract says, from the stored rows and the
+    field lists above (plain Python values: lists, dicts, floats, booleans)."""
+    fields = {"form_a": FIELDS_A, "form_b": FIELDS_B}[form]
+    external = {r["request_id"]: r["external_id"] for r in expected_requests(store)}
     out = []
     for r in submissions(store):
+        if r.form_id != form:
+            continue
+        a, d = r.answers or {}, r.display or {}
         rec: dict[str, Any] = {"submission_id": r.id, "form_id": r.form_id, "request_id": r.request_id,
-                               "submitted_at": ts(r.submitted_at), "updated_at": ts(r.updated_at),
-                               "edit_count": r.edit_count}
-        for key, value in (r.answers or {}).items():
-            shown = (r.display or {})[key]
-            if key == "grid":
-                parts = dict(zip(value, shown.split(", "), strict=True))
-                for row_key, col in value.items():
-                    rec[f"grid.{row_key}"] = parts[row_key] if display else col
-            elif display:
-                rec[key] = shown
-            elif isinstance(value, list | dict):
-                rec[key] = json.dumps(value, ensure_ascii=False)
+                               "external_id": external.get(r.request_id), "submitted_at": ts(r.submitted_at),
+                               "updated_at": ts(r.updated_at), "respondent_email": r.respondent_email,
+                               "language": r.language, "completed": r.is_completed, "edit_count": r.edit_count}
+        for f in fields:
+            key, t = f["key"], f["type"]
+            v = a.get(key)
+            if t == "documents":
+                continue
+            if display and t not in ("text", "textarea", "number", "switch"):
+                rec[f["title"]] = d.get(key)
+                continue
+            name = f["title"] if display else key
+            if t == "matrix":
+                for row in f["rows"]:
+                    rec[f"{key}_{row['key']}"] = (v or {}).get(row["key"])
+            elif t == "number":
+                rec[name] = None if v is None else float(v)
+            elif t == "file":
+                rec[name] = None if v is None else [{m: float(c[m]) if m == "size" else c.get(m)
+                                                    for m in ("name", "type", "size", "url")} for c in v]
+            elif t == "group":
+                rec[name] = None if v is None else [{m["key"]: i.get(m["key"]) for m in f["members"]} for i in v]
             else:
-                rec[key] = value
+                rec[name] = v
+            if t in ("checkbox", "decision"):
+                rec[f"{key}_label"] = d.get(key)
         out.append(rec)
-    for c in {c for rec in out for c in rec}:  # a column mixing text and numbers is all text
-        kinds = {type(rec[c]) for rec in out if rec.get(c) is not None}
-        if len(kinds) > 1:
-            for rec in out:
-                if rec.get(c) is not None and not isinstance(rec[c], str):
-                    rec[c] = json.dumps(rec[c])
     return out
 
 
@@ -149,8 +184,15 @@ def expected_long(store: Store) -> list[dict[str, Any]]:
     rows = [a for r in submissions(store) for a in (AnswerRow(**d) for d in answer_rows(r.id, r.answers, r.display))]
     rows.sort(key=lambda a: (order[a.submission_id], a.field_key, a.instance, a.row_key, a.member_key))
     return [{"submission_id": a.submission_id, "form_id": forms[a.submission_id], "field_key": a.field_key,
-             "instance": a.instance, "row_key": a.row_key, "member_key": a.member_key, "value_json": a.value_json,
+             "instance": None if a.instance == -1 else a.instance, "row_key": a.row_key or None,
+             "member_key": a.member_key or None, "value": plain_value(a.value_json),
              "display_text": a.display_text} for a in rows]
+
+
+def plain_value(value_json: str) -> str:
+    """The long table's value: text as it is, anything else as its JSON text."""
+    value = json.loads(value_json)
+    return value if isinstance(value, str) else value_json
 
 
 def expected_requests(store: Store) -> list[dict[str, Any]]:
@@ -165,8 +207,7 @@ def expected_requests(store: Store) -> list[dict[str, Any]]:
             "submission_id": r.submission_id, "cancel_reason": r.cancel_reason}
         for c in ("created_at", "expires_at", "completed_at", "expired_at", "canceled_at", "updated_at"):
             rec[c] = ts(getattr(r, c))
-        for k, v in (r.metadata_ or {}).items():
-            rec[f"metadata.{k}"] = v
+        rec["metadata"] = json.dumps(r.metadata_, ensure_ascii=False) if r.metadata_ else None
         out.append(rec)
     return out
 
@@ -198,7 +239,21 @@ def read_csv(path: Path) -> list[dict[str, Any]]:
 
 
 def read_parquet(path: Path) -> list[dict[str, Any]]:
-    return pd.read_parquet(path).to_dict("records")
+    return pq.read_table(path).to_pylist()
+
+
+def cell_text(v: Any) -> Any:
+    """What a CSV or XLSX cell holds for a list or an object: its JSON text, whole
+    numbers without a fraction."""
+    def whole(x: Any) -> Any:
+        if isinstance(x, float) and x.is_integer():
+            return int(x)
+        if isinstance(x, list):
+            return [whole(i) for i in x]
+        if isinstance(x, dict):
+            return {k: whole(i) for k, i in x.items() if i is not None}
+        return x
+    return json.dumps(whole(v), ensure_ascii=False) if isinstance(v, list | dict) else v
 
 
 def read_sheet(path: Path, sheet: str) -> list[dict[str, Any]]:
@@ -215,6 +270,8 @@ def as_csv_text(v: Any) -> str:
         return str(v)
     if isinstance(v, bool):
         return str(v)
+    if isinstance(v, float) and v.is_integer():
+        return str(int(v))  # Arrow writes a double as its shortest text
     return str(v)
 
 
@@ -225,9 +282,9 @@ def assert_table(got: list[dict[str, Any]], want: list[dict[str, Any]], *, kind:
         for c in g:
             expected = w.get(c)
             if kind == "csv":
-                assert g[c] == as_csv_text(guard(expected)), (i, c)
+                assert g[c] == as_csv_text(guard(cell_text(expected))), (i, c)
             elif kind == "xlsx":
-                assert norm(g[c]) == norm(guard(expected)), (i, c)
+                assert norm(g[c]) == norm(guard(cell_text(expected))), (i, c)
             else:
                 assert norm(g[c]) == norm(expected), (i, c)
 
@@ -253,13 +310,12 @@ def test_neutralise_fixed_inputs() -> None:
 @pytest.mark.parametrize("display", [False, True])
 def test_wide_round_trip(store: Store, tmp_path: Path, fmt: str, display: bool) -> None:
     out = tmp_path / f"wide.{fmt}"
-    report = export(store, fmt, out, display=display)  # type: ignore[arg-type]
+    report = export(store, fmt, out, form_id="form_a", display=display)  # type: ignore[arg-type]
     want = expected_wide(store, display=display)
-    assert report.rows == {"wide": 3}
-    # fixed columns first, then field columns in first-seen order, a matrix as key.row columns
-    assert report.columns["wide"] == ["submission_id", "form_id", "request_id", "submitted_at", "updated_at",
-                                      "edit_count", "name", "age", "colors", "grid.speed", "grid.price", "people",
-                                      "cv", "agree", "decision", "note"]
+    assert report.rows == {"wide": 2}
+    # the submission's own columns, then the field list's, answered or not (note: only in sub_2)
+    assert report.columns["wide"] == (WIDE_A if not display else WIDE_A[:10] + [
+        "Your name", "Age", "Colors", "Rate us", "People", "CV", "Agree", "Note"])
     got = {"csv": read_csv, "parquet": read_parquet, "xlsx": lambda p: read_sheet(p, "wide")}[fmt](out)
     assert list(got[0]) == report.columns["wide"]
     if fmt == "csv":
@@ -267,33 +323,45 @@ def test_wide_round_trip(store: Store, tmp_path: Path, fmt: str, display: bool) 
             for c in ("submitted_at", "updated_at"):
                 row[c] = str(pd.Timestamp(row[c])) if row[c] else ""
     assert_table(got, want, kind=fmt)
-    assert [r["submission_id"] for r in got] == ["sub_1", "sub_3", "sub_2"]
+    assert [r["submission_id"] for r in got] == ["sub_1", "sub_2"]
 
 
-def test_wide_raw_cells_are_json_for_groups_files_and_lists(store: Store, tmp_path: Path) -> None:
-    export(store, "parquet", tmp_path / "w.parquet")
-    row = pd.read_parquet(tmp_path / "w.parquet").set_index("submission_id").loc["sub_1"]
-    assert json.loads(row["people"]) == ANSWERS_1["people"]
-    assert json.loads(row["cv"]) == [CV]
-    assert json.loads(row["colors"]) == ["red", "blue"]
-    assert row["grid.speed"] == "good"
+def test_wide_cells_are_typed_by_the_field_list(store: Store, tmp_path: Path) -> None:
+    export(store, "parquet", tmp_path / "w.parquet", form_id="form_a")
+    t = pq.read_table(tmp_path / "w.parquet")
+    types = {f.name: str(f.type) for f in t.schema}
+    assert (types["age"], types["colors"], types["agree"], types["completed"]) == (
+        "double", "list<element: string>", "bool", "bool")
+    assert types["people"] == "list<element: struct<first: string, last: string>>"
+    assert types["cv"] == "list<element: struct<name: string, type: string, size: double, url: string>>"
+    row = {r["submission_id"]: r for r in t.to_pylist()}["sub_1"]
+    assert row["people"] == ANSWERS_1["people"] and row["cv"] == [{**CV, "size": 1200.0}]
+    assert (row["colors"], row["colors_label"], row["grid_speed"], row["age"]) == (["red", "blue"], "Red, Blue",
+                                                                                    "good", 42.0)
     assert row["name"] == ANSWERS_1["name"]  # Parquet is never neutralised
-    # "age" holds a number in form_a and text in form_b: the column becomes text
-    assert row["age"] == "42"
-    export(store, "parquet", tmp_path / "d.parquet", display=True)
-    shown = pd.read_parquet(tmp_path / "d.parquet").set_index("submission_id").loc["sub_1"]
-    assert (shown["cv"], shown["people"], shown["grid.speed"]) == ("cv.pdf", "Ann / Lee, Bo / Ng", "Speed: Good")
+    assert row["note"] is None  # not answered: a column all the same
+    # "age" is a number in form_a and text in form_b: each form's table has its own type
+    export(store, "parquet", tmp_path / "b.parquet", form_id="form_b")
+    b = pq.read_table(tmp_path / "b.parquet")
+    assert str(b.schema.field("age").type) == "string" and b.column("age").to_pylist() == ["old"]
+    assert b.column("decision_label").to_pylist() == ["Approve"]
+    assert b.column("external_id").to_pylist() == ["+ext-req_1"]
+    export(store, "parquet", tmp_path / "d.parquet", form_id="form_a", display=True)
+    shown = {r["submission_id"]: r for r in read_parquet(tmp_path / "d.parquet")}["sub_1"]
+    assert (shown["CV"], shown["People"], shown["Rate us"], shown["Age"]) == (
+        "cv.pdf", "Ann / Lee, Bo / Ng", "Speed: Good, Price: Bad", 42.0)
 
 
-def test_wide_labels_and_fields(store: Store, tmp_path: Path) -> None:
-    report = export(store, "csv", tmp_path / "w.csv", fields=["grid", "name", "missing"],
-                    labels={"name": "Your name", "grid": "Rate us"})
-    assert report.columns["wide"][6:] == ["Rate us.speed", "Rate us.price", "Your name", "missing"]
-    df = pd.read_csv(tmp_path / "w.csv", dtype=str, keep_default_na=False).set_index("submission_id")
-    assert df.loc["sub_2", "Rate us.speed"] == "bad"
-    assert df.loc["sub_2", "Rate us.price"] == ""
-    assert df.loc["sub_1", "Your name"] == "'" + ANSWERS_1["name"]
-    assert (df["missing"] == "").all()
+def test_several_forms_write_one_wide_file_each(store: Store, tmp_path: Path) -> None:
+    report = export(store, "csv", tmp_path / "w.csv")
+    assert report.files == {"form_a": str(tmp_path / "w.form_a.csv"), "form_b": str(tmp_path / "w.form_b.csv")}
+    assert report.rows == {"form_a": 2, "form_b": 1}
+    assert not (tmp_path / "w.csv").exists()
+    assert list(read_csv(tmp_path / "w.form_a.csv")[0]) == WIDE_A
+    assert list(read_csv(tmp_path / "w.form_b.csv")[0])[10:] == ["decision", "decision_label", "age"]
+    report = export(store, "xlsx", tmp_path / "w.xlsx", table="all")
+    assert openpyxl.load_workbook(tmp_path / "w.xlsx").sheetnames == ["form_a", "form_b", "long", "requests"]
+    assert read_sheet(tmp_path / "w.xlsx", "form_b")[0]["decision"] == "approve"
 
 
 @pytest.mark.parametrize("fmt", ["csv", "parquet", "xlsx"])
@@ -315,7 +383,7 @@ def test_requests_round_trip(store: Store, tmp_path: Path, fmt: str) -> None:
     report = export(store, fmt, out, table="requests")  # type: ignore[arg-type]
     want = expected_requests(store)
     assert report.rows == {"requests": 2}
-    assert report.columns["requests"][-3:] == ["metadata.runId", "metadata.batch", "metadata.owner"]
+    assert report.columns["requests"][-2:] == ["updated_at", "metadata"]  # the caller's metadata: one JSON column
     got = {"csv": read_csv, "parquet": read_parquet, "xlsx": lambda p: read_sheet(p, "requests")}[fmt](out)
     assert list(got[0]) == report.columns["requests"]
     if fmt == "csv":
@@ -328,26 +396,35 @@ def test_requests_round_trip(store: Store, tmp_path: Path, fmt: str) -> None:
     assert norm(by_id["req_2"]["status"]) == "canceled"
 
 
-def test_wide_headers_stay_unique(tmp_path: Path) -> None:
+def test_display_headers_stay_unique(tmp_path: Path) -> None:
     s = Store(f"sqlite:///{tmp_path / 'u.db'}")
     s.migrate()
+    s.record_fields("form_u", [{"key": "form_id", "type": "text", "title": "form_id"},
+                               {"key": "a", "type": "text", "title": "Same"}, {"key": "b", "type": "text", "title": "Same"}])
     s.store_events([sub_event("evt_u", "sub_u", "form_u", T0, {"form_id": "mine", "a": "x", "b": "y"},
                               {"form_id": "mine", "a": "x", "b": "y"})])
-    report = export(s, "parquet", tmp_path / "u.parquet", labels={"a": "Same", "b": "Same"})
-    assert report.columns["wide"][6:] == ["form_id [form_id]", "Same [a]", "Same [b]"]
+    report = export(s, "parquet", tmp_path / "u.parquet", display=True)
+    assert report.columns["wide"][10:] == ["form_id [form_id_3d1c9253]", "Same [a]", "Same [b]"]
     row = pd.read_parquet(tmp_path / "u.parquet").iloc[0]
-    assert (row["form_id"], row["form_id [form_id]"], row["Same [a]"], row["Same [b]"]) == ("form_u", "mine", "x", "y")
+    assert (row["form_id"], row["form_id [form_id_3d1c9253]"], row["Same [a]"], row["Same [b]"]) == (
+        "form_u", "mine", "x", "y")
     s.close()
 
 
-def test_long_labels_and_fields(store: Store, tmp_path: Path) -> None:
-    report = export(store, "parquet", tmp_path / "l.parquet", table="long", fields=["grid"],
-                    labels={"grid": "Rate us"})
-    df = pd.read_parquet(tmp_path / "l.parquet")
-    assert report.columns["long"][:4] == ["submission_id", "form_id", "field_key", "field_label"]
-    assert set(df["field_key"]) == {"grid"} and set(df["field_label"]) == {"Rate us"}
-    assert sorted(zip(df["submission_id"], df["row_key"], df["display_text"], strict=True)) == [
-        ("sub_1", "price", "Price: Bad"), ("sub_1", "speed", "Speed: Good"), ("sub_2", "speed", "Speed: Bad")]
+def test_long_values_are_plain_and_fields_filter(store: Store, tmp_path: Path) -> None:
+    report = export(store, "parquet", tmp_path / "l.parquet", table="long", fields=["grid", "name", "age"])
+    assert report.columns["long"] == ["submission_id", "form_id", "field_key", "instance", "row_key", "member_key",
+                                      "value", "display_text"]
+    rows = read_parquet(tmp_path / "l.parquet")
+    assert {r["field_key"] for r in rows} == {"grid", "name", "age"}
+    got = {(r["submission_id"], r["field_key"], r["row_key"]): (r["instance"], r["value"]) for r in rows}
+    assert got[("sub_1", "grid", "price")] == (None, "bad")  # a matrix row: no instance, its row key
+    assert got[("sub_1", "name", None)] == (None, ANSWERS_1["name"])  # text without JSON quotes
+    assert got[("sub_1", "age", None)] == (None, "42") and got[("sub_3", "age", None)] == (None, "old")
+    export(store, "parquet", tmp_path / "g.parquet", table="long", fields=["people"])
+    people = read_parquet(tmp_path / "g.parquet")
+    assert [(r["instance"], r["member_key"], r["value"]) for r in people] == [
+        (0, "first", "Ann"), (0, "last", "Lee"), (1, "first", "Bo"), (1, "last", "Ng")]
 
 
 def test_formulas_neutralised_in_csv_and_xlsx_not_parquet(store: Store, tmp_path: Path) -> None:
@@ -368,8 +445,9 @@ def test_formulas_neutralised_in_csv_and_xlsx_not_parquet(store: Store, tmp_path
 
 def test_xlsx_all_sheets_header_bold_frozen_autofilter(store: Store, tmp_path: Path) -> None:
     out = tmp_path / "all.xlsx"
-    report = export(store, "xlsx", out, table="all")
-    assert report.rows == {"wide": 3, "long": len(expected_long(store)), "requests": 2}
+    report = export(store, "xlsx", out, table="all", form_id="form_a")
+    assert report.rows == {"wide": 2, "long": len([r for r in expected_long(store) if r["form_id"] == "form_a"]),
+                           "requests": 0}
     wb = openpyxl.load_workbook(out)
     assert wb.sheetnames == ["wide", "long", "requests"]
     for name in wb.sheetnames:
@@ -377,7 +455,7 @@ def test_xlsx_all_sheets_header_bold_frozen_autofilter(store: Store, tmp_path: P
         assert all(c.font.bold for c in ws[1])
         assert all(not c.font.bold for c in ws[2])
         assert ws.freeze_panes == "A2"
-        assert ws.auto_filter.ref == f"A1:{ws.cell(1, ws.max_column).column_letter}{ws.max_row}"
+        assert ws.auto_filter.ref == f"A1:{ws.cell(1, ws.max_column).column_letter}{report.rows[name] + 1}"
         assert [c.value for c in ws[1]] == report.columns[name]
         widths = [ws.column_dimensions[ws.cell(1, i).column_letter].width for i in range(1, ws.max_column + 1)]
         assert all(8 <= w <= 61 for w in widths)
@@ -386,12 +464,12 @@ def test_xlsx_all_sheets_header_bold_frozen_autofilter(store: Store, tmp_path: P
 
 def test_xlsx_refuses_a_table_over_the_sheet_limit(store: Store, tmp_path: Path,
                                                    monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(export_mod, "XLSX_MAX_ROWS", 3)  # the real limit, 1,048,576, scaled down
+    monkeypatch.setattr(export_mod, "XLSX_MAX_ROWS", 2)  # the real limit, 1,048,576, scaled down
     out = tmp_path / "big.xlsx"
-    with pytest.raises(ValueError, match=r"table 'wide' has 3 rows; an XLSX sheet holds at most 2 rows"):
-        export(store, "xlsx", out)
+    with pytest.raises(ValueError, match=r"table 'wide' has 2 rows; an XLSX sheet holds at most 1 rows"):
+        export(store, "xlsx", out, form_id="form_a")
     assert not out.exists()
-    export(store, "xlsx", out, table="requests")  # two rows fit
+    export(store, "xlsx", out, form_id="form_b")  # one row fits
     assert out.exists()
 
 
@@ -399,8 +477,8 @@ def test_filters(store: Store, tmp_path: Path) -> None:
     export(store, "parquet", tmp_path / "a.parquet", form_id="form_a")
     assert list(pd.read_parquet(tmp_path / "a.parquet")["submission_id"]) == ["sub_1", "sub_2"]
     since = datetime.fromtimestamp((T0 + DAY) / 1000, tz=UTC)
-    export(store, "parquet", tmp_path / "s.parquet", since=since)
-    assert list(pd.read_parquet(tmp_path / "s.parquet")["submission_id"]) == ["sub_3", "sub_2"]
+    export(store, "parquet", tmp_path / "s.parquet", since=since, form_id="form_a")
+    assert list(pd.read_parquet(tmp_path / "s.parquet")["submission_id"]) == ["sub_2"]
     export(store, "parquet", tmp_path / "l.parquet", table="long", form_id="form_b")
     assert set(pd.read_parquet(tmp_path / "l.parquet")["submission_id"]) == {"sub_3"}
     export(store, "parquet", tmp_path / "r.parquet", table="requests", status="canceled")
@@ -409,7 +487,7 @@ def test_filters(store: Store, tmp_path: Path) -> None:
     assert list(pd.read_parquet(tmp_path / "f.parquet")["request_id"]) == ["req_1"]
     report = export(store, "csv", tmp_path / "none.csv", form_id="form_zzz")
     assert report.rows == {"wide": 0}
-    assert list(pd.read_csv(tmp_path / "none.csv").columns)[:2] == ["submission_id", "form_id"]
+    assert list(pd.read_csv(tmp_path / "none.csv").columns) == WIDE_A[:10]  # a form the store does not know
 
 
 @pytest.mark.parametrize(("kwargs", "message"), [
@@ -443,7 +521,7 @@ def test_cli_export(store: Store, tmp_path: Path) -> None:
     assert [r["submission_id"] for r in read_sheet(out, "wide")] == ["sub_1", "sub_2"]
     out2 = tmp_path / "cli.csv"
     result = CliRunner().invoke(app, ["export", "--format", "csv", "--out", str(out2), "--table", "requests",
-                                      "--status", "completed", "--display"], env=env)
+                                      "--status", "completed"], env=env)
     assert result.exit_code == 0, result.output
     assert [r["request_id"] for r in read_csv(out2)] == ["req_1"]
     bad = CliRunner().invoke(app, ["export", "--format", "csv", "--out", str(out2), "--since", "yesterday"], env=env)
@@ -474,7 +552,9 @@ async def test_export_of_a_store_synced_from_the_sandbox_reads_back_cell_by_cell
     store.migrate()
     async with FormClient(sandbox.base_url, sandbox.pro.token) as fc:
         assert (await sync_form(fc, store, form)).fetched == 8  # 3 seeded + 5
-    want = expected_wide(store)
+    async with FormClient(sandbox.base_url, sandbox.pro.token) as fc:
+        store.record_fields(form, (await fc.list_fields(form)).items)
+    want = expected_synced(store, form)
     assert len(want) == 8
     export(store, "xlsx", tmp_path / "all.xlsx", table="all")
     export(store, "csv", tmp_path / "wide.csv")
@@ -492,7 +572,20 @@ async def test_export_of_a_store_synced_from_the_sandbox_reads_back_cell_by_cell
     store.close()
 
 
-async def test_cli_export_labels_uses_the_forms_titles_and_field_order(sandbox: Any, tmp_path: Path) -> None:
+def expected_synced(store: Store, form: str) -> list[dict[str, Any]]:
+    """The wide table of the sandbox's Contact form: text fields, a choice with its label."""
+    out = []
+    for r in submissions(store):
+        a, d = r.answers or {}, r.display or {}
+        out.append({"submission_id": r.id, "form_id": form, "request_id": r.request_id,
+                    "submitted_at": ts(r.submitted_at), "updated_at": ts(r.updated_at),
+                    "respondent_email": r.respondent_email, "completed": r.is_completed, "edit_count": r.edit_count,
+                    "name": a.get("name"), "email": a.get("email"), "topic": a.get("topic"),
+                    "topic_label": d.get("topic"), "message": a.get("message")})
+    return out
+
+
+async def test_cli_export_display_has_titles_and_labels_from_the_store(sandbox: Any, tmp_path: Path) -> None:
     from connector.client import FormClient
     from pipelines.sync import sync_form
 
@@ -501,22 +594,16 @@ async def test_cli_export_labels_uses_the_forms_titles_and_field_order(sandbox: 
     store.migrate()
     async with FormClient(sandbox.base_url, sandbox.pro.token) as fc:
         await sync_form(fc, store, form)
+        store.record_fields(form, (await fc.list_fields(form)).items)
     store.close()
-    env = {"FORMSYNC_STORE__URL": f"sqlite:///{tmp_path / 'labels.db'}", "FORMSYNC_SERVICE__BASE_URL": sandbox.base_url,
-           "FORMSYNC_SERVICE__TOKEN": sandbox.pro.token}
-    out = tmp_path / "labels.csv"
-
-    def run(*args: str) -> Any:
-        return CliRunner().invoke(app, ["export", "--format", "csv", "--out", str(out), *args], env=env)
-
-    result = await asyncio.to_thread(run, "--form", form, "--labels")
+    # no service at all: titles and labels come from the store
+    env = {"FORMSYNC_STORE__URL": f"sqlite:///{tmp_path / 'labels.db'}"}
+    out = tmp_path / "labels.xlsx"
+    result = await asyncio.to_thread(lambda: CliRunner().invoke(
+        app, ["export", "--format", "xlsx", "--out", str(out), "--form", form, "--display"], env=env))
     assert result.exit_code == 0, result.output
-    header = list(pd.read_csv(out, dtype=str, keep_default_na=False).columns)
-    assert header == ["submission_id", "form_id", "request_id", "submitted_at", "updated_at", "edit_count",
-                      "Name", "Email", "Topic", "Message", "Source"], "titles, in fields.list order"
-    rows = read_csv(out)
+    rows = read_sheet(out, "wide")
+    assert list(rows[0])[10:] == ["Name", "Email", "Topic", "Message", "Source"], "titles, in fields.list order"
     assert sorted(r["Name"] for r in rows) == ["Ada Lovelace", "Alan Turing", "Grace Hopper"]
-    result = await asyncio.to_thread(run, "--labels")
-    assert result.exit_code == 2 and "give --form" in result.output
-    result = await asyncio.to_thread(run, "--form", "form_nope", "--labels")
-    assert result.exit_code == 1 and "form_nope" in result.output
+    assert {r["Topic"] for r in rows} <= {"Sales", "Support", "Other", None}  # labels, not keys
+    assert any(r["Topic"] for r in rows)

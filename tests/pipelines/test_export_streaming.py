@@ -1,7 +1,7 @@
-"""The export streams in batches: batches crossing column and type changes give the same
-file as one batch (SQLite and PostgreSQL), formula text is neutralised column-wise,
-the wide columns follow the form's field order, memory stays bounded by a batch, and
-a failed export leaves nothing behind."""
+"""The export streams in batches: batches crossing changes of the answers' keys and kinds
+give the same file as one batch (SQLite, PostgreSQL, MariaDB), the wide columns and types
+are the form's field list's in every batch, formula text is neutralised column-wise,
+memory stays bounded by a batch, and a failed export leaves nothing behind."""
 
 from __future__ import annotations
 
@@ -22,10 +22,10 @@ from hypothesis import strategies as st
 from sqlalchemy import insert
 from typer.testing import CliRunner
 
-from connector.store import Store, SubmissionRow, answer_rows, answer_tuples
+from connector.store import OWN, Store, SubmissionRow, answer_rows, answer_tuples
 from pipelines import export as export_mod
 from pipelines.cli import app
-from pipelines.export import WIDE_FIXED, export, neutralise, neutralise_array
+from pipelines.export import export, neutralise, neutralise_array
 from tests.connector.conftest import db_url, mysql_database, pg_database  # noqa: F401  (fixtures)
 from tests.pipelines.test_export import T0, read_csv, read_sheet, sub_event
 
@@ -48,10 +48,22 @@ def varied(i: int) -> tuple[dict[str, Any], dict[str, Any]]:
         "grid": ", ".join(f"{r.upper()}: {c.upper()}" for r, c in answers["grid"].items())}
 
 
+VARIED_FIELDS = [
+    {"key": "name", "type": "text", "title": "Name"}, {"key": "score", "type": "number", "title": "Score"},
+    {"key": "grid", "type": "matrix", "title": "Grid", "rows": [{"key": "a", "label": "A"}, {"key": "b", "label": "B"}],
+     "columns": [{"key": "x", "label": "X"}, {"key": "y", "label": "Y"}, {"key": "z", "label": "Z"}]},
+    {"key": "code", "type": "text", "title": "Code"},
+    {"key": "tags", "type": "checkbox", "title": "Tags",
+     "options": [{"key": "red", "label": "Red"}, {"key": "blue", "label": "Blue"}]},
+    {"key": "late", "type": "switch", "title": "Late"},
+]
+
+
 @pytest.fixture
 def varied_store(db_url: str) -> Iterator[Store]:  # noqa: F811
     s = Store(db_url)
     s.migrate()
+    s.record_fields("form_v", VARIED_FIELDS)
     s.store_events([sub_event(f"evt_{i}", f"sub_{i:03d}", "form_v", T0 + i * 1000, *varied(i)) for i in range(23)])
     try:
         yield s
@@ -65,7 +77,8 @@ def test_batches_across_boundaries_equal_one_batch(varied_store: Store, tmp_path
     one = export(varied_store, "parquet", tmp_path / "one.parquet", table=table)  # type: ignore[arg-type]
     monkeypatch.setattr(export_mod, "CHUNK_ROWS", 5)  # 23 submissions: five batches
     many = export(varied_store, "parquet", tmp_path / "many.parquet", table=table)  # type: ignore[arg-type]
-    assert many == one.model_copy(update={"path": str(tmp_path / "many.parquet")})
+    assert many == one.model_copy(update={"path": str(tmp_path / "many.parquet"),
+                                          "files": {k: str(tmp_path / "many.parquet") for k in one.files}})
     assert pq.read_table(tmp_path / "many.parquet").equals(pq.read_table(tmp_path / "one.parquet"))
     for fmt in ("csv", "xlsx"):
         export(varied_store, fmt, tmp_path / f"many.{fmt}", table=table)  # type: ignore[arg-type]
@@ -76,28 +89,31 @@ def test_batches_across_boundaries_equal_one_batch(varied_store: Store, tmp_path
     assert read_sheet(tmp_path / "many.xlsx", table) == read_sheet(tmp_path / "one.xlsx", table)
 
 
-def test_wide_columns_and_kinds_settle_over_all_batches(varied_store: Store, tmp_path: Path,
-                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+def test_wide_columns_and_types_are_the_field_lists_in_every_batch(varied_store: Store, tmp_path: Path,
+                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(export_mod, "CHUNK_ROWS", 5)
     report = export(varied_store, "parquet", tmp_path / "w.parquet")
-    # first-seen order, though "tags", "late" and "grid.b" first appear in later batches
-    assert report.columns["wide"][len(WIDE_FIXED):] == ["name", "score", "grid.a", "code", "tags", "grid.b", "late"]
+    # the field list's order, though "tags", "late" and "grid" row b are first answered in later batches
+    assert report.columns["wide"][len(OWN):] == ["name", "score", "grid_a", "grid_b", "code", "tags", "tags_label",
+                                                 "late"]
     t = pq.read_table(tmp_path / "w.parquet")
-    assert t.schema.field("score").type == pa.float64()  # integers, then floats: numbers
-    assert t.schema.field("code").type == pa.string()  # integers, then text: all text
+    assert t.schema.field("score").type == pa.float64()  # a number field: always double
+    assert t.schema.field("code").type == pa.string()  # a text field: text, whatever was stored
     assert t.schema.field("late").type == pa.bool_()
+    assert t.schema.field("tags").type == pa.list_(pa.string())
     rows = t.to_pylist()
-    assert [r["code"] for r in rows[:6]] == ["0", "1", "2", "3", "4", None]
-    assert rows[15]["code"] == "c15" and rows[0]["score"] == 0 and rows[10]["score"] == 10.5
+    # integers stored in a text field are of another type than the field's: empty cells, as in the view
+    assert [r["code"] for r in rows[:6]] == [None] * 6
+    assert rows[15]["code"] == "c15" and rows[0]["score"] == 0.0 and rows[10]["score"] == 10.5
     assert [r["late"] for r in rows[19:]] == [None, True, True, True]
-    assert rows[11]["grid.b"] is None and rows[12]["grid.b"] == "z"
-    assert rows[0]["tags"] == '["red", "blue"]' and rows[1]["tags"] is None
+    assert rows[11]["grid_b"] is None and rows[12]["grid_b"] == "z"
+    assert rows[0]["tags"] == ["red", "blue"] and rows[1]["tags"] is None
     assert rows[0]["name"] == "=evil0"  # Parquet keeps the text as stored
     export(varied_store, "csv", tmp_path / "w.csv")
     csv_rows = read_csv(tmp_path / "w.csv")
     assert [r["name"] for r in csv_rows[:4]] == ["'=evil0", "Person 1", "Person 2", "'=evil3"]
     assert [r["late"] for r in csv_rows[19:]] == ["", "True", "True", "True"]
-    assert csv_rows[10]["score"] == "10.5" and csv_rows[0]["code"] == "0"
+    assert csv_rows[10]["score"] == "10.5" and csv_rows[0]["tags"] == '["red", "blue"]'
 
 
 NASTY = ["=1+2", "+33 6", "-5", "@SUM(A1)", "\tx", "\rx", "a=b", "", " =x", "'=x", "==", "=", "é=",
@@ -146,43 +162,32 @@ def test_formula_text_neutralised_in_csv_and_xlsx_over_batches(tmp_path: Path,
     s.close()
 
 
-def test_order_puts_the_forms_fields_first_and_keeps_the_rest(varied_store: Store, tmp_path: Path) -> None:
-    report = export(varied_store, "csv", tmp_path / "o.csv", order=["late", "grid", "name", "gone"])
-    assert report.columns["wide"][len(WIDE_FIXED):] == ["late", "grid.a", "grid.b", "name", "score", "code", "tags"]
-    back = read_csv(tmp_path / "o.csv")
-    assert list(back[0])[len(WIDE_FIXED):] == report.columns["wide"][len(WIDE_FIXED):]
-    assert back[22]["late"] == "True" and back[22]["grid.b"] == "z"
-
-
-async def test_cli_wide_columns_follow_fields_list_without_labels(sandbox: Any, tmp_path: Path) -> None:
+async def test_cli_wide_columns_follow_the_stored_field_list_with_no_service_call(sandbox: Any,
+                                                                                   tmp_path: Path) -> None:
     from connector.client import FormClient
 
     form = sandbox.pro.forms["Contact"]
     async with FormClient(sandbox.base_url, sandbox.pro.token) as fc:
-        keys = [f.key for f in (await fc.list_fields(form)).items]
+        items = (await fc.list_fields(form)).items
+    keys = [f.key for f in items]
     assert len(keys) >= 3
     db = tmp_path / "o.db"
     s = Store(f"sqlite:///{db}")
     s.migrate()
+    s.record_fields(form, items)
     backwards = {k: f"v-{k}" for k in reversed(keys)} | {"extra": "kept"}  # stored in reverse field order
     s.store_events([sub_event("evt_o", "sub_o", form, T0, backwards, backwards)])
     s.close()
     out = tmp_path / "o.csv"
-    env = {"FORMSYNC_STORE__URL": f"sqlite:///{db}", "FORMSYNC_SERVICE__BASE_URL": sandbox.base_url,
-           "FORMSYNC_SERVICE__TOKEN": sandbox.pro.token}
-
-    def run(environ: dict[str, str]) -> Any:
-        return CliRunner().invoke(app, ["export", "--format", "csv", "--out", str(out), "--form", form], env=environ)
-
-    result = await asyncio.to_thread(run, env)
+    # the service out of reach: the export reads the store only
+    env = {"FORMSYNC_STORE__URL": f"sqlite:///{db}", "FORMSYNC_SERVICE__BASE_URL": "http://127.0.0.1:9",
+           "FORMSYNC_SERVICE__TOKEN": sandbox.pro.token, "FORMSYNC_SERVICE__MAX_RETRIES": "0"}
+    result = await asyncio.to_thread(
+        lambda: CliRunner().invoke(app, ["export", "--format", "csv", "--out", str(out), "--form", form], env=env))
     assert result.exit_code == 0, result.output
-    assert list(read_csv(out)[0])[len(WIDE_FIXED):] == [*keys, "extra"]
-    # the service out of reach: a warning, and the export still runs, in first-seen order
-    result = await asyncio.to_thread(run, env | {"FORMSYNC_SERVICE__BASE_URL": "http://127.0.0.1:9",
-                                                 "FORMSYNC_SERVICE__MAX_RETRIES": "0"})
-    assert result.exit_code == 0, result.output
-    assert "cannot read the field order of form" in result.stderr
-    assert list(read_csv(out)[0])[len(WIDE_FIXED):] == [*reversed(keys), "extra"]
+    assert result.stderr == ""
+    fields = [c for c in list(read_csv(out)[0])[len(OWN):] if not c.endswith("_label")]
+    assert fields == [*keys, "extra"]  # the field list's order; a field learnt from the answers follows
 
 
 def bulk_store(path: Path, submissions: int) -> int:

@@ -4,6 +4,7 @@ SQLite, PostgreSQL and MariaDB, whatever the separators and quotes inside the va
 
 from __future__ import annotations
 
+import csv
 import json
 from collections.abc import Iterator
 from pathlib import Path
@@ -44,3 +45,25 @@ def test_list_and_text_cells_read_back_as_python_writes_them(store: Store, tmp_p
             value = answers.get(key)
             want = value if value is None or isinstance(value, str) else json.dumps(value, ensure_ascii=False)
             assert row.get(key) == want, (key, row.get(key), want)
+
+
+def test_typed_list_cells_on_each_database(store: Store, tmp_path: Path) -> None:
+    """With the field list: lists of keys and file lists are typed in Parquet, and their
+    CSV cells are the JSON text Python writes (a whole number without a fraction)."""
+    store.record_fields("form_contact", [{"key": "tags", "type": "checkbox", "title": "Tags"},
+                                         {"key": "text", "type": "text", "title": "Text"},
+                                         {"key": "files", "type": "file", "title": "Files"}])
+    export(store, "parquet", tmp_path / "w.parquet")
+    rows = pq.read_table(tmp_path / "w.parquet").to_pylist()
+    assert [r["tags"] for r in rows] == [v.get("tags") for v in VALUES]
+    assert [r["text"] for r in rows] == [v.get("text") for v in VALUES]
+    assert rows[2]["files"] == [{"name": "x,y:z.pdf", "type": None, "size": 10.0, "url": None}]
+    assert rows[3]["files"] == [{"name": "a.pdf", "type": None, "size": 2.5, "url": None}]
+    export(store, "csv", tmp_path / "w.csv")
+    with open(tmp_path / "w.csv", newline="", encoding="utf-8") as f:
+        cells = list(csv.DictReader(f))
+    for cell, answers in zip(cells, VALUES, strict=True):
+        tags = answers.get("tags")
+        assert cell["tags"] == ("" if tags is None else json.dumps(tags, ensure_ascii=False))
+    assert [c["files"] for c in cells[2:4]] == ['[{"name": "x,y:z.pdf", "size": 10}]',
+                                                '[{"name": "a.pdf", "size": 2.5}]']

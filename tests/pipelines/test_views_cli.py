@@ -33,10 +33,10 @@ async def test_views_command_types_columns_from_fields_list(sandbox: Any, tmp_pa
     assert result.exit_code == 0, result.output
     (listed,) = json.loads(result.stdout)["views"]
     assert listed["view"] == view_name(form) and listed["form_id"] == form
-    keys = [c["field_key"] for c in listed["columns"] if c["field_key"] and c["kind"] != "label"]
+    keys = list(dict.fromkeys(c["field_key"] for c in listed["columns"] if c["field_key"]))
     assert keys == [f.key for f in fields if f.type != "documents"], "fields.list order"
-    kinds = {c["name"]: c["kind"] for c in listed["columns"]}
-    assert kinds["topic"] == "text" and kinds["topic_label"] == "label" and kinds["submitted_at"] == "timestamp"
+    kinds = {c["name"]: c["type"] for c in listed["columns"]}
+    assert kinds["topic"] == "text" and kinds["topic_label"] == "text" and kinds["submitted_at"] == "timestamp"
     store = Store(url)
     with store.database.engine.connect() as conn:
         got = conn.execute(text(f"SELECT topic, count(*) FROM {listed['view']} GROUP BY topic ORDER BY topic")).all()
@@ -55,4 +55,4 @@ def test_views_command_without_a_token_learns_from_answers(tmp_path: Path) -> No
     result = CliRunner().invoke(app, ["views"], env={"FORMSYNC_STORE__URL": url})
     assert result.exit_code == 0, result.output
     (listed,) = json.loads(result.stdout)["views"]
-    assert [(c["name"], c["kind"]) for c in listed["columns"]][-2:] == [("name", "text"), ("score", "number")]
+    assert [(c["name"], c["type"]) for c in listed["columns"]][-2:] == [("name", "text"), ("score", "number")]

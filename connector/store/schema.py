@@ -1,0 +1,252 @@
+"""The data contract: one form's table as a pure function of its field list.
+
+``form_schema`` turns a form's stored field descriptors (``fields.list``, kept in
+``formsync_form_fields``) into ordered columns, each with a name, a logical type and the
+source of its value. Every reader of a form's answers is generated from it: the typed
+view on each database (``views``), and the wide export, its Arrow (Parquet), CSV and XLSX
+cells and the pandas frames (``pipelines.columns``). No type is ever inferred from the
+answers, so two exports of one form have the same columns and types whatever was
+answered in between.
+
+The rules (docs/your-data.md, "The data contract"):
+
+* the submission's own columns come first (``OWN``), then one or more columns per field
+  in field-list order, answered or not;
+* a choice field (select, radio, decision, picture-choice) is its option key and
+  ``<name>_label``; a checkbox or ranking field is its list of keys (``keys``) and
+  ``<name>_label``, the labels as the service's display text;
+* a matrix is one text column per row, ``<name>_<row>``, holding the column key;
+* a repeating group and a file list (file, signature) are ``records``: lists of objects
+  whose members are typed by the member descriptors (a file: name, type, size, url);
+* number and calculated fields are ``number`` (one floating type always); rating and scale
+  ``integer``; date ``date``; time ``time``; switch ``boolean``; hidden text;
+* payment, booking and any type this distribution does not know are ``json``;
+  documents fields never hold an answer and have no column;
+* column names are SQL-safe (``sql_name``): a field key that is already lower-case
+  ``[a-z0-9_]`` keeps its name, any other gets a short hash of the key appended;
+* a field no longer listed keeps its column while stored answers have it (the caller
+  passes it with ``listed=False``)."""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+LogicalType = Literal["text", "number", "integer", "boolean", "date", "time", "timestamp", "keys", "records", "json"]
+LOGICAL_TYPES: tuple[str, ...] = ("text", "number", "integer", "boolean", "date", "time", "timestamp", "keys",
+                                  "records", "json")
+# Where a column's value comes from: the submission row (or its request's), the answer of
+# its field, the answer's display text, or one row of a matrix answer.
+Source = Literal["own", "answer", "label", "row"]
+VIEW_PREFIX = "formsync_form_"
+MAX_NAME = 63  # PostgreSQL's identifier limit (MySQL's is 64)
+
+_SCALAR_TYPES: dict[str, LogicalType] = {
+    **dict.fromkeys(("text", "textarea", "email", "phone", "url", "hidden"), "text"),
+    **dict.fromkeys(("number", "calculated"), "number"),
+    **dict.fromkeys(("rating", "scale"), "integer"),
+    "switch": "boolean", "date": "date", "time": "time",
+    # types learnt from an answer when the service was not asked (``value_type``)
+    "boolean": "boolean", "json": "json",
+}
+CHOICE_TYPES = frozenset({"select", "radio", "decision", "picture-choice"})
+MULTI_TYPES = frozenset({"checkbox", "ranking"})
+FILE_TYPES = frozenset({"file", "signature"})
+NOT_ANSWERED = frozenset({"documents"})  # field types that never hold an answer
+
+
+@dataclass(frozen=True)
+class Column:
+    """One column of a form's table: its name, its logical type, where its value comes
+    from (``source``), the field it belongs to (None for the submission's own), the
+    matrix row it holds (``source == "row"``), its members (``records``: the objects'
+    members, each a ``Column`` named by the member key) and the question's title."""
+
+    name: str
+    type: LogicalType
+    source: Source = "answer"
+    field_key: str | None = None
+    row_key: str | None = None
+    members: tuple[Column, ...] = ()
+    title: str | None = None
+
+
+# The submission's own columns, first in every table: name and type; ``own`` gives where.
+OWN: tuple[Column, ...] = tuple(Column(n, t, "own") for n, t in (  # type: ignore[arg-type]
+    ("submission_id", "text"), ("form_id", "text"), ("request_id", "text"), ("external_id", "text"),
+    ("submitted_at", "timestamp"), ("updated_at", "timestamp"), ("respondent_email", "text"),
+    ("language", "text"), ("completed", "boolean"), ("edit_count", "integer")))
+OWN_NAMES = frozenset(c.name for c in OWN)
+FILE_MEMBERS: tuple[Column, ...] = (Column("name", "text"), Column("type", "text"), Column("size", "number"),
+                                    Column("url", "text"))
+
+
+@dataclass(frozen=True)
+class StoredField:
+    """A field as the store keeps it: key, type (from ``fields.list``, or the kind of a
+    learnt value), title, its shape (``options`` of a choice, ``rows`` of a matrix,
+    ``members`` of a group: lists of ``{key, ...}``) and whether the last ``fields.list``
+    read listed it."""
+
+    key: str
+    type: str
+    title: str | None = None
+    shape: tuple[Mapping[str, Any], ...] = field(default=())
+    listed: bool = True
+
+
+@dataclass(frozen=True)
+class FormSchema:
+    """A form's table: the form, its view's name and its columns in order."""
+
+    form_id: str
+    name: str
+    columns: tuple[Column, ...]
+
+    def fields(self) -> tuple[Column, ...]:
+        """The columns after the submission's own."""
+        return self.columns[len(OWN):]
+
+
+def sql_name(text: str, limit: int = MAX_NAME) -> str:
+    """``text`` as a lower-case SQL name; a hash of ``text`` is appended when the name had
+    to change it (case, punctuation, length), so two texts never meet."""
+    slug = re.sub(r"[^a-z0-9_]+", "_", text.lower()).strip("_") or "x"
+    if slug[0].isdigit():
+        slug = "f_" + slug
+    if slug == text and len(slug) <= limit:
+        return slug
+    digest = hashlib.sha1(text.encode()).hexdigest()[:8]
+    return f"{slug[:limit - 9]}_{digest}"
+
+
+def view_name(form_id: str) -> str:
+    """The view of ``form_id``: ``formsync_form_`` then the id in lower case (with a short
+    hash of the id when lower-casing or shortening changed it): stable and collision-safe."""
+    return VIEW_PREFIX + sql_name(form_id, MAX_NAME - len(VIEW_PREFIX))
+
+
+def shape_of(item: Mapping[str, Any]) -> list[dict[str, Any]] | None:
+    """What the store keeps of a ``fields.list`` item's shape: a choice's ``options``, a
+    matrix's ``rows``, a group's ``members`` (key, type, title and their own shape)."""
+    if item.get("type") == "matrix":
+        return [{"key": str(r["key"]), "label": r.get("label")} for r in item.get("rows") or []]
+    if item.get("type") == "group":
+        return [{"key": str(m["key"]), "type": str(m.get("type") or "json"), "title": m.get("title"),
+                 **({"shape": s} if (s := shape_of(m)) else {})} for m in item.get("members") or []]
+    options = item.get("options")
+    return [dict(o) for o in options] if options else None
+
+
+def value_type(value: Any) -> str:
+    """The type a field learnt from one answer value gets: ``boolean``, ``number``,
+    ``text`` or ``json``."""
+    if isinstance(value, bool):
+        return "boolean"
+    if isinstance(value, int | float):
+        return "number"
+    if isinstance(value, str):
+        return "text"
+    return "json"
+
+
+def _member(m: Mapping[str, Any]) -> Column:
+    """A group member as a member column: text, number, integer and boolean types as at
+    the top level, a choice as its key, a multi-choice as keys, a date or time as its ISO
+    text, anything else (a file, a matrix, ...) as JSON text."""
+    t = str(m.get("type") or "json")
+    typed: LogicalType = _SCALAR_TYPES.get(t, "json")
+    if t in CHOICE_TYPES or typed in ("date", "time"):
+        typed = "text"
+    elif t in MULTI_TYPES:
+        typed = "keys"
+    return Column(str(m["key"]), typed, title=m.get("title"))
+
+
+class _Names:
+    """Column names handed out so far: each new one is made unique."""
+
+    def __init__(self) -> None:
+        self.taken = set(OWN_NAMES)
+
+    def take(self, text: str, *suffixes: str) -> str:
+        room = MAX_NAME - max((len(s) for s in suffixes), default=0)
+        name = sql_name(text, room)
+        while name in self.taken or any(name + s in self.taken for s in suffixes):
+            name = sql_name(name + "_", room)
+        self.taken.update([name, *(name + s for s in suffixes)])
+        return name
+
+
+def field_columns(f: StoredField, names: _Names | None = None) -> list[Column]:
+    """The columns of one field (none for a field that never holds an answer); ``names``
+    holds the names the table has handed out already."""
+    names = names or _Names()
+    t, key, title = f.type, f.key, f.title
+    if t in NOT_ANSWERED:
+        return []
+    if t in CHOICE_TYPES or t in MULTI_TYPES:
+        name = names.take(key, "_label")
+        return [Column(name, "keys" if t in MULTI_TYPES else "text", "answer", key, title=title),
+                Column(f"{name}_label", "text", "label", key, title=title)]
+    if t == "matrix" and f.shape:
+        base = sql_name(key, MAX_NAME - 16)
+        return [Column(names.take(f"{base}_{r['key']}"), "text", "row", key, str(r["key"]), title=title)
+                for r in f.shape]
+    if t == "group" and f.shape:
+        return [Column(names.take(key), "records", "answer", key, members=tuple(_member(m) for m in f.shape),
+                       title=title)]
+    if t in FILE_TYPES:
+        return [Column(names.take(key), "records", "answer", key, members=FILE_MEMBERS, title=title)]
+    return [Column(names.take(key), _SCALAR_TYPES.get(t, "json"), "answer", key, title=title)]
+
+
+def form_schema(form_id: str, fields: Iterable[StoredField]) -> FormSchema:
+    """The table of ``form_id`` over ``fields`` (in their order): the submission's own
+    columns, then each field's (``field_columns``)."""
+    names = _Names()
+    columns = list(OWN)
+    for f in fields:
+        columns += field_columns(f, names)
+    return FormSchema(form_id, view_name(form_id), tuple(columns))
+
+
+def fields_from_list(items: Iterable[Mapping[str, Any]]) -> list[StoredField]:
+    """``fields.list`` items (as dicts) as stored fields, in order; fields that never hold
+    an answer (documents) are left out."""
+    return [StoredField(str(i["key"]), str(i.get("type") or "json"), i.get("title") or None,
+                        tuple(shape_of(i) or ()))
+            for i in items if i.get("type") not in NOT_ANSWERED]
+
+
+def by_field(columns: Sequence[Column]) -> dict[str, list[Column]]:
+    """``columns`` grouped by field key (fields in order)."""
+    out: dict[str, list[Column]] = {}
+    for c in columns:
+        if c.field_key is not None:
+            out.setdefault(c.field_key, []).append(c)
+    return out
+
+
+_PLAIN = frozenset({"text", "number", "integer", "boolean", "date", "time"})
+
+
+def display_schema(schema: FormSchema) -> FormSchema:
+    """The human-readable variant of a form's table (``formsync export --display``): the
+    submission's own columns, then one column per field: a text, number, integer,
+    boolean, date or time field as its value, any other (choices, lists, matrices,
+    groups, files, ...) as the service's display text (``source == "label"``). Each
+    column keeps the question's title, for headers."""
+    names = _Names()
+    columns = list(OWN)
+    for key, cols in by_field(schema.fields()).items():
+        only = cols[0]
+        if len(cols) == 1 and only.source == "answer" and only.type in _PLAIN:
+            names.taken.add(only.name)
+            columns.append(only)
+        else:
+            columns.append(Column(names.take(key), "text", "label", key, title=only.title))
+    return FormSchema(schema.form_id, schema.name, tuple(columns))
