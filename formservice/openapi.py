@@ -77,6 +77,8 @@ def build() -> dict[str, Any]:
     for m in methods:
         env = _envelope_name(m.name)
         params_ref = keyed[(m.params, "validation")]
+        if not _needs_params(m.params):  # omitted, or null (read as omitted): the envelope's rule
+            params_ref = {"anyOf": [params_ref, {"type": "null"}]}
         schemas[env] = {
             "type": "object",
             "title": m.name,

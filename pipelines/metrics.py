@@ -9,7 +9,10 @@ A job is labelled ``job_id``: Prometheus keeps ``job`` for the scrape job."""
 
 from __future__ import annotations
 
+import logging
+import threading
 from collections.abc import Iterator
+from concurrent.futures import Future
 
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.core import GaugeMetricFamily
@@ -20,6 +23,8 @@ from connector.store import Store
 
 from .health import problems
 from .status import StatusReport, collect_status
+
+log = logging.getLogger("formsync.metrics")
 
 PROBLEM_KINDS: tuple[NoticeKind, ...] = ("scheduler_stopped", "job_failed", "outreach_stalled")
 OUTREACH_STATES = ("sent", "pending", "failed", "changed", "rejected")
@@ -85,13 +90,46 @@ def _outreach_metrics(report: StatusReport) -> Iterator[GaugeMetricFamily]:
 
 
 class StoreCollector(Collector):
-    """A Prometheus collector reading ``store`` at every scrape (a few small queries)."""
+    """A Prometheus collector reading ``store`` at every scrape (a few small queries), in a
+    thread of its own and for ``wait_seconds`` at most: a database away never holds or
+    fails a scrape, whose other metrics (the receiver's) matter most then. One read at a
+    time: a scrape while a read hangs waits on that read rather than starting another.
+    ``formsync_store_read_ok`` says whether this scrape's figures came from the store."""
 
-    def __init__(self, settings: Settings, store: Store) -> None:
-        self.settings, self.store = settings, store
+    def __init__(self, settings: Settings, store: Store, *, wait_seconds: float = 2.0) -> None:
+        self.settings, self.store, self.wait_seconds = settings, store, wait_seconds
+        self._reading: Future[StatusReport] | None = None
+        self._lock = threading.Lock()
+
+    def _read(self) -> Future[StatusReport]:
+        # A daemon thread: a read hung on a dead network never holds the process's exit.
+        done: Future[StatusReport] = Future()
+
+        def run() -> None:
+            try:
+                done.set_result(collect_status(self.settings, self.store))
+            except Exception as e:
+                done.set_exception(e)
+
+        threading.Thread(target=run, name="formsync-metrics-read", daemon=True).start()
+        return done
 
     def collect(self) -> Iterator[GaugeMetricFamily]:
-        yield from report_metrics(collect_status(self.settings, self.store))
+        with self._lock:
+            if self._reading is None or self._reading.done():
+                self._reading = self._read()
+            reading = self._reading
+        ok = GaugeMetricFamily("formsync_store_read_ok", "1 when this scrape read the store's figures in time.")
+        try:
+            report = reading.result(timeout=self.wait_seconds)
+        except Exception as e:  # the database is away or slow: the receiver's own metrics still go out
+            log.warning("metrics: the store could not be read for /metrics (%s)", type(e).__name__)
+            ok.add_metric([], 0.0)
+            yield ok
+            return
+        ok.add_metric([], 1.0)
+        yield ok
+        yield from report_metrics(report)
 
 
 def render(report: StatusReport) -> bytes:

@@ -52,7 +52,8 @@ def is_provisional(submission_id: str) -> bool:
 def completion_row(request: Mapping[str, Any], submission_id: str, form_id: str) -> dict[str, Any]:
     """The submission row of a completed request row (``request_rows`` shape) that
     carries its answers (pure). Only what the record tells of the submission is set:
-    its answers and display, its request, and ``completedAt`` as the submitted time."""
+    its answers and display, its request, ``completedAt`` as the submitted time and the
+    request's language."""
     row: dict[str, Any] = {
         "id": submission_id, "form_id": form_id, "request_id": request["id"], "is_completed": True,
         "answers": request["answers"], "display": request.get("display") or {}, "source": request["source"],
@@ -60,6 +61,8 @@ def completion_row(request: Mapping[str, Any], submission_id: str, form_id: str)
     }
     if request.get("completed_at") is not None:
         row["submitted_at"] = request["completed_at"]
+    if request.get("language") is not None:  # the language the request opened the form in
+        row["language"] = request["language"]
     return row
 
 

@@ -8,13 +8,17 @@ from __future__ import annotations
 import os
 import re
 import shutil
+import socket
 import subprocess
+import threading
+import time
 from pathlib import Path
 
 import aiohttp
 import pytest
 import yaml
 from aiohttp.test_utils import TestServer
+from prometheus_client import CollectorRegistry, generate_latest
 from typer.testing import CliRunner
 
 from connector.receiver import create_receiver_app
@@ -96,3 +100,25 @@ async def test_the_rules_name_only_metrics_formsync_serves(tmp_path: Path) -> No
     assert 'formsync_job_last_run_failed{job_id="nightly",kind="export"} 1.0' in cli.stdout
     assert 'formsync_problems{kind="job_failed"} 1.0' in cli.stdout
     assert 'formsync_outreach_rows{job_id="spring",state="pending"} 1.0' in cli.stdout
+
+
+def test_a_database_that_does_not_answer_never_holds_or_fails_a_scrape(tmp_path: Path) -> None:
+    # A PostgreSQL address that takes connections and never answers: a read hangs there.
+    silent = socket.socket()
+    silent.bind(("127.0.0.1", 0))
+    silent.listen(8)
+    try:
+        cfg = tmp_path / "formsync.toml"
+        cfg.write_text(f'[store]\nurl = "postgresql+psycopg://u@127.0.0.1:{silent.getsockname()[1]}/db"\n')
+        settings = load_settings(cfg)
+        collector = StoreCollector(settings, Store(settings.store.url), wait_seconds=0.5)
+        registry = CollectorRegistry()
+        registry.register(collector)
+        for _ in range(2):  # the second scrape waits on the same read: no pile of hung threads
+            started = time.monotonic()
+            text = generate_latest(registry).decode()
+            assert time.monotonic() - started < 2.0
+            assert "formsync_store_read_ok 0.0" in text and "formsync_job_runs" not in text
+        assert sum(t.name == "formsync-metrics-read" for t in threading.enumerate()) == 1
+    finally:
+        silent.close()

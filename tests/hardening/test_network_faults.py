@@ -265,7 +265,7 @@ async def test_deliveries_through_loss_resets_and_a_slow_link(world: World) -> N
             await complete(8)
             flushed = await helpers.deliveries_flush()
             figures[f"{fault}_flush_s"] = round(time.monotonic() - started, 2)
-            figures[f"{fault}_attempts"] = dict(Counter(str(a.get("status")) for a in flushed.attempts))
+            figures[f"{fault}_attempts"] = dict(Counter(str(a.status) for a in flushed.attempts))
             w.link.clear()
             w.hub.set_delay(w.rx_relay, 0.0)
 
@@ -275,16 +275,16 @@ async def test_deliveries_through_loss_resets_and_a_slow_link(world: World) -> N
 
         cleared = time.monotonic()
         for _ in range(10):  # the sandbox's retries, on its test clock
-            pending = [d for e in (await helpers.events_list(form_id=form))["items"] for d in e["deliveries"]
-                       if d["kind"] == "callback" and d["state"] != "delivered"]
+            pending = [d for e in (await helpers.events_list(form_id=form)).items for d in e.deliveries
+                       if d.kind == "callback" and d.state != "delivered"]
             if not pending:
                 break
             await helpers.clock_advance(RETRY_SCHEDULE_MS[0])
             await helpers.deliveries_flush()
         figures["redelivered_s"] = round(time.monotonic() - cleared, 2)
-        events = (await helpers.events_list(form_id=form))["items"]
-    callbacks = [(e["id"], d) for e in events for d in e["deliveries"] if d["kind"] == "callback"]
-    assert callbacks and all(d["state"] == "delivered" for _, d in callbacks), "every event delivered after the faults"
+        events = (await helpers.events_list(form_id=form)).items
+    callbacks = [(e.id, d) for e in events for d in e.deliveries if d.kind == "callback"]
+    assert callbacks and all(d.state == "delivered" for _, d in callbacks), "every event delivered after the faults"
     ids = stored_ids(w.store)
     assert len(ids) == len(set(ids))
     assert {eid for eid, _ in callbacks} <= set(ids), "every event the receiver acknowledged is stored"

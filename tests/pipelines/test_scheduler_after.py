@@ -85,7 +85,7 @@ def test_an_export_snapshot_reads_what_was_committed_before_it_and_nothing_after
     store.upsert_submissions([item(n) for n in range(5)], "form_snap")
     f = ExportFilter(form_id="form_snap")
     with store.exports.snapshot():
-        first = store.exports.submissions(f, display=False, batch_rows=2)
+        first = store.exports.wide_rows(f, display=False, batch_rows=2)
         seen = [r[0] for r in next(first)]
         # committed while the export is reading: in no read of this export
         store.upsert_submissions([item(n) for n in range(5, 8)], "form_snap")
@@ -94,4 +94,4 @@ def test_an_export_snapshot_reads_what_was_committed_before_it_and_nothing_after
         assert store.exports.count_answers(f) == 5
         assert sum(len(p) for p in store.exports.answer_documents(f, batch_rows=100)) == 5
     # a read after the export sees them
-    assert sum(len(p) for p in store.exports.submissions(f, display=False, batch_rows=100)) == 8
+    assert sum(len(p) for p in store.exports.wide_rows(f, display=False, batch_rows=100)) == 8
