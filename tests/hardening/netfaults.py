@@ -5,7 +5,7 @@ can add delay or hang (read nothing, forward nothing, while the kernel keeps the
 connection open). This kernel has no netem: everything here is nftables, tbf and the
 relays.
 
-Everything global is named with ``fs23a`` (namespace, veth, nft table) and removed when
+Everything global is named with ``fsnet`` (namespace, veth, nft table) and removed when
 its context ends, failure or not; leftovers of a run that was killed are removed first."""
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ from typing import Any
 
 import pytest
 
-TAG = "fs23a"
+TAG = "fsnet"
 
 
 def _run(*args: str, check: bool = True) -> subprocess.CompletedProcess[str]:

@@ -31,7 +31,7 @@ PADDING = "x" * 200_000  # a body that makes the write-ahead log grow: it needs 
 def small_tmpfs() -> Iterator[Path]:
     """A 4 MiB tmpfs mounted on a fresh directory named for this suite; unmounted (and the
     directory removed) afterwards, whatever happened."""
-    where = Path(tempfile.mkdtemp(prefix="fs23b-disk-"))
+    where = Path(tempfile.mkdtemp(prefix="formsync-disk-"))
     subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={FS_BYTES},mode=0755", "tmpfs", str(where)], check=True)
     try:
         yield where
