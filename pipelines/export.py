@@ -91,16 +91,24 @@ def neutralise_array(values: pa.Array | pa.ChunkedArray) -> pa.Array | pa.Chunke
     returned as they are."""
     if not pa.types.is_string(values.type) and not pa.types.is_large_string(values.type):
         return values
-    # The first bytes against the prefixes (each one ASCII byte, so a UTF-8 text starts
-    # one exactly when its first byte is one): many times faster than a regular
-    # expression over every value, and the column is copied only when a value starts one.
-    chunks = values.chunks if isinstance(values, pa.ChunkedArray) else [values]
-    formula = [_formula_starts(c) for c in chunks]
-    if not any(f.any() for f in formula):
-        return values
-    quoted = pc.binary_join_element_wise(pa.scalar("'", values.type), values, pa.scalar("", values.type))
-    mask = pa.array(np.concatenate(formula)) if formula else pa.array([], pa.bool_())
-    return pc.if_else(mask, quoted, values)
+    if isinstance(values, pa.ChunkedArray):
+        return pa.chunked_array([neutralise_array(c) for c in values.chunks], values.type)
+    formula = _formula_starts(values)
+    return _quoted(values, formula) if formula.any() else values  # copied only when a value starts one
+
+
+def _quoted(texts: pa.Array, where: np.ndarray) -> pa.Array:
+    """``texts`` with a ``'`` put before each value ``where`` is true: one pass over
+    the text buffer."""
+    width = np.int64 if pa.types.is_large_string(texts.type) else np.int32
+    offsets = np.frombuffer(texts.buffers()[1], dtype=width)[texts.offset:texts.offset + len(texts) + 1]
+    data = np.frombuffer(texts.buffers()[2], dtype=np.uint8)[offsets[0]:offsets[-1]]
+    shift = np.zeros(len(texts) + 1, dtype=width)
+    np.cumsum(where, out=shift[1:])
+    valid = pc.is_valid(texts).buffers()[1] if texts.null_count else None
+    return pa.Array.from_buffers(texts.type, len(texts), [
+        valid, pa.py_buffer(offsets - offsets[0] + shift),
+        pa.py_buffer(np.insert(data, offsets[:-1][where] - offsets[0], np.uint8(ord("'"))))], texts.null_count)
 
 
 _FORMULA_BYTE = np.zeros(256, dtype=bool)  # by byte value: whether a text starting with it starts a formula
@@ -233,47 +241,10 @@ def _wide_streams(store: Store, *, form_id: str | None, since: datetime | date |
             for f in forms]
 
 
-LONG_OUT = pa.schema([("submission_id", pa.string()), ("form_id", pa.string()), ("field_key", pa.string()),
-                      ("instance", pa.int64()), ("row_key", pa.string()), ("member_key", pa.string()),
-                      ("value", pa.string()), ("display_text", pa.string())])
-
-
 def _long_stream(store: Store, *, form_id: str | None, since: datetime | date | None,
                  fields: list[str] | None) -> _TableStream:
     f = ExportFilter(form_id=form_id, since_ms=_since_ms(since), fields=None if fields is None else tuple(fields))
-    return _TableStream("long", LONG_OUT, lambda: (_plain_long(b) for b in _long_batches(store, f)),
-                        lambda: _count(store, f))
-
-
-def _plain_long(batch: pa.RecordBatch) -> pa.RecordBatch:
-    """A batch of ``LONG_SCHEMA`` as the long table holds it: the value as plain text (a
-    text answer without its JSON quotes, numbers and ``true``/``false`` as written,
-    lists and objects as JSON text), and no instance, row key or member key (NULL) where
-    the answer is not in a group, a matrix row or a group member."""
-    cols = dict(zip(batch.schema.names, batch.columns, strict=True))
-    instance = cols["instance"]
-    instance = pc.if_else(pc.equal(instance, -1), pa.scalar(None, pa.int64()), instance)
-    row_key, member_key = (pc.if_else(pc.equal(cols[k], ""), pa.scalar(None, pa.string()), cols[k])
-                           for k in ("row_key", "member_key"))
-    value = cols["value_json"]
-    quoted = pc.fill_null(pc.starts_with(value, '"'), False)
-    if pc.any(quoted).as_py():
-        value = pc.if_else(quoted, _json_strings(value), value)
-    return pa.RecordBatch.from_arrays([cols["submission_id"], cols["form_id"], cols["field_key"], instance, row_key,
-                                       member_key, value, cols["display_text"]], schema=LONG_OUT)
-
-
-def _json_strings(texts: pa.Array) -> pa.Array:
-    """JSON string texts as their values: the quotes off; one with an escape decoded
-    (anything else comes out as it is, where the caller does not use it)."""
-    column = pc.utf8_slice_codeunits(texts, 1, -1)
-    escaped = pc.fill_null(pc.and_(pc.starts_with(texts, '"'), pc.match_substring(texts, "\\")), False)
-    if not pc.any(escaped).as_py():
-        return column
-    cells = column.to_pylist()
-    for i in pc.indices_nonzero(escaped).to_pylist():
-        cells[i] = json.loads(texts[i].as_py())
-    return pa.array(cells, pa.string())
+    return _TableStream("long", LONG_SCHEMA, lambda: _long_batches(store, f), lambda: _count(store, f))
 
 
 def _long_batches(store: Store, f: ExportFilter) -> Iterator[pa.RecordBatch]:

@@ -3,7 +3,9 @@ come as their stored JSON text (``store.exports.answer_documents``): Arrow's JSO
 reader parses the batch's documents at once and the rows are made column by column, so
 no answer goes through Python.
 
-The rows are exactly those ``connector.store.long_rows`` makes. A submission's rows are
+The rows are exactly those ``connector.store.long_rows`` makes: each value as plain
+text (a text answer as it is, anything else as its JSON text), no instance, row key or
+member key (null) where the answer is not in a group, a matrix row or a group member. A submission's rows are
 made here only when its answers document is the very text its parsed columns write back
 (``json.dumps``, keys in the reader's order, null members left out), which settles
 what the columns alone cannot tell: key order (a matrix row's or a group member's
@@ -35,8 +37,7 @@ from .json_text import (
 )
 
 Batch = Sequence[tuple[Any, ...]]
-LONG_COLUMNS = ["submission_id", "form_id", "field_key", "instance", "row_key", "member_key", "value_json",
-                "display_text"]
+LONG_COLUMNS = ["submission_id", "form_id", "field_key", "instance", "row_key", "member_key", "value", "display_text"]
 LONG_SCHEMA = pa.schema([(c, pa.int64() if c == "instance" else pa.string()) for c in LONG_COLUMNS])
 _MARK = "\x01"  # never raw in JSON text: control characters are escaped
 _ORDER_TRIES = 4  # key orders tried on documents that did not match the reader's order
@@ -168,7 +169,7 @@ def _masked_text(texts: pa.Array, stored: bool) -> pa.Array:
 
 class _Rows:
     """Rows made so far, in pieces: each row's document, instance, slot (field key, row
-    key, member key: an index into ``slots``), value JSON and display text."""
+    key, member key: an index into ``slots``), value and display text."""
 
     def __init__(self, plain: bool) -> None:
         self.plain = plain  # no answer text holds a character JSON escapes
@@ -206,9 +207,11 @@ class _Rows:
         inner_rank = _ranks([(s[1], s[2]) for s in slots])
         docs, inst, ids = (np.concatenate(a) for a in (self.docs, self.instances, self.slot_ids))
         perm = _sort_order(docs, field_rank[ids], inst, inner_rank[ids])
-        order, slot_order = pa.array(perm), pa.array(ids[perm])
-        field, row, member = (pa.array([s[j] for s in slots], pa.string()).take(slot_order) for j in range(3))
-        return docs[perm], [field, pa.array(inst[perm], pa.int64()), row, member,
+        order, slot_order, inst = pa.array(perm), pa.array(ids[perm]), inst[perm]
+        # no row key or member key ("" in a slot) and no instance (-1) are nulls
+        field, row, member = (pa.array([s[j] if j == 0 else s[j] or None for s in slots], pa.string())
+                              .take(slot_order) for j in range(3))
+        return docs[perm], [field, pa.array(inst, pa.int64(), mask=inst < 0), row, member,
                             pa.concat_arrays(self.values).take(order), pa.concat_arrays(self.shown).take(order)]
 
 
@@ -247,12 +250,13 @@ def _one_rows(rows: _Rows, key: str, col: pa.Array, shown: pa.Array, mask: np.nd
     """One row per document where ``mask``: the whole value, its display text."""
     if not mask.any():
         return
-    text = rows.whole.get(key) or json_texts(col, rows.plain)
+    text = col if pa.types.is_string(col.type) else rows.whole.get(key) or json_texts(col, rows.plain)
     rows.add(mask, np.arange(len(col)), -1, (key, "", ""), text, pc.coalesce(shown, value_text(col, text)))
 
 
 def value_text(col: pa.Array, text: pa.Array) -> pa.Array:
-    """``value_text`` of each value (``text``: its JSON text): text as it is, booleans
+    """``value_text`` of each value (``text``: its long-table value, JSON text but for
+    text): text as it is, booleans
     as Yes/No, a list of text or numbers joined by ``", "``, an empty list as ``""``,
     anything else as its JSON text."""
     t = col.type
@@ -295,8 +299,7 @@ def _matrix_rows(rows: _Rows, key: str, docs: np.ndarray, inst: np.ndarray, memb
     for row_key, child, here in members:
         cell = _segment(shown, parts, count, place)
         if (matrix & here).any():
-            rows.add(matrix & here, docs, inst, (key, row_key, member), json_texts(child, rows.plain),
-                     pc.coalesce(cell, child))
+            rows.add(matrix & here, docs, inst, (key, row_key, member), child, pc.coalesce(cell, child))
         place += here
     return matrix
 
@@ -342,8 +345,9 @@ def _group_rows(rows: _Rows, key: str, col: pa.ListArray, shown: pa.Array) -> No
             matrix = _matrix_rows(rows, key, owner, position, member, _masked(child, here), member_shown)
         plain = here & ~matrix
         if plain.any():
-            text = json_texts(child, rows.plain)
-            rows.add(plain, owner, position, (key, "", member), text, pc.coalesce(member_shown, value_text(child, text)))
+            text = child if pa.types.is_string(child.type) else json_texts(child, rows.plain)
+            rows.add(plain, owner, position, (key, "", member), text,
+                     pc.coalesce(member_shown, value_text(child, text)))
         made += np.bincount(owner[here], minlength=n)
         place += here
     _one_rows(rows, key, col, shown, np.asarray(pc.is_valid(col)) & (made == 0))

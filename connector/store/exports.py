@@ -95,9 +95,9 @@ class ExportReads:
         return documents
 
     def answers(self, f: ExportFilter, *, batch_rows: int) -> Iterator[Batch]:
-        """Answer rows ``(submission_id, form_id, field_key, instance, row_key,
-        member_key, value_json, display_text)`` in submission order, each submission's
-        in key order. Submissions make about 16 rows each: they are read
+        """The long table's rows ``(submission_id, form_id, field_key, instance, row_key,
+        member_key, value, display_text)`` (``long_rows``) in submission order, each
+        submission's in key order. Submissions make about 16 rows each: they are read
         ``batch_rows // 16`` at a time, so a batch stays near ``batch_rows`` rows."""
         wanted = None if f.fields is None else frozenset(f.fields)
         for part in self._batches(self._answer_sources(f), max(1, batch_rows // 16)):
@@ -188,14 +188,17 @@ def _long_key(row: tuple[Any, ...]) -> tuple[Any, ...]:
 
 
 def long_rows(part: Batch, wanted: frozenset[str] | None) -> list[tuple[Any, ...]]:
-    """The long-form answer rows (``answers``'s shape) of submission rows ``(id,
-    form_id, answers, display)``, each submission's in key order; only ``wanted``
-    fields when given."""
+    """The long table's rows (``answers``'s shape) of submission rows ``(id, form_id,
+    answers, display)``, each submission's in key order; only ``wanted`` fields when
+    given. A row's value is plain text (a text answer as it is, anything else as its
+    JSON text); no instance, row key or member key is None."""
     out: list[tuple[Any, ...]] = []
     for sid, form, answers, display in part:
         rows = answer_tuples(sid, json_value(answers), json_value(display))
         if wanted is not None:
             rows = [r for r in rows if r[1] in wanted]
         rows.sort(key=_long_key)
-        out += [(sid, form, *r[1:]) for r in rows]
+        out += [(sid, form, key, None if instance < 0 else instance, row_key or None, member_key or None,
+                 json.loads(value) if value.startswith('"') else value, shown)
+                for _, key, instance, row_key, member_key, value, shown in rows]
     return out

@@ -1,6 +1,5 @@
 """The long export's cells are the rows ``long_rows`` derives from the plain read of the
-submissions (in the long table's plain form: the value without JSON quotes, NULL for no
-instance, row or member), on SQLite (where Arrow's JSON reader shapes the stored text, submissions it
+submissions (the value without JSON quotes, NULL for no instance, row or member), on SQLite (where Arrow's JSON reader shapes the stored text, submissions it
 cannot reproduce exactly being decoded in their place), PostgreSQL and MariaDB (whose
 drivers give decoded documents): every kind of answer and display, the field filter,
 the CSV cells neutralised, across several read batches."""
@@ -8,7 +7,6 @@ the CSV cells neutralised, across several read batches."""
 from __future__ import annotations
 
 import csv
-import json
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -58,15 +56,7 @@ def _derived(store: Store, fields: list[str] | None) -> list[tuple[Any, ...]]:
     with store.database.engine.connect() as conn:
         sources = [tuple(r) for r in conn.execute(select(t.id, t.form_id, t.answers, t.display)
                                                   .order_by(t.submitted_at, t.id))]
-    return [plain(r) for r in long_rows(sources, None if fields is None else frozenset(fields))]
-
-
-def plain(row: tuple[Any, ...]) -> tuple[Any, ...]:
-    """A ``long_rows`` row as the long table holds it."""
-    sid, form, key, instance, row_key, member_key, value_json, shown = row
-    value = json.loads(value_json)
-    return (sid, form, key, None if instance == -1 else instance, row_key or None, member_key or None,
-            value if isinstance(value, str) else value_json, shown)
+    return long_rows(sources, None if fields is None else frozenset(fields))
 
 
 @pytest.mark.parametrize("fields", [None, ["grid", "people", "name", "ctl", "uni", "groupmatrix"]])
