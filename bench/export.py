@@ -16,9 +16,10 @@ for the long table (one row per answer) and the wide table (one row per submissi
   shaping, the neutralising and the batching are ours. Each figure is the best of
   ``--repeat`` runs (two for XLSX), ours and bare interleaved; XLSX is measured on a
   store of ``--xlsx-rows`` answer rows when that is smaller.
-* the peak resident memory (RSS high-water) of a fresh process exporting the long table
-  as Parquet, CSV and XLSX and the wide table as Parquet, for a store of 100,000 answer
-  rows and one of ``--rows``.
+* the peak resident memory (RSS high-water) of a fresh process exporting the long and
+  the wide table as Parquet and CSV, for stores of 100,000, ``--rows``, twice and four
+  times ``--rows`` answer rows (the last two past the batches in flight, so their
+  difference is what more rows cost), and as XLSX for 100,000 and ``--xlsx-rows``.
 
 Every export is read back and its row count checked. The last line is ``ratio <x>``:
 the worst of the long table's three ratios (ours / bare) divided by its goal (Parquet
@@ -230,7 +231,7 @@ def main() -> int:
     parser.add_argument("--rows", type=int, default=1_000_000, help="answer rows in the store")
     parser.add_argument("--xlsx-rows", type=int, default=200_000,
                         help="answer rows of the XLSX comparison (xlsxwriter writes ~10^5 cells/s)")
-    parser.add_argument("--repeat", type=int, default=3, help="runs of each Parquet and CSV figure (best kept)")
+    parser.add_argument("--repeat", type=int, default=5, help="runs of each Parquet and CSV figure (best kept)")
     parser.add_argument("--memory-child", nargs=3, metavar=("DB", "DIR", "FORMATS"), help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.memory_child:
@@ -238,7 +239,10 @@ def main() -> int:
         return 0
     print(f"load average (1, 5, 15 min) at the start: {_load()}", flush=True)
     work = Path(tempfile.mkdtemp(prefix="formsync-export-bench-"))
-    sizes = sorted({100_000, args.rows, min(args.xlsx_rows, args.rows)})
+    # Memory is also measured at twice and four times the rows: once the batches in flight are
+    # full (the wide table's reach two row groups of CHUNK_ROWS submissions), it must not grow.
+    big = [2 * args.rows, 4 * args.rows]
+    sizes = sorted({100_000, args.rows, *big, min(args.xlsx_rows, args.rows)})
     dbs: dict[int, Path] = {}
     for size in sizes:
         dbs[size] = work / f"store-{size}.db"
@@ -262,14 +266,19 @@ def main() -> int:
         ok &= good
         for fmt, r in {**ratios, **more}.items():
             worst[f"{table} {fmt}"] = r / GOALS[fmt]
-    runs = [(size, "parquet,csv") for size in sorted({100_000, args.rows})]
+    runs = [(size, "parquet,csv") for size in sorted({100_000, args.rows, *big})]
     runs += [(size, "xlsx") for size in sorted({100_000, min(args.xlsx_rows, args.rows)})]
+    peaks: dict[int, float] = {}
     for size, formats in runs:
         child = subprocess.run([sys.executable, __file__, "--memory-child", str(dbs[size]), str(work), formats],
                                capture_output=True, text=True, timeout=1800, check=True)
         mem = json.loads(child.stdout.strip().splitlines()[-1])
+        if formats == "parquet,csv":
+            peaks[size] = mem["peak_mib"]
         print(f"peak memory, {size:>9,} answer rows, long and wide as {formats}: {mem['peak_mib']:.0f} MiB "
               f"(after imports {mem['before_mib']:.0f} MiB)", flush=True)
+    print(f"peak memory from {big[0]:,} to {big[1]:,} answer rows: {peaks[big[1]] - peaks[big[0]]:+.0f} MiB",
+          flush=True)
     shutil.rmtree(work, ignore_errors=True)
     for table in ("wide", "long"):
         name, value = max(((k, v) for k, v in worst.items() if k.startswith(table)), key=lambda kv: kv[1])

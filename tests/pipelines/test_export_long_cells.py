@@ -45,7 +45,7 @@ def _filled(url: str, docs: list[tuple[dict[str, Any], dict[str, Any]]]) -> Stor
 
 @pytest.fixture
 def store(db_url: str, monkeypatch: pytest.MonkeyPatch) -> Iterator[Store]:  # noqa: F811
-    monkeypatch.setattr(export_module, "CHUNK_ROWS", 64)  # batches of 4 submissions: several reads, odd ones among plain
+    monkeypatch.setattr(export_module, "CHUNK_ROWS", 32)  # batches of 4 submissions: several reads, odd ones among plain
     s = _filled(db_url, [PLAIN] * 5 + [c for case in CASES for c in (case, PLAIN)] + [PLAIN] * 3)
     yield s
     s.close()

@@ -6,6 +6,7 @@ memory stays bounded by a batch, and a failed export leaves nothing behind."""
 from __future__ import annotations
 
 import asyncio
+import gc
 import json
 import tracemalloc
 from collections.abc import Iterator
@@ -297,3 +298,34 @@ def test_xlsx_rows_stored_after_the_count_are_refused_not_dropped(varied_store: 
     with pytest.raises(ValueError, match=r"table 'long' has 2\d rows; an XLSX sheet holds at most 20 rows"):
         export(varied_store, "xlsx", out, table="long")  # the batch that passes the limit
     assert [p.name for p in tmp_path.iterdir() if not p.name.startswith("store.db")] == []
+
+
+def test_the_cycle_collector_is_paused_while_writing_and_left_as_it_was(varied_store: Store, tmp_path: Path,
+                                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    """The reads make a tuple per row: the collector is paused while the file is written,
+    and afterwards is as it was, the export failed or not."""
+    seen: list[bool] = []
+    write = export_mod._write_parquet
+
+    def spy(table: Any, out: Path) -> int:
+        seen.append(gc.isenabled())
+        return write(table, out)
+
+    monkeypatch.setattr(export_mod, "_write_parquet", spy)
+    export(varied_store, "parquet", tmp_path / "a.parquet", table="long")
+    assert seen == [False] and gc.isenabled()
+
+    def broken(table: Any, out: Path) -> int:
+        raise OSError("No space left on device")
+
+    monkeypatch.setattr(export_mod, "_write_parquet", broken)
+    with pytest.raises(OSError):
+        export(varied_store, "parquet", tmp_path / "b.parquet", table="long")
+    assert gc.isenabled() and not (tmp_path / "b.parquet").exists()
+    monkeypatch.setattr(export_mod, "_write_parquet", spy)
+    gc.disable()
+    try:
+        export(varied_store, "parquet", tmp_path / "c.parquet", table="long")
+        assert not gc.isenabled()  # paused by its owner: not turned on by the export
+    finally:
+        gc.enable()
