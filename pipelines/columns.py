@@ -17,7 +17,7 @@ import pyarrow.compute as pc
 from connector.store import SQL_TYPES, Column, StoredField
 from connector.store.schema import field_columns
 
-from .json_text import json_texts
+from .json_text import json_texts, list_items
 
 TIMESTAMP = pa.timestamp("ms", tz="UTC")
 _ARROW: dict[str, pa.DataType] = {
@@ -82,8 +82,9 @@ def _whole_floats(col: pa.Array) -> pa.Array:
         whole = not len(valid) or bool(pc.all(pc.equal(pc.floor(valid), valid)).as_py()
                                        and pc.max(pc.abs(valid)).as_py() < 2 ** 53)
         return col.cast(pa.int64()) if whole else col
-    if pa.types.is_list(t):
-        return pa.ListArray.from_arrays(col.offsets, _whole_floats(col.values), mask=col.is_null())
+    if pa.types.is_list(t):  # a slice's offsets start past 0: its items are taken from there
+        return pa.ListArray.from_arrays(pc.subtract(col.offsets, col.offsets[0]), _whole_floats(list_items(col)),
+                                        mask=col.is_null())
     if pa.types.is_struct(t):
         children = [_whole_floats(col.field(j)) for j in range(t.num_fields)]
         return pa.StructArray.from_arrays(children, fields=[pa.field(f.name, c.type) for f, c in zip(t, children,

@@ -52,6 +52,7 @@ TABLES: tuple[str, ...] = ("wide", "long", "requests")
 REQUEST_STATUSES: tuple[str, ...] = ("pending", "completed", "expired", "canceled")
 XLSX_MAX_ROWS = 1_048_576  # rows in one worksheet, the header row included
 CHUNK_ROWS = 50_000  # rows per batch read from the store and written
+XLSX_CELL_ROWS = 10_000  # rows made Python cells at once for xlsxwriter (a cell is an object)
 LONG_SHAPERS = 2  # long batches shaped at once (Arrow's kernels free the interpreter lock)
 WIDTH_SAMPLE_ROWS = 1000  # XLSX column widths are fitted to the header and the first rows
 _to_json = json.JSONEncoder(ensure_ascii=False).encode  # built once: json.dumps builds one per call
@@ -404,22 +405,28 @@ def _write_sheet(book: Any, table: _TableStream, bold: Any, formats: dict[str, A
     ws.freeze_panes(1, 0)
     times = [(i, formats[_date_kind(f.type)]) for i, f in enumerate(table.schema) if _dated(f.type)]
     row = 1
-    write_row, write_number = ws.write_row, ws.write_number
-    for batch in itertools.chain([] if first is None else [first], batches):
-        if row + batch.num_rows > XLSX_MAX_ROWS:  # rows stored since the count: refuse, never drop
-            raise ValueError(_too_long(table.name, row - 1 + batch.num_rows))
-        columns = xlsx_columns(batch)
-        time_cols = [(i, columns[i], fmt) for i, fmt in times]
-        for i, _ in times:  # written with their format below; None leaves the cell out here
-            columns[i] = [None] * batch.num_rows
-        for j, cells in enumerate(zip(*columns, strict=True)):
-            write_row(row + j, 0, cells)
-            for i, col, fmt in time_cols:
-                if col[j] is not None:
-                    write_number(row + j, i, col[j], fmt)
-        row += batch.num_rows
+    for whole in itertools.chain([] if first is None else [first], batches):
+        if row + whole.num_rows > XLSX_MAX_ROWS:  # rows stored since the count: refuse, never drop
+            raise ValueError(_too_long(table.name, row - 1 + whole.num_rows))
+        for start in range(0, whole.num_rows, XLSX_CELL_ROWS):
+            row = _write_rows(ws, row, whole.slice(start, XLSX_CELL_ROWS), times)
     ws.autofilter(0, 0, row - 1, max(ncols - 1, 0))
     return row - 1
+
+
+def _write_rows(ws: Any, row: int, batch: pa.RecordBatch, times: list[tuple[int, Any]]) -> int:
+    """Write the batch's rows from sheet row ``row`` on; the next row's number."""
+    write_row, write_number = ws.write_row, ws.write_number
+    columns = xlsx_columns(batch)
+    time_cols = [(i, columns[i], fmt) for i, fmt in times]
+    for i, _ in times:  # written with their format below; None leaves the cell out here
+        columns[i] = [None] * batch.num_rows
+    for j, cells in enumerate(zip(*columns, strict=True)):
+        write_row(row + j, 0, cells)
+        for i, col, fmt in time_cols:
+            if col[j] is not None:
+                write_number(row + j, i, col[j], fmt)
+    return row + batch.num_rows
 
 
 def _too_long(name: str, rows: int) -> str:

@@ -26,6 +26,7 @@ from typer.testing import CliRunner
 from connector.store import OWN, Store, SubmissionRow, answer_rows, answer_tuples
 from pipelines import export as export_mod
 from pipelines.cli import app
+from pipelines.columns import json_cells
 from pipelines.export import export, neutralise, neutralise_array
 from tests.connector.conftest import db_url, mysql_database, pg_database  # noqa: F401  (fixtures)
 from tests.pipelines.test_export import T0, read_csv, read_sheet, sub_event
@@ -143,6 +144,21 @@ def test_neutralise_array_matches_neutralise_on_any_text(values: list[str | None
     assert got.to_pylist() == want
     chunked = pa.chunked_array([column.slice(0, cut), column.slice(cut)], column.type)
     assert neutralise_array(chunked).to_pylist() == want
+
+
+_CELL = st.none() | st.integers(-5, 5) | st.sampled_from([2.0, 2.5, -0.5])
+_RECORD = st.none() | st.fixed_dictionaries({"size": _CELL, "name": st.none() | st.sampled_from(["a", "é"])})
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.none() | st.lists(_CELL, max_size=3), min_size=1, max_size=8) |
+       st.lists(st.none() | st.lists(_RECORD, max_size=2), min_size=1, max_size=8) | st.lists(_RECORD, min_size=1,
+                                                                                             max_size=8),
+       st.integers(0, 4), st.integers(0, 4))
+def test_json_cells_of_a_slice_are_the_slice_of_the_cells(values: list[Any], start: int, length: int) -> None:
+    """A batch is written to XLSX a slice at a time: a slice's cells are the whole column's."""
+    column = pa.array(values)
+    assert json_cells(column.slice(start, length)).to_pylist() == json_cells(column).to_pylist()[start:start + length]
 
 
 def test_formula_text_neutralised_in_csv_and_xlsx_over_batches(tmp_path: Path,
