@@ -5,13 +5,13 @@ no answer goes through Python.
 
 The rows are exactly those ``connector.store.long_rows`` makes: each value as plain
 text (a text answer as it is, anything else as its JSON text), no instance, row key or
-member key (null) where the answer is not in a group, a matrix row or a group member. A submission's rows are
-made here only when its answers document is the very text its parsed columns write back
-(``json.dumps``, keys in the reader's order, null members left out), which settles
-what the columns alone cannot tell: key order (a matrix row's or a group member's
-display segment is found by its place), JSON nulls against absent keys, a number's
-kind. Any other submission (and one with a display that is not text) gets its rows
-from ``long_rows``; they are merged in submission order."""
+member key (null) where the answer is not in a group, a matrix row or a group member.
+A submission's rows are made here only when its answers document is the very text its
+parsed columns write back (``json.dumps``, keys in the reader's order, null members
+left out), which settles what the columns alone cannot tell: key order (a matrix row's
+or a group member's display segment is found by its place), JSON nulls against absent
+keys, a number's kind. Any other submission (and one with a display that is not text)
+gets its rows from ``long_rows``; they are merged in submission order."""
 
 from __future__ import annotations
 
@@ -250,15 +250,20 @@ def _one_rows(rows: _Rows, key: str, col: pa.Array, shown: pa.Array, mask: np.nd
     """One row per document where ``mask``: the whole value, its display text."""
     if not mask.any():
         return
-    text = col if pa.types.is_string(col.type) else rows.whole.get(key) or json_texts(col, rows.plain)
+    text = rows.whole.get(key) or plain_values(col, rows.plain)
     rows.add(mask, np.arange(len(col)), -1, (key, "", ""), text, pc.coalesce(shown, value_text(col, text)))
 
 
+def plain_values(col: pa.Array, plain: bool) -> pa.Array:
+    """The long table's value of each value: text as it is, anything else its JSON text
+    (``json_texts``)."""
+    return col if pa.types.is_string(col.type) else json_texts(col, plain)
+
+
 def value_text(col: pa.Array, text: pa.Array) -> pa.Array:
-    """``value_text`` of each value (``text``: its long-table value, JSON text but for
-    text): text as it is, booleans
-    as Yes/No, a list of text or numbers joined by ``", "``, an empty list as ``""``,
-    anything else as its JSON text."""
+    """``value_text`` of each value (``text``: its ``plain_values``): text as it is,
+    booleans as Yes/No, a list of text or numbers joined by ``", "``, an empty list as
+    ``""``, anything else as its JSON text."""
     t = col.type
     if pa.types.is_string(t):
         return col
@@ -345,7 +350,7 @@ def _group_rows(rows: _Rows, key: str, col: pa.ListArray, shown: pa.Array) -> No
             matrix = _matrix_rows(rows, key, owner, position, member, _masked(child, here), member_shown)
         plain = here & ~matrix
         if plain.any():
-            text = child if pa.types.is_string(child.type) else json_texts(child, rows.plain)
+            text = plain_values(child, rows.plain)
             rows.add(plain, owner, position, (key, "", member), text,
                      pc.coalesce(member_shown, value_text(child, text)))
         made += np.bincount(owner[here], minlength=n)
