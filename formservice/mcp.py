@@ -281,8 +281,8 @@ def _initialize(service: Service, caller: Caller, req: mt.InitializeRequest) -> 
     who = _identity(service, caller)
     instructions = (
         f"You act in the workspace {who['workspaceName']!r} ({who['workspaceId']}, {who['plan']} plan): pass that "
-        "id as workspaceId. tools/list shows the core tools; load_tools {catalog} reveals the others (every "
-        "tool is callable at any time), load_skill {topic} loads a guide. Call fields_list before "
+        "id as workspaceId. tools/list shows every tool with its input schema; load_tools {catalog} adds a "
+        "catalog's usage notes, load_skill {topic} loads a guide. Call fields_list before "
         "request_create, and poll request_get on the order of minutes."
     )
     return mt.InitializeResult(
@@ -303,15 +303,15 @@ def _ping(service: Service, caller: Caller, req: mt.PingRequest) -> mt.EmptyResu
 @_on("tools/list", mt.ListToolsRequest)
 def _tools_list(service: Service, caller: Caller, req: mt.ListToolsRequest) -> mt.ListToolsResult:
     _no_cursor(req.params)
-    return mt.ListToolsResult(tools=agent_tools.core_tools())
+    return mt.ListToolsResult(tools=agent_tools.listed_tools())
 
 
 @_on("tools/call", mt.CallToolRequest)
 def _tools_call(service: Service, caller: Caller, req: mt.CallToolRequest) -> mt.CallToolResult:
     tool = agent_tools.TOOLS.get(req.params.name)
     if tool is None:
-        raise RpcError(mt.INVALID_PARAMS, f"Unknown tool: {req.params.name}. tools/list shows the core tools and "
-                       "load_tools the others.", data={"validValues": sorted(agent_tools.TOOLS)})
+        raise RpcError(mt.INVALID_PARAMS, f"Unknown tool: {req.params.name}. tools/list shows every tool.",
+                       data={"validValues": sorted(agent_tools.TOOLS)})
     try:
         service.throttle(caller, tool.bucket)  # the one place the agent endpoint spends the budget
         service.call_log.append((service.now(), caller.token_id, f"tools/call:{tool.name}"))
@@ -341,18 +341,26 @@ def _prompts_get(service: Service, caller: Caller, req: mt.GetPromptRequest) -> 
                        data={"validKeys": []})
     catalogs = {c: (d, agent_tools.names_in(c)) for c, d in agent_tools.CATALOGS.items()}
     who = _identity(service, caller) if name == "identity" else {}
-    text = guides.prompt_text(name, who, catalogs, agent_tools.CORE)
+    text = guides.prompt_text(name, who, catalogs)
     return mt.GetPromptResult(description=guides.PROMPTS[name], messages=[
         mt.PromptMessage(role="user", content=mt.TextContent(type="text", text=text))])
+
+
+def _guides() -> dict[str, tuple[str, str, str, bool]]:
+    """Every resource: uri -> (name, title, markdown, listed): the skills, then the catalogs."""
+    out = {s.uri: (s.topic, s.title, s.markdown, s.listed) for s in guides.SKILLS.values()}
+    out.update({f"skill://{c}": (c, c, agent_tools.catalog_markdown(c), True) for c in agent_tools.CATALOGS})
+    return out
 
 
 @_on("resources/list", mt.ListResourcesRequest)
 def _resources_list(service: Service, caller: Caller, req: mt.ListResourcesRequest) -> mt.ListResourcesResult:
     _no_cursor(req.params)
+    descriptions = {s.topic: s.description for s in guides.SKILLS.values()} | agent_tools.CATALOGS
     return mt.ListResourcesResult(resources=[
-        mt.Resource(uri=AnyUrl(s.uri), name=s.topic, title=s.title, description=s.description, mimeType="text/markdown",
-                    size=len(s.markdown.encode()))
-        for s in guides.SKILLS.values()])
+        mt.Resource(uri=AnyUrl(uri), name=name, title=title, description=descriptions[name],
+                    mimeType="text/markdown", size=len(text.encode()))
+        for uri, (name, title, text, listed) in _guides().items() if listed])
 
 
 @_on("resources/templates/list", mt.ListResourceTemplatesRequest)
@@ -365,9 +373,9 @@ def _templates_list(service: Service, caller: Caller,
 @_on("resources/read", mt.ReadResourceRequest)
 def _resources_read(service: Service, caller: Caller, req: mt.ReadResourceRequest) -> mt.ReadResourceResult:
     uri = str(req.params.uri)
-    skill = next((s for s in guides.SKILLS.values() if s.uri == uri), None)
-    if skill is None:
+    found = _guides().get(uri)
+    if found is None:
         raise RpcError(RESOURCE_NOT_FOUND, f"Resource not found: {uri}.",
-                       data={"uri": uri, "validValues": [s.uri for s in guides.SKILLS.values()]})
-    return mt.ReadResourceResult(contents=[mt.TextResourceContents(uri=AnyUrl(skill.uri), mimeType="text/markdown",
-                                                                   text=skill.markdown)])
+                       data={"uri": uri, "validValues": [u for u, g in _guides().items() if g[3]]})
+    return mt.ReadResourceResult(contents=[mt.TextResourceContents(uri=AnyUrl(uri), mimeType="text/markdown",
+                                                                   text=found[2])])

@@ -58,7 +58,7 @@ def import_domain() -> None:
 
 def _import_agent_domain() -> None:
     # The folders methods, and the agent endpoint's own operations (editor, themes, ...).
-    from .domain import analytics, editor, folders, themes, translation_drafts  # noqa: F401
+    from .domain import analytics, editor, editor_inserts, folders, themes, translation_drafts  # noqa: F401
 
 
 class Service:

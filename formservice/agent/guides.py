@@ -5,7 +5,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from pydantic import BaseModel
+
+from ..domain.editor_inserts import INSERTS
 from ..domain.fieldtypes import FIELD_TYPES
+from ..domain.themes import FONTS
 
 
 @dataclass(frozen=True)
@@ -14,6 +18,7 @@ class Skill:
     title: str
     description: str
     markdown: str
+    listed: bool = True  # on resources/list and in load_skill's schema; unlisted ones still load
 
     @property
     def uri(self) -> str:
@@ -50,35 +55,127 @@ Every request created spends one unit of the monthly allowance, answered or not.
 `UNKNOWN_FIELD_KEY` with `validKeys`) and a `suggestion`: follow it and retry.
 """
 
-QUESTION_TYPES = """# Question types
+def _takes(params: type[BaseModel]) -> str:
+    names = [n for n in params.model_fields if n not in ("formId", "index", "afterElementId")]
+    return ", ".join(f"`{n}`" for n in names) or "nothing else"
 
-Insert questions with `editor_insertQuestion {formId, type, title, ...}`; the change goes
-to the form's draft and reaches `fields_list` and requests after `form_publish`.
 
-| type | what it takes | answer |
+def _question_types() -> str:
+    rows = "\n".join(f"| `{i.tool}` | {i.element} | {_takes(i.params)} |" for i in INSERTS)
+    return f"""# Question types
+
+Each kind of element has its own insert tool with a precise input schema; all of them go
+to the form's draft, placed at `index` or after `afterElementId` (the end by default), and
+reach `fields_list` and requests after `form_publish`.
+
+| tool | element (type in editor_getDocument) | takes |
 |---|---|---|
-| text, textarea, email, phone, url | title | text |
-| number | title | a number |
-| date / time | title | `YYYY-MM-DD` / `HH:MM` |
-| rating | `maxStars` (1-10, default 5) | whole stars |
-| scale | `min`, `max` (default 0-10) | a whole number |
-| switch | title | true or false |
-| select, radio, picture-choice | `options: [{label, key?}]` | one option key |
-| checkbox, ranking | `options` | a list of option keys |
-| matrix | `rows`, `columns` | `{rowKey: columnKey}` |
-| hidden | title | set by a request's `context`, never shown |
-| calculated | `formula` such as `quantity * unit_price` | computed |
-| file, signature | title | uploaded files |
-| payment, schedule-appointment | title | set by the provider |
-| group | `members` (plain questions), `repeating` | a list of member objects |
-| documents | `documents: [{name}]` | none: files the recipient reads |
-| decision | use `editor_insertDecisionQuestion` | `approve`, `changes`, `decline` |
+{rows}
+| `editor_insertDecisionQuestion` | decision | `title`, `required`, `description`, `labels` |
+| `editor_insertDocumentsBlock` | documents | `title`, `key`, `description`, `documents` |
+| `editor_insertEmbedded` | embed | `url`, `title`, `height` |
+
+Answers: text, email, phone and url answer text; number a number; date `YYYY-MM-DD`, time
+`HH:MM`; rating whole stars (1 to `maxStars`); scale a whole number from `min` to `max`;
+switch true or false; radio, select and picture-choice one option **key**; checkbox and
+ranking a list of option keys; matrix `{{rowKey: columnKey}}`; a hidden field is set by a
+request's `context` and never shown; a calculated field or variable is computed; file and
+signature are uploaded files; payment and appointment are set by their provider; a
+repeating group answers a list of member objects; a Documents block answers nothing.
 
 A question's `key` is derived from its title unless you send one (letters, digits, `_`,
 `.`, `-`). Keys are unique in a form and frozen once published. Only the question keyed
 `decision`, inserted with `editor_insertDecisionQuestion`, sets a request's `outcome`; a
 radio built by hand never does. Option keys are derived from labels when omitted.
-""" + "\nAll types: " + ", ".join(FIELD_TYPES) + ".\n"
+
+All field types: {", ".join(FIELD_TYPES)}.
+"""
+
+
+QUESTION_TYPES = _question_types()
+
+LOGIC_RULES = """# Logic rules
+
+A rule is `{id?, when: {field, op, value}, then: {action, target}}`:
+
+- `field` is a question's key; `op` is `equals`, `notEquals`, `contains`, `gt` or `lt`
+  (which ops apply depends on the question: `gt`/`lt` on numbers, ratings, scales, dates
+  and times; `contains` on text and multi-choice);
+- `action` is `show`, `hide` or `jump` (forward only); `target` is an element id or key.
+
+`editor_insertLogic` adds one rule, `editor_setLogic {rules}` replaces them all (`[]`
+removes every rule), and `editor_testLogic {answers, rules?}` evaluates the saved rules (or
+the ones you send) against sample answers: which rules fire, which elements are visible or
+hidden, and where a jump lands. Test before you publish. Deleting an element with
+`editor_deleteElement` removes the rules that name it; renaming a key rewrites them.
+"""
+
+EDITING_FLOWS = """# Editing flows
+
+1. Read the draft: `editor_getDocument {formId}` gives every element (id, type, title,
+   key) and the logic rules, and `hasUnpublishedChanges`.
+2. Change it: the `editor_insert*` tools add elements (one tool per kind, see the
+   `question-types` guide), `editor_updateElement` changes attributes of one element
+   (only what you send; its type stays), `editor_deleteElement` removes one,
+   `editor_formatText` styles part of a text.
+3. Publish: `form_publish` freezes the draft into a new version. Only then do
+   `fields_list`, `form_get` and new requests see the change; requests already sent keep
+   the version they were created with. Published keys are frozen.
+
+Build a new form with `form_create`, insert its questions, then publish. Every tool
+answers the element it changed and the draft's revision (`draftRev`).
+"""
+
+FORM_BEST_PRACTICES = """# Form best practices
+
+- Ask only what you need, and prefill what you already know (`request_create` `prefill`,
+  `readonly` for what must not change): the recipient then only confirms or corrects.
+- Give every question a clear title and a stable `key` you choose yourself: answers,
+  prefill, exports and integrations address it, and it is frozen once published.
+- Use the specific insert tool for each answer you expect (a date question for a date, a
+  contact question for an email): answers come back typed and checked.
+- Use hidden fields for what you pass along but never show (`context`), and the decision
+  question when you need an approve / changes / decline outcome.
+- Mark required only what the form cannot do without; test logic with
+  `editor_testLogic`; publish, then read `fields_list` before sending requests.
+"""
+
+FORM_THEMES = """# Form themes
+
+`formTheme_get {formId}` answers the form's colours (`primary`, `background`, `text`,
+`buttonText`, hex strings) and its `font`, with `isDefault` while nothing was set.
+`formTheme_set {formId, colors?, font?}` changes only what you send (a colour set to
+null, or to its default, reverts to the default); `reset: true` alone restores the
+default theme. Fonts: """ + ", ".join(FONTS) + """.
+
+A theme is presentation: it needs no publish and changes no answers. This endpoint keeps
+one theme per form (the hosted service also offers a dark variant, which this one does
+not model).
+"""
+
+ANALYTICS = """# Analytics
+
+`formAnalytics_get {formId}` (Pro and Business) answers the form's funnel: `views`,
+`starts`, `completions` and `completionRate` (completions / views, null without views),
+split by channel into `shareLinks` and `requests`, plus `requestsCreated`. Test requests
+and test submissions count nowhere.
+
+For share links a respondent's first save counts as a view and a start; for requests, an
+opened link is a view and saved answers a start. The answers themselves are read with
+`formSubmission_list` (share links) and `request_get` / `request_list` (requests).
+"""
+
+TOON_FORMAT = """# TOON format
+
+Every tool of this endpoint answers one text item holding **JSON**:
+`{"success": true, ...}` or `{"success": false, "error", "code", "details",
+"suggestion"}`. It does not answer in TOON (a compact, token-saving text notation for
+tables of objects); read the results as JSON.
+
+When you pass a long list of uniform objects on to a person or another step, you may
+write it as a table yourself (one header line of field names, one line per item); the
+tools themselves take and return JSON only.
+"""
 
 FORM_SETTINGS = """# Form settings
 
@@ -102,8 +199,8 @@ settings you send change, and a refused update changes nothing.
   `null` reverts to the default. **Sender:** `emailDomainId` (Business).
 
 A setting a plan does not include answers `UPGRADE_REQUIRED` with `details.feature`.
-Colours and font are the theme: `formTheme_get` / `formTheme_set` (load the `settings`
-catalog).
+Colours and font are the theme: `formTheme_get` / `formTheme_set` (load the
+`form-appearance` catalog).
 """
 
 DOCUMENTS = """# Documents
@@ -143,13 +240,23 @@ answers, or be told when it is done.
 
 SKILLS: dict[str, Skill] = {s.topic: s for s in [
     Skill("requests", "Requests", "Send a form to one recipient, follow it, and read the outcome.", REQUESTS),
-    Skill("question-types", "Question types", "Every field type, what it takes and what its answer looks like.",
+    Skill("question-types", "Question types", "Every insert tool, what it takes and what its answer looks like.",
           QUESTION_TYPES),
+    Skill("logic-rules", "Logic rules", "Show, hide and jump rules: their shape, ops, and how to test them.",
+          LOGIC_RULES),
+    Skill("editing-flows", "Editing flows", "Read the draft, change it, publish it.", EDITING_FLOWS),
+    Skill("form-best-practices", "Form best practices", "Forms that are quick to answer and easy to use.",
+          FORM_BEST_PRACTICES),
+    Skill("form-themes", "Form themes", "A form's colours and font.", FORM_THEMES),
     Skill("form-settings", "Form settings", "Access, notifications, reminders, redirects, retention, sender.",
           FORM_SETTINGS),
-    Skill("documents", "Documents", "Attach files to a request: Documents block, upload, reference.", DOCUMENTS),
-    Skill("share-links", "Share links", "Public links of a published form.", SHARE_LINKS),
+    Skill("analytics", "Analytics", "A form's funnel: views, starts, completions, by channel.", ANALYTICS),
+    Skill("toon-format", "TOON format", "How tool results read (JSON), and tables of results.", TOON_FORMAT),
+    Skill("documents", "Documents", "Attach files to a request: Documents block, upload, reference.", DOCUMENTS,
+          listed=False),
+    Skill("share-links", "Share links", "Public links of a published form.", SHARE_LINKS, listed=False),
 ]}
+LISTED_SKILLS = [t for t, s in SKILLS.items() if s.listed]
 
 
 # -- prompts ---------------------------------------------------------------------------------
@@ -173,14 +280,13 @@ def identity_text(user_name: str, user_email: str, workspace_name: str, workspac
     )
 
 
-def capabilities_text(catalogs: dict[str, tuple[str, list[str]]], core: list[str]) -> str:
+def capabilities_text(catalogs: dict[str, tuple[str, list[str]]]) -> str:
     lines = [
         "This server manages forms, their settings and submissions, and per-recipient requests of the Form "
         "Collection Service.",
         "",
-        f"tools/list shows the core tools: {', '.join(core)}. Call load_tools {{catalog}} to see the others "
-        "with their input schemas; every tool can be called at any time (there is no session), load_tools is "
-        "only how you discover them. Catalogs:",
+        "tools/list shows every tool with its input schema; load_tools {catalog} adds a catalog's usage notes. "
+        "There is no session: every tool can be called at any time. Catalogs:",
     ]
     lines += [f"- {name}: {desc} ({', '.join(tools)})" for name, (desc, tools) in catalogs.items()]
     lines += [
@@ -216,10 +322,13 @@ Answers are keyed by field key; a choice answer is its option key, display holds
 EDITOR_TOOLS = """Editor tools: they change a form's DRAFT only.
 
 1. editor_getDocument {formId}: the draft's elements (id, type, title, key, ...) and logic rules.
-2. Insert: editor_insertQuestion {formId, type, title, key?, required?, options?, ...} for any field type
-   (load_skill question-types), editor_insertContent (heading, paragraph, divider, image),
-   editor_insertDocumentsBlock, editor_insertDecisionQuestion (key decision: the request outcome),
-   editor_insertEmbedded {url}. Place with index or afterElementId; the default is the end.
+2. Insert: one tool per kind of element, each with a precise schema (load_skill question-types):
+   questions (editor_insertTextQuestion, editor_insertRadioQuestion {options}, editor_insertMatrixQuestion
+   {rows, columns}, ...), editor_insertDecisionQuestion (key decision: the request outcome), content
+   (editor_insertHeader, editor_insertParagraph, editor_insertImage, editor_insertList, editor_insertTable,
+   editor_insertRow, editor_insertEmbedded, editor_insertPageDivider, editor_insertDocumentsBlock), data
+   (editor_insertHiddenField, editor_insertCalculatedField, editor_insertVariable,
+   editor_insertRepeatingGroup). Place with index or afterElementId; the default is the end.
 3. Change: editor_updateElement {formId, elementId, ...attributes}, editor_deleteElement,
    editor_formatText {elementId, text, style} (bold, italic, underline, strike, code, link with url, plain).
 4. Logic: a rule is {id?, when: {field, op, value}, then: {action, target}}; op is equals, notEquals,
@@ -231,12 +340,11 @@ EDITOR_TOOLS = """Editor tools: they change a form's DRAFT only.
 """
 
 
-def prompt_text(name: str, identity: dict[str, str], catalogs: dict[str, tuple[str, list[str]]],
-                core: list[str]) -> str:
+def prompt_text(name: str, identity: dict[str, str], catalogs: dict[str, tuple[str, list[str]]]) -> str:
     """The text of prompt ``name`` (one of :data:`PROMPTS`)."""
     if name == "identity":
         return identity_text(identity["userName"], identity["userEmail"], identity["workspaceName"],
                              identity["workspaceId"], identity["plan"])
     if name == "capabilities":
-        return capabilities_text(catalogs, core)
+        return capabilities_text(catalogs)
     return DATA_TOOLS if name == "data_tools" else EDITOR_TOOLS

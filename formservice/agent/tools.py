@@ -5,8 +5,10 @@ suggestion}``, plus a ``next`` line on request tools).
 A tool either mirrors a JSON-RPC method (its params model is the method's, so schemas,
 validation and errors match ``/api/v1``), runs an agent-only operation of
 :mod:`formservice.domain.agentops` registered under the tool's name, or is a guide
-(``load_tools``, ``load_skill``) answered here. Every tool is callable at any time:
-``tools/list`` shows the core set and ``load_tools`` reveals the rest by catalog.
+(``load_tools``, ``load_skill``) answered here. ``tools/list`` shows every tool with its
+input schema; ``load_tools`` adds a catalog's usage notes. Older names of ours (the
+catalogs ``editor``, ``settings``, ...; ``editor_insertQuestion``, ``editor_insertContent``)
+stay callable but are not listed.
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ import logging
 from collections.abc import Callable
 from dataclasses import dataclass
 from functools import cache
-from typing import Any, Literal
+from typing import Annotated, Any
 
 from mcp.types import CallToolResult, TextContent, Tool, ToolAnnotations
 from pydantic import Field
@@ -24,24 +26,48 @@ from pydantic import Field
 from ..clock import iso
 from ..domain.agentops import AGENT_METHODS
 from ..domain.base import METHODS, Params
-from ..errors import ApiError
+from ..domain.editor_inserts import INSERTS
+from ..errors import ApiError, validation
 from ..openapi import to_json_schema
 from ..service import Caller, Service
 from ..validation import parse_params
-from .guides import SKILLS
+from .guides import LISTED_SKILLS, SKILLS
 
 log = logging.getLogger("formservice.mcp")
 
 CATALOGS: dict[str, str] = {
     "request-lifecycle": "Send a published form to one recipient and follow the request to its outcome.",
+    "editor-inserts": "Insert elements into a form's draft: one tool per kind of question, content, data or logic.",
+    "editor-actions": "Read a form's draft, change, move, format or remove its elements, and set and test its logic.",
     "form-lifecycle": "List, read, create, rename, publish, unpublish, trash and restore forms.",
-    "editor": "Edit a form's draft: questions, content, documents blocks, the decision question, logic.",
-    "settings": "A form's behaviour settings and its theme.",
-    "share-links": "Public links of published forms.",
-    "folders": "The workspace and its folders.",
-    "translations": "Languages of a form and their translation drafts.",
-    "data": "Submissions and analytics of a form.",
-    "guides": "Discovery: tool catalogs and how-to skills.",
+    "form-appearance": "A form's theme: colours and font.",
+    "form-behavior": "A form's behaviour settings: access, notifications, reminders, redirect, retention, sender.",
+    "form-sharing": "Public share links of published forms.",
+    "form-translations": "Languages of a form and their translation drafts.",
+    "form-data": "Submissions and analytics of a form.",
+    "workspace-management": "The workspace and its folders.",
+}
+# Older catalog names, still answered by load_tools but no longer listed.
+LEGACY_CATALOGS: dict[str, tuple[str, ...]] = {
+    "editor": ("editor-inserts", "editor-actions"), "settings": ("form-behavior", "form-appearance"),
+    "share-links": ("form-sharing",), "folders": ("workspace-management",), "translations": ("form-translations",),
+    "data": ("form-data",), "guides": ("guides",),
+}
+NOTES: dict[str, str] = {
+    "request-lifecycle": "Call fields_list before request_create; poll request_get on the order of minutes until "
+                         "status leaves pending, bounded by expiresAt (load_skill requests).",
+    "editor-inserts": "Each insert changes the draft only; form_publish makes it reach fields_list and requests "
+                      "(load_skill question-types).",
+    "editor-actions": "editor_getDocument gives element ids; test logic with editor_testLogic before publishing "
+                      "(load_skill logic-rules, editing-flows).",
+    "form-lifecycle": "form_get shows the last published version; form_publish is safe to call twice.",
+    "form-appearance": "A theme needs no publish (load_skill form-themes).",
+    "form-behavior": "formSettings_update is a partial update; plan-gated settings answer UPGRADE_REQUIRED "
+                     "(load_skill form-settings).",
+    "form-sharing": "revoked: true is permanent; trashing a form revokes its links.",
+    "form-translations": "Write drafts, then publish a language; only published languages reach respondents.",
+    "form-data": "formAnalytics_get needs Pro (load_skill analytics).",
+    "workspace-management": "A token reaches one workspace: workspace_list gives its id.",
 }
 
 
@@ -58,6 +84,7 @@ class ToolDef:
     destructive: bool = False
     idempotent: bool = False
     next: Callable[[dict[str, Any]], str] | None = None
+    listed: bool = True  # on tools/list; an unlisted tool (an older name of ours) is still callable
 
     @property
     def params(self) -> type[Params]:
@@ -130,27 +157,57 @@ def _after_edit(r: dict[str, Any]) -> str:
 
 
 class LoadToolsParams(Params):
-    catalog: Literal[tuple(CATALOGS)] | None = Field(  # type: ignore[valid-type]
+    catalog: Annotated[str, Field(json_schema_extra={"enum": list(CATALOGS)})] | None = Field(
         None, description="A catalog name; omitted: the list of catalogs and their tool names.")
 
 
 class LoadSkillParams(Params):
-    topic: Literal[tuple(SKILLS)] = Field(  # type: ignore[valid-type]
-        description="The guide to load: " + ", ".join(SKILLS) + ".")
+    topic: Annotated[str, Field(json_schema_extra={"enum": LISTED_SKILLS})] = Field(
+        description="The guide to load: " + ", ".join(LISTED_SKILLS) + ".")
+
+
+def _one_of(name: str, value: str, listed: list[str]) -> ApiError:
+    return validation(f"{name} {value!r} is not one of: {', '.join(listed)}.", field=name, reason="INVALID_VALUE",
+                      validValues=listed)
+
+
+def catalog_tools(catalog: str) -> list[str]:
+    """The tools of ``catalog`` (a listed name or an older one), listed ones first."""
+    if catalog not in CATALOGS and catalog not in LEGACY_CATALOGS:
+        raise _one_of("catalog", catalog, list(CATALOGS))
+    parts = LEGACY_CATALOGS.get(catalog, (catalog,))
+    tools = [t for t in _DEFS if t.catalog in parts]
+    return [t.name for t in tools if t.listed] + [t.name for t in tools if not t.listed]
+
+
+def catalog_markdown(catalog: str) -> str:
+    """A catalog as the resource ``skill://<catalog>`` reads: what it is for, how to use it,
+    and its tools."""
+    lines = [f"# {catalog}", "", CATALOGS[catalog], "", NOTES[catalog], ""]
+    lines += [f"- `{n}`: {TOOLS[n].description}" for n in catalog_tools(catalog) if TOOLS[n].listed]
+    return "\n".join(lines) + "\n"
 
 
 def load_tools(p: LoadToolsParams) -> dict[str, Any]:
     if p.catalog is None:
         return {"catalogs": [{"name": c, "description": d, "tools": names_in(c)} for c, d in CATALOGS.items()],
-                "note": "Call load_tools {catalog} for the input schemas. Every tool is callable at any time."}
-    return {"catalog": p.catalog, "description": CATALOGS[p.catalog],
-            "tools": [sdk_tool(TOOLS[n]).model_dump(by_alias=True, mode="json", exclude_none=True)
-                      for n in names_in(p.catalog)],
-            "note": "These tools can be called with tools/call right away."}
+                "note": "Call load_tools {catalog} for usage notes and input schemas. tools/list shows every tool, "
+                        "and every tool is callable at any time."}
+    names = catalog_tools(p.catalog)
+    out: dict[str, Any] = {"catalog": p.catalog, "description": CATALOGS.get(p.catalog, ""),
+                           "tools": [sdk_tool(TOOLS[n]).model_dump(by_alias=True, mode="json", exclude_none=True)
+                                     for n in names],
+                           "note": "These tools can be called with tools/call right away."}
+    if p.catalog in CATALOGS:
+        out["notes"] = NOTES[p.catalog]
+        out["uri"] = f"skill://{p.catalog}"
+    return out
 
 
 def load_skill(p: LoadSkillParams) -> dict[str, Any]:
-    skill = SKILLS[p.topic]
+    skill = SKILLS.get(p.topic)
+    if skill is None:
+        raise _one_of("topic", p.topic, LISTED_SKILLS)
     return {"topic": skill.topic, "title": skill.title, "uri": skill.uri, "markdown": skill.markdown}
 
 
@@ -163,11 +220,10 @@ def _t(name: str, catalog: str, description: str, **kw: Any) -> ToolDef:
 
 _DEFS = [
     # guides
-    _t("load_tools", "guides", "Reveal a catalog of tools with their input schemas (request-lifecycle, "
-       "form-lifecycle, editor, settings, share-links, folders, translations, data); omit catalog for the list.",
+    _t("load_tools", "guides", "Load the usage notes and input schemas of a catalog of tools: "
+       + ", ".join(CATALOGS) + "; omit catalog for the list.",
        guide=load_tools, guide_params=LoadToolsParams, read_only=True, idempotent=True),
-    _t("load_skill", "guides", "Load a short how-to guide (markdown): requests, question-types, form-settings, "
-       "documents, share-links.", guide=load_skill, guide_params=LoadSkillParams, read_only=True, idempotent=True),
+    _t("load_skill", "guides", "Load a short how-to guide (markdown): " + ", ".join(LISTED_SKILLS) + ".", guide=load_skill, guide_params=LoadSkillParams, read_only=True, idempotent=True),
     # request lifecycle
     _t("fields_list", "request-lifecycle", "The addressable field keys of a form's published version (key, type, "
        "required, prefillable, options). Call before request_create instead of guessing keys; re-read after "
@@ -208,78 +264,80 @@ _DEFS = [
     _t("form_restore", "form-lifecycle", "Take a form out of the trash (revoked share links stay revoked).",
        method="forms.restore", idempotent=True),
     # share links
-    _t("formShareLink_list", "share-links", "The share links of a form, revoked ones included.",
+    _t("formShareLink_list", "form-sharing", "The share links of a form, revoked ones included.",
        method="shareLinks.list", read_only=True, idempotent=True),
-    _t("formShareLink_create", "share-links", "Create a public link of a published form.",
+    _t("formShareLink_create", "form-sharing", "Create a public link of a published form.",
        method="shareLinks.create"),
-    _t("formShareLink_update", "share-links", "Rename a share link, or revoke it (revoked: true is permanent).",
+    _t("formShareLink_update", "form-sharing", "Rename a share link, or revoke it (revoked: true is permanent).",
        method="shareLinks.update"),
     # data
-    _t("formSubmission_list", "data", "A form's submissions, newest first, answers by field key with display "
+    _t("formSubmission_list", "form-data", "A form's submissions, newest first, answers by field key with display "
        "text (drafts on Pro).", method="submissions.list", read_only=True, idempotent=True),
-    _t("formAnalytics_get", "data", "Views, starts and completions of a form, by channel (Pro).", read_only=True,
+    _t("formAnalytics_get", "form-data", "Views, starts and completions of a form, by channel (Pro).", read_only=True,
        idempotent=True),
     # settings
-    _t("formSettings_get", "settings", "A form's settings, the usable sender domains and payment state.",
+    _t("formSettings_get", "form-behavior", "A form's settings, the usable sender domains and payment state.",
        method="formSettings.get", read_only=True, idempotent=True),
-    _t("formSettings_update", "settings", "Change some of a form's settings (partial update).",
+    _t("formSettings_update", "form-behavior", "Change some of a form's settings (partial update).",
        method="formSettings.update", idempotent=True),
-    _t("formTheme_get", "settings", "A form's colours and font.", read_only=True, idempotent=True),
-    _t("formTheme_set", "settings", "Change a form's colours (hex) and font, or reset: true.", idempotent=True),
+    _t("formTheme_get", "form-appearance", "A form's colours and font.", read_only=True, idempotent=True),
+    _t("formTheme_set", "form-appearance", "Change a form's colours (hex) and font, or reset: true.", idempotent=True),
     # folders
-    _t("workspace_list", "folders", "The workspace this token acts in (its id is the workspaceId other tools take).",
+    _t("workspace_list", "workspace-management", "The workspace this token acts in (its id is the workspaceId other tools take).",
        method="workspaces.list", read_only=True, idempotent=True),
-    _t("workspaceFolder_list", "folders", "The workspace's folders with their form counts.", method="folders.list",
+    _t("workspaceFolder_list", "workspace-management", "The workspace's folders with their form counts.", method="folders.list",
        read_only=True, idempotent=True),
-    _t("workspaceFolder_create", "folders", "Create a folder (names are unique in the workspace).",
+    _t("workspaceFolder_create", "workspace-management", "Create a folder (names are unique in the workspace).",
        method="folders.create"),
-    _t("workspaceFolder_update", "folders", "Rename a folder.", method="folders.update", idempotent=True),
-    _t("workspaceFolder_delete", "folders", "Delete a folder; its forms move to the workspace root.",
+    _t("workspaceFolder_update", "workspace-management", "Rename a folder.", method="folders.update", idempotent=True),
+    _t("workspaceFolder_delete", "workspace-management", "Delete a folder; its forms move to the workspace root.",
        method="folders.delete", destructive=True),
     # translations
-    _t("translationLanguage_list", "translations", "The languages a form is translated into, with progress.",
+    _t("translationLanguage_list", "form-translations", "The languages a form is translated into, with progress.",
        read_only=True, idempotent=True),
-    _t("translationLanguage_delete", "translations", "Remove a language from a form: translations and drafts.",
+    _t("translationLanguage_delete", "form-translations", "Remove a language from a form: translations and drafts.",
        destructive=True),
-    _t("translationDraft_get", "translations", "Every translatable text of a form with its translation into a "
+    _t("translationDraft_get", "form-translations", "Every translatable text of a form with its translation into a "
        "language and the waiting draft.", read_only=True, idempotent=True),
-    _t("translationDraft_update", "translations", "Write draft translations (text key -> text, null to remove); "
+    _t("translationDraft_update", "form-translations", "Write draft translations (text key -> text, null to remove); "
        "respondents see them after translationDraft_publish.", idempotent=True),
-    _t("translationDraft_publish", "translations", "Publish a language's drafts.", idempotent=True),
+    _t("translationDraft_publish", "form-translations", "Publish a language's drafts.", idempotent=True),
     # editor
-    _t("editor_getDocument", "editor", "A form's draft: elements (id, type, title, key, ...) and logic rules.",
+    _t("editor_getDocument", "editor-actions", "A form's draft: elements (id, type, title, key, ...) and logic rules.",
        read_only=True, idempotent=True),
-    _t("editor_insertQuestion", "editor", "Insert a question of any field type (load_skill question-types) into "
-       "the draft, at index or after afterElementId.", next=_after_edit),
-    _t("editor_insertContent", "editor", "Insert a heading or paragraph (text in title), a divider or an image.",
-       next=_after_edit),
-    _t("editor_insertDocumentsBlock", "editor", "Insert a Documents block: files shown to every recipient; a "
+    _t("editor_insertQuestion", "editor-inserts", "Insert a question of any field type (load_skill question-types) into "
+       "the draft, at index or after afterElementId (the per-type insert tools say the same with precise schemas).",
+       next=_after_edit, listed=False),
+    _t("editor_insertContent", "editor-inserts", "Insert a heading or paragraph (text in title), a divider, an "
+       "image, a list, a row or a table.", next=_after_edit, listed=False),
+    _t("editor_insertDocumentsBlock", "editor-inserts", "Insert a Documents block: files shown to every recipient; a "
        "request attaches its own with document_create.", next=_after_edit),
-    _t("editor_insertDecisionQuestion", "editor", "Insert the decision question (key decision: approve, changes, "
+    _t("editor_insertDecisionQuestion", "editor-inserts", "Insert the decision question (key decision: approve, changes, "
        "decline) whose answer is a request's outcome.", next=_after_edit),
-    _t("editor_insertEmbedded", "editor", "Insert embedded content shown by URL (video, map, page).",
+    _t("editor_insertEmbedded", "editor-inserts", "Insert embedded content shown by URL (video, map, page).",
        next=_after_edit),
-    _t("editor_insertLogic", "editor", "Add a logic rule {id?, when: {field, op, value}, then: {action, target}}: "
+    _t("editor_insertLogic", "editor-inserts", "Add a logic rule {id?, when: {field, op, value}, then: {action, target}}: "
        "op equals, notEquals, contains, gt, lt; action show, hide, jump.", next=_after_edit),
-    _t("editor_setLogic", "editor", "Replace every logic rule of the form ([] removes them).", next=_after_edit),
-    _t("editor_testLogic", "editor", "Evaluate the logic rules (saved, or sent) against sample answers: which "
+    _t("editor_setLogic", "editor-actions", "Replace every logic rule of the form ([] removes them).", next=_after_edit),
+    _t("editor_testLogic", "editor-actions", "Evaluate the logic rules (saved, or sent) against sample answers: which "
        "rules fire, which elements show.", read_only=True, idempotent=True),
-    _t("editor_updateElement", "editor", "Change attributes of one element (title, required, options, ...).",
+    _t("editor_updateElement", "editor-actions", "Change attributes of one element (title, required, options, ...).",
        next=_after_edit),
-    _t("editor_deleteElement", "editor", "Remove one element from the draft, with the logic rules naming it.",
+    _t("editor_deleteElement", "editor-actions", "Remove one element from the draft, with the logic rules naming it.",
        destructive=True, next=_after_edit),
-    _t("editor_formatText", "editor", "Style part of an element's text: bold, italic, underline, strike, code, "
+    _t("editor_formatText", "editor-actions", "Style part of an element's text: bold, italic, underline, strike, code, "
        "link (with url), plain.", next=_after_edit),
+    # one insert tool per kind of element, each a thin schema over the one insert
+    *(_t(i.tool, "editor-inserts", i.description, next=_after_edit) for i in INSERTS),
 ]
+
 TOOLS: dict[str, ToolDef] = {t.name: t for t in _DEFS}
-CORE = ["load_tools", "load_skill", "workspace_list", "fields_list", "request_create", "request_get", "request_list",
-        "request_cancel", "request_remind", "request_replayCallback", "document_create", "form_list", "form_get",
-        "form_publish", "formShareLink_list", "editor_insertDocumentsBlock", "editor_insertLogic",
-        "editor_setLogic", "editor_insertEmbedded"]
+_ORDER = {c: i for i, c in enumerate([*CATALOGS, "guides"])}
 
 
 def names_in(catalog: str) -> list[str]:
-    return [t.name for t in _DEFS if t.catalog == catalog]
+    """The listed tools of a listed catalog."""
+    return [t.name for t in _DEFS if t.catalog == catalog and t.listed]
 
 
 @cache
@@ -300,8 +358,9 @@ def sdk_tool(t: ToolDef) -> Tool:
                 inputSchema=_schema(t.params), annotations=annotations)
 
 
-def core_tools() -> list[Tool]:
-    return [sdk_tool(TOOLS[n]) for n in CORE]
+def listed_tools() -> list[Tool]:
+    """What ``tools/list`` shows: every listed tool, catalog by catalog, the guides last."""
+    return [sdk_tool(t) for t in sorted(_DEFS, key=lambda t: _ORDER[t.catalog]) if t.listed]
 
 
 # -- running and results -------------------------------------------------------------------

@@ -44,7 +44,7 @@ MAX_ELEMENTS = 300
 MAX_RULES = 100
 MAX_CHOICES = 200
 QUESTION_TYPES = tuple(fieldtypes.FIELD_TYPES)
-CONTENT_TYPES = ("heading", "paragraph", "divider", "image")
+CONTENT_TYPES = ("heading", "paragraph", "divider", "image", "list", "table", "row")
 MEMBER_EXCLUDED = ("group", "documents", "decision")  # a group holds plain questions only
 TEXT_TYPES = ("text", "textarea", "email", "phone", "url", "hidden")
 NUMERIC_TYPES = ("number", "rating", "scale", "calculated")
@@ -64,6 +64,10 @@ Title = Annotated[str, Field(min_length=1, max_length=1000)]
 Description = Annotated[str, Field(max_length=2000)]
 Url = Annotated[str, Field(min_length=1, max_length=2048)]
 RuleId = Annotated[str, Field(pattern=r"^[A-Za-z0-9_-]{1,64}$")]
+Cell = Annotated[str, Field(max_length=1000)]
+Items = Annotated[list[Cell], Field(min_length=1, max_length=100)]
+TableCells = Annotated[list[Annotated[list[Cell], Field(min_length=1, max_length=20)]],
+                       Field(min_length=1, max_length=100)]
 
 
 # -- params ------------------------------------------------------------------------------
@@ -151,6 +155,9 @@ class InsertContentParams(Placement, FormRef):
     title: Title | None = None
     url: Url | None = None
     alt: Annotated[str, Field(max_length=500)] | None = None
+    items: Items | None = None
+    ordered: bool | None = None
+    cells: TableCells | None = None
 
 
 class UpdateElementParams(FormRef):
@@ -172,6 +179,9 @@ class UpdateElementParams(FormRef):
     url: Url | None = None
     alt: Annotated[str, Field(max_length=500)] | None = None
     height: Annotated[int, Field(ge=50, le=2000)] | None = None
+    items: Items | None = None
+    ordered: bool | None = None
+    cells: TableCells | None = None
 
 
 class ElementParams(FormRef):
@@ -326,7 +336,8 @@ def _check_new_key(blocks: list[dict[str, Any]], key: str, except_id: str | None
 def applicable(block_type: str) -> list[str]:
     """The attributes an element of ``block_type`` takes (besides ``type``)."""
     content = {"heading": ["title"], "paragraph": ["title"], "divider": [], "image": ["url", "alt"],
-               "embed": ["url", "title", "height"]}
+               "embed": ["url", "title", "height"], "list": ["items", "ordered"], "row": ["items"],
+               "table": ["cells"]}
     if block_type in content:
         return content[block_type]
     ft = fieldtypes.FIELD_TYPES[block_type]
@@ -550,14 +561,18 @@ def insert_embedded(ctx: Ctx, p: InsertEmbeddedParams) -> Edited:
 @agent_method("editor_insertContent")
 def insert_content(ctx: Ctx, p: InsertContentParams) -> Edited:
     """Insert a content block: a heading or paragraph (its text in ``title``), a divider,
-    or an image (``url``, ``alt``)."""
+    an image (``url``, ``alt``), a list (``items``, ``ordered``), a row of texts shown side
+    by side (``items``) or a table (``cells``, a list of rows, the first one its header)."""
     form = live_form(ctx, p.formId)
     blocks = _draft(form)
     at = _place(blocks, p)
-    sent = p.model_dump(include={"title", "url", "alt"}, exclude_none=True)
+    sent = p.model_dump(include={"title", "url", "alt", "items", "ordered", "cells"}, exclude_none=True)
     _check_applicable(p.type, set(sent))
     if p.type in ("heading", "paragraph") and not p.title:
         raise validation(f"title (the {p.type}'s text) is required.", field="title", reason="REQUIRED")
+    needs = {"list": "items", "row": "items", "table": "cells"}.get(p.type)
+    if needs is not None and needs not in sent:
+        raise validation(f"{needs} is required for a {p.type}.", field=needs, reason="REQUIRED")
     if p.type == "image":
         if p.url is None:
             raise validation("url is required for an image.", field="url", reason="REQUIRED")

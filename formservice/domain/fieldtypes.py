@@ -8,7 +8,8 @@ A form's draft is a list of blocks. A question block is a dict::
      "members": [blocks], "documents": [{"name", "documentId"?}], "formula": "a + b",
      "maxStars": 5, "min": 0, "max": 10}
 
-Content blocks (heading, paragraph, divider, image) have no key and no answer.
+Content blocks (heading, paragraph, divider, image, embed, list, table, row) have no key
+and no answer.
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ from typing import Any, TypeGuard
 
 KEY_RE = re.compile(r"^[A-Za-z0-9_.-]{1,64}$")
 EMAIL_RE = re.compile(r"^[^@\s]+@[^@\s]+\.[^@\s]+$")
-CONTENT_BLOCKS = {"heading", "paragraph", "divider", "image", "embed"}
+CONTENT_BLOCKS = {"heading", "paragraph", "divider", "image", "embed", "list", "table", "row"}
 
 
 class FieldValueError(ValueError):

@@ -20,8 +20,9 @@ from mcp.shared.exceptions import McpError
 from mcp.types import CallToolResult, TextContent
 from sqlmodel import select
 
-from formservice.agent.tools import CORE, TOOLS
+from formservice.agent.tools import TOOLS
 from formservice.domain.base import METHODS
+from formservice.domain.editor_inserts import BY_TOOL
 from formservice.tables import (
     Document,
     Folder,
@@ -40,8 +41,29 @@ PROTOCOL = "2025-11-25"
 PDF = b"%PDF-1.4\n1 0 obj <<>> endobj\ntrailer <<>>\n%%EOF\n"
 DESTRUCTIVE = {"form_delete", "form_unpublish", "workspaceFolder_delete", "editor_deleteElement",
                "translationLanguage_delete", "request_cancel"}
-CATALOG_NAMES = ["request-lifecycle", "form-lifecycle", "editor", "settings", "share-links", "folders",
-                 "translations", "data", "guides"]
+# The hosted endpoint's README (its newest version): catalogs, guide topics and every tool it names.
+CATALOG_NAMES = ["request-lifecycle", "editor-inserts", "editor-actions", "form-lifecycle", "form-appearance",
+                 "form-behavior", "form-sharing", "form-translations", "form-data", "workspace-management"]
+SKILL_TOPICS = ["requests", "question-types", "logic-rules", "editing-flows", "form-best-practices", "form-themes",
+                "form-settings", "analytics", "toon-format"]
+README_TOOLS = set("""
+fields_list request_create request_get request_list request_cancel request_remind request_replayCallback
+document_create form_list form_get form_create form_update form_publish form_unpublish form_delete form_restore
+editor_getDocument editor_updateElement editor_deleteElement editor_formatText editor_setLogic editor_testLogic
+editor_insertTextQuestion editor_insertContactQuestion editor_insertNumberQuestion editor_insertDateQuestion
+editor_insertTimeQuestion editor_insertRadioQuestion editor_insertCheckboxQuestion editor_insertSelectQuestion
+editor_insertPictureChoiceQuestion editor_insertSwitchQuestion editor_insertRatingQuestion
+editor_insertLinearScaleQuestion editor_insertRankingQuestion editor_insertMatrixQuestion editor_insertFileQuestion
+editor_insertSignatureQuestion editor_insertPaymentQuestion editor_insertScheduleAppointmentQuestion
+editor_insertDecisionQuestion editor_insertHeader editor_insertParagraph editor_insertImage editor_insertList
+editor_insertTable editor_insertRow editor_insertEmbedded editor_insertPageDivider editor_insertDocumentsBlock
+editor_insertHiddenField editor_insertCalculatedField editor_insertVariable editor_insertRepeatingGroup
+editor_insertLogic formShareLink_list formShareLink_create formShareLink_update formSubmission_list
+formAnalytics_get formTheme_get formTheme_set formSettings_get formSettings_update translationLanguage_list
+translationDraft_get translationDraft_update translationDraft_publish translationLanguage_delete workspace_list
+workspaceFolder_list workspaceFolder_create workspaceFolder_update workspaceFolder_delete load_skill load_tools
+""".split())
+UNLISTED = {"editor_insertQuestion", "editor_insertContent"}  # older names of ours: callable, not listed
 STATE_TABLES = (Form, Folder, Request, ShareLink, TranslationEntry, Document, Submission, IdempotencyKey)
 
 
@@ -155,7 +177,7 @@ async def all_schemas(a: Agent) -> dict[str, dict[str, Any]]:
     """Every tool the endpoint offers, as tools/list and load_tools show it."""
     tools = {t.name: t.model_dump(by_alias=True, mode="json", exclude_none=True)
              for t in (await a.session.list_tools()).tools}
-    for catalog in CATALOG_NAMES:
+    for catalog in CATALOG_NAMES:  # a catalog also shows its unlisted tools
         body = await a.ok("load_tools", {"catalog": catalog})
         tools.update({t["name"]: t for t in body["tools"]})
     return tools
@@ -209,7 +231,7 @@ async def test_http_binding_post_only_json_rpc_202_for_notifications(sandbox):
     r = await raw(sandbox, {"jsonrpc": "2.0", "id": 5, "method": "initialize", "params": {"protocolVersion": PROTOCOL}})
     assert r.status == 200 and r.json["error"]["code"] == -32602 and "capabilities" in r.json["error"]["message"]
     r = await raw(sandbox, call_message("no_such_tool", {}))
-    assert r.json["error"]["code"] == -32602 and "load_tools" in r.json["error"]["message"]
+    assert r.json["error"]["code"] == -32602 and "tools/list" in r.json["error"]["message"]
     assert "fields_list" in r.json["error"]["data"]["validValues"]
     r = await raw(sandbox, {"jsonrpc": "2.0", "id": 6, "method": "ping"}, headers={"MCP-Protocol-Version": "1999-01-01"})
     assert r.status == 400 and PROTOCOL in r.json["error"]["message"]
@@ -294,14 +316,11 @@ async def test_oauth_access_token_is_accepted(sandbox):
 # -- the tool list and catalogs -------------------------------------------------------------
 
 
-async def test_tools_list_shows_the_core_set_with_schemas_of_the_method_models(sandbox):
+async def test_tools_list_shows_every_tool_the_readme_names_with_schemas_of_the_method_models(sandbox):
     async with agent(sandbox) as a:
         listed = {t.name: t for t in (await a.session.list_tools()).tools}
-        assert list(listed) == CORE
-        for name in ("fields_list", "request_create", "request_get", "request_list", "document_create",
-                     "form_list", "form_publish", "formShareLink_list", "load_tools", "load_skill",
-                     "editor_insertDocumentsBlock", "editor_insertLogic", "editor_setLogic", "editor_insertEmbedded"):
-            assert name in listed
+        assert set(listed) == README_TOOLS, "tools/list shows exactly the README's tools, as soon as one connects"
+        assert len(listed) == len((await a.session.list_tools()).tools), "no name twice"
         mirrored = {"fields_list": "fields.list", "request_create": "requests.create", "form_list": "forms.list",
                     "request_list": "requests.list", "document_create": "documents.create"}
         for tool, method in mirrored.items():
@@ -316,11 +335,18 @@ async def test_tools_list_shows_the_core_set_with_schemas_of_the_method_models(s
         assert listed["request_create"].annotations.destructiveHint is False
 
         tools = await all_schemas(a)
-        assert set(tools) == set(TOOLS)
+        assert set(tools) == set(TOOLS) == README_TOOLS | UNLISTED
         assert {n for n, t in tools.items() if t.get("annotations", {}).get("destructiveHint")} == DESTRUCTIVE
+        assert listed["formShareLink_update"].annotations.destructiveHint is False, "said explicitly"
+        for name, tool in listed.items():
+            hints = tool.annotations
+            assert hints.readOnlyHint is not None, name
+            assert hints.readOnlyHint or hints.destructiveHint is not None, name
+            assert not (hints.readOnlyHint and hints.destructiveHint), name
         overview = await a.ok("load_tools")
         assert [c["name"] for c in overview["catalogs"]] == CATALOG_NAMES
-        assert sorted(n for c in overview["catalogs"] for n in c["tools"]) == sorted(TOOLS)
+        assert sorted(n for c in overview["catalogs"] for n in c["tools"]) == sorted(README_TOOLS - {
+            "load_tools", "load_skill"})
 
 
 # -- every tool, valid input ------------------------------------------------------------------
@@ -455,7 +481,8 @@ async def test_every_tool_runs_with_valid_input(sandbox):
         assert gone == {"success": True, "id": folder["id"], "deleted": True, "movedForms": 1}
         assert (await rpc_data(sandbox, "forms.get", {"formId": form}))["folderId"] is None
 
-        assert a.called == set(TOOLS), sorted(set(TOOLS) - a.called)
+        # the per-type insert tools are called in test_insert_tools.py
+        assert a.called == set(TOOLS) - set(BY_TOOL), sorted(set(TOOLS) - set(BY_TOOL) - a.called)
 
 
 # -- every tool, bad input --------------------------------------------------------------------
@@ -582,7 +609,7 @@ async def test_only_tools_call_spends_the_budget_and_over_it_the_result_is_rate_
         wait = body["details"]["retryAfterMs"]
         assert isinstance(wait, int) and 0 < wait <= 60_000
         assert f"Wait {wait} ms" in body["suggestion"]
-        assert [t.name for t in (await a.session.list_tools()).tools] == CORE  # still answers
+        assert {t.name for t in (await a.session.list_tools()).tools} == README_TOOLS  # still answers
         assert len((await a.session.list_prompts()).prompts) == 4
 
     # over the budget the HTTP status is still 200: the failure is in the tool result
@@ -904,27 +931,38 @@ async def test_load_tools_load_skill_resources_and_prompts(sandbox):
     async with agent(sandbox) as a:
         await a.refused("load_tools", {"catalog": "everything"}, "VALIDATION_ERROR", reason="INVALID_VALUE",
                         validValues=CATALOG_NAMES)
+        # the older catalog names still answer, with the tools they held (unlisted ones too)
         editor = await a.ok("load_tools", {"catalog": "editor"})
         names = [t["name"] for t in editor["tools"]]
-        assert {"editor_getDocument", "editor_insertQuestion", "editor_testLogic", "editor_formatText"} <= set(names)
+        assert {"editor_getDocument", "editor_insertQuestion", "editor_testLogic", "editor_formatText",
+                "editor_insertRatingQuestion"} <= set(names)
         assert all(t["inputSchema"]["type"] == "object" for t in editor["tools"])
+        assert [t["name"] for t in (await a.ok("load_tools", {"catalog": "settings"}))["tools"]] == [
+            "formSettings_get", "formSettings_update", "formTheme_get", "formTheme_set"]
         # a revealed tool is callable right away, and so is any tool at any time (no session)
         doc = await a.ok("editor_getDocument", {"formId": sandbox.pro.forms["Announcement"]})
         assert [e["type"] for e in doc["elements"]] == ["heading", "paragraph"]
 
         resources = (await a.session.list_resources()).resources
-        topics = ["requests", "question-types", "form-settings", "documents", "share-links"]
-        assert [str(r.uri) for r in resources] == [f"skill://{t}" for t in topics]
+        uris = [f"skill://{t}" for t in SKILL_TOPICS + CATALOG_NAMES]
+        assert [str(r.uri) for r in resources] == uris, "every guide and catalog is a resource"
         assert all(r.mimeType == "text/markdown" for r in resources)
-        for topic in topics:
+        for topic in SKILL_TOPICS + ["documents", "share-links"]:  # the last two: ours, loadable, unlisted
             skill = await a.ok("load_skill", {"topic": topic})
             read = await a.session.read_resource(f"skill://{topic}")
             assert read.contents[0].text == skill["markdown"] and skill["uri"] == f"skill://{topic}"
             assert skill["markdown"].startswith("# ") and len(skill["markdown"]) > 400
+        for catalog in CATALOG_NAMES:
+            body = await a.ok("load_tools", {"catalog": catalog})
+            text = (await a.session.read_resource(f"skill://{catalog}")).contents[0].text
+            assert body["uri"] == f"skill://{catalog}" and body["notes"] in text
+            assert all(f"`{t['name']}`" in text for t in body["tools"] if t["name"] not in UNLISTED)
         with pytest.raises(McpError) as err:
             await a.session.read_resource("skill://nope")
         assert err.value.error.code == -32002
-        await a.refused("load_skill", {"topic": "nope"}, "VALIDATION_ERROR", validValues=topics)
+        await a.refused("load_skill", {"topic": "nope"}, "VALIDATION_ERROR", validValues=SKILL_TOPICS)
+        schema = next(t for t in (await a.session.list_tools()).tools if t.name == "load_skill").inputSchema
+        assert schema["properties"]["topic"]["enum"] == SKILL_TOPICS
 
         prompts = (await a.session.list_prompts()).prompts
         assert [p.name for p in prompts] == ["identity", "capabilities", "data_tools", "editor_tools"]
