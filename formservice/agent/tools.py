@@ -321,8 +321,8 @@ _DEFS = [
     _t("editor_setLogic", "editor-actions", "Replace every logic rule of the form ([] removes them).", next=_after_edit),
     _t("editor_testLogic", "editor-actions", "Evaluate the logic rules (saved, or sent) against sample answers: which "
        "rules fire, which elements show.", read_only=True, idempotent=True),
-    _t("editor_updateElement", "editor-actions", "Change attributes of one element (title, required, options, ...).",
-       next=_after_edit),
+    _t("editor_updateElement", "editor-actions", "Change attributes of one element (title, required, options, ...), "
+       "or move it (index or afterElementId).", next=_after_edit),
     _t("editor_deleteElement", "editor-actions", "Remove one element from the draft, with the logic rules naming it.",
        destructive=True, next=_after_edit),
     _t("editor_formatText", "editor-actions", "Style part of an element's text: bold, italic, underline, strike, code, "

@@ -160,7 +160,10 @@ class InsertContentParams(Placement, FormRef):
     cells: TableCells | None = None
 
 
-class UpdateElementParams(FormRef):
+class UpdateElementParams(Placement, FormRef):
+    """An element's new attributes, and where it moves to (``index`` or ``afterElementId``,
+    counted without the element itself)."""
+
     elementId: str
     title: Title | None = None
     key: Key | None = None
@@ -588,16 +591,17 @@ CLEARABLE = ("description", "alt", "height")
 
 @agent_method("editor_updateElement")
 def update_element(ctx: Ctx, p: UpdateElementParams) -> Edited:
-    """Change attributes of one element (its type stays: delete and insert to change it).
-    Only sent attributes change; null clears description, alt or height."""
+    """Change attributes of one element (its type stays: delete and insert to change it),
+    or move it. Only sent attributes change; null clears description, alt or height."""
     form = live_form(ctx, p.formId)
     blocks = _draft(form)
     i = _find(blocks, p.elementId)
     block = blocks[i]
-    sent = {k: getattr(p, k) for k in p.model_fields_set - {"formId", "elementId"}}
-    if not sent:
-        raise validation("Send at least one attribute to change.", reason="NOTHING_TO_UPDATE",
-                         validKeys=applicable(block["type"]))
+    moves = bool(p.model_fields_set & set(Placement.model_fields))
+    sent = {k: getattr(p, k) for k in p.model_fields_set - {"formId", "elementId", *Placement.model_fields}}
+    if not sent and not moves:
+        raise validation("Send at least one attribute to change, or index or afterElementId to move it.",
+                         reason="NOTHING_TO_UPDATE", validKeys=[*applicable(block["type"]), *Placement.model_fields])
     _check_applicable(block["type"], set(sent))
     for name, value in sent.items():
         if value is None and name not in CLEARABLE:
@@ -633,6 +637,8 @@ def update_element(ctx: Ctx, p: UpdateElementParams) -> Edited:
     if fieldtypes.is_question(block):
         _finish_question(block)
     rules = _logic(form)
+    if moves:
+        i = _move(blocks, i, p, rules)
     if old_key and block.get("key") != old_key:
         for r in rules:
             if r["when"]["field"] == old_key:
@@ -643,6 +649,16 @@ def update_element(ctx: Ctx, p: UpdateElementParams) -> Edited:
     if marks_cleared:
         out.marksCleared = True
     return out
+
+
+def _move(blocks: list[dict[str, Any]], i: int, p: Placement, rules: list[dict[str, Any]]) -> int:
+    """Move ``blocks[i]`` to where ``p`` says; a move that would turn a jump rule backwards
+    is refused. The element's new index."""
+    block = blocks.pop(i)
+    at = _place(blocks, p)
+    blocks.insert(at, block)
+    _check_rules([RuleSpec.model_validate(r) for r in rules], blocks, "logic")
+    return at
 
 
 @agent_method("editor_deleteElement")

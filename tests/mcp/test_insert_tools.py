@@ -161,3 +161,27 @@ def test_the_docs_list_what_the_endpoint_offers_as_the_code_makes_it():
     assert reference.rewrite(text) == text, (
         "docs/agent-endpoint.md is stale: run python -m formservice.agent.reference docs/agent-endpoint.md")
     assert all(f"`{name}`" in text for name in README_TOOLS)
+
+
+async def test_update_element_moves_a_block_and_keeps_jumps_forward(sandbox):
+    async with agent(sandbox) as a:
+        form = (await a.ok("form_create", {"workspaceId": sandbox.pro.id, "name": "Moves"}))["id"]
+        ids = []
+        for tool, args in [("editor_insertRadioQuestion", {"title": "Q1", "key": "q1", "options": OPTIONS}),
+                           ("editor_insertTextQuestion", {"title": "Q2", "key": "q2"}),
+                           ("editor_insertTextQuestion", {"title": "Q3", "key": "q3"})]:
+            ids.append((await a.ok(tool, {"formId": form, **args}))["element"]["id"])
+        moved = await a.ok("editor_updateElement", {"formId": form, "elementId": ids[2], "index": 0})
+        assert moved["index"] == 0
+        order = [e["key"] for e in (await a.ok("editor_getDocument", {"formId": form}))["elements"]]
+        assert order == ["q3", "q1", "q2"]
+        moved = await a.ok("editor_updateElement", {"formId": form, "elementId": ids[2], "afterElementId": ids[1],
+                                                    "title": "Q3 again"})
+        assert moved["index"] == 2 and moved["element"]["title"] == "Q3 again"
+
+        await a.ok("editor_insertLogic", {"formId": form, "when": {"field": "q1", "op": "equals", "value": "s"},
+                                          "then": {"action": "jump", "target": "q3"}})
+        before = await a.ok("editor_getDocument", {"formId": form})
+        await a.refused("editor_updateElement", {"formId": form, "elementId": ids[2], "index": 0},
+                        "VALIDATION_ERROR", reason="INVALID_JUMP")
+        assert await a.ok("editor_getDocument", {"formId": form}) == before, "a refused move changes nothing"
