@@ -68,10 +68,10 @@ class ActionReport(BaseModel):
 
     @property
     def skipped(self) -> str | None:
-        """Why the run could do nothing it set out to, when so (a scheduled run is then
-        recorded ``skipped``): every candidate reminded too recently, or the campaign
+        """Why a remind run could do nothing it set out to, when so (a scheduled run is
+        then recorded ``skipped``): every candidate reminded too recently, or the campaign
         closed with nothing pending; None otherwise."""
-        if self.dry_run or self.not_before or self.done or self.refused or self.stopped:
+        if self.action != "remind" or self.dry_run or self.done or self.refused or self.stopped:
             return None
         if self.candidates and self.too_recent == self.candidates:
             return (f"all {self.too_recent:,} pending requests were reminded less than "
@@ -204,6 +204,7 @@ async def _each(client: FormClient, store: Store, rows: Sequence[CampaignRow], a
     would be lost from every window)."""
     todo = iter(rows)
     answered: list[models.RequestRecord] = []
+    reminded: dict[str, int] = {}  # request id -> the service's time of its last reminder
 
     async def worker() -> None:
         for r in todo:
@@ -215,31 +216,44 @@ async def _each(client: FormClient, store: Store, rows: Sequence[CampaignRow], a
             elif report.plan_refused:
                 _refuse(report, r, report.plan_refused)
             else:
-                rec = await _one(client, r, action, reason, report)
+                rec = await _one(client, r, action, reason, report, reminded)
                 if rec is not None:
                     answered.append(rec)
                 if len(answered) >= STORE_BATCH:
                     batch, answered[:] = list(answered), []
-                    await asyncio.to_thread(_keep, store, batch, action, report)
+                    times = dict(reminded)
+                    reminded.clear()
+                    await asyncio.to_thread(_keep, store, batch, times)
 
     try:
         await asyncio.gather(*(worker() for _ in range(IN_FLIGHT)))
     finally:  # a record not stored is found again by the next run's poll (or as not pending)
-        if answered:
-            _keep(store, answered, action, report)
+        _keep(store, answered, reminded)
     report.refusals.sort(key=lambda f: f.row)
 
 
-def _keep(store: Store, records: Sequence[models.RequestRecord], action: Action, report: ActionReport) -> None:
-    """Store what the service answered; for reminders, when each was sent (its time)."""
-    store.upsert_requests(records, source="poll")
-    if action == "remind":
-        store.campaign.reminded({r.id: r.updated_at or report.now or 0 for r in records})
+def _keep(store: Store, records: Sequence[models.RequestRecord], reminded: Mapping[str, int]) -> None:
+    """Store what the service answered, and when each request was last reminded."""
+    if records:
+        store.upsert_requests(records, source="poll")
+    if reminded:
+        store.campaign.reminded(reminded)
 
 
-async def _one(client: FormClient, r: CampaignRow, action: Action, reason: str | None,
-               report: ActionReport) -> models.RequestRecord | None:
-    """One call; the record the service answered, or None (the row's refusal is reported)."""
+def too_soon_since(details: Mapping[str, Any], now_ms: int) -> int:
+    """When a request refused ``REMINDER_TOO_SOON`` at ``now_ms`` was last reminded: from
+    the refusal's ``retryAfterMs`` when it says it, else ``now_ms`` (the latest it can
+    have been, so the next run waits the whole spacing rather than call too soon)."""
+    wait = details.get("retryAfterMs")
+    if isinstance(wait, int) and not isinstance(wait, bool) and 0 <= wait <= SPACING_MS:
+        return now_ms + wait - SPACING_MS
+    return now_ms
+
+
+async def _one(client: FormClient, r: CampaignRow, action: Action, reason: str | None, report: ActionReport,
+               reminded: dict[str, int]) -> models.RequestRecord | None:
+    """One call; the record the service answered, or None (the row's refusal is
+    reported). ``reminded`` learns when a request was last reminded."""
     assert r.request_id is not None  # pending_rows keeps rows with a request
     try:
         if action == "remind":
@@ -251,6 +265,8 @@ async def _one(client: FormClient, r: CampaignRow, action: Action, reason: str |
             report.not_pending += 1
         else:
             _refuse(report, r, e.reason or e.code)
+        if e.reason == "REMINDER_TOO_SOON" and report.now is not None:
+            reminded[r.request_id] = too_soon_since(e.details, report.now)
         return None
     except (errors.ValidationError, errors.UpgradeRequired, errors.Forbidden) as e:
         _refuse(report, r, e.reason or e.code)
@@ -258,6 +274,8 @@ async def _one(client: FormClient, r: CampaignRow, action: Action, reason: str |
             report.plan_refused = e.reason or e.code  # the same for every request of the workspace: no more calls
         return None
     report.done += 1
+    if action == "remind":
+        reminded[r.request_id] = rec.updated_at or report.now or 0
     if rec.updated_at is not None:  # the service's own time (a sandbox's test clock included)
         report.first_at = rec.updated_at if report.first_at is None else min(report.first_at, rec.updated_at)
     return rec
