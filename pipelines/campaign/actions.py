@@ -266,7 +266,7 @@ async def _one(client: FormClient, r: CampaignRow, action: Action, reason: str |
         else:
             _refuse(report, r, e.reason or e.code)
         if e.reason == "REMINDER_TOO_SOON" and report.now is not None:
-            reminded[r.request_id] = too_soon_since(e.details, report.now)
+            reminded[r.request_id] = too_soon_since(e.details, client.service_clock.known_now() or report.now)
         return None
     except (errors.ValidationError, errors.UpgradeRequired, errors.Forbidden) as e:
         _refuse(report, r, e.reason or e.code)
@@ -274,8 +274,8 @@ async def _one(client: FormClient, r: CampaignRow, action: Action, reason: str |
             report.plan_refused = e.reason or e.code  # the same for every request of the workspace: no more calls
         return None
     report.done += 1
-    if action == "remind":
-        reminded[r.request_id] = rec.updated_at or report.now or 0
+    if action == "remind":  # the answer's time: its updatedAt, where the service moves it, or its Date
+        reminded[r.request_id] = max(rec.updated_at or 0, client.service_clock.known_now() or report.now or 0)
     if rec.updated_at is not None:  # the service's own time (a sandbox's test clock included)
         report.first_at = rec.updated_at if report.first_at is None else min(report.first_at, rec.updated_at)
     return rec

@@ -160,7 +160,7 @@ def _said(ctx: Context, report: ActionReport, json: bool) -> None:
     refused = plan_refusal(report)
     if refused is not None:
         typer.echo(Failure(ExitCode.FAILED, refused, where=f"campaign {report.job}",
-                           hint="upgrade the workspace's plan, or close the campaign instead").line(ctx.secrets()),
+                           hint="upgrade the workspace to the Pro plan or higher").line(ctx.secrets()),
                    err=True)
         raise typer.Exit(int(ExitCode.FAILED))
     if not json:

@@ -7,40 +7,25 @@ a remind job set to run more often than that is refused at start."""
 from __future__ import annotations
 
 import asyncio
-import csv
 from pathlib import Path
 
 import pytest
 
-from connector.client import FormClient
 from connector.settings import load_settings
-from connector.store import Store
 from pipelines.jobs import ConfigError
-from pipelines.outreach import run_outreach
 from pipelines.scheduler import serve
 from tests.conftest import Sandbox
 from tests.pipelines.test_scheduler import runs, wait_for
+
+from .test_campaign_clock import sent_job
 
 pytestmark = pytest.mark.slow  # the scheduler started twice, each run a poll and calls: 10 s or more
 
 
 async def test_scheduled_remind_and_close(sandbox: Sandbox, tmp_path: Path) -> None:
-    await sandbox.helpers.limits_set(calls_per_minute=10000, creates_per_minute=10000)
-    db = f"sqlite:///{tmp_path}/store.db"
-    store = Store(db)
-    store.migrate()
-    sheet = tmp_path / "spring.csv"
-    with sheet.open("w", newline="") as fh:
-        w = csv.writer(fh)
-        w.writerow(["externalId", "name", "email"])
-        w.writerows([[f"c-{i}", f"Person {i}", f"p{i}@example.test"] for i in range(3)])
-    async with FormClient(sandbox.base_url, sandbox.pro.token, calls_per_minute=10000,
-                          creates_per_minute=10000) as fc:
-        assert (await run_outreach(fc, store, sheet, sandbox.pro.forms["Contact"], job="spring",
-                                   report_path=tmp_path / "r.csv")).sent == 3
-    cfg = tmp_path / "formsync.toml"
+    store, cfg = await sent_job(sandbox, tmp_path)
     cfg.write_text(
-        f'[store]\nurl = "{db}"\n[service]\nbase_url = "{sandbox.base_url}"\ntoken = "{sandbox.pro.token}"\n'
+        cfg.read_text() + f'token = "{sandbox.pro.token}"\n'
         '[[jobs]]\nid = "tick"\nkind = "poll"\ninterval_seconds = 1\n'
         '[[jobs]]\nid = "remind"\nkind = "remind"\nafter = "tick"\nparams = { job = "spring" }\n'
         '[[jobs]]\nid = "later"\nkind = "close"\ninterval_seconds = 1\nparams = { job = "spring", at = "2999-01-01" }\n')

@@ -11,7 +11,14 @@ import pytest
 from connector.clock import ServiceClock, date_ms
 from connector.settings import JobSettings
 from connector.store.campaign import CampaignRow
-from pipelines.campaign.actions import SPACING_MS, ActionReport, Refusal, reminded_recently, spaced_rows, too_soon_since
+from pipelines.campaign.actions import (
+    SPACING_MS,
+    ActionReport,
+    Refusal,
+    reminded_recently,
+    spaced_rows,
+    too_soon_since,
+)
 from pipelines.campaign.words import action_lines, action_outcome, plan_refusal
 from pipelines.jobs import ConfigError, check_spacing, shortest_gap, trigger_for
 
