@@ -1,19 +1,18 @@
-"""Each form's field list learnt from the service when its first data arrives, so the
-form's typed view and its exports take their final shape from the first row: one
-``fields.list`` call per form whose list the store holds only from answers (a
-"provisional" schema, see ``Store.provisional_forms``).
+"""Each form's field list read from the service when an answer names a key the store
+has no descriptor for: until then that key is held back from every typed output (views,
+exports, frames, loads; the long answers table carries it), so a column's type and place
+always come from ``fields.list``, never from values.
 
 ``learn_field_lists`` is what ``poll`` and ``sync`` call in the run that stored the data;
 ``FieldListLearner`` is the receiver's: a background task woken after commits, never on
-the acknowledgement path, that learns each such form once when a service token is
-configured and otherwise says once, in the log, which forms are provisional and how to
-fix it."""
+the acknowledgement path. Both ask about a form once a minute at most, whichever process
+asks (``Store.claim_field_list_reads``); without a service token the receiver says once,
+in the log, which forms hold keys back and how to fix it (``formsync status`` says so too)."""
 
 from __future__ import annotations
 
 import asyncio
 import logging
-import time
 from collections.abc import Iterable
 
 from .client import FormClient
@@ -22,45 +21,48 @@ from .settings import ServiceSettings
 from .store import Store
 
 log = logging.getLogger("formsync.fields")
-RETRY_SECONDS = 300.0  # a form the service would not list is asked again after this long
-PROVISIONAL_FIX = "set service.token (then fields.list is read) or run formsync views"
+READ_EVERY_MS = 60_000  # a form's fields.list is read (or tried) once a minute at most
+HELD_BACK_FIX = "set service.token (the receiver, sync and poll then read fields.list) or run formsync views"
 
 
-async def learn_field_lists(client: FormClient, store: Store, form_ids: Iterable[str]) -> list[str]:
-    """Read ``fields.list`` once for each form among ``form_ids`` whose schema is still
-    provisional, and store it (``Store.record_fields``: the view is rebuilt). Returns the
-    forms learnt. A form the service will not list is logged and left provisional."""
-    wanted = set(form_ids)
-    if not wanted:
+async def learn_field_lists(client: FormClient, store: Store, form_ids: Iterable[str] | None = None) -> list[str]:
+    """Read ``fields.list`` for each form among ``form_ids`` (None: every form) that holds
+    back answered keys and was not read in the last minute, and store it
+    (``Store.record_fields``: its view is rebuilt, the keys it lists get their columns).
+    Returns the forms read. A form the service will not list is logged and asked again
+    a minute later at the earliest."""
+    wanted = None if form_ids is None else sorted(set(form_ids))
+    if wanted == []:
         return []
     learnt = []
-    for form_id in await asyncio.to_thread(store.provisional_forms, sorted(wanted)):
+    for form_id in await asyncio.to_thread(store.claim_field_list_reads, wanted, every_ms=READ_EVERY_MS):
         try:
             listed = await client.list_fields(form_id)
         except FormsyncError as e:
-            log.warning("cannot read the fields of form %s (%s); its schema stays provisional", form_id, e)
+            log.warning("cannot read the fields of form %s (%s); its new fields stay held back from the typed "
+                        "outputs", form_id, e)
             continue
-        if listed.items:
+        if listed.published or listed.items:
             await asyncio.to_thread(store.record_fields, form_id, listed.items)
             learnt.append(form_id)
     return learnt
 
 
 class FieldListLearner:
-    """The receiver's background learning of field lists (see the module docstring).
+    """The receiver's background reading of field lists (see the module docstring).
     ``poke`` after each commit costs setting an event; the store is looked at once per
-    ``every`` seconds at most while deliveries come in."""
+    ``every`` seconds at most while deliveries come in, and once a minute otherwise while
+    keys are held back (a service that was away is asked again)."""
 
     def __init__(self, store: Store, service: ServiceSettings | None, *, every: float = 2.0) -> None:
         self.store, self.every = store, every
         self.service = service if service is not None and service.token is not None else None
         self._wake = asyncio.Event()
         self._said: set[str] = set()  # forms named in the log already (no token)
-        self._retry_at: dict[str, float] = {}  # forms the service would not list: when to ask again
         self._task: asyncio.Task[None] | None = None
 
     def poke(self) -> None:
-        """Data was committed: look for new provisional forms soon."""
+        """Data was committed: look for held-back keys soon."""
         self._wake.set()
 
     def start(self) -> None:
@@ -73,30 +75,29 @@ class FieldListLearner:
 
     async def _run(self) -> None:
         while True:
-            await self._wake.wait()
+            try:
+                await asyncio.wait_for(self._wake.wait(), READ_EVERY_MS / 1000)
+            except TimeoutError:
+                pass
             self._wake.clear()
             try:
                 await self.round()
             except Exception as e:  # a database or service hiccup: try again after the next commit
-                log.warning("cannot learn the field lists of new forms: %s", e)
+                log.warning("cannot read the field lists of forms with new fields: %s", e)
             await asyncio.sleep(self.every)
 
     async def round(self) -> list[str]:
-        """One look at the provisional forms: with a token, learn them (returns those
-        learnt); without, name the ones not named yet in the log."""
-        forms = await asyncio.to_thread(self.store.provisional_forms)
+        """One look at the forms holding keys back: with a token, read their field lists
+        (returns the forms read); without, name the ones not named yet in the log."""
+        held = await asyncio.to_thread(self.store.held_back_fields)
+        if not held:
+            return []
         if self.service is None:
-            new = [f for f in forms if f not in self._said]
+            new = [f for f in held if f not in self._said]
             if new:
                 self._said.update(new)
-                log.warning("provisional schema (fields learnt from answers only) for form(s) %s: %s",
-                            ", ".join(new), PROVISIONAL_FIX)
-            return []
-        now = time.monotonic()
-        forms = [f for f in forms if self._retry_at.get(f, 0.0) <= now]
-        if not forms:
+                log.warning("new fields held back from the typed outputs (no field list read) for form(s) %s: %s",
+                            ", ".join(new), HELD_BACK_FIX)
             return []
         async with FormClient.from_settings(self.service) as client:
-            learnt = await learn_field_lists(client, self.store, forms)
-        self._retry_at.update(dict.fromkeys(set(forms) - set(learnt), now + RETRY_SECONDS))
-        return learnt
+            return await learn_field_lists(client, self.store, list(held))

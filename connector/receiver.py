@@ -528,9 +528,9 @@ def create_receiver_app(store: Store, settings: ReceiverSettings, *, custom_sche
     ``settings.store_process``) commits in a process of its own that opens
     ``Store(store.url)``; false commits with ``store`` itself in a worker thread (keep
     that for a store with its own clock or behaviour). ``service`` with a token lets
-    the receiver read each new form's ``fields.list`` once, after its first commit
-    (``connector.field_lists``); without one it logs the forms whose schema stays
-    provisional. ``collectors`` add their metrics to ``/metrics`` (``formsync receive``
+    the receiver read a form's ``fields.list`` in the background when an answer names
+    a key the store has no descriptor for (``connector.field_lists``); without one it
+    logs the forms holding such keys back. ``collectors`` add their metrics to ``/metrics`` (``formsync receive``
     and ``run`` add the store's: jobs, scheduler). Raises ``ValueError`` for a configuration that cannot work (a malformed
     secret, a custom scheme without its definition)."""
     receiver = Receiver(store, settings, custom_scheme=custom_scheme, max_batch=max_batch, now=now,

@@ -29,7 +29,8 @@ _ARROW: dict[str, pa.DataType] = {
 PARQUET_TYPES = {"text": "string", "number": "double", "integer": "int64", "boolean": "bool", "date": "date32",
                  "time": "time32[s]", "timestamp": "timestamp[ms, UTC]", "keys": "list<string>",
                  "records": "list<struct>", "json": "string (JSON)"}
-CSV_FORMS = {"text": "text", "number": "decimal", "integer": "integer", "boolean": "True/False",
+CSV_FORMS = {"text": "text", "number": "decimal with a point (5000.0)", "integer": "integer",
+             "boolean": "true/false",
              "date": "YYYY-MM-DD", "time": "HH:MM:SS", "timestamp": "YYYY-MM-DD HH:MM:SS.SSSZ",
              "keys": "JSON array text", "records": "JSON array text", "json": "JSON text"}
 XLSX_FORMS = {"text": "text", "number": "number", "integer": "number", "boolean": "TRUE/FALSE",
@@ -109,12 +110,50 @@ def json_cells(col: pa.Array) -> pa.Array:
 
 def text_cells(col: pa.Array) -> pa.Array:
     """A column as the CSV writer takes it: lists and structs as JSON text (see
-    ``json_cells``), booleans as ``True``/``False``, anything else as it is."""
+    ``json_cells``), numbers as ``decimal_cells``, anything else as it is (booleans
+    ``true``/``false``, dates and times ISO)."""
     if pa.types.is_list(col.type) or pa.types.is_struct(col.type):
         return json_cells(col)
-    if pa.types.is_boolean(col.type):
-        return pc.if_else(col, "True", "False")
+    if pa.types.is_floating(col.type):
+        return decimal_cells(col)
     return col
+
+
+def decimal_cells(col: pa.Array) -> pa.Array:
+    """A ``number`` column as text that always reads back as a floating number: a
+    whole value with ``.0`` (``5000.0``, never ``5000``, which a reader would take for
+    an integer one night and a decimal the next)."""
+    texts = col.cast(pa.string())
+    whole = pc.match_substring_regex(texts, r"^-?[0-9]+$")
+    return pc.if_else(whole, pc.binary_join_element_wise(texts, ".0", ""), texts)
+
+
+# How each column of a CSV export reads back, by its logical type: DuckDB's type and the
+# pandas dtype to give (dates, times and timestamps: parse them, see docs/your-data.md).
+CSV_READ_TYPES: dict[str, tuple[str, str]] = {
+    "text": ("VARCHAR", "string"), "number": ("DOUBLE", "Float64"), "integer": ("BIGINT", "Int64"),
+    "boolean": ("BOOLEAN", "boolean"), "date": ("DATE", "string"), "time": ("TIME", "string"),
+    "timestamp": ("TIMESTAMPTZ", "string"), "json": ("VARCHAR", "string"),
+}
+
+
+def csv_type(t: pa.DataType) -> str:
+    """The logical type a CSV column of Arrow type ``t`` holds (lists and records: ``json`` text)."""
+    if pa.types.is_timestamp(t):
+        return "timestamp"
+    named = [name for name in ("text", "number", "integer", "boolean", "date", "time") if _ARROW[name] == t]
+    return named[0] if named else "text" if pa.types.is_string(t) or pa.types.is_large_string(t) else "json"
+
+
+def csv_schema(names: Sequence[str], schema: pa.Schema) -> dict[str, Any]:
+    """The schema file beside a CSV export: each column's name (as its header), logical
+    type, DuckDB type and pandas dtype, in order."""
+    cols = []
+    for name, f in zip(names, schema, strict=True):
+        kind = csv_type(f.type)
+        duck, dtype = CSV_READ_TYPES[kind]
+        cols.append({"name": name, "type": kind, "duckdb": duck, "pandas": dtype})
+    return {"format": "csv", "columns": cols}
 
 
 def frame_column(col: pa.Array, column: Column | None) -> Any:

@@ -41,7 +41,7 @@ from connector.store import OWN, Column, ExportFilter, Store, epoch_ms, json_val
 from connector.store.exports import long_rows
 from connector.store.schema import display_schema
 
-from .columns import TIMESTAMP, arrow_schema, text_cells
+from .columns import TIMESTAMP, arrow_schema, csv_schema, text_cells
 from .long_json import LONG_SCHEMA, long_batch
 from .wide_json import wide_batch
 
@@ -307,8 +307,9 @@ def _requests_stream(store: Store, *, form_id: str | None, since: datetime | dat
 
 def _csv_batch(batch: pa.RecordBatch, schema: pa.Schema) -> pa.RecordBatch:
     """A batch as CSV cells (``columns.text_cells``: lists and records as JSON text,
-    booleans as ``True``/``False``), formula text neutralised."""
-    return pa.RecordBatch.from_arrays([neutralise_array(text_cells(col)) for col in batch.columns], schema=schema)
+    numbers with a decimal point), formula text neutralised (a number is none)."""
+    return pa.RecordBatch.from_arrays([text_cells(col) if pa.types.is_floating(col.type)
+                                       else neutralise_array(text_cells(col)) for col in batch.columns], schema=schema)
 
 
 def _csv_schema(schema: pa.Schema) -> pa.Schema:
@@ -316,7 +317,20 @@ def _csv_schema(schema: pa.Schema) -> pa.Schema:
 
 
 def _as_text(t: pa.DataType) -> bool:
-    return pa.types.is_boolean(t) or pa.types.is_list(t) or pa.types.is_struct(t)
+    return pa.types.is_floating(t) or pa.types.is_list(t) or pa.types.is_struct(t)
+
+
+def schema_file(csv: Path) -> Path:
+    """The schema file written beside a CSV export: ``<stem>.schema.json``."""
+    return csv.with_suffix(".schema.json")
+
+
+def _write_schema_file(table: _TableStream, out: Path) -> None:
+    doc = csv_schema(_csv_schema(table.schema).names, table.schema)
+    path = schema_file(out)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.partial")
+    tmp.write_text(json.dumps(doc, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
+    os.replace(tmp, path)
 
 
 def _write_csv(table: _TableStream, out: Path) -> int:
@@ -542,6 +556,8 @@ def _write(tables: list[_TableStream], fmt: Format, out: Path) -> ExportReport:
         os.replace(tmp, out)
     finally:
         tmp.unlink(missing_ok=True)
+    if fmt == "csv":
+        _write_schema_file(tables[0], out)
     return ExportReport(path=str(out), format=fmt, rows=rows,
                         columns={t.name: [str(n) for n in t.schema.names] for t in tables},
                         files={t.name: str(out) for t in tables})

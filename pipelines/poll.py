@@ -190,8 +190,8 @@ async def poll_once(client: FormClient, store: Store, *, form_id: str | None = N
     """Bring every stored pending request (of ``form_id`` when given) up to date: those
     still pending are refreshed from ``requests.list`` pages, those that completed are
     stored with their answers and display (``requests.get``) as their submissions' rows,
-    expired and canceled ones with their new status and time; a form answered for the
-    first time gets its ``fields.list`` read once (``learn_field_lists``). ``now_ms`` (epoch ms, default the current time) only
+    expired and canceled ones with their new status and time; a form whose answers
+    name a key its field list lacks gets its ``fields.list`` read (``learn_field_lists``). ``now_ms`` (epoch ms, default the current time) only
     decides which requests are taken as overdue. See the module docstring for the cost.
     API errors other than a request gone missing are raised; what was stored stays."""
     now_ms = time.time_ns() // 1_000_000 if now_ms is None else now_ms
@@ -210,7 +210,7 @@ async def poll_once(client: FormClient, store: Store, *, form_id: str | None = N
         for fid in sorted(by_form):
             await _poll_form(client, store, fid, by_form[fid], now_ms, report, answered)
         await _get_each(client, store, unknown, report, answered)
-        # A form answered for the first time gets its field list now: its schema is final from the first row.
+        # An answered key the field list lacks: the list is read now, before any export shows the key.
         await learn_field_lists(client, store, answered)
     finally:
         report.calls = int(client.stats["calls"] - calls_before)

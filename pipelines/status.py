@@ -11,7 +11,7 @@ from rich.console import Group
 from rich.table import Table
 from rich.text import Text
 
-from connector.field_lists import PROVISIONAL_FIX
+from connector.field_lists import HELD_BACK_FIX
 from connector.settings import Settings
 from connector.store import FormField, JobRun, OutreachRow, RawEvent, RequestRow, Store, Suppression
 
@@ -111,7 +111,7 @@ class StatusReport(BaseModel):
     newest_event_at: int | None = None
     dead_letters: int = 0  # correctly signed events set aside: no database can store them
     errors: list[RecentError] = []
-    provisional_forms: list[str] = []  # schemas learnt from answers only (no fields.list stored)
+    held_back: dict[str, list[str]] = {}  # form id -> answered keys no fields.list read named yet
 
 
 def collect_status(settings: Settings, store: Store) -> StatusReport:
@@ -141,7 +141,7 @@ def collect_status(settings: Settings, store: Store) -> StatusReport:
     if RawEvent.__tablename__ in tables:
         report.events_received, report.newest_event_at = store.events.received()
     if FormField.__tablename__ in tables:
-        report.provisional_forms = store.provisional_forms()
+        report.held_back = store.held_back_fields()
     report.dead_letters = store.dead_letters.count()
     report.errors = sorted(report.errors, key=lambda e: e.at, reverse=True)[:ERRORS_SHOWN]
     report.store_empty = not (any(j.runs for j in report.jobs) or report.outreach or report.requests
@@ -247,7 +247,8 @@ def render_status(report: StatusReport) -> Group:
         errors.add_row(_short(e.at), Text(e.where), Text(e.error))  # Text: a [bracket] in an error is no markup
     if not report.errors:
         errors.add_row("-", "(none)", "")
-    schemas = ([Text(f"Provisional schemas (fields from answers only): {', '.join(report.provisional_forms)}"),
-                Text(f"  fix: {PROVISIONAL_FIX}")] if report.provisional_forms else [])
+    held = "; ".join(f"form {f}: {', '.join(keys)}" for f, keys in report.held_back.items())
+    schemas = ([Text(f"Fields held back from views and exports (no field list read yet): {held}"),
+                Text(f"  fix: {HELD_BACK_FIX}")] if report.held_back else [])
     return Group(Text(report.scheduler.line(report.at)), jobs, *outreach, requests, Text(received), Text(aside),
                  *schemas, errors)

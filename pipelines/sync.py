@@ -88,8 +88,8 @@ async def sync_form(client: FormClient, store: Store, form_id: str, *, full: boo
     """Store the form's submissions that are newer than its stored mark (all of them when
     ``full`` or on the first run), then move the mark to the newest one, in the same
     transaction as the last page. Drafts are included only with ``include_drafts`` (a Pro
-    feature: on Free the service refuses it with UPGRADE_REQUIRED). A form whose field
-    list the store lacks gets it read once (``learn_field_lists``). API errors are raised;
+    feature: on Free the service refuses it with UPGRADE_REQUIRED). A form whose answers
+    name a key its field list lacks gets the list read (``learn_field_lists``). API errors are raised;
     pages stored before an error stay, and the mark stays where it was."""
     stream = stream_of(include_drafts)
     old = store.get_cursor(form_id, stream)
@@ -126,7 +126,7 @@ async def sync_form(client: FormClient, store: Store, form_id: str, *, full: boo
             if last:
                 break
             cursor = page.next_cursor
-        if report.fetched:  # the form's first data: its field list now, so its schema is final at once
+        if report.fetched:  # a new key's column appears only once fields.list names it
             await learn_field_lists(client, store, [form_id])
     finally:
         report.calls = int(client.stats["calls"] - calls_before)

@@ -1,7 +1,7 @@
 """``formsync views``: bring the typed view of each form (``formsync_form_<slug>``) up to
-date and list them. Fields are learnt from the stored answers; with a token, each form's
-``fields.list`` then types them (number, date, choice with its label, JSON) and orders
-them as the form does."""
+date and list them. With a token, each form's ``fields.list`` is read: it types its
+columns (number, date, choice with its label, JSON) and orders them as the form does;
+answered keys no list names stay held back from the typed outputs."""
 
 from __future__ import annotations
 
@@ -39,9 +39,9 @@ def _out(v: FormView) -> ViewOut:
 
 
 async def refresh_views(store: Store, client: FormClient | None, *, form_id: str | None = None) -> ViewsReport:
-    """(Re)build the views of every form the store knows (or of ``form_id``): fields from
-    the stored answers, then, with ``client``, the form's fields.list (one call per form).
-    A form whose fields.list fails keeps the types learnt from its answers (a warning)."""
+    """(Re)build the views of every form the store knows (or of ``form_id``), with
+    ``client`` from the form's fields.list (one call per form). A form whose fields.list
+    fails keeps its view; its new answered keys stay held back (a warning)."""
     store.refresh_views(None if form_id is None else [form_id])
     warnings: list[str] = []
     if client is not None:
@@ -50,7 +50,7 @@ async def refresh_views(store: Store, client: FormClient | None, *, form_id: str
             try:
                 listed = await client.list_fields(f)
             except FormsyncError as e:
-                warnings.append(f"cannot read the fields of form {f} ({e}); its view keeps the types of its answers")
+                warnings.append(f"cannot read the fields of form {f} ({e}); its new fields stay held back")
                 continue
             if listed.published or listed.items:
                 store.record_fields(f, listed.items)

@@ -258,7 +258,7 @@ class Store:
             return new
 
         new = self._write_tx(work) if firsts else set()
-        self._learn_fields([m.submission for m in firsts.values() if m.submission and m.raw["id"] in new])
+        self._note_fields([m.submission for m in firsts.values() if m.submission and m.raw["id"] in new])
         outcomes = []
         for m in mapped:
             eid = m.raw["id"]
@@ -307,7 +307,7 @@ class Store:
             return written, subs
 
         written, subs = self._write_tx(work)
-        self._learn_fields(subs)
+        self._note_fields(subs)
         return sorted({r["id"] for r in written})
 
     def upsert_submissions(self, items: Sequence[Mapping[str, Any] | BaseModel], form_id: str,
@@ -334,18 +334,19 @@ class Store:
             return written
 
         written = self._write_tx(work)
-        self._learn_fields(rows)
+        self._note_fields(rows)
         return written
 
     # -- the typed views of the forms ------------------------------------------------------
 
-    def _learn_fields(self, rows: Sequence[Mapping[str, Any]]) -> None:
-        """After a write: a form or field seen for the first time gets its view (re)built.
-        The rows are stored already, so a failure here is logged, never raised."""
+    def _note_fields(self, rows: Sequence[Mapping[str, Any]]) -> None:
+        """After a write: answered keys the form's field list lacks are held back until
+        ``fields.list`` names them (``held_back_fields``). The rows are stored already,
+        so a failure here is logged, never raised."""
         try:
-            self._views.learn(rows)
-        except Exception as e:  # the view catches up at the next change or `formsync views`
-            log.warning("could not update the typed view of a form: %s", e)
+            self._views.note(rows)
+        except Exception as e:  # noted again at the next write of the form or `formsync views`
+            log.warning("could not note the new fields of a form: %s", e)
 
     def record_fields(self, form_id: str, items: Sequence[Mapping[str, Any] | BaseModel]) -> FormSchema:
         """Store a form's ``fields.list`` items as its field list (their order, types,
@@ -355,19 +356,32 @@ class Store:
         return self._views.record_list(form_id, plain)
 
     def refresh_views(self, form_ids: Sequence[str] | None = None) -> list[FormSchema]:
-        """Learn the fields answered in the stored submissions (of ``form_ids``, or of
-        every form) that no field list holds yet, and (re)build every such form's view.
-        Returns the views of those forms."""
-        self._views.learn_stored(form_ids)
-        forms = self._views.forms() if form_ids is None else list(form_ids)
-        return [self._views.rebuild(f) for f in forms if f in set(self._views.forms())]
+        """Hold back the answered keys of the stored submissions (of ``form_ids``, or of
+        every form) that no field list holds yet, and (re)build the views of those
+        forms. Returns their views."""
+        self._views.note_stored(form_ids)
+        known = set(self._views.forms())
+        forms = sorted(known) if form_ids is None else [f for f in form_ids if f in known]
+        return [self._views.rebuild(f) for f in forms]
 
-    def provisional_forms(self, form_ids: Sequence[str] | None = None) -> list[str]:
-        """The forms (among ``form_ids``, or every form whose fields the store knows)
-        whose schema is provisional: their fields were learnt from answers only, since no
-        ``fields.list`` was stored for them (``record_fields``). ``form_ids`` given, a form
-        the store knows nothing of counts as provisional too."""
-        return self._views.provisional(form_ids)
+    def held_back_fields(self, form_ids: Sequence[str] | None = None) -> dict[str, list[str]]:
+        """The answered field keys kept out of every typed output (views, exports,
+        frames, loads) because no ``fields.list`` read named them yet, by form (among
+        ``form_ids``, or every form). The long answers table carries them."""
+        return self._views.held_back(form_ids)
+
+    def claim_field_list_reads(self, form_ids: Sequence[str] | None = None, *,
+                               every_ms: int = 60_000) -> list[str]:
+        """The forms (among ``form_ids``, or every form) holding back keys whose
+        ``fields.list`` no process read or tried in the last ``every_ms``; each is
+        stamped as read now, so the service is asked about a form once a minute at most."""
+        return self._views.claim_reads(form_ids, every_ms)
+
+    def schema_changed_at(self, form_id: str) -> int | None:
+        """When a held-back column last appeared in the form's table (epoch ms, store
+        clock), or None: the form's rows exported or loaded before then lack its values,
+        so incremental exports and loads send them again."""
+        return self._views.changed_at(form_id)
 
     def schema(self, form_id: str) -> FormSchema:
         """The table of ``form_id`` (``schema.form_schema`` over its stored field list):

@@ -1,6 +1,8 @@
-"""Keeps each form's typed view (``views``) in step with the fields the store knows:
-the field list (``formsync_form_fields``) is filled from ``fields.list`` and from the
-answers of stored submissions, and a form's view is rebuilt when its list changes."""
+"""Keeps each form's typed view (``views``) in step with its field list
+(``formsync_form_fields``), which only ``fields.list`` fills: an answered key the list
+lacks is held back (kept, untyped, out of every typed output) until a read of
+``fields.list`` names it; nothing is ever typed from values. A form's view is rebuilt
+when its list changes."""
 
 from __future__ import annotations
 
@@ -14,14 +16,56 @@ from sqlalchemy import and_, insert, select, update
 from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.exc import IntegrityError
 
-from .schema import FormSchema, StoredField, fields_from_list, form_schema, shape_of, value_type
+from .schema import (
+    FormSchema,
+    StoredField,
+    fields_from_list,
+    form_schema,
+    same_columns,
+    shape_of,
+    variant_key,
+)
 from .sqlite import READ_OPTION
-from .tables import FORM_FIELDS, SUBMISSIONS
+from .tables import FORM_FIELDS, FORM_SCHEMAS, SUBMISSIONS
 from .views import DIALECTS, select_sql
 
 log = logging.getLogger("formsync.store")
 _VIEW_LOCK = 7410118  # PostgreSQL advisory lock key serialising view rebuilds
 _HOOK_LOCK_SECONDS = 2  # how long a write's hook waits to replace a view being read
+HELD_BACK = "answers"  # the ``source`` of a key answered before fields.list named it
+PENDING, UNLISTED = "pending", "unlisted"  # a held-back key: to be asked; not listed by the last read
+
+
+def merge_field_list(stored: Mapping[str, Mapping[str, Any]], listed: Sequence[StoredField],
+                     options: Mapping[str, Any], now: int) -> tuple[list[dict[str, Any]], bool]:
+    """The form's field rows after a ``fields.list`` read (``listed``, each field's shape
+    in ``options``) over its ``stored`` rows (by key, in position order): the listed
+    fields in their order; a field whose type changed keeps its row and type, and the
+    new type follows as ``variant_key`` (reading the same answer); then the stored rows
+    no longer listed, marked so (a held-back key the list lacks: ``UNLISTED``). Returns
+    the rows (every column but ``form_id``) and whether a held-back key got its column."""
+    out: list[dict[str, Any]] = []
+    taken: set[str] = set()
+    appeared = False
+
+    def put(key: str, row: Mapping[str, Any]) -> None:
+        out.append({**row, "field_key": key, "position": len(out), "updated_at": now})
+        taken.add(key)
+
+    for f in listed:
+        new = {"type": f.type, "title": f.title, "options": options.get(f.key), "listed": True,
+               "source": "fields.list", "answer_key": None}
+        old = stored.get(f.key)
+        if old is None or old["source"] == HELD_BACK or same_columns(old["type"], f.type):
+            appeared |= old is not None and old["source"] == HELD_BACK
+            put(f.key, new)
+        else:  # a column's type never changes: the old one stays, the new type is a new column
+            put(f.key, {**new, "type": old["type"], "options": old["options"]})
+            put(variant_key(f.key, f.type), {**new, "answer_key": f.key})
+    for key, old in stored.items():
+        if key not in taken:
+            put(key, {**old, "listed": False, **({"type": UNLISTED} if old["source"] == HELD_BACK else {})})
+    return out, appeared
 
 
 class ViewKeeper:
@@ -31,35 +75,39 @@ class ViewKeeper:
         self.engine = engine
         self.reads = engine.execution_options(**{READ_OPTION: True})  # no write lock on SQLite
         self.clock = clock
-        self._known: dict[str, set[str]] = {}  # form id -> field keys in its list
-        self._stale: set[str] = set()  # forms whose list changed since their view was built
-        self._listed: set[str] = set()  # forms known to have a list from fields.list (for good)
+        self._known: dict[str, set[str]] = {}  # form id -> keys with a row (listed or held back)
+        self._snapshots: dict[str, str | None] = {}  # form id -> snapshot its held-back keys were asked under
         self._lock = threading.Lock()
 
-    # -- learning fields ------------------------------------------------------------
+    # -- answered keys the field list lacks ----------------------------------------------
 
-    def learn(self, rows: Iterable[Mapping[str, Any]]) -> list[str]:
-        """Add the fields answered in submission ``rows`` that the form's list lacks (a
-        new form or field) and rebuild those forms' views. Returns the forms changed."""
-        new: dict[str, dict[str, str]] = {}  # form id -> key -> value type, first seen first
+    def note(self, rows: Iterable[Mapping[str, Any]]) -> list[str]:
+        """Hold back the keys answered in submission ``rows`` that their form's field list
+        lacks (kept as ``PENDING``: the next ``fields.list`` read types or drops them), and
+        ask again the keys a read did not list when a row names a new form snapshot. A
+        form seen for the first time gets its view. Returns the forms with keys to ask."""
+        new: dict[str, list[str]] = {}
+        snapshots: dict[str, str] = {}
         with self._lock:
             for r in rows:
                 answers, form_id = r.get("answers"), r.get("form_id")
                 if not isinstance(answers, dict) or not form_id:
                     continue
+                if r.get("snapshot_id"):
+                    snapshots[form_id] = r["snapshot_id"]
                 known = self._known_keys(form_id)
                 if answers.keys() <= known:  # the common case, checked in one set operation
                     continue
-                for key, value in answers.items():
-                    if key not in known and value is not None:
-                        new.setdefault(form_id, {}).setdefault(key, value_type(value))
-            for form_id, fields in new.items():
-                self._add_learnt(form_id, fields)
-            self._stale.update(new)
-            for form_id in sorted(self._stale):  # a view not replaced last time is tried again
+                mine = new.setdefault(form_id, [])
+                mine += [k for k, v in answers.items() if k not in known and v is not None and k not in mine]
+            first = [f for f, keys in new.items() if keys and not self._known_keys(f)]
+            for form_id, keys in new.items():
+                if keys:
+                    self._hold(form_id, keys)
+            asked = [f for f, snap in snapshots.items() if self._new_snapshot(f, snap)]
+            for form_id in first:
                 self.rebuild(form_id, wait=False)
-                self._stale.discard(form_id)
-        return sorted(new)
+        return sorted({f for f, keys in new.items() if keys} | set(asked))
 
     def _known_keys(self, form_id: str) -> set[str]:
         known = self._known.get(form_id)
@@ -69,22 +117,39 @@ class ViewKeeper:
                     select(FORM_FIELDS.c.field_key).where(FORM_FIELDS.c.form_id == form_id)).scalars())
         return known
 
-    def _add_learnt(self, form_id: str, fields: Mapping[str, str]) -> None:
-        for attempt in range(2):  # another process may add the same field at once
+    def _hold(self, form_id: str, keys: Sequence[str]) -> None:
+        for attempt in range(2):  # another process may add the same key at once
             try:
                 with self.engine.begin() as conn:
                     stored = self._stored(conn, form_id)
                     end = max((f["position"] for f in stored.values()), default=-1) + 1
-                    rows = [{"form_id": form_id, "field_key": k, "position": end + i, "type": t, "title": None,
-                             "options": None, "listed": False, "source": "answers", "updated_at": self.clock()}
-                            for i, (k, t) in enumerate((k, t) for k, t in fields.items() if k not in stored)]
+                    rows = [{"form_id": form_id, "field_key": k, "position": end + i, "type": PENDING, "title": None,
+                             "options": None, "listed": False, "source": HELD_BACK, "updated_at": self.clock()}
+                            for i, k in enumerate(k for k in keys if k not in stored)]
                     if rows:
                         conn.execute(insert(FORM_FIELDS), rows)
                 break
             except IntegrityError:
                 if attempt:
                     raise
-        self._known.setdefault(form_id, set()).update(fields)
+        self._known.setdefault(form_id, set()).update(keys)
+
+    def _new_snapshot(self, form_id: str, snapshot: str) -> bool:
+        """Record ``snapshot`` as the form's newest; when it differs from the one its
+        unlisted keys were asked under, make them ``PENDING`` again (True)."""
+        if form_id not in self._snapshots:
+            with self.reads.connect() as conn:
+                self._snapshots[form_id] = conn.execute(select(FORM_SCHEMAS.c.snapshot_id).where(
+                    FORM_SCHEMAS.c.form_id == form_id)).scalar()
+        if self._snapshots[form_id] == snapshot:
+            return False
+        with self.engine.begin() as conn:
+            set_state(conn, form_id, snapshot_id=snapshot)
+            f = FORM_FIELDS.c
+            again = conn.execute(update(FORM_FIELDS).where(and_(f.form_id == form_id, f.source == HELD_BACK,
+                                                                f.type == UNLISTED)).values(type=PENDING)).rowcount
+        self._snapshots[form_id] = snapshot
+        return bool(again)
 
     @staticmethod
     def _stored(conn: Connection, form_id: str) -> dict[str, dict[str, Any]]:
@@ -93,58 +158,88 @@ class ViewKeeper:
         return {r["field_key"]: dict(r) for r in got}
 
     def record_list(self, form_id: str, items: Sequence[Mapping[str, Any]]) -> FormSchema:
-        """Store the form's ``fields.list`` items as its field list (their order first;
-        fields no longer listed follow, marked unlisted; each field's shape in
-        ``options``: see ``schema.shape_of``) and rebuild its view."""
-        listed = fields_from_list(items)
+        """Store the form's ``fields.list`` items as its field list (``merge_field_list``;
+        each field's shape in ``options``: see ``schema.shape_of``) and rebuild its view.
+        When a held-back key gets its column, the form's ``changed_at`` is set."""
         options = {str(i["key"]): shape_of(i) for i in items}
         now = self.clock()
         with self._lock:
             with self.engine.begin() as conn:
                 stored = self._stored(conn, form_id)
-                keys = {f.key for f in listed}
-                rest = [k for k in stored if k not in keys]
-                for pos, f in enumerate(listed):
-                    values = {"position": pos, "type": f.type, "title": f.title, "options": options.get(f.key),
-                              "listed": True, "source": "fields.list", "updated_at": now}
-                    if f.key in stored:
+                rows, appeared = merge_field_list(stored, fields_from_list(items), options, now)
+                for row in rows:
+                    key = row.pop("field_key")
+                    row.pop("form_id", None)
+                    if key in stored:
                         conn.execute(update(FORM_FIELDS).where(and_(FORM_FIELDS.c.form_id == form_id,
-                                                                    FORM_FIELDS.c.field_key == f.key)).values(values))
+                                                                    FORM_FIELDS.c.field_key == key)).values(row))
                     else:
-                        conn.execute(insert(FORM_FIELDS).values(form_id=form_id, field_key=f.key, **values))
-                for pos, k in enumerate(rest, start=len(listed)):
-                    conn.execute(update(FORM_FIELDS).where(and_(FORM_FIELDS.c.form_id == form_id,
-                                                                FORM_FIELDS.c.field_key == k))
-                                 .values(position=pos, listed=False, updated_at=now))
-            self._known.setdefault(form_id, set()).update(keys)
+                        conn.execute(insert(FORM_FIELDS).values(form_id=form_id, field_key=key, **row))
+                set_state(conn, form_id, read_at=now, **({"changed_at": now} if appeared else {}))
+                self._known[form_id] = set(stored) | {str(i["key"]) for i in items}
             return self.rebuild(form_id)
 
-    def learn_stored(self, form_ids: Sequence[str] | None = None) -> list[str]:
-        """Learn the fields of the stored submissions (of ``form_ids``, or every form),
-        for forms whose service cannot be asked. Returns the forms changed."""
-        stmt = select(SUBMISSIONS.c.form_id, SUBMISSIONS.c.answers).order_by(SUBMISSIONS.c.submitted_at)
+    def note_stored(self, form_ids: Sequence[str] | None = None) -> list[str]:
+        """Hold back the answered keys of the stored submissions (of ``form_ids``, or of
+        every form) that no field list holds yet (``note``). Returns those forms."""
+        stmt = select(SUBMISSIONS.c.form_id, SUBMISSIONS.c.answers)
         if form_ids is not None:
             stmt = stmt.where(SUBMISSIONS.c.form_id.in_(form_ids))
-        seen: dict[str, dict[str, Any]] = {}  # form id -> key -> first non-null value
+        seen: dict[str, dict[str, Any]] = {}  # form id -> key -> a non-null value
         with self.reads.connect() as conn:
             for part in conn.execution_options(yield_per=100).execute(stmt).partitions():
                 for form_id, answers in part:
                     mine = seen.setdefault(form_id, {})
-                    for k, v in (_doc(answers) or {}).items():
-                        if v is not None:
-                            mine.setdefault(k, v)
-        return self.learn([{"form_id": f, "answers": a} for f, a in seen.items()])
+                    mine.update((k, v) for k, v in (_doc(answers) or {}).items() if v is not None)
+        return self.note([{"form_id": f, "answers": a} for f, a in seen.items()])
+
+    def held_back(self, form_ids: Sequence[str] | None = None) -> dict[str, list[str]]:
+        """The answered keys waiting for a ``fields.list`` read to name them (``PENDING``),
+        by form (among ``form_ids``, or every form), in the order they were first seen."""
+        f = FORM_FIELDS.c
+        stmt = (select(f.form_id, f.field_key).where(and_(f.source == HELD_BACK, f.type == PENDING))
+                .order_by(f.form_id, f.position))
+        if form_ids is not None:
+            stmt = stmt.where(f.form_id.in_(form_ids))
+        out: dict[str, list[str]] = {}
+        with self.reads.connect() as conn:
+            for form_id, key in conn.execute(stmt):
+                out.setdefault(form_id, []).append(key)
+        return out
+
+    def claim_reads(self, form_ids: Sequence[str] | None, every_ms: int) -> list[str]:
+        """The forms (among ``form_ids``, or every form) holding back keys whose field list
+        was not read (nor tried) in the last ``every_ms``, each stamped as read now, so
+        no process asks the service about a form more often than that."""
+        now = self.clock()
+        wanted = sorted(self.held_back(form_ids))
+        if not wanted:
+            return []
+        s = FORM_SCHEMAS.c
+        with self.engine.begin() as conn:
+            recent = set(conn.execute(select(s.form_id).where(and_(s.form_id.in_(wanted),
+                                                                   s.read_at > now - every_ms))).scalars())
+            due = [f for f in wanted if f not in recent]
+            for form_id in due:
+                set_state(conn, form_id, read_at=now)
+        return due
+
+    def changed_at(self, form_id: str) -> int | None:
+        """When a held-back column last appeared in the form's table (epoch ms), or None."""
+        with self.reads.connect() as conn:
+            return conn.execute(select(FORM_SCHEMAS.c.changed_at).where(FORM_SCHEMAS.c.form_id == form_id)).scalar()
 
     # -- the views --------------------------------------------------------------------
 
     def schema(self, form_id: str) -> FormSchema:
-        """The table of ``form_id`` as its field list makes it now; a form with
-        submissions but no field list (stored before lists were kept) is learnt first."""
+        """The table of ``form_id`` as its field list makes it now; the answered keys of a
+        form with submissions but no field list (stored before lists were kept) are held
+        back first (``note_stored``), so status names them."""
         with self.reads.connect() as conn:
             known = conn.execute(select(FORM_FIELDS.c.form_id).where(FORM_FIELDS.c.form_id == form_id)
                                  .limit(1)).first() is not None
         if not known:
-            self.learn_stored([form_id])
+            self.note_stored([form_id])
         with self.reads.connect() as conn:
             return self.view_of(conn, form_id)
 
@@ -153,20 +248,6 @@ class ViewKeeper:
         with self.reads.connect() as conn:
             return list(conn.execute(select(SUBMISSIONS.c.form_id).distinct().order_by(SUBMISSIONS.c.form_id))
                         .scalars())
-
-    def provisional(self, form_ids: Sequence[str] | None = None) -> list[str]:
-        """The forms (among ``form_ids``, or every form with a field list) whose list
-        holds no field from ``fields.list``: learnt from answers only, provisional."""
-        wanted = None if form_ids is None else set(form_ids) - self._listed
-        if wanted == set():
-            return []
-        f = FORM_FIELDS.c
-        with self.reads.connect() as conn:
-            listed = set(conn.execute(select(f.form_id).where(f.source == "fields.list").distinct()).scalars())
-            if wanted is None:
-                wanted = set(conn.execute(select(f.form_id).distinct()).scalars())
-        self._listed |= listed
-        return sorted(wanted - listed)
 
     def forms(self) -> list[str]:
         """The forms with a field list, by id."""
@@ -179,10 +260,12 @@ class ViewKeeper:
         its column while a stored submission answers it."""
         fields = []
         for f in self._stored(conn, form_id).values():
-            if f["source"] == "fields.list" and not f["listed"] and not self._answered(conn, form_id, f["field_key"]):
-                continue
+            answer = f["answer_key"] or f["field_key"]
+            if f["source"] == HELD_BACK or (not f["listed"] and not self._answered(conn, form_id, answer)):
+                continue  # held back: no type until fields.list names it
             shape = _doc(f["options"]) if isinstance(f["options"], str | bytes) else f["options"]
-            fields.append(StoredField(f["field_key"], f["type"], f["title"], tuple(shape or ()), bool(f["listed"])))
+            fields.append(StoredField(answer, f["type"], f["title"], tuple(shape or ()), bool(f["listed"]),
+                                      f["field_key"] if f["answer_key"] else None))
         return form_schema(form_id, fields)
 
     @staticmethod
@@ -227,3 +310,14 @@ class ViewKeeper:
 
 def _doc(value: Any) -> Any:
     return json.loads(value) if isinstance(value, str | bytes) else value
+
+
+def set_state(conn: Connection, form_id: str, **values: Any) -> None:
+    """Set columns of the form's ``formsync_form_schemas`` row, made when missing."""
+    where = FORM_SCHEMAS.c.form_id == form_id
+    if conn.execute(update(FORM_SCHEMAS).where(where).values(values)).rowcount == 0:
+        try:
+            with conn.begin_nested():  # another process may make the row at once
+                conn.execute(insert(FORM_SCHEMAS).values(form_id=form_id, **values))
+        except IntegrityError:
+            conn.execute(update(FORM_SCHEMAS).where(where).values(values))

@@ -49,8 +49,6 @@ _SCALAR_TYPES: dict[str, LogicalType] = {
     **dict.fromkeys(("number", "calculated"), "number"),
     **dict.fromkeys(("rating", "scale"), "integer"),
     "switch": "boolean", "date": "date", "time": "time",
-    # types learnt from an answer when the service was not asked (``value_type``)
-    "boolean": "boolean", "json": "json",
 }
 CHOICE_TYPES = frozenset({"select", "radio", "decision", "picture-choice"})
 MULTI_TYPES = frozenset({"checkbox", "ranking"})
@@ -86,16 +84,17 @@ FILE_MEMBERS: tuple[Column, ...] = (Column("name", "text"), Column("type", "text
 
 @dataclass(frozen=True)
 class StoredField:
-    """A field as the store keeps it: key, type (from ``fields.list``, or the kind of a
-    learnt value), title, its shape (``options`` of a choice, ``rows`` of a matrix,
-    ``members`` of a group: lists of ``{key, ...}``) and whether the last ``fields.list``
-    read listed it."""
+    """A field as the store keeps it: key (of its answer), type (from ``fields.list``),
+    title, its shape (``options`` of a choice, ``rows`` of a matrix, ``members`` of a
+    group: lists of ``{key, ...}``), whether the last ``fields.list`` read listed it, and
+    ``name``, its columns' name when not the key's (a type variant, ``variant_key``)."""
 
     key: str
     type: str
     title: str | None = None
     shape: tuple[Mapping[str, Any], ...] = field(default=())
     listed: bool = True
+    name: str | None = None
 
 
 @dataclass(frozen=True)
@@ -141,16 +140,18 @@ def shape_of(item: Mapping[str, Any]) -> list[dict[str, Any]] | None:
     return [dict(o) for o in options] if options else None
 
 
-def value_type(value: Any) -> str:
-    """The type a field learnt from one answer value gets: ``boolean``, ``number``,
-    ``text`` or ``json``."""
-    if isinstance(value, bool):
-        return "boolean"
-    if isinstance(value, int | float):
-        return "number"
-    if isinstance(value, str):
-        return "text"
-    return "json"
+def variant_key(key: str, field_type: str) -> str:
+    """The stored key (and column name) of field ``key`` after its type changed to
+    ``field_type`` on the form: ``<key>__<type>``; the old column keeps its type."""
+    return f"{key}__{field_type.replace('-', '_')}"
+
+
+def same_columns(old_type: str, new_type: str) -> bool:
+    """Whether a field of ``old_type`` and one of ``new_type`` make the same columns with
+    the same types (``text`` to ``email`` does; ``text`` to ``number`` does not)."""
+    def kinds(t: str) -> list[tuple[str, str]]:
+        return [(c.type, c.source) for c in field_columns(StoredField("k", t))]
+    return kinds(old_type) == kinds(new_type)
 
 
 def _member(m: Mapping[str, Any]) -> Column:
@@ -185,23 +186,23 @@ def field_columns(f: StoredField, names: _Names | None = None) -> list[Column]:
     """The columns of one field (none for a field that never holds an answer); ``names``
     holds the names the table has handed out already."""
     names = names or _Names()
-    t, key, title = f.type, f.key, f.title
+    t, key, title, base = f.type, f.key, f.title, f.name or f.key
     if t in NOT_ANSWERED:
         return []
     if t in CHOICE_TYPES or t in MULTI_TYPES:
-        name = names.take(key, "_label")
+        name = names.take(base, "_label")
         return [Column(name, "keys" if t in MULTI_TYPES else "text", "answer", key, title=title),
                 Column(f"{name}_label", "text", "label", key, title=title)]
     if t == "matrix" and f.shape:
-        base = sql_name(key, MAX_NAME - 16)
-        return [Column(names.take(f"{base}_{r['key']}"), "text", "row", key, str(r["key"]), title=title)
+        prefix = sql_name(base, MAX_NAME - 16)
+        return [Column(names.take(f"{prefix}_{r['key']}"), "text", "row", key, str(r["key"]), title=title)
                 for r in f.shape]
     if t == "group" and f.shape:
-        return [Column(names.take(key), "records", "answer", key, members=tuple(_member(m) for m in f.shape),
+        return [Column(names.take(base), "records", "answer", key, members=tuple(_member(m) for m in f.shape),
                        title=title)]
     if t in FILE_TYPES:
-        return [Column(names.take(key), "records", "answer", key, members=FILE_MEMBERS, title=title)]
-    return [Column(names.take(key), _SCALAR_TYPES.get(t, "json"), "answer", key, title=title)]
+        return [Column(names.take(base), "records", "answer", key, members=FILE_MEMBERS, title=title)]
+    return [Column(names.take(base), _SCALAR_TYPES.get(t, "json"), "answer", key, title=title)]
 
 
 def form_schema(form_id: str, fields: Iterable[StoredField]) -> FormSchema:

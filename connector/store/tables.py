@@ -252,23 +252,41 @@ class SchedulerLease(StoreModel, table=True):
 
 class FormField(StoreModel, table=True):
     """A field of a form the store knows, for the form's typed view (``views``): from
-    ``fields.list`` (its order, type, title and choices), or learnt from a received
-    answer when the service was not asked (``type`` is then the kind of the value:
-    ``text``, ``number``, ``boolean`` or ``json``). A field gone from ``fields.list``
-    stays, with ``listed`` false, while answers to it exist."""
+    ``fields.list`` (its order, type, title and choices). A key answered before a
+    ``fields.list`` read named it is kept as ``source`` "answers", held back from every
+    typed output (``type`` "pending" until the next read, "unlisted" when a read did not
+    list it); no type is ever taken from values. A field gone from ``fields.list`` stays,
+    with ``listed`` false, while answers to it exist. A field whose type changed under the
+    same key keeps its row; the new type is a row ``<key>__<type>`` whose ``answer_key``
+    is the key it reads."""
 
     __tablename__ = "formsync_form_fields"
 
     form_id: str = Field(primary_key=True)
     field_key: str = Field(primary_key=True)
-    position: int  # the view's column order: fields.list order, learnt fields after
+    position: int  # the view's column order: fields.list order, unlisted fields after
     type: str
     title: str | None = None
     # the field's shape (``schema.shape_of``): a choice's options, a matrix's rows, a group's members
     options: list[dict[str, Any]] | None = _json_col()
-    listed: bool = True  # in the last fields.list read (or learnt from answers, never listed)
+    listed: bool = True  # in the last fields.list read (held-back keys: never listed)
     source: str  # fields.list | answers
     updated_at: int = Field(sa_type=BigInteger)
+    answer_key: str | None = None  # the answer a type variant reads (None: field_key)
+
+
+class FormSchemaState(StoreModel, table=True):
+    """Per form: the snapshot and time of its last ``fields.list`` read (or attempt),
+    and ``changed_at``, when a held-back column last appeared in its table: the rows of
+    that form exported or loaded before then lack its values, so incremental exports and
+    loads send them again."""
+
+    __tablename__ = "formsync_form_schemas"
+
+    form_id: str = Field(primary_key=True)
+    snapshot_id: str | None = None
+    read_at: int | None = Field(default=None, sa_type=BigInteger)
+    changed_at: int | None = Field(default=None, sa_type=BigInteger)
 
 
 class DeadLetter(StoreModel, table=True):
@@ -302,6 +320,7 @@ SUBMISSIONS: Table = SubmissionRow.__table__  # type: ignore[attr-defined]
 REQUESTS: Table = RequestRow.__table__  # type: ignore[attr-defined]
 CURSORS: Table = SyncCursor.__table__  # type: ignore[attr-defined]
 FORM_FIELDS: Table = FormField.__table__  # type: ignore[attr-defined]
+FORM_SCHEMAS: Table = FormSchemaState.__table__  # type: ignore[attr-defined]
 DEAD_LETTERS: Table = DeadLetter.__table__  # type: ignore[attr-defined]
 METADATA = StoreModel.metadata  # what the migrations build
 

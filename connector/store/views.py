@@ -24,8 +24,8 @@ SQL_TYPES: dict[str, dict[str, str]] = {
                "date": "TEXT YYYY-MM-DD", "time": "TEXT HH:MM:SS", "timestamp": "TEXT YYYY-MM-DD HH:MM:SS.SSS (UTC)",
                "keys": "TEXT (JSON array)", "records": "TEXT (JSON array)", "json": "TEXT (JSON)"},
     "postgresql": {"text": "text", "number": "double precision", "integer": "bigint", "boolean": "boolean",
-                   "date": "date", "time": "time", "timestamp": "timestamptz", "keys": "json", "records": "json",
-                   "json": "json"},
+                   "date": "date", "time": "time", "timestamp": "timestamptz", "keys": "jsonb", "records": "jsonb",
+                   "json": "jsonb"},
     "mysql": {"text": "text", "number": "double", "integer": "bigint", "boolean": "boolean (0/1)",
               "date": "date", "time": "time", "timestamp": "datetime(3) (UTC)", "keys": "json", "records": "json",
               "json": "json"},
@@ -82,9 +82,10 @@ def _pg_cell(doc: str, keys: tuple[str, ...], kind: str) -> str:
         "boolean": f"CASE WHEN {t} = 'boolean' THEN ({v})::boolean END",
         "date": f"CASE WHEN {v} ~ '^\\d{{4}}-\\d{{2}}-\\d{{2}}$' THEN ({v})::date END",
         "time": f"CASE WHEN {v} ~ '^\\d{{2}}:\\d{{2}}(:\\d{{2}})?$' THEN ({v})::time END",
-        "keys": f"CASE WHEN {t} = 'array' THEN {j} END",
-        "records": f"CASE WHEN {t} = 'array' THEN {j} END",
-        "json": f"CASE WHEN {t} <> 'null' THEN {j} END",
+        # jsonb, not json: jsonb has equality, so GROUP BY, DISTINCT and = work on these columns
+        "keys": f"CASE WHEN {t} = 'array' THEN ({j})::jsonb END",
+        "records": f"CASE WHEN {t} = 'array' THEN ({j})::jsonb END",
+        "json": f"CASE WHEN {t} <> 'null' THEN ({j})::jsonb END",
     }[kind]
 
 

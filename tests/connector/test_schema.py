@@ -4,7 +4,7 @@ its ordered, typed, named columns."""
 from __future__ import annotations
 
 from connector.store import OWN, StoredField, form_schema
-from connector.store.schema import display_schema, fields_from_list, sql_name
+from connector.store.schema import display_schema, fields_from_list, same_columns, sql_name, variant_key
 
 
 def _cols(*fields: StoredField) -> list[tuple[str, str, str]]:
@@ -37,10 +37,17 @@ def test_names_are_sql_safe_unique_and_stable() -> None:
     assert names[0].startswith("submitted_at_") and names[1:3] == ["topic", "topic_label"]
 
 
-def test_a_shape_unknown_is_json_and_a_learnt_type_keeps_its_kind() -> None:
+def test_a_shape_unknown_is_json_and_an_unknown_type_is_json() -> None:
     assert _cols(StoredField("m", "matrix"), StoredField("g", "group"), StoredField("v", "boolean"),
                  StoredField("w", "json")) == [("m", "json", "answer"), ("g", "json", "answer"),
-                                               ("v", "boolean", "answer"), ("w", "json", "answer")]
+                                               ("v", "json", "answer"), ("w", "json", "answer")]
+
+
+def test_a_type_variant_is_named_from_its_key_and_type_and_reads_the_same_answer() -> None:
+    assert variant_key("score", "picture-choice") == "score__picture_choice"
+    assert same_columns("text", "email") and same_columns("select", "radio") and not same_columns("text", "number")
+    assert _cols(StoredField("score", "number"), StoredField("score", "text", name=variant_key("score", "text"))) == [
+        ("score", "number", "answer"), ("score__text", "text", "answer")]
 
 
 def test_the_display_variant_has_one_column_per_field_titled() -> None:

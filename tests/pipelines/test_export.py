@@ -263,16 +263,15 @@ def read_sheet(path: Path, sheet: str) -> list[dict[str, Any]]:
 
 
 def as_csv_text(v: Any) -> str:
-    """How pandas writes an expected value into CSV text."""
+    """How the CSV export writes an expected value: booleans ``true``/``false``, a
+    number always with a decimal point."""
     if v is None:
         return ""
     if isinstance(v, pd.Timestamp):
         return str(v)
     if isinstance(v, bool):
-        return str(v)
-    if isinstance(v, float) and v.is_integer():
-        return str(int(v))  # Arrow writes a double as its shortest text
-    return str(v)
+        return str(v).lower()
+    return str(v)  # a float's shortest text with its point: 2.0, 2.5
 
 
 def assert_table(got: list[dict[str, Any]], want: list[dict[str, Any]], *, kind: str) -> None:

@@ -110,7 +110,7 @@ async def test_poll_stores_completions_with_answers_cancellations_and_expiries(
     # pending listing + expired listing (2 overdue) + requests.get for the completed and the canceled one
     # + fields.list of the form answered for the first time (its schema, learnt once)
     assert report.calls == 5
-    assert store.provisional_forms([form]) == []
+    assert store.held_back_fields([form]) == {}
     assert (report.pending_before, report.updated, report.still_pending) == (5, 4, 1)
     assert (report.completed, report.expired, report.canceled) == (1, 2, 1)
     rows = request_rows(store)
@@ -208,7 +208,7 @@ async def test_sync_reads_all_then_one_call_then_new_ones_exactly_once(
     first = await sync_form(client, store, form)
     # 3 completed (the draft is left out); one page, and the form's fields.list (its schema, learnt once)
     assert (first.fetched, first.calls, first.cursor_before) == (3, 2, None)
-    assert store.provisional_forms([form]) == []
+    assert store.held_back_fields([form]) == {}
     assert first.cursor_after is not None
     assert len(submission_ids(store, form)) == 3
 
