@@ -21,7 +21,7 @@ from connector.settings import JobSettings, Settings
 if TYPE_CHECKING:
     from pipelines.outreach.sheet import SheetOptions
 
-KINDS: tuple[str, ...] = ("outreach", "poll", "sync", "export", "remind", "close")
+KINDS: tuple[str, ...] = ("outreach", "poll", "sync", "export", "remind", "close", "files")
 # Jobs that talk to the service and so need [service] token.
 NEEDS_TOKEN = frozenset({"outreach", "poll", "sync", "remind", "close"})
 
@@ -134,8 +134,18 @@ class CloseParams(_Params):
     reason: str | None = Field(None, min_length=1)
 
 
+class FilesParams(_Params):
+    """``formsync files --to LOCATION [--form F] [--concurrency N]``: archive the file
+    answers not archived yet (run it after sync)."""
+
+    to: str = Field(min_length=1)
+    form: list[str] | None = None
+    concurrency: int = Field(8, ge=1, le=64)
+
+
 PARAMS: dict[str, type[_Params]] = {"outreach": OutreachParams, "poll": PollParams, "sync": SyncParams,
-                                    "export": ExportParams, "remind": RemindParams, "close": CloseParams}
+                                    "export": ExportParams, "remind": RemindParams, "close": CloseParams,
+                                    "files": FilesParams}
 
 
 def _accepted(model: type[_Params]) -> str:
@@ -331,4 +341,7 @@ def summarise(kind: str, report: BaseModel) -> str:
         from pipelines.campaign.words import action_outcome
 
         return f"{r.job}: {action_outcome(r)}; {r.calls} calls"
+    if kind == "files":
+        said = f"{r.archived} files archived ({r.bytes:,} bytes), {r.already} already"
+        return f"done: {said}" + (f"; {r.failed} could not be fetched" if r.failed else "")
     return str(report)[:200]

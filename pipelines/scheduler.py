@@ -41,11 +41,13 @@ from connector.store import LeaderLock, Store
 from connector.store.leader import holder_id
 
 from . import notify
+from .archive import archive_files
 from .campaign.actions import ActionReport, act, parse_idle
 from .export import export
 from .jobs import (
     CloseParams,
     ExportParams,
+    FilesParams,
     OutreachParams,
     PollParams,
     RemindParams,
@@ -175,6 +177,9 @@ class JobRuntime:
         if isinstance(params, ExportParams):
             # Exports are synchronous and may be long: off the loop, so the lock stays renewed.
             return await asyncio.to_thread(_export, store, params)
+        if isinstance(params, FilesParams):  # downloads from the service's storage need no token
+            return await archive_files(store, settings.service.base_url, params.to, form_ids=params.form,
+                                       concurrency=params.concurrency)
         async with FormClient.from_settings(settings.service) as fc:
             if isinstance(params, OutreachParams):
                 if not params.sheet.is_file():

@@ -16,6 +16,7 @@ from sqlalchemy.engine import Connection, make_url
 from sqlalchemy.exc import ArgumentError, DBAPIError, IntegrityError, OperationalError
 
 from ..models import Event
+from .archive import ArchiveStore
 from .campaign import CampaignReads
 from .database import Database
 from .deadletters import DeadLetterReads
@@ -123,6 +124,7 @@ class Store:
         self.scheduled_jobs = ScheduledJobs(self._db)
         self.exports = ExportReads(self._db)
         self.dead_letters = DeadLetterReads(self._db)  # the events set aside (see set_aside)
+        self.archive = ArchiveStore(self._db, clock)  # the file answers' bytes archived by `formsync files`
         self.campaign = CampaignReads(self._db, clock)  # each job's rows with their requests; suppression
         self.ledger = OutreachLedger(self._db, clock)  # outreach jobs and the state of each sheet row
         self._views = ViewKeeper(self._db.engine, clock)  # each form's field list and typed view

@@ -314,6 +314,28 @@ class DeadLetter(StoreModel, table=True):
         return zlib.decompress(self.body_zlib)
 
 
+class ArchivedFile(StoreModel, table=True):
+    """A file or signature answer whose bytes ``formsync files`` downloaded: where in the
+    submission it is (field, instance and member of a repeating group, index in the answer's
+    list), the sha256 and size of its bytes, and where they are kept. Files are kept by
+    content, so several answers may name one location."""
+
+    __tablename__ = "formsync_archived_files"
+
+    submission_id: str = Field(primary_key=True)
+    field_key: str = Field(primary_key=True)
+    instance: int = Field(primary_key=True, default=-1)  # the group instance, -1 outside a group
+    member: str = Field(primary_key=True, default="")  # the group member's key, "" outside a group
+    idx: int = Field(primary_key=True, default=0)  # the file's place in the answer's list
+    form_id: str = Field(index=True)
+    name: str = Field(sa_type=Text)
+    url: str = Field(sa_type=Text)
+    size: int = Field(sa_type=BigInteger)
+    sha256: str = Field(index=True)
+    location: str = Field(sa_type=Text)
+    archived_at: int = Field(sa_type=BigInteger)
+
+
 # The tables as SQLAlchemy Core sees them, for the writers' statements.
 EVENTS: Table = RawEvent.__table__  # type: ignore[attr-defined]
 SUBMISSIONS: Table = SubmissionRow.__table__  # type: ignore[attr-defined]

@@ -9,6 +9,7 @@
 
 from __future__ import annotations
 
+import base64
 from types import TracebackType
 from typing import Any, TypeVar
 
@@ -24,6 +25,7 @@ from .models import (
     EventList,
     FaultPlan,
     FaultsView,
+    FileObject,
     FlushResult,
     LimitsView,
     MailList,
@@ -191,6 +193,11 @@ class SandboxHelpers:
         return await self._model(ShareSubmitted, "shareLinks.submit", _given(
             url=url, answers=answers or {}, completed=completed, password=password, editToken=edit_token,
             submissionId=submission_id))
+
+    async def files_create(self, name: str, content: bytes, type: str = "application/octet-stream") -> FileObject:
+        """Store ``content`` in the service's storage; the file object a file answer takes."""
+        return await self._model(FileObject, "files.create", {
+            "name": name, "type": type, "contentBase64": base64.b64encode(content).decode()})
 
     # -- the outbox -------------------------------------------------------------------------
     async def mail_list(self, *, to: str | None = None, request_id: str | None = None) -> MailList:

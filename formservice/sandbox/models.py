@@ -314,3 +314,19 @@ class DialectParams(Params):
 
 class DialectView(HelperResult):
     dialect: Literal["full", "minimal"]
+
+
+class FileCreateParams(Params):
+    name: Annotated[str, Field(min_length=1, max_length=255)]
+    type: Annotated[str, Field(min_length=3, max_length=255, pattern=r"^[\w.+-]+/[\w.+-]+$")] = \
+        "application/octet-stream"
+    contentBase64: str
+
+
+class FileObject(HelperResult):
+    """A file answer's object, as ``submissions.create`` and ``requests.complete`` take it."""
+
+    name: str
+    type: str
+    size: int
+    url: str

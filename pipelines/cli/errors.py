@@ -23,7 +23,7 @@ class ExitCode(IntEnum):
     DONE = 0
     FAILED = 1  # the work failed: the service refused, the database or network was unreachable
     USAGE = 2  # a usage or configuration error: fix the command line or the settings and run again
-    REJECTED = 3  # outreach ran, but rows are in its report (rejected, changed, refused); the rest were sent
+    REJECTED = 3  # outreach (files) ran, but rows (files) are in its report; the rest were sent (archived)
     ATTENTION = 4  # status: something needs attention (a failed job, a stopped scheduler, a stalled outreach)
     INTERRUPTED = 130  # Ctrl-C (SIGINT) stopped a one-shot command: 128 + 2, as shells report it
     TERMINATED = 143  # SIGTERM stopped a one-shot command: 128 + 15

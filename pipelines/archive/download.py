@@ -1,0 +1,202 @@
+"""``formsync files``: download the bytes of every stored file and signature answer into a
+folder or any fsspec URL, each kept once under the sha256 of its bytes.
+
+A file is written under a temporary name and moved to its final name only once its
+bytes are whole and their size matches the answer, so a killed run leaves no half file
+(the next run clears the temporary folder and fetches what is not recorded). Downloads
+are not API calls: they spend no call budget, run at most ``concurrency`` at once, and
+back off on 429 and 5xx. A file that cannot be fetched is a row of the report, fetched
+again by the next run, never a stop."""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import uuid
+from collections.abc import Callable
+from typing import Any
+
+import aiohttp
+from pydantic import BaseModel
+
+from connector.store import Store
+from connector.store.tables import ArchivedFile
+
+from .refs import FileRef, file_refs, location, refusal
+
+CHUNK = 256 * 1024  # bytes read and written at a time: memory is bounded by concurrency x CHUNK
+PARTIAL = ".formsync-partial"  # the temporary folder under the location
+ATTEMPTS = 5
+RECORD_EVERY = 50  # files recorded in the store per transaction
+
+
+class ArchiveProblem(BaseModel):
+    submission_id: str
+    form_id: str
+    path: str  # field[index], or group[instance].member[index]
+    url: str | None
+    problem: str
+
+
+class ArchiveReport(BaseModel):
+    """What a run did; ``files`` = ``archived`` + ``already`` + ``failed``."""
+
+    location: str
+    files: int = 0  # file answers found in the store
+    archived: int = 0  # fetched by this run
+    already: int = 0  # archived by an earlier run
+    failed: int = 0  # in ``problems``, fetched again next time
+    bytes: int = 0  # fetched by this run
+    problems: list[ArchiveProblem] = []
+
+
+class LocationError(Exception):
+    """The location cannot be written: its URL, and what to check."""
+
+
+class _Failed(Exception):
+    """A file not fetched, with the reason its report row gives."""
+
+
+def open_location(to: str, storage_options: dict[str, Any] | None = None) -> tuple[Any, str]:
+    """The fsspec file system and root path of ``to`` (a folder or a URL), made if missing."""
+    import fsspec
+
+    try:
+        fs, root = fsspec.core.url_to_fs(to, **(storage_options or {}))
+        fs.makedirs(root, exist_ok=True)
+        if fs.exists(f"{root}/{PARTIAL}"):  # what a killed run left half written
+            fs.rm(f"{root}/{PARTIAL}", recursive=True)
+        fs.makedirs(f"{root}/{PARTIAL}", exist_ok=True)
+    except ImportError as e:
+        raise LocationError(f"{to}: {e.msg}; install the fsspec package for that URL (s3fs for s3://, gcsfs "
+                            "for gs://)") from None
+    except Exception as e:  # each file system fails in its own way (OSError, botocore, ...)
+        raise LocationError(f"cannot write to {to}: {str(e).splitlines()[0] if str(e) else type(e).__name__}; "
+                            "check the path and its credentials (files.storage_options, or the file system's "
+                            "own environment variables)") from None
+    return fs, root
+
+
+async def _download(http: aiohttp.ClientSession, fs: Any, root: str, ref: FileRef) -> tuple[str, int]:
+    """Fetch ``ref`` into the location; the sha256 and size of its bytes."""
+    assert ref.url is not None
+    tmp = f"{root}/{PARTIAL}/{uuid.uuid4().hex}"
+    for attempt in range(ATTEMPTS):
+        try:
+            async with http.get(ref.url) as resp:
+                if resp.status == 429 or resp.status >= 500:
+                    if attempt == ATTEMPTS - 1:
+                        raise _Failed(f"HTTP {resp.status} after {ATTEMPTS} attempts")
+                    await asyncio.sleep(_retry_after(resp.headers.get("Retry-After"), attempt))
+                    continue
+                if resp.status != 200:
+                    raise _Failed(f"HTTP {resp.status}" + (" (gone or expired)" if resp.status in (403, 404, 410)
+                                                           else ""))
+                digest, size = await _write(resp, fs, tmp)
+                break
+        except (TimeoutError, aiohttp.ClientError) as e:
+            if attempt == ATTEMPTS - 1:
+                raise _Failed(f"cannot download: {type(e).__name__} {e}".rstrip()) from None
+            await asyncio.sleep(_retry_after(None, attempt))
+    if ref.size is not None and size != ref.size:
+        fs.rm(tmp)
+        raise _Failed(f"{size} bytes downloaded, the answer says {ref.size}")
+    final = location(root, digest)
+    if fs.exists(final):
+        fs.rm(tmp)
+    else:
+        fs.mv(tmp, final)
+    return digest, size
+
+
+async def _write(resp: aiohttp.ClientResponse, fs: Any, tmp: str) -> tuple[str, int]:
+    h = hashlib.sha256()
+    size = 0
+    try:
+        with fs.open(tmp, "wb") as out:
+            async for chunk in resp.content.iter_chunked(CHUNK):
+                h.update(chunk)
+                out.write(chunk)
+                size += len(chunk)
+    except BaseException:
+        if fs.exists(tmp):
+            fs.rm(tmp)
+        raise
+    return h.hexdigest(), size
+
+
+def _retry_after(header: str | None, attempt: int) -> float:
+    try:
+        return min(float(header), 60.0) if header is not None else min(0.25 * 2**attempt, 8.0)
+    except ValueError:
+        return min(0.25 * 2**attempt, 8.0)
+
+
+def _todo(store: Store, base_url: str, form_ids: list[str] | None, report: ArchiveReport) -> list[FileRef]:
+    """The files to fetch; counts the ones archived already and the ones refused."""
+    fields = store.archive.file_fields(form_ids)
+    done = store.archive.archived(list(fields))
+    todo = []
+    for sub, form, answers in store.archive.answers(list(fields)):
+        for ref in file_refs(sub, form, answers, fields[form]):
+            report.files += 1
+            kept = done.get(ref.place)
+            if kept is not None and kept.url == ref.url:
+                report.already += 1
+            elif (why := refusal(ref, base_url)) is not None:
+                _problem(report, ref, why)
+            else:
+                todo.append(ref)
+    return todo
+
+
+def _problem(report: ArchiveReport, ref: FileRef, why: str) -> None:
+    report.failed += 1
+    report.problems.append(ArchiveProblem(submission_id=ref.submission_id, form_id=ref.form_id, path=ref.path,
+                                          url=ref.url, problem=why))
+
+
+async def archive_files(store: Store, base_url: str, to: str, *, form_ids: list[str] | None = None,
+                        concurrency: int = 8, storage_options: dict[str, Any] | None = None,
+                        on_file: Callable[[int, int], None] | None = None) -> ArchiveReport:
+    """Fetch every stored file answer (of ``form_ids``) not archived yet into ``to``, and
+    record each. ``on_file(total, done)`` is called once before the first download (``done``
+    0) and after each one. Raises ``LocationError`` when ``to`` cannot be written."""
+    fs, root = open_location(to, storage_options)
+    report = ArchiveReport(location=fs.unstrip_protocol(root))
+    todo = _todo(store, base_url, form_ids, report)
+    finished = 0
+    if on_file is not None:
+        on_file(len(todo), finished)
+    gate = asyncio.Semaphore(concurrency)
+    kept: list[ArchivedFile] = []
+
+    async def one(http: aiohttp.ClientSession, ref: FileRef) -> None:
+        nonlocal finished
+        async with gate:
+            try:
+                digest, size = await _download(http, fs, root, ref)
+            except _Failed as e:
+                _problem(report, ref, str(e))
+                digest, size = "", 0
+        finished += 1
+        if on_file is not None:
+            on_file(len(todo), finished)
+        if not digest:
+            return
+        report.archived += 1
+        report.bytes += size
+        kept.append(ArchivedFile(submission_id=ref.submission_id, field_key=ref.field, instance=ref.instance,
+                                 member=ref.member, idx=ref.index, form_id=ref.form_id, name=ref.name,
+                                 url=ref.url or "", size=size, sha256=digest,
+                                 location=fs.unstrip_protocol(location(root, digest)), archived_at=store.clock()))
+        if len(kept) >= RECORD_EVERY:
+            store.archive.record(kept)
+            kept.clear()
+
+    timeout = aiohttp.ClientTimeout(total=None, sock_connect=15, sock_read=60)
+    async with aiohttp.ClientSession(timeout=timeout) as http:
+        await asyncio.gather(*(one(http, ref) for ref in todo))
+    store.archive.record(kept)
+    return report

@@ -1,0 +1,155 @@
+"""``formsync files``: the bytes of the stored file and signature answers archived into a
+folder or an fsspec URL, named by their sha256, over real HTTP from the sandbox's storage;
+what cannot be fetched is a report row, fetched again by the next run."""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+from pathlib import Path
+from typing import Any
+
+import fsspec
+from typer.testing import CliRunner
+
+from connector.client import FormClient
+from connector.store import Store
+from connector.store.archive import FileFields
+from pipelines.archive import archive_files, file_refs
+from pipelines.archive.download import PARTIAL
+from pipelines.archive.refs import refusal, same_origin
+from pipelines.cli import app
+from pipelines.sync import sync_form
+from tests.conftest import Sandbox
+
+# -- which files an answer names (pure) ---------------------------------------------------------
+
+
+def _file(name: str, url: str | None = "http://svc/api/storage/x", size: int | None = 3) -> dict[str, Any]:
+    return {"name": name, "type": "application/pdf", "size": size, "url": url}
+
+
+def test_file_refs_finds_top_level_files_and_files_inside_group_instances():
+    fields = FileFields(top=("cv", "sig"), groups={"docs": ("scan",)})
+    answers = {"cv": [_file("a.pdf"), _file("b.pdf")], "sig": [], "other": [_file("x")],
+               "docs": [{"scan": [_file("s1")]}, {"scan": None}, "junk", {"scan": [_file("s3", size=None)]}]}
+    refs = file_refs("sub_1", "form_1", answers, fields)
+    assert [(r.path, r.name, r.size) for r in refs] == [
+        ("cv[0]", "a.pdf", 3), ("cv[1]", "b.pdf", 3), ("docs[0].scan[0]", "s1", 3), ("docs[3].scan[0]", "s3", None)]
+    assert refs[2].place == ("sub_1", "docs", 0, "scan", 0)
+    assert file_refs("sub_1", "form_1", {"cv": "not a list"}, fields) == []
+
+
+def test_only_the_services_own_host_is_fetched():
+    assert same_origin("http://127.0.0.1:8787/api/storage/1", "http://127.0.0.1:8787")
+    assert same_origin("https://api.formstep.io/api/storage/1", "https://api.formstep.io:443")
+    assert not same_origin("http://127.0.0.1:9999/api/storage/1", "http://127.0.0.1:8787")
+    assert not same_origin("https://evil.example/x", "https://api.formstep.io")
+    ref = file_refs("s", "f", {"cv": [_file("a", url=None)]}, FileFields(("cv",), {}))[0]
+    assert refusal(ref, "http://svc") == "the answer has no url"
+    ref = file_refs("s", "f", {"cv": [_file("a", url="https://evil.example/x")]}, FileFields(("cv",), {}))[0]
+    assert "not on the service's host (svc)" in (refusal(ref, "http://svc") or "")
+
+
+# -- archiving from the sandbox ---------------------------------------------------------------
+
+
+async def _stored(sandbox: Sandbox, store: Store, answers: list[dict[str, Any]]) -> str:
+    """Submit ``answers`` to the Everything form and sync them into ``store``."""
+    form = sandbox.pro.forms["Everything"]
+    for a in answers:
+        await sandbox.helpers.submissions_create(form, a, completed=False)
+    async with FormClient(sandbox.base_url, sandbox.pro.token) as fc:
+        await sync_form(fc, store, form, full=True, include_drafts=True)
+    return form
+
+
+async def test_files_are_archived_by_content_once_and_a_second_run_fetches_nothing(sandbox: Sandbox, store: Store,
+                                                                                  tmp_path: Path):
+    h = sandbox.helpers
+    pdf = await h.files_create("cv.pdf", b"%PDF-1.4 cv" * 1000, "application/pdf")
+    png = await h.files_create("sig.png", b"\x89PNG sig" * 500, "image/png")
+    again = await h.files_create("copy.pdf", b"%PDF-1.4 cv" * 1000, "application/pdf")  # the same bytes
+    await _stored(sandbox, store, [{"attachment": [pdf.model_dump(), again.model_dump()],
+                                    "signature": [png.model_dump()]}, {"attachment": [pdf.model_dump()]}])
+    out = tmp_path / "archive"
+    seen: list[tuple[int, int]] = []
+    report = await archive_files(store, sandbox.base_url, str(out), concurrency=2,
+                                 on_file=lambda total, done: seen.append((total, done)))
+    assert (report.files, report.archived, report.already, report.failed) == (4, 4, 0, 0)
+    assert seen[0] == (4, 0) and seen[-1] == (4, 4)
+    names = sorted(p.name for p in out.iterdir() if p.name != PARTIAL)
+    sha_pdf = hashlib.sha256(b"%PDF-1.4 cv" * 1000).hexdigest()
+    sha_png = hashlib.sha256(b"\x89PNG sig" * 500).hexdigest()
+    assert names == sorted([sha_pdf, sha_png]), "kept by content: three answers, two files"
+    assert (out / sha_pdf).read_bytes() == b"%PDF-1.4 cv" * 1000
+    assert report.bytes == 3 * 11000 + 8 * 500
+    rows = store.archive.archived()
+    assert len(rows) == 4 and {r.location for r in rows.values()} == {
+        f"file://{out}/{sha_pdf}", f"file://{out}/{sha_png}"}
+
+    second = await archive_files(store, sandbox.base_url, str(out))
+    assert (second.files, second.archived, second.already, second.bytes) == (4, 0, 4, 0)
+
+
+async def test_what_cannot_be_fetched_is_a_report_row_and_is_fetched_again_next_time(sandbox: Sandbox, store: Store,
+                                                                                    tmp_path: Path):
+    good = await sandbox.helpers.files_create("ok.pdf", b"%PDF ok", "application/pdf")
+    gone = {**good.model_dump(), "url": sandbox.base_url + "/api/storage/0000-missing", "name": "gone.pdf"}
+    lying = {**good.model_dump(), "size": 99, "name": "wrong-size.pdf"}
+    foreign = {**good.model_dump(), "url": "https://elsewhere.example/f.pdf", "name": "foreign.pdf"}
+    await _stored(sandbox, store, [{"attachment": [good.model_dump(), gone, lying, foreign]}])
+    out = tmp_path / "archive"
+    (out / PARTIAL).mkdir(parents=True)
+    (out / PARTIAL / "left-by-a-killed-run").write_bytes(b"half")
+    report = await archive_files(store, sandbox.base_url, str(out))
+    assert (report.files, report.archived, report.failed) == (4, 1, 3)
+    problems = {p.path: p.problem for p in report.problems}
+    assert problems["attachment[1]"] == "HTTP 404 (gone or expired)"
+    assert problems["attachment[2]"] == "7 bytes downloaded, the answer says 99"
+    assert "not on the service's host" in problems["attachment[3]"]
+    assert not (out / PARTIAL).exists() or not any((out / PARTIAL).iterdir()), "no half file is left"
+    assert sorted(p.name for p in out.iterdir() if p.name != PARTIAL) == [hashlib.sha256(b"%PDF ok").hexdigest()]
+    again = await archive_files(store, sandbox.base_url, str(out))
+    assert (again.already, again.archived, again.failed) == (1, 0, 3), "the failed ones are tried again"
+
+
+async def test_an_fsspec_url_is_a_location_too(sandbox: Sandbox, store: Store):
+    made = await sandbox.helpers.files_create("m.pdf", b"%PDF in memory", "application/pdf")
+    await _stored(sandbox, store, [{"signature": [made.model_dump()]}])
+    report = await archive_files(store, sandbox.base_url, "memory://formsync-test/archive")
+    sha = hashlib.sha256(b"%PDF in memory").hexdigest()
+    assert report.archived == 1 and report.location == "memory:///formsync-test/archive"
+    assert fsspec.filesystem("memory").cat(f"/formsync-test/archive/{sha}") == b"%PDF in memory"
+    assert next(iter(store.archive.archived().values())).location == f"{report.location}/{sha}"
+
+
+async def _cli(*args: str) -> Any:
+    return await asyncio.to_thread(CliRunner().invoke, app, list(args), env={"COLUMNS": "400"})
+
+
+async def test_the_command_says_what_it_did_and_exits_3_when_files_are_in_its_report(sandbox: Sandbox,
+                                                                                    tmp_path: Path):
+    db = f"sqlite:///{tmp_path}/cli.db"
+    store = Store(db)
+    store.migrate()
+    good = await sandbox.helpers.files_create("ok.pdf", b"%PDF ok", "application/pdf")
+    gone = {**good.model_dump(), "url": sandbox.base_url + "/api/storage/0000-missing"}
+    await _stored(sandbox, store, [{"attachment": [good.model_dump(), gone]}])
+    cfg = tmp_path / "formsync.toml"
+    cfg.write_text(f'[service]\nbase_url = "{sandbox.base_url}"\n[store]\nurl = "{db}"\n')  # no token needed
+    res = await _cli("files", "--config", str(cfg), "--to", str(tmp_path / "out"), "--quiet")
+    assert res.exit_code == 3, res.output
+    assert "done: 1 files archived (7 bytes), 0 already; 1 could not be fetched" in res.output
+    assert "attachment[1]: HTTP 404" in res.output
+    report = json.loads(res.stdout.strip().splitlines()[-1])
+    assert (report["archived"], report["failed"]) == (1, 1)
+
+    res = await _cli("files", "--config", str(cfg), "--to", str(tmp_path / "out"), "--concurrency", "0")
+    assert res.exit_code == 2 and "--concurrency" in res.output
+    blocker = tmp_path / "a-file"
+    blocker.write_text("x")
+    res = await _cli("files", "--config", str(cfg), "--to", str(blocker / "sub"), "--quiet")
+    assert res.exit_code == 1 and f"cannot write to {blocker / 'sub'}" in res.output
+    assert res.output.count("\n") <= 3, "one line, no traceback"
