@@ -14,7 +14,7 @@ from pydantic import BaseModel
 
 from connector.models import FieldDescriptor
 
-from .formats import DATES, date_readings
+from .formats import DATES, read_as
 from .values import EMAIL_RE, TEXT_FORMATS, Problem, prefill_value
 
 RECIPIENT_COLUMNS = ("email", "name")
@@ -178,7 +178,7 @@ def parse_expiry(text: str, order: str | None = None) -> int:
     try:
         dt = _iso_time(s)
     except ValueError:
-        day = date_readings(s).get(order or DATES.choices[0])
+        day = read_as(DATES, s, order)
         if day is None:
             raise
         dt = datetime(day.year, day.month, day.day)
