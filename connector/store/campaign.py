@@ -12,7 +12,15 @@ from sqlalchemy import func
 from sqlmodel import col, select
 
 from .database import Database
-from .tables import REQUESTS, OutreachJob, OutreachRow, RequestRow, Suppression, request_answers
+from .tables import (
+    REQUESTS,
+    OutreachJob,
+    OutreachRow,
+    RequestRow,
+    SubmissionRow,
+    Suppression,
+    request_answers,
+)
 
 # Delivery statuses that keep an address out of every later job.
 UNDELIVERABLE = ("bounced", "complained")
@@ -42,11 +50,12 @@ class CampaignRow:
     canceled_at: int | None = None
     reminders_sent: int | None = None
     is_test: bool = False
+    cancel_reason: str | None = None
 
 
 _REQUEST_COLUMNS = ("status", "delivery_status", "recipient_email", "recipient_name", "external_id", "url",
                     "created_at", "opened_at", "started_at", "last_activity_at", "completed_at", "expired_at",
-                    "canceled_at", "reminders_sent", "is_test")
+                    "canceled_at", "reminders_sent", "is_test", "cancel_reason")
 
 
 class CampaignReads:
@@ -64,6 +73,14 @@ class CampaignReads:
         """Every outreach job's name, sorted."""
         with self._db.reader() as s:
             return sorted(s.exec(select(OutreachJob.name)))
+
+    def form_name(self, form_id: str) -> str | None:
+        """The form's name as its newest stored submission carries it, or None."""
+        stmt = (select(SubmissionRow.form_name).where(SubmissionRow.form_id == form_id,
+                                                      col(SubmissionRow.form_name).is_not(None))
+                .order_by(col(SubmissionRow.stored_at).desc()).limit(1))
+        with self._db.reader() as s:
+            return s.exec(stmt).first()
 
     def rows(self, job: str) -> list[CampaignRow]:
         """The job's ledger rows in sheet order, each with its stored request."""

@@ -8,7 +8,7 @@ from typing import Annotated
 
 import typer
 
-from .context import command, print_report
+from .context import Context, command, print_report
 from .errors import UsageError
 from .helptext import summary
 from .options import ConfigOption
@@ -70,8 +70,9 @@ def export_command(job: JobArg, out: Annotated[Path, typer.Option("--out", help=
 
 def page_command(job: JobArg, out: Annotated[Path, typer.Option("--out", help="The HTML file to write.")],
                  config: ConfigOption = None) -> None:
-    """Write the campaign's page: one self-contained HTML file with the funnel, the
-    responses over time and what each reminder round brought.
+    """Write the campaign's page: one self-contained HTML file with whether the campaign is
+    open or closed (when, why), the form's name, the sheet's rows in every state, the
+    funnel, the responses over time and what each reminder round brought.
 
     Example: [bold]formsync campaign page spring --out spring.html --config formsync.toml[/bold]
     """
@@ -79,7 +80,23 @@ def page_command(job: JobArg, out: Annotated[Path, typer.Option("--out", help="T
         from pipelines.campaign import write_page
 
         _check_dir(out)
-        print_report(write_page(ctx.store(), job, out).funnel)
+        store = ctx.store()
+        record = store.campaign.job(job)
+        name = _form_name(ctx, record.form_id) if record is not None else None
+        print_report(write_page(store, job, out, form_name=name).funnel)
+
+
+def _form_name(ctx: Context, form_id: str) -> str | None:
+    """The form's name as the service says it now (one ``forms.get``), when a token is set;
+    None without one or when the service cannot say (the page then names what the store knows)."""
+    from connector.errors import FormsyncError
+
+    if ctx.settings().service.token is None:
+        return None
+    try:
+        return ctx.with_client(lambda fc: fc.get_form(form_id), max_retries=1).name or None
+    except FormsyncError:
+        return None
 
 
 def remind_command(job: JobArg, config: ConfigOption = None,

@@ -12,7 +12,7 @@ import sqlalchemy as sa
 from connector.store import RequestRow, Store
 from connector.store.ledger import PendingRow
 
-from .test_store import T0, events, get, poll_record, req_completed
+from .test_store import T0, events, get, poll_record, req_completed, sub_event
 from .test_store_migration import _to
 
 
@@ -84,3 +84,16 @@ def test_migration_0006_down_and_up_keeps_requests(db_url: str) -> None:
 def _ids(store: Store) -> set[str]:
     with store.database.engine.connect() as conn:
         return {r[0] for r in conn.execute(sa.text("SELECT id FROM formsync_requests"))}
+
+
+def test_a_campaign_row_carries_its_cancel_reason_and_the_form_its_stored_name(store: Store) -> None:
+    assert store.campaign.form_name("form_contact") is None
+    store.store_events(events(sub_event("evt_s", "sub_1")))
+    assert store.campaign.form_name("form_contact") == "Contact"
+    assert store.campaign.form_name("form_other") is None
+    store.ledger.open_job("autumn", "form_contact", "/tmp/autumn.csv", {})
+    store.ledger.record_pending("autumn", [PendingRow("ext:a", 2, "h", "k")])
+    store.ledger.mark_sent("autumn", "ext:a", "req_a")
+    store.upsert_requests([record("req_a", "canceled", T0 + 1000, canceledAt=T0 + 1000,
+                                  cancelReason="survey closed")])
+    assert [(r.status, r.cancel_reason) for r in store.campaign.rows("autumn")] == [("canceled", "survey closed")]
