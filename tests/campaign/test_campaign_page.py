@@ -74,6 +74,9 @@ def test_the_page_names_the_form_and_escapes_what_it_shows() -> None:
     html = _page()
     assert "form Spring &lt;survey&gt; (form_abc)" in html and "<survey>" not in html
     assert "<script" not in html and "src=" not in html and "href=" not in html
+    still_open = campaign_page(funnel("spring", ROWS[:2]), "form_abc", [], [], T0)
+    assert '<p class="state open"><b>Open</b>' in still_open and "form form_abc ·" in still_open
+    assert "No run of this job has recorded its rows yet." in still_open
 
 
 @pytest.mark.browser
