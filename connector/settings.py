@@ -115,13 +115,25 @@ class OutreachSettings(Section):
     delivery: Literal["none", "email"] = "none"
     callback_url: str | None = None
     # sheet column -> request param: "email", "name", "externalId", "prefill.<key>",
-    # "context.<key>", "metadata.<key>", "readonly", "expiresAt", "document"
-    mapping: dict[str, str] = {}
+    # "context.<key>", "metadata.<key>", "readonly", "expiresAt", "document"; a list feeds
+    # several: "Full Name" = ["name", "full_name"]
+    mapping: dict[str, str | list[str]] = {}
     report_dir: Path = Path("formsync-reports")
     # addresses never sent to: this file (one per line, or a CSV with an email column), the
     # store's list (formsync campaign suppress) and, with suppress_bounced, every bounce
     suppression_file: Path | None = None
     suppress_bounced: bool = True
+
+    @field_validator("mapping", mode="before")
+    @classmethod
+    def _targets_are_text(cls, value: Any) -> Any:
+        """Each column maps to a target (text) or a non-empty list of them: one line otherwise."""
+        for column, given in (value.items() if isinstance(value, dict) else ()):
+            many = isinstance(given, list)
+            if not (isinstance(given, str) or (many and given and all(isinstance(t, str) for t in given))):
+                raise ValueError(f"{column!r} = {given!r}: a column maps to a target or a non-empty list of "
+                                 f'targets, e.g. {column!r} = "name" or {column!r} = ["name", "full_name"]')
+        return value
 
 
 class ExportSettings(Section):

@@ -400,10 +400,14 @@ def xlsx_columns(batch: pa.RecordBatch) -> list[list[Any]]:
     return out
 
 
-_FORMATS = {"timestamp": "yyyy-mm-dd hh:mm:ss", "date": "yyyy-mm-dd", "time": "hh:mm:ss"}
+# The Excel number format of each dated kind of column (see ``dated_kind``).
+XLSX_FORMATS = {"timestamp": "yyyy-mm-dd hh:mm:ss", "date": "yyyy-mm-dd", "time": "hh:mm:ss"}
 
 
-def _date_kind(t: pa.DataType) -> str:
+def dated_kind(t: pa.DataType) -> str | None:
+    """``timestamp``, ``date`` or ``time`` for a column XLSX writes as serials, else None."""
+    if not _dated(t):
+        return None
     return "timestamp" if pa.types.is_timestamp(t) else "date" if pa.types.is_date(t) else "time"
 
 
@@ -417,7 +421,7 @@ def _write_sheet(book: Any, table: _TableStream, bold: Any, formats: dict[str, A
     for i, f in enumerate(table.schema):
         ws.write_string(0, i, str(neutralise(f.name)), bold)
     ws.freeze_panes(1, 0)
-    times = [(i, formats[_date_kind(f.type)]) for i, f in enumerate(table.schema) if _dated(f.type)]
+    times = [(i, formats[kind]) for i, f in enumerate(table.schema) if (kind := dated_kind(f.type)) is not None]
     row = 1
     for whole in itertools.chain([] if first is None else [first], batches):
         if row + whole.num_rows > XLSX_MAX_ROWS:  # rows stored since the count: refuse, never drop
@@ -454,7 +458,7 @@ def _write_xlsx(tables: list[_TableStream], out: Path) -> dict[str, int]:
     book = xlsxwriter.Workbook(str(out), options)
     try:
         bold = book.add_format({"bold": True})
-        formats = {k: book.add_format({"num_format": v}) for k, v in _FORMATS.items()}
+        formats = {k: book.add_format({"num_format": v}) for k, v in XLSX_FORMATS.items()}
         return {t.name: _write_sheet(book, t, bold, formats) for t in tables}
     finally:
         book.close()

@@ -12,7 +12,15 @@ from sqlalchemy import func, or_, update
 from sqlmodel import col, select
 
 from .database import Database
-from .tables import REQUESTS, OutreachJob, OutreachRow, RequestRow, Suppression, request_answers
+from .tables import (
+    REQUESTS,
+    OutreachJob,
+    OutreachRow,
+    RequestRow,
+    SubmissionRow,
+    Suppression,
+    request_answers,
+)
 
 # Delivery statuses that keep an address out of every later job.
 UNDELIVERABLE = ("bounced", "complained")
@@ -43,11 +51,12 @@ class CampaignRow:
     reminders_sent: int | None = None
     is_test: bool = False
     last_reminded_at: int | None = None  # the service's time of formsync's last requests.remind
+    cancel_reason: str | None = None
 
 
 _REQUEST_COLUMNS = ("status", "delivery_status", "recipient_email", "recipient_name", "external_id", "url",
                     "created_at", "opened_at", "started_at", "last_activity_at", "completed_at", "expired_at",
-                    "canceled_at", "reminders_sent", "is_test", "last_reminded_at")
+                    "canceled_at", "reminders_sent", "is_test", "last_reminded_at", "cancel_reason")
 
 
 class CampaignReads:
@@ -65,6 +74,14 @@ class CampaignReads:
         """Every outreach job's name, sorted."""
         with self._db.reader() as s:
             return sorted(s.exec(select(OutreachJob.name)))
+
+    def form_name(self, form_id: str) -> str | None:
+        """The form's name as its newest stored submission carries it, or None."""
+        stmt = (select(SubmissionRow.form_name).where(SubmissionRow.form_id == form_id,
+                                                      col(SubmissionRow.form_name).is_not(None))
+                .order_by(col(SubmissionRow.stored_at).desc()).limit(1))
+        with self._db.reader() as s:
+            return s.exec(stmt).first()
 
     def rows(self, job: str) -> list[CampaignRow]:
         """The job's ledger rows in sheet order, each with its stored request."""

@@ -32,7 +32,8 @@ def export_campaign(store: Store, job: str, fmt: str, out: Path, *, sheet: Path 
                     answer_keys: Sequence[str] | None = None) -> CampaignExportReport:
     """Write ``job``'s campaign table (see ``campaign_table``) to ``out``. The sheet is
     ``sheet``, else the file the job was sent from; one that cannot be read leaves its
-    columns out and says why in the report. ``answer_keys`` orders the answer columns
+    columns out and says why in the report. Its date and number columns are written typed,
+    read as the job's run read them. ``answer_keys`` orders the answer columns
     (default: the form's stored field list, else the answers' own keys)."""
     record = store.campaign.job(job)
     if record is None:
@@ -51,7 +52,7 @@ def export_campaign(store: Store, job: str, fmt: str, out: Path, *, sheet: Path 
     except (SheetError, OSError) as e:
         problem = str(e)
     keys = answer_keys if answer_keys is not None else (_field_keys(store, record.form_id) or None)
-    table = campaign_table(columns, cells, rows, answers, keys)
+    table = campaign_table(columns, cells, rows, answers, keys, (record.settings or {}).get("typed_columns"))
     written = write_table(table, fmt, out)
     return CampaignExportReport(job=job, path=str(out), format=fmt, rows=written, columns=table.column_names,
                                 sheet_problem=problem)

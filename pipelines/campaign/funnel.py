@@ -5,7 +5,9 @@ and the campaign export all read these numbers from here."""
 from __future__ import annotations
 
 import statistics
-from collections.abc import Sequence
+from collections import Counter
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 from pydantic import BaseModel
 
@@ -116,3 +118,23 @@ def cumulative_completions(rows: Sequence[CampaignRow]) -> list[tuple[int, int]]
     """``(epoch ms, completions so far)`` at each completion, in time order."""
     times = sorted(r.completed_at for r in rows if r.status == "completed" and r.completed_at is not None)
     return [(at, n) for n, at in enumerate(times, start=1)]
+
+
+class Closed(BaseModel):
+    """When a campaign was closed (epoch ms, the service's time of its close round) and
+    why (the reason its requests were canceled with; None when none was given)."""
+
+    at: int
+    reason: str | None = None
+
+
+def closed(round_records: Sequence[Mapping[str, Any]], rows: Sequence[CampaignRow]) -> Closed | None:
+    """Whether the campaign is closed (pure): it is once a close round canceled requests
+    (``store.ledger.rounds``, kind ``close``); when: the last such round; why: the reason
+    most of its canceled requests carry. None while it is open."""
+    closes = [int(r["at"]) for r in round_records if r.get("kind") == "close"]
+    if not closes:
+        return None
+    at = max(closes)
+    reasons = Counter(r.cancel_reason for r in rows if r.status == "canceled" and r.cancel_reason)
+    return Closed(at=at, reason=reasons.most_common(1)[0][0] if reasons else None)

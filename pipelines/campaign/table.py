@@ -17,7 +17,8 @@ import xlsxwriter
 
 from connector.store.campaign import CampaignRow
 
-from ..export import TIMESTAMP, neutralise, neutralise_array, xlsx_columns
+from ..export import TIMESTAMP, XLSX_FORMATS, dated_kind, neutralise, neutralise_array, xlsx_columns
+from ..outreach.formats import DATES, NUMBERS, read_as
 
 NOT_SENT = "not sent"  # a sheet row without a request: rejected, suppressed, or not sent yet
 REQUEST_TEXT = ("request_id", "status", "delivery_status", "url")
@@ -26,19 +27,41 @@ REQUEST_TIMES = ("created_at", "opened_at", "started_at", "last_activity_at", "c
 ANSWER_PREFIX = "answer."
 
 
+# A sheet column's values as a run read them (see ``outreach.checks.typed_columns``).
+SHEET_TYPES: dict[str, tuple[Any, pa.DataType]] = {
+    "date": (DATES, pa.date32()), "number": (NUMBERS, pa.float64()), "integer": (NUMBERS, pa.int64())}
+
+
+def typed_sheet_column(cells: Sequence[str | None], value_type: str, reading: str | None) -> pa.Array:
+    """A sheet column's cells as the values a run read from them (pure): dates (ISO in
+    CSV, dates in XLSX and Parquet) or numbers, each cell read as its column was
+    (``reading``: the day/month order or decimal mark); an empty cell, or one that is not
+    such a value (a rejected row's), is null."""
+    kind, arrow = SHEET_TYPES[value_type]
+    values = [read_as(kind, c, reading) if c and c.strip() else None for c in cells]
+    if value_type == "integer":
+        values = [int(v) if v is not None and float(v).is_integer() else None for v in values]
+    return pa.array(values, arrow)
+
+
 def campaign_table(sheet_columns: Sequence[str], sheet_rows: Mapping[int, Mapping[str, str]],
                    rows: Sequence[CampaignRow], answers: Mapping[str, Mapping[str, Any]],
-                   answer_keys: Sequence[str] | None = None) -> pa.Table:
+                   answer_keys: Sequence[str] | None = None,
+                   sheet_types: Mapping[str, Sequence[str]] | None = None) -> pa.Table:
     """The campaign table (pure): one row per sheet row number in ``sheet_rows`` and per
-    ledger row of ``rows`` (matched by row number), in row order. ``answer_keys`` names
-    and orders the answer columns (``answer.<key>``); by default, the keys of the answers
-    in first-seen order. A cell that is not text, a number or a boolean is JSON text."""
+    ledger row of ``rows`` (matched by row number), in row order. The sheet's columns in
+    ``sheet_types`` (column -> ``(value type, reading)``) are typed (``typed_sheet_column``),
+    the others text. ``answer_keys`` names and orders the answer columns
+    (``answer.<key>``); by default, the keys of the answers in first-seen order. A cell
+    that is not text, a number or a boolean is JSON text."""
     by_number = {r.row_number: r for r in rows}
     numbers = sorted({*sheet_rows, *by_number})
     keys = list(answer_keys) if answer_keys is not None else _first_seen(answers, rows, numbers, by_number)
-    columns: dict[str, list[Any]] = {"row": numbers}
+    columns: dict[str, Any] = {"row": numbers}
     for name in sheet_columns:
-        columns[_unique(name, columns)] = [sheet_rows.get(n, {}).get(name) for n in numbers]
+        cells = [sheet_rows.get(n, {}).get(name) for n in numbers]
+        typed = (sheet_types or {}).get(name)
+        columns[_unique(name, columns)] = cells if typed is None else typed_sheet_column(cells, typed[0], typed[1])
     picked = [by_number.get(n) for n in numbers]
     for name in REQUEST_TEXT:
         values = [getattr(r, name) if r is not None else None for r in picked]
@@ -54,7 +77,8 @@ def campaign_table(sheet_columns: Sequence[str], sheet_rows: Mapping[int, Mappin
     for key in keys:
         columns[_unique(ANSWER_PREFIX + key, columns)] = [
             _cell(answers.get(r.request_id or "", {}).get(key)) if r is not None else None for r in picked]
-    arrays = {name: pa.array(values, TIMESTAMP if name in times else None) for name, values in columns.items()}
+    arrays = {name: values if isinstance(values, pa.Array) else pa.array(values, TIMESTAMP if name in times else None)
+              for name, values in columns.items()}
     return pa.table(arrays)
 
 
@@ -110,17 +134,18 @@ def _write_xlsx(table: pa.Table, out: Path) -> None:
                                           "strings_to_numbers": False})
     try:
         ws = book.add_worksheet("campaign")
-        bold, date_fmt = book.add_format({"bold": True}), book.add_format({"num_format": "yyyy-mm-dd hh:mm:ss"})
+        bold = book.add_format({"bold": True})
+        formats = {k: book.add_format({"num_format": v}) for k, v in XLSX_FORMATS.items()}
         for i, name in enumerate(table.column_names):
             ws.write_string(0, i, str(neutralise(name)), bold)
             ws.set_column(i, i, min(max(len(name) + 2, 10), 40))
-        times = {i for i, f in enumerate(table.schema) if pa.types.is_timestamp(f.type)}
+        dated = {i: formats[kind] for i, f in enumerate(table.schema) if (kind := dated_kind(f.type)) is not None}
         row = 1
         for batch in table.to_batches():
             for cells in zip(*xlsx_columns(batch), strict=True):
                 for i, cell in enumerate(cells):
                     if cell is not None:
-                        ws.write(row, i, cell, date_fmt if i in times else None)
+                        ws.write(row, i, cell, dated.get(i))
                 row += 1
         ws.freeze_panes(1, 0)
         ws.autofilter(0, 0, table.num_rows, len(table.column_names) - 1)

@@ -78,9 +78,10 @@ def export_command(job: JobArg, out: Annotated[Path, typer.Option("--out", help=
 
 def page_command(job: JobArg, out: Annotated[Path, typer.Option("--out", help="The HTML file to write.")],
                  config: ConfigOption = None, json: JsonOption = False) -> None:
-    """Write the campaign's page: one self-contained HTML file with the funnel, the
-    responses over time and what each reminder round brought, as of the service's time.
-    Says what it wrote (the funnel as JSON with --json).
+    """Write the campaign's page: one self-contained HTML file with whether the campaign is
+    open or closed (when, why), the form's name, the sheet's rows in every state, the
+    funnel, the responses over time and what each reminder round brought, as of the
+    service's time. Says what it wrote (the funnel as JSON with --json).
 
     Example: [bold]formsync campaign page spring --out spring.html --config formsync.toml[/bold]
     """
@@ -99,11 +100,26 @@ def page_command(job: JobArg, out: Annotated[Path, typer.Option("--out", help="T
             now = store.clock()
             typer.echo(f"note: the service at {service.base_url} did not say its time ({type(e).__name__}); "
                        "the page is as of this machine's clock", err=True)
-        c = write_page(store, job, out, now)
+        record = store.campaign.job(job)
+        name = _form_name(ctx, record.form_id) if record is not None else None
+        c = write_page(store, job, out, now, form_name=name)
         if json:
             print_report(c.funnel)
         else:
             typer.echo(f"done: {page_outcome(str(out), c.funnel, now)}", err=True)
+
+
+def _form_name(ctx: Context, form_id: str) -> str | None:
+    """The form's name as the service says it now (one ``forms.get``), when a token is set;
+    None without one or when the service cannot say (the page then names what the store knows)."""
+    from connector.errors import FormsyncError
+
+    if ctx.settings().service.token is None:
+        return None
+    try:
+        return ctx.with_client(lambda fc: fc.get_form(form_id), max_retries=1).name or None
+    except FormsyncError:
+        return None
 
 
 def remind_command(job: JobArg, config: ConfigOption = None,

@@ -129,7 +129,8 @@ def run_command(ctx: Context, call: OutreachCall) -> int:
     caught: list[signal.Signals] = []
     prepared, report = ctx.with_client(lambda fc: _run(fc, ctx, call, caught))
     per_minute = ctx.service_settings().service.creates_per_minute
-    for line in summary_lines(prepared, report, dry_run=call.dry_run, per_minute=per_minute):
+    delivery = ctx.service_settings().outreach.delivery
+    for line in summary_lines(prepared, report, dry_run=call.dry_run, per_minute=per_minute, delivery=delivery):
         typer.echo(line)
     failure = verdict(call, prepared, report, caught)
     if failure is not None:

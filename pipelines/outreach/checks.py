@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import difflib
 from collections.abc import Mapping, Sequence
+from typing import Literal
 
 from connector.client import FormClient
 from connector.errors import Forbidden, NotFound
@@ -16,9 +17,11 @@ from .columns import (
     RECIPIENT_COLUMNS,
     SPECIAL_COLUMNS,
     TARGETS_ACCEPTED,
-    column_target,
+    ColumnMapping,
+    column_targets,
     header_key,
     mapping_target,
+    mapping_targets,
     plain_expiry,
 )
 from .formats import DATES, NUMBERS, POINT, Settled, settle
@@ -87,10 +90,10 @@ def _one(column: str, known: Sequence[str]) -> str:
 
 
 def column_problem(columns: Sequence[str], fields: Sequence[FieldDescriptor],
-                   mapping: Mapping[str, str]) -> str | None:
+                   mapping: ColumnMapping) -> str | None:
     """One sentence about the columns that match nothing (None when every column does)."""
     by_key = {f.key: f for f in fields}
-    unknown = [c for c in columns if column_target(c, by_key, mapping) is None]
+    unknown = [c for c in columns if not column_targets(c, by_key, mapping)]
     if not unknown:
         return None
     known = known_columns(fields)
@@ -102,19 +105,51 @@ def column_problem(columns: Sequence[str], fields: Sequence[FieldDescriptor],
             f"(known: {', '.join(known)})")
 
 
-def mapping_problem(mapping: Mapping[str, str], fields: Sequence[FieldDescriptor], setting: str) -> str | None:
-    """One line about the first mapping whose target is no target of this form (None when
+def mapping_problem(mapping: ColumnMapping, fields: Sequence[FieldDescriptor], setting: str) -> str | None:
+    """One line about the first mapping target that is no target of this form (None when
     every target is one): the ``setting`` it is in and the targets accepted."""
     by_key = {f.key: f for f in fields}
-    for column, target in mapping.items():
-        if mapping_target(target, by_key) is None:
-            keys = ", ".join(f.key for f in fields if f.prefillable or f.context) or "(none)"
-            return (f"{setting}: {column!r} = {target!r}: {target!r} is not a mapping target of this form; "
-                    f"accepted: {TARGETS_ACCEPTED}; this form's field keys: {keys}")
+    for column, given in mapping.items():
+        for target in mapping_targets(given):
+            if mapping_target(target, by_key) is None:
+                keys = ", ".join(f.key for f in fields if f.prefillable or f.context) or "(none)"
+                return (f"{setting}: {column!r} = {target!r}: {target!r} is not a mapping target of this form; "
+                        f"accepted: {TARGETS_ACCEPTED}; this form's field keys: {keys}")
     return None
 
 
-def column_readings(sheet: Sheet, targets: Mapping[str, str], fields: Sequence[FieldDescriptor], *,
+ValueType = Literal["date", "number", "integer", "expiry"]
+
+
+def value_type_of(target: str, fields: Mapping[str, FieldDescriptor]) -> ValueType | None:
+    """The type of the values a target reads from its cells: a date or number field's
+    (``number``; ``integer`` for rating and scale), ``expiry`` for ``expiresAt``; None for
+    a target that takes its cells as text."""
+    if target == "expiresAt":
+        return "expiry"
+    kind, _, key = target.partition(".")
+    f = fields.get(key) if kind == "prefill" else None
+    if f is None:
+        return None
+    if f.type == "date":
+        return "date"
+    return ("number" if f.type == "number" else "integer") if f.type in NUMBER_TYPES else None
+
+
+def typed_columns(targets: Mapping[str, Sequence[str]], fields: Sequence[FieldDescriptor],
+                  readings: Mapping[str, str]) -> dict[str, tuple[ValueType, str]]:
+    """The sheet's date and number columns as a run read them (column -> its values'
+    type and reading, see ``column_readings``): what a campaign export writes typed."""
+    by_key = {f.key: f for f in fields}
+    out: dict[str, tuple[ValueType, str]] = {}
+    for column, given in targets.items():
+        kind = next((v for t in given if (v := value_type_of(t, by_key)) in ("date", "number", "integer")), None)
+        if kind is not None and column in readings:
+            out[column] = (kind, readings[column])
+    return out
+
+
+def column_readings(sheet: Sheet, targets: Mapping[str, Sequence[str]], fields: Sequence[FieldDescriptor], *,
                     date_format: str | None = None, decimal: str | None = None) -> dict[str, str]:
     """How each date and number column of the sheet is read (column -> day/month order or
     decimal mark): ``date_format`` / ``decimal`` when given, else detected from all its
@@ -123,15 +158,12 @@ def column_readings(sheet: Sheet, targets: Mapping[str, str], fields: Sequence[F
     ``OutreachRefused`` naming it and the option that settles it."""
     by_key = {f.key: f for f in fields}
     out: dict[str, str] = {}
-    for column, target in targets.items():
-        kind, _, key = target.partition(".")
-        f = by_key.get(key) if kind == "prefill" else None
-        if target == "expiresAt" or (f is not None and f.type == "date"):
-            what, declared = DATES, date_format
-        elif f is not None and f.type in NUMBER_TYPES:
-            what, declared = NUMBERS, decimal
-        else:
+    for column, given in targets.items():
+        target, value_type = next(((t, v) for t in given if (v := value_type_of(t, by_key)) is not None),
+                                  ("", None))
+        if value_type is None:
             continue
+        what, declared = (DATES, date_format) if value_type in ("date", "expiry") else (NUMBERS, decimal)
         cells = [(n, row.get(column, "")) for n, row in zip(sheet.numbers, sheet.rows, strict=True)
                  if target != "expiresAt" or not plain_expiry(row.get(column, ""))]
         settled = settle(what, column, cells, declared)

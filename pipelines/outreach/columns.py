@@ -14,19 +14,23 @@ from pydantic import BaseModel
 
 from connector.models import FieldDescriptor
 
-from .formats import DATES, date_readings
+from .formats import DATES, read_as
 from .values import EMAIL_RE, TEXT_FORMATS, Problem, prefill_value
 
 RECIPIENT_COLUMNS = ("email", "name")
 SPECIAL_COLUMNS = ("externalId", "readonly", "expiresAt", "document")
 KEYED_PREFIXES = ("metadata.", "document.")
-# Headers people write for the recipient and id columns (compared as ``header_key`` does);
-# a form field key the header also matches wins over these.
+# Headers people write for the recipient and id columns (compared as ``header_key`` does).
+# A recipient's (email, name) wins over a form field key the header also matches, so a
+# ``Full Name`` column greets the recipient; a field key wins over an id's synonym.
 SYNONYMS = {
     "email": ("e-mail", "mail", "email address", "e-mail address", "mail address"),
     "name": ("full name", "recipient name", "contact name"),
     "externalId": ("external id", "id", "ref", "reference", "external ref", "external reference", "record id"),
 }
+RECIPIENT_SYNONYMS = ("email", "name")
+# A mapping's value: one target, or several a column feeds (``["name", "full_name"]``).
+ColumnMapping = Mapping[str, str | Sequence[str]]
 TARGETS_ACCEPTED = ("email, name, externalId, readonly, expiresAt, document, document.<key>, metadata.<key>, "
                     "or a field key (also as prefill.<key>, context.<key> for a hidden field)")
 
@@ -174,7 +178,7 @@ def parse_expiry(text: str, order: str | None = None) -> int:
     try:
         dt = _iso_time(s)
     except ValueError:
-        day = date_readings(s).get(order or DATES.choices[0])
+        day = read_as(DATES, s, order)
         if day is None:
             raise
         dt = datetime(day.year, day.month, day.day)
@@ -219,19 +223,29 @@ def _named(name: str, fields: Mapping[str, FieldDescriptor]) -> str | None:
 _SYNONYMS = {header_key(s): target for target, names in SYNONYMS.items() for s in names}
 
 
-def column_target(column: str, fields: Mapping[str, FieldDescriptor], mapping: Mapping[str, str]) -> str | None:
-    """Where a column goes: ``mapping`` first (its target as ``mapping_target`` reads it,
-    or as written when it reads nothing), then a recipient or special column or a field key
-    matched as ``header_key`` compares them, then a synonym of ``email``, ``name`` or
-    ``externalId``; None when the column is unknown."""
+def mapping_targets(given: str | Sequence[str]) -> tuple[str, ...]:
+    """A mapping's value as the targets it names: one (a text) or several (a list)."""
+    return (given,) if isinstance(given, str) else tuple(given)
+
+
+def column_targets(column: str, fields: Mapping[str, FieldDescriptor], mapping: ColumnMapping) -> tuple[str, ...]:
+    """Where a column goes: ``mapping`` first (every target it gives, as ``mapping_target``
+    reads it, or as written when it reads nothing); else one target matched as
+    ``header_key`` compares them: a recipient or special column, a synonym of ``email`` or
+    ``name``, a field key, a synonym of ``externalId``. Empty when the column is unknown."""
     given = mapping.get(column)
     if given is None:
         given = next((t for c, t in mapping.items() if header_key(c) == header_key(column)), None)
     if given is not None:
-        return mapping_target(given, fields) or given
+        return tuple(mapping_target(t, fields) or t for t in mapping_targets(given))
     if column.startswith(KEYED_PREFIXES) or column.startswith(("prefill.", "context.")):
-        return column
-    return _named(column, fields) or _SYNONYMS.get(header_key(column))
+        return (column,)
+    synonym = _SYNONYMS.get(header_key(column))
+    special = _named(column, fields)
+    if synonym in RECIPIENT_SYNONYMS and (special is None or "." in special):
+        return (synonym,)
+    found = special or synonym
+    return (found,) if found is not None else ()
 
 
 def mapping_target(target: str, fields: Mapping[str, FieldDescriptor]) -> str | None:
@@ -281,7 +295,7 @@ def _readonly_problems(row: _Row) -> list[Problem]:
 
 
 def validate_row(fields: Sequence[FieldDescriptor], row: Mapping[str, str], *,
-                 mapping: Mapping[str, str] | None = None, delivery: str = "none",
+                 mapping: ColumnMapping | None = None, delivery: str = "none",
                  readings: Mapping[str, str] | None = None) -> tuple[RowParams | None, list[Problem]]:
     """Map one sheet row (column -> string cell) to ``requests.create`` params using the
     form's fields, reading each column's dates and numbers as ``readings`` says (column ->
@@ -291,9 +305,11 @@ def validate_row(fields: Sequence[FieldDescriptor], row: Mapping[str, str], *,
     state = _Row({f.key: f for f in fields}, dict(readings or {}))
     problems: list[Problem] = []
     for column, cell in row.items():
-        found = _cell_problem(state, column, cell, column_target(column, state.fields, mapping or {}))
-        if found is not None:
-            problems.append(found)
+        for target in column_targets(column, state.fields, mapping or {}) or (None,):
+            found = _cell_problem(state, column, cell, target)
+            if found is not None:  # one problem per cell, whatever targets it feeds
+                problems.append(found)
+                break
     problems.extend(_readonly_problems(state))
     if delivery == "email" and not state.out.recipient.get("email"):
         problems.append(Problem(column="email", problem="missing email with email delivery",

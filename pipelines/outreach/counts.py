@@ -75,3 +75,17 @@ def recorded_counts(outcome: Mapping[str, Any]) -> RunCounts | None:
     if "rows" not in outcome or "sent" not in outcome:
         return None
     return RunCounts.model_validate({k: v for k, v in outcome.items() if k in fields})
+
+
+# The words a row state is said in where each is listed (the campaign page); a state
+# without its words here is said by its name.
+ROW_STATE_WORDS = {"invalid": "rejected", "skipped_existing": "sent by an earlier run",
+                   "changed": "changed since sent, not sent again", "failed": "refused by the service",
+                   "left": "left to send"}
+
+
+def row_states(counts: RunCounts) -> list[tuple[str, int]]:
+    """Every row state of ``counts`` in its words, with its count (zeros too), in the
+    order ``RunCounts`` declares them: a state added there is listed without a change here."""
+    states = [(name, getattr(counts, name)) for name in type(counts).model_fields if name != "rows"]
+    return [(ROW_STATE_WORDS.get(name, name.replace("_", " ")), n) for name, n in states if type(n) is int]

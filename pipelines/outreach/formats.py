@@ -136,6 +136,12 @@ NUMBERS = _Kind("number", number_readings, DECIMALS, "--decimal", "decimal",
                 "numbers such as 42, 5.5, 5,5, 1,234.5 or 1.234,5")
 
 
+def read_as(kind: _Kind, text: str, reading: str | None = None) -> Any:
+    """The value a cell is under its column's ``reading`` (default: the kind's first
+    choice): a ``date`` or a number; None when it is none."""
+    return kind.readings(text).get(reading or kind.choices[0])
+
+
 def settle(kind: _Kind, column: str, cells: Sequence[tuple[int, str]], declared: str | None) -> Settled:
     """Read a column's cells ``(row number, text)`` as ``kind``: with the ``declared``
     choice when given, else the one choice that reads every cell that only one reads,

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 
 from connector.models import FieldDescriptor
 
-from .columns import RowParams, validate_row
+from .columns import ColumnMapping, RowParams, validate_row
 from .values import Problem
 
 FIRST_ROW = 2  # sheet rows are numbered as the user sees them: the header is row 1
@@ -67,7 +67,7 @@ def idempotency_key(job: str, form_id: str, identity: str) -> str:
 
 
 def plan_rows(rows: Sequence[Mapping[str, str]], fields: Sequence[FieldDescriptor], *, job: str, form_id: str,
-              mapping: Mapping[str, str] | None = None, delivery: str = "none",
+              mapping: ColumnMapping | None = None, delivery: str = "none",
               check_documents: DocumentCheck | None = None, numbers: Sequence[int] | None = None,
               readings: Mapping[str, str] | None = None) -> Plan:
     """The plan of a sheet: each row validated against the form's fields (and, for rows

@@ -6,15 +6,23 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from connector.client import FormClient
 from connector.store import OutreachRow, Store
 from connector.store.ledger import Claim
 
-from .checks import OutreachRefused, column_problem, column_readings, form_fields, mapping_problem
-from .columns import column_target
+from .checks import (
+    OutreachRefused,
+    ValueType,
+    column_problem,
+    column_readings,
+    form_fields,
+    mapping_problem,
+    typed_columns,
+)
+from .columns import ColumnMapping, column_targets
 from .counts import RunCounts
 from .documents import Documents, document_problems
 from .plan import Plan, plan_rows
@@ -27,7 +35,9 @@ from .suppression import apply_suppression, suppressed_addresses
 @dataclass
 class Prepared:
     """A run checked and planned, nothing sent: the sheet as read, the plan, where the
-    report went, and the run's counts as the ledger has the plan's rows (see ``RunCounts``)."""
+    report went, the run's counts as the ledger has the plan's rows (see ``RunCounts``),
+    each column's targets (``column_targets``) and the sheet's date and number columns as
+    read (``typed_columns``)."""
 
     sheet: Sheet
     form_id: str
@@ -35,6 +45,8 @@ class Prepared:
     plan: Plan
     report_path: Path
     counts: RunCounts
+    targets: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    typed: Mapping[str, tuple[ValueType, str]] = field(default_factory=dict)
 
     @property
     def to_send(self) -> int:
@@ -42,7 +54,7 @@ class Prepared:
 
 
 async def prepare_outreach(client: FormClient, store: Store | None, sheet: Path, form_id: str, *, job: str,
-                           mapping: Mapping[str, str] | None = None, delivery: str = "none",
+                           mapping: ColumnMapping | None = None, delivery: str = "none",
                            report_path: Path | None = None, sheet_options: SheetOptions | None = None,
                            mapping_setting: str = "outreach.mapping", suppression_file: Path | None = None,
                            suppress_bounced: bool = True) -> Prepared:
@@ -64,7 +76,7 @@ async def prepare_outreach(client: FormClient, store: Store | None, sheet: Path,
     if problem is not None:
         raise OutreachRefused(f"{sheet}: {problem}")
     by_key = {f.key: f for f in fields}
-    targets = {c: t for c in read.columns if (t := column_target(c, by_key, mapping)) is not None}
+    targets = {c: t for c in read.columns if (t := column_targets(c, by_key, mapping))}
     readings = column_readings(read, targets, fields, date_format=options.date_order(), decimal=options.decimal_mark())
     plan = plan_rows(read.rows, fields, job=job, form_id=form_id, mapping=targets, delivery=delivery,
                      check_documents=lambda params: document_problems(params, sheet.parent), numbers=read.numbers,
@@ -75,7 +87,8 @@ async def prepare_outreach(client: FormClient, store: Store | None, sheet: Path,
                              only={identity for identity, claim in claims.items() if claim == "send"})
     report_path = report_path or default_report_path(job)
     write_report(report_path, plan.rejected)
-    return Prepared(read, form_id, job, plan, report_path, _counts(plan, claims))
+    return Prepared(read, form_id, job, plan, report_path, _counts(plan, claims), targets,
+                    typed_columns(targets, fields, readings))
 
 
 def _claims(store: Store | None, job: str, plan: Plan) -> dict[str, Claim]:
@@ -107,7 +120,8 @@ async def send_outreach(client: FormClient, store: Store, prepared: Prepared, *,
     """Send a prepared plan (see ``run_outreach``) and write the job's links
     (``<report>-links.csv`` beside the report: externalId, email, url)."""
     p = prepared
-    store.ledger.open_job(p.job, p.form_id, str(p.sheet.path), {"delivery": delivery, "test": test})
+    store.ledger.open_job(p.job, p.form_id, str(p.sheet.path),
+                          {"delivery": delivery, "test": test, "typed_columns": dict(p.typed)})
     documents = Documents(client, store.ledger, p.job, p.form_id, p.sheet.path.parent)
     sender = Sender(client, store, documents, job=p.job, form_id=p.form_id, stop=stop,
                     options=SendOptions(delivery=delivery, callback_url=callback_url, test=test))
@@ -146,7 +160,7 @@ def outreach_report(p: Prepared, result: SendResult | None = None, uploads: int 
 
 
 async def run_outreach(client: FormClient, store: Store, sheet: Path, form_id: str, *, job: str,
-                       mapping: Mapping[str, str] | None = None, delivery: str = "none",
+                       mapping: ColumnMapping | None = None, delivery: str = "none",
                        callback_url: str | None = None, dry_run: bool = False, test: bool = False,
                        report_path: Path | None = None, progress: ProgressCallback | None = None,
                        stop: asyncio.Event | None = None, sheet_options: SheetOptions | None = None,

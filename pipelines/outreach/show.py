@@ -5,6 +5,7 @@ summary with the first rows of the report. Every count comes from ``RunCounts``.
 
 from __future__ import annotations
 
+import json
 import math
 import time
 from collections import deque
@@ -14,6 +15,7 @@ from contextlib import contextmanager
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 
+from .columns import header_key
 from .report import OutreachReport
 from .run import Prepared
 from .send import ProgressCallback, SendProgress
@@ -44,15 +46,36 @@ def estimate_line(p: Prepared, per_minute: int) -> str:
             f"at {per_minute} creates per minute (service.creates_per_minute)")
 
 
-def summary_lines(p: Prepared, report: OutreachReport, *, dry_run: bool, per_minute: int) -> list[str]:
-    """The run's summary: how the sheet was read, what was (or would be) sent, and the
-    first ``REJECTED_SHOWN`` lines of the report with where the full list is."""
+def greeting_warning(p: Prepared, delivery: str) -> str | None:
+    """A warning when emailed invitations would greet nobody: valid rows without a
+    recipient name, with the mapping that gives one (None when every row has one)."""
+    if delivery != "email":
+        return None
+    nameless = sum(1 for r in p.plan.valid if not r.params.recipient.get("name"))
+    if not nameless:
+        return None
+    said = f"warning: {nameless:,} of {len(p.plan.valid):,} invitations would greet nobody (no recipient name"
+    given = next((c for c, ts in p.targets.items() if "name" in ts), None)
+    if given is not None:
+        return f"{said}: {given!r} is empty in those rows); fill it in the sheet"
+    column = next((c for c in p.sheet.columns if "name" in header_key(c)), "<column>")
+    fed = [t.removeprefix("prefill.") for t in p.targets.get(column, ())]
+    return f'{said}); map a column to name too: [outreach] mapping = {{ "{column}" = {json.dumps(["name", *fed])} }}'
+
+
+def summary_lines(p: Prepared, report: OutreachReport, *, dry_run: bool, per_minute: int,
+                  delivery: str = "none") -> list[str]:
+    """The run's summary: how the sheet was read, what was (or would be) sent, on a dry
+    run the ``greeting_warning``, and the first ``REJECTED_SHOWN`` lines of the report
+    with where the full list is."""
     read = p.sheet.describe()
     lines = [f"{p.sheet.path.name}{f' ({read})' if read else ''}: {report.rows:,} rows, "
              f"{report.rows - report.invalid:,} valid, {report.invalid:,} rejected"]
     if dry_run:
         lines.append(f"dry run: {report.outcome(dry_run=True)} ({duration(pace_seconds(p.to_send, per_minute))}); "
                      "nothing was sent")
+        warning = greeting_warning(p, delivery)
+        lines += [warning] if warning is not None else []
     problems = report.lines
     if problems:
         shown = problems[:REJECTED_SHOWN]

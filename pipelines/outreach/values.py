@@ -12,7 +12,7 @@ from pydantic import BaseModel
 
 from connector.models import FieldDescriptor
 
-from .formats import COMMA, DATES, NUMBERS, date_readings, number_readings
+from .formats import COMMA, DATES, NUMBERS, read_as
 
 # What the service takes for an email, URL and time answer (checked here so a bad cell is
 # reported before any call, beside the other problems of its row).
@@ -82,7 +82,7 @@ def _options(f: FieldDescriptor, text: str, _reading: str | None = None) -> Conv
 
 
 def _number(f: FieldDescriptor, text: str, reading: str | None = None) -> Converted:
-    num = number_readings(text).get(reading or NUMBERS.choices[0])
+    num = read_as(NUMBERS, text, reading)
     if num is None:
         return _bad(f, f"{text!r} is not a number", "a number, e.g. 42" + (", with a decimal comma" if reading == COMMA else ""))
     return (int(num) if float(num).is_integer() else num), None
@@ -96,7 +96,7 @@ def _switch(f: FieldDescriptor, text: str, _reading: str | None = None) -> Conve
 
 
 def _date(f: FieldDescriptor, text: str, reading: str | None = None) -> Converted:
-    day = date_readings(text).get(reading or DATES.choices[0])
+    day = read_as(DATES, text, reading)
     if day is None:
         return _bad(f, f"{text!r} is not a date", DATES.accepted + (f" (this column: {reading})" if reading else ""))
     return day.isoformat(), None

@@ -13,7 +13,7 @@ import sqlalchemy as sa
 from connector.store import RequestRow, Store
 from connector.store.ledger import PendingRow
 
-from .test_store import T0, events, get, poll_record, req_completed
+from .test_store import T0, events, get, poll_record, req_completed, sub_event
 from .test_store_migration import _to
 
 
@@ -112,3 +112,16 @@ def test_reminder_times_and_the_skipped_outcome_then_0008_down_and_up(db_url: st
         assert store.runs.last("r").outcome == "ok"  # where skipped is unknown, a skipped run reads as ok
     finally:
         store.close()
+
+
+def test_a_campaign_row_carries_its_cancel_reason_and_the_form_its_stored_name(store: Store) -> None:
+    assert store.campaign.form_name("form_contact") is None
+    store.store_events(events(sub_event("evt_s", "sub_1")))
+    assert store.campaign.form_name("form_contact") == "Contact"
+    assert store.campaign.form_name("form_other") is None
+    store.ledger.open_job("autumn", "form_contact", "/tmp/autumn.csv", {})
+    store.ledger.record_pending("autumn", [PendingRow("ext:a", 2, "h", "k")])
+    store.ledger.mark_sent("autumn", "ext:a", "req_a")
+    store.upsert_requests([record("req_a", "canceled", T0 + 1000, canceledAt=T0 + 1000,
+                                  cancelReason="survey closed")])
+    assert [(r.status, r.cancel_reason) for r in store.campaign.rows("autumn")] == [("canceled", "survey closed")]

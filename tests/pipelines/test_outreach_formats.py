@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 
 from connector.models import FieldDescriptor
 from pipelines.outreach.checks import column_problem, mapping_problem
-from pipelines.outreach.columns import column_target, header_key, mapping_target
+from pipelines.outreach.columns import column_targets, header_key, mapping_target
 from pipelines.outreach.formats import (
     COMMA,
     DATES,
@@ -116,15 +116,17 @@ def test_every_number_reads_back_with_its_decimal_mark_and_thousands(whole: int,
 
 def test_headers_match_whatever_their_case_spaces_and_punctuation() -> None:
     assert header_key(" Full-Name ") == header_key("full_name") == header_key("FULL NAME") == "fullname"
-    targets = {h: column_target(h, BY_KEY, {}) for h in
+    targets = {h: column_targets(h, BY_KEY, {}) for h in
                ("E-mail", "Email address", "Mail", "EMAIL", "Full Name", "Start Date", "unit-price", "CRM id",
                 "Name", "External ID", "ref", "id", "Expires At", "Colour")}
-    assert targets == {"E-mail": "email", "Email address": "email", "Mail": "email", "EMAIL": "email",
-                       # a field key the header matches wins over the synonym of name, or of externalId
-                       "Full Name": "prefill.full_name", "id": "prefill.id",
-                       "Start Date": "prefill.start_date", "unit-price": "prefill.unit_price",
-                       "CRM id": "context.crm_id", "Name": "name", "External ID": "externalId",
-                       "ref": "externalId", "Expires At": "expiresAt", "Colour": None}
+    assert {h: t[0] if t else None for h, t in targets.items()} == {
+        "E-mail": "email", "Email address": "email", "Mail": "email", "EMAIL": "email",
+        # the recipient's name wins a name column over a field key; a field key wins over an id's synonym
+        "Full Name": "name", "id": "prefill.id",
+        "Start Date": "prefill.start_date", "unit-price": "prefill.unit_price",
+        "CRM id": "context.crm_id", "Name": "name", "External ID": "externalId",
+        "ref": "externalId", "Expires At": "expiresAt", "Colour": None}
+    assert all(len(t) <= 1 for t in targets.values())  # matched by its header, a column feeds one target
 
 
 def test_a_mapping_target_may_be_a_bare_field_key_and_an_unknown_one_is_one_line() -> None:
@@ -135,7 +137,7 @@ def test_a_mapping_target_may_be_a_bare_field_key_and_an_unknown_one_is_one_line
     sign = {**BY_KEY, "sign": FieldDescriptor(key="sign", type="signature", title="Sign", prefillable=False)}
     assert [mapping_target(t, sign) for t in ("full_nam", "prefill.nope", "context.email", "bogus.x", "sign",
                                               "prefill.sign")] == [None] * 6
-    assert column_target("Nom complet", BY_KEY, {"nom complet": "full_name"}) == "prefill.full_name"
+    assert column_targets("Nom complet", BY_KEY, {"nom complet": "full_name"}) == ("prefill.full_name",)
     line = mapping_problem({"Nom": "full_nam"}, EVERYTHING, "outreach.mapping (f.toml:7)")
     assert line is not None and "\n" not in line
     assert line.startswith("outreach.mapping (f.toml:7): 'Nom' = 'full_nam': 'full_nam' is not a mapping target "
@@ -180,13 +182,12 @@ def test_an_xlsxwriter_workbook_with_formatted_dates_serials_and_prices_plans_as
     assert (sheet.header_row, sheet.columns[:3]) == (3, ["Ref", "Full Name", "E-Mail"])
     fields = [*EVERYTHING, FieldDescriptor(key="deadline", type="date", title="Deadline", prefillable=True)]
     mapping = {"Expires at": "deadline"}
-    targets = {c: t for c in sheet.columns if (t := column_target(c, {f.key: f for f in fields}, mapping))}
+    targets = {c: t for c in sheet.columns if (t := column_targets(c, {f.key: f for f in fields}, mapping))}
     readings = column_readings(sheet, targets, fields)
     plan = plan_rows(sheet.rows, fields, job="j", form_id="f", mapping=targets, readings=readings,
                      numbers=sheet.numbers)
     assert plan.rejected == []
     first = plan.valid[0].params
     assert (first.externalId, first.recipient, first.prefill) == (
-        "r-0", {"email": "p0@example.test"},
-        {"full_name": "Person 0", "email": "p0@example.test", "start_date": "2026-05-10", "unit_price": 1.234,
-         "deadline": "2026-07-01"})
+        "r-0", {"email": "p0@example.test", "name": "Person 0"},
+        {"email": "p0@example.test", "start_date": "2026-05-10", "unit_price": 1.234, "deadline": "2026-07-01"})

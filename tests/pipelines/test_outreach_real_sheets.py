@@ -104,9 +104,9 @@ async def test_a_workbook_then_an_edited_sent_row_every_output_says_the_same_cou
     assert status_line(tmp_path, cfg, "spring").startswith(f"sent {ROWS} of {ROWS + 1} rows; 1 rejected (see {report})")
     listed = (await sandbox.rpc("requests.list", {"formId": form, "externalId": "c-9"})).data["items"]
     got = (await sandbox.rpc("requests.get", {"requestId": listed[0]["id"]})).data
-    assert {k: got["prefill"][k] for k in ("full_name", "email", "start_date", "unit_price", "quantity", "country")} \
-        == {"full_name": "Person 9", "email": "p9@example.test", "start_date": "2026-04-10", "unit_price": 21.5,
-            "quantity": 4, "country": "de"}
+    assert got["recipient"]["name"] == "Person 9"  # a Full Name column greets the recipient
+    assert {k: got["prefill"][k] for k in ("email", "start_date", "unit_price", "quantity", "country")} \
+        == {"email": "p9@example.test", "start_date": "2026-04-10", "unit_price": 21.5, "quantity": 4, "country": "de"}
 
     # One already-sent row edited: the dry run, the run and status agree on what happens to it.
     workbook(book, edited=True)
@@ -150,8 +150,9 @@ async def test_a_european_excel_csv_is_read_as_written(sandbox: Sandbox, tmp_pat
         assert run.stderr.strip().splitlines()[-1] == f"done: sent {len(days)} of {len(days)} rows"
         assert f"kunden-{encoding}.csv ({encoding}, semicolon, header on row 3)" in run.stdout
     listed = (await sandbox.rpc("requests.list", {"formId": form, "limit": 100})).data["items"]
-    prefills = [(await sandbox.rpc("requests.get", {"requestId": r["id"]})).data["prefill"] for r in listed]
-    assert sorted((p["full_name"], p["start_date"], p["unit_price"], p["quantity"]) for p in prefills) == sorted(
+    got = [(await sandbox.rpc("requests.get", {"requestId": r["id"]})).data for r in listed]
+    prefills = [{**g["prefill"], "name": g["recipient"]["name"]} for g in got]
+    assert sorted((p["name"], p["start_date"], p["unit_price"], p["quantity"]) for p in prefills) == sorted(
         [(f"Zoë Müller {i}", f"2026-03-{day:02d}", float(f"{i}234.5{i % 10}"), i % 3)
          for days in (range(1, 21), range(21, 29)) for i, day in enumerate(days, start=1)])
 
