@@ -18,6 +18,7 @@ from collections.abc import Iterable
 
 from .client import FormClient
 from .errors import FormsyncError
+from .repeats import RepeatedWarning
 from .settings import ServiceSettings
 from .store import Store
 
@@ -58,6 +59,7 @@ class FieldListLearner:
         self._said: set[str] = set()  # forms named in the log already (no token)
         self._retry_at: dict[str, float] = {}  # forms the service would not list: when to ask again
         self._task: asyncio.Task[None] | None = None
+        self._repeats = RepeatedWarning(log)
 
     def poke(self) -> None:
         """Data was committed: look for new provisional forms soon."""
@@ -78,7 +80,7 @@ class FieldListLearner:
             try:
                 await self.round()
             except Exception as e:  # a database or service hiccup: try again after the next commit
-                log.warning("cannot learn the field lists of new forms: %s", e)
+                self._repeats.warn("cannot learn the field lists of new forms: %s", e)
             await asyncio.sleep(self.every)
 
     async def round(self) -> list[str]:
