@@ -251,6 +251,10 @@ def check(url: UrlOption, config: ConfigOption = None, form: FormsOption = None,
                                   "printed")
         try:
             results = ctx.run(check_receiver(url, configured))
+        except aiohttp.ClientConnectorCertificateError:
+            raise WorkFailed("this machine does not trust the receiver's certificate", where=url,
+                             hint="run it as SSL_CERT_FILE=CA.pem formsync subscribe check ..., CA.pem the "
+                                  "certificate of the authority that signed the receiver's") from None
         except aiohttp.ClientError as e:
             raise WorkFailed(f"cannot reach the receiver: {e}", where=url,
                              hint="check that it runs and that --url is its webhooks URL") from None
@@ -278,7 +282,8 @@ def _undelivered(done: ServiceCheck, url: str) -> WorkFailed:
                           where=url, hint="start the sandbox with --ca-file naming the certificate of the authority "
                                           "that signed the receiver's (for a self-signed one, the certificate itself)")
     if done.statuses and done.statuses[-1] is None:
-        return WorkFailed(f"the service's delivery of {done.eventId or 'the event'} got no answer: {(done.errors or ['no reply'])[-1]}",
+        error = done.errors[-1] if done.errors else "no reply"
+        return WorkFailed(f"the service's delivery of {done.eventId or 'the event'} got no answer: {error}",
                           where=url, hint="check that the receiver runs and that --url is its webhooks URL")
     return WorkFailed(f"the service's delivery of {done.eventId or 'the event'} was answered "
                       f"{done.statuses or 'never'}", where=url,

@@ -102,6 +102,13 @@ def test_an_https_receiver_is_trusted_with_the_sandboxs_ca_file(tmp_path: Path, 
             done = subprocess.run([str(FORMSYNC), "subscribe", "check", "--url", target, "--through-service"],
                                   env={**w.env([secret]), "SSL_CERT_FILE": str(cert.cert)}, capture_output=True,
                                   text=True, timeout=120)
+            if not trusted:  # and without that trust here, the same in one line
+                local = subprocess.run([str(FORMSYNC), "subscribe", "check", "--url", target], env=w.env([secret]),
+                                       capture_output=True, text=True, timeout=120)
+                assert local.returncode == 1 and local.stderr.strip() == (
+                    f"error: {target}: this machine does not trust the receiver's certificate; run it as "
+                    "SSL_CERT_FILE=CA.pem formsync subscribe check ..., CA.pem the certificate of the authority "
+                    "that signed the receiver's"), local.stderr
     if trusted:
         assert done.returncode == 0, done.stderr
         through = json.loads(done.stdout.splitlines()[-1])
