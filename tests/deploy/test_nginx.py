@@ -20,13 +20,12 @@ from pathlib import Path
 import aiohttp
 import pytest
 from aiohttp import web
-from typer.testing import CliRunner
 
 from connector.receiver import create_receiver_app
 from connector.store import Store
-from pipelines.cli import app
 from tests.connector.test_receiver import encode, envelope, receiver_settings, signed
 from tests.deploy.certs import Cert, make_cert
+from tests.deploy.written import deploy
 
 NGINX = shutil.which("nginx") or "/usr/sbin/nginx"
 # CI must never pass by skipping: there a missing nginx fails the tests.
@@ -42,13 +41,9 @@ def free_port() -> int:
 
 def site_for(tmp_path: Path, cert: Cert, listen: int, upstream: int) -> str:
     """The site ``formsync deploy nginx`` writes for this test's certificate and ports."""
-    cfg = tmp_path / "formsync.toml"
-    cfg.write_text(f'[receiver]\nport = {upstream}\n[deploy]\nlisten = ["127.0.0.1:{listen}"]\n'
-                   f'server_name = "localhost"\ntls_cert = "{cert.cert}"\ntls_key = "{cert.key}"\n')
-    done = CliRunner().invoke(app, ["deploy", "nginx", "--config", str(cfg), "--out", str(tmp_path / "site")],
-                              env={k: None for k in os.environ if k.startswith("FORMSYNC_")})
-    assert done.exit_code == 0, done.output
-    return (tmp_path / "site" / "formsync.conf").read_text()
+    deploy(tmp_path, "nginx", f'[receiver]\nport = {upstream}\n[deploy]\nlisten = ["127.0.0.1:{listen}"]\n'
+                              f'server_name = "localhost"\ntls_cert = "{cert.cert}"\ntls_key = "{cert.key}"\n')
+    return (tmp_path / "nginx" / "formsync.conf").read_text()
 
 
 def configure(prefix: Path, site: str) -> Path:
@@ -67,8 +62,8 @@ def configure(prefix: Path, site: str) -> Path:
 def test_nginx_t_takes_the_site_as_written(tmp_path: Path) -> None:
     site = site_for(tmp_path, make_cert(tmp_path), free_port(), 9123)
     assert "proxy_pass http://127.0.0.1:9123;" in site and "location /formsync/events {" in site
-    conf = configure(tmp_path / "nginx", site)
-    done = subprocess.run([NGINX, "-t", "-p", str(tmp_path / "nginx"), "-c", str(conf)], capture_output=True,
+    conf = configure(tmp_path / "prefix", site)
+    done = subprocess.run([NGINX, "-t", "-p", str(tmp_path / "prefix"), "-c", str(conf)], capture_output=True,
                           text=True, timeout=60)
     assert done.returncode == 0 and "test is successful" in done.stderr, done.stderr
 
@@ -120,7 +115,7 @@ async def test_behind_nginx_over_https_the_receiver_sees_the_client_and_scheme(t
     caplog.set_level(logging.INFO, logger="connector.receiver")
     cert, listen, upstream = make_cert(tmp_path), free_port(), free_port()
     async with receiver(tmp_path, upstream, trust_proxy=True):
-        with nginx(tmp_path / "nginx", site_for(tmp_path, cert, listen, upstream), listen):
+        with nginx(tmp_path / "prefix", site_for(tmp_path, cert, listen, upstream), listen):
             # A client's own X-Forwarded-For is kept before the address nginx saw, never trusted.
             await deliver(f"https://127.0.0.1:{listen}", "evt_nginx", cert, {"X-Forwarded-For": "203.0.113.9"})
     stored = [r.getMessage() for r in caplog.records if "evt_nginx" in r.getMessage()]

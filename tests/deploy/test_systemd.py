@@ -17,6 +17,7 @@ import pytest
 from typer.testing import CliRunner
 
 from pipelines.cli import app
+from tests.deploy.written import deploy
 
 FORMSYNC = Path(sys.executable).parent / "formsync"
 UNITS = ("formsync-receive.service", "formsync-run.service")
@@ -33,14 +34,11 @@ def service_section(unit: Path) -> configparser.SectionProxy:
 @pytest.fixture
 def written(tmp_path: Path) -> tuple[Path, Path]:
     """A settings file and the directory the units were written to from it."""
-    cfg = tmp_path / "formsync.toml"
-    cfg.write_text(f'[store]\nurl = "sqlite:///{tmp_path}/db/formsync.db"\n[export]\nout_dir = "/srv/exports"\n'
-                   f'[deploy]\nworking_dir = "{tmp_path}/work"\nstop_timeout_seconds = 90\n')
-    done = CliRunner().invoke(app, ["deploy", "systemd", "--config", str(cfg), "--out", str(tmp_path / "units")],
-                              env={k: None for k in os.environ if k.startswith("FORMSYNC_")})
-    assert done.exit_code == 0, done.output
-    assert done.stdout.splitlines() == [str(tmp_path / "units" / u) for u in UNITS]
-    return cfg, tmp_path / "units"
+    cfg, done = deploy(tmp_path, "systemd", f'[store]\nurl = "sqlite:///{tmp_path}/db/formsync.db"\n'
+                                            f'[export]\nout_dir = "/srv/exports"\n[deploy]\n'
+                                            f'working_dir = "{tmp_path}/work"\nstop_timeout_seconds = 90\n')
+    assert done.stdout.splitlines() == [str(tmp_path / "systemd" / u) for u in UNITS]
+    return cfg, tmp_path / "systemd"
 
 
 @pytest.mark.parametrize("unit", UNITS)
