@@ -103,9 +103,10 @@ def _known(ctx: Context, secret_file: Path | None) -> tuple[list[str], str]:
     secrets cannot be read is a ``UsageError``, and nothing is written."""
     from connector.secrets_file import SecretsFileError, file_secrets, signing_secrets
 
+    if secret_file is not None:
+        _check_writable(secret_file)  # refused before anything is made
     if secret_file is None or not secret_file.exists():
         return signing_secrets(_configured(ctx)), ""
-    _check_writable(secret_file)
     keep = "it was left unchanged, so that no secret in it is lost"
     try:
         text = secret_file.read_text(encoding="utf-8")
