@@ -17,6 +17,7 @@ from collections.abc import Iterable
 
 from .client import FormClient
 from .errors import FormsyncError
+from .repeats import RepeatedWarning
 from .settings import ServiceSettings
 from .store import Store
 
@@ -60,6 +61,7 @@ class FieldListLearner:
         self._wake = asyncio.Event()
         self._said: set[str] = set()  # forms named in the log already (no token)
         self._task: asyncio.Task[None] | None = None
+        self._repeats = RepeatedWarning(log)
 
     def poke(self) -> None:
         """Data was committed: look for held-back keys soon."""
@@ -83,7 +85,7 @@ class FieldListLearner:
             try:
                 await self.round()
             except Exception as e:  # a database or service hiccup: try again after the next commit
-                log.warning("cannot read the field lists of forms with new fields: %s", e)
+                self._repeats.warn("cannot read the field lists of forms with new fields: %s", e)
             await asyncio.sleep(self.every)
 
     async def round(self) -> list[str]:

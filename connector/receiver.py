@@ -93,6 +93,7 @@ from .delivery import (
 )
 from .field_lists import FieldListLearner
 from .refusals import Channel, RefusalLog, signature_advice
+from .secrets_file import signing_secrets
 from .serverlog import quiet_malformed_requests
 from .settings import ReceiverSettings, ServiceSettings
 from .signals import stop_on_signals
@@ -308,8 +309,9 @@ class _Writer:
 
 
 def _secrets(values: Iterable[SecretStr]) -> list[SecretStr]:
-    # Empty entries would shift the index that tells a callback secret from a webhook one.
-    return [s for s in values if s.get_secret_value()]
+    # The secrets file's rule: each once, empty entries left out (they would shift the index
+    # that tells a callback secret from a webhook one).
+    return [SecretStr(s) for s in signing_secrets(v.get_secret_value() for v in values)]
 
 
 def _json(status: int, payload: dict[str, Any], headers: dict[str, str] | None = None) -> web.Response:

@@ -144,7 +144,23 @@ class ExportSettings(Section):
     formats: list[Literal["csv", "xlsx", "parquet"]] = ["csv"]
 
 
-NoticeKind = Literal["job_failed", "scheduler_stopped", "outreach_stalled"]
+class DeploySettings(Section):
+    """What ``formsync deploy`` writes the systemd units and the nginx site with (the
+    receiver's address and path come from ``[receiver]``)."""
+
+    user: str = "formsync"
+    group: str = "formsync"
+    working_dir: Path = Path("/var/lib/formsync")
+    environment_file: Path = Path("/etc/formsync/formsync.env")
+    command: Path | None = None  # the formsync executable; default: the one that writes the units
+    stop_timeout_seconds: int = Field(120, ge=1)
+    server_name: str = "data.example.com"
+    listen: list[str] = ["443", "[::]:443"]
+    tls_cert: Path | None = None  # default: /etc/letsencrypt/live/{server_name}/fullchain.pem
+    tls_key: Path | None = None  # default: /etc/letsencrypt/live/{server_name}/privkey.pem
+
+
+NoticeKind = Literal["job_failed", "scheduler_stopped", "outreach_stalled", "events_set_aside"]
 
 
 class NotifySettings(Section):
@@ -155,7 +171,7 @@ class NotifySettings(Section):
     # A chat webhook URL holds its own credential in its path: kept secret like a token.
     webhook_url: SecretStr | None = None
     command: list[str] = []
-    on: list[NoticeKind] = ["job_failed", "scheduler_stopped", "outreach_stalled"]
+    on: list[NoticeKind] = ["job_failed", "scheduler_stopped", "outreach_stalled", "events_set_aside"]
     timeout_seconds: float = Field(10.0, gt=0)
     # ``formsync status --notify`` sends the same problems again after this long, not before.
     repeat_minutes: int = Field(60, ge=1)
@@ -181,6 +197,9 @@ class JobSettings(Section):
     after: str | None = Field(None, min_length=1)
     params: dict[str, Any] = {}
     misfire_grace_seconds: int = Field(300, ge=1)
+    # An interval job first runs one interval after the scheduler starts, unless this is set:
+    # then at once each time a scheduler starts (or takes over), and every interval after.
+    run_at_start: bool = False
 
     @model_validator(mode="after")
     def _one_trigger(self) -> JobSettings:
@@ -188,6 +207,9 @@ class JobSettings(Section):
             raise ValueError(f"job {self.id!r}: give exactly one of cron or interval_seconds")
         if self.cron is None and self.interval_seconds is None and self.after is None:
             raise ValueError(f"job {self.id!r}: give one of cron, interval_seconds or after")
+        if self.run_at_start and self.interval_seconds is None:
+            raise ValueError(f"job {self.id!r}: run_at_start applies to an interval_seconds job; a cron job runs "
+                             f"at its times, an after job when the job it follows finishes")
         return self
 
 
@@ -201,6 +223,7 @@ class Settings(BaseSettings):
     outreach: OutreachSettings = OutreachSettings()
     export: ExportSettings = ExportSettings()
     notify: NotifySettings = NotifySettings()
+    deploy: DeploySettings = DeploySettings()
     jobs: list[JobSettings] = []
 
     @field_validator("jobs")

@@ -10,7 +10,9 @@ import hashlib
 import hmac
 import json
 import logging
+import ssl
 import time
+from pathlib import Path
 from typing import Any
 
 import aiohttp
@@ -38,19 +40,36 @@ def encode(payload: dict[str, Any]) -> bytes:
     return json.dumps(payload, separators=(",", ":"), ensure_ascii=False).encode()
 
 
+def trusting(ca_file: Path) -> ssl.SSLContext:
+    """The TLS context deliveries use: the system's authorities and the one(s) in
+    ``ca_file`` (PEM), so an https receiver with a private or self-signed certificate can be
+    reached. ``ValueError`` saying what is wrong with the file."""
+    if not ca_file.is_file():
+        raise ValueError(f"{ca_file} {'is a directory' if ca_file.is_dir() else 'does not exist'}")
+    try:
+        return ssl.create_default_context(cafile=str(ca_file))
+    except (ssl.SSLError, UnicodeDecodeError):
+        raise ValueError(f"{ca_file} holds no PEM certificate") from None
+    except OSError as e:
+        raise ValueError(f"cannot read {ca_file}: {e.strerror}") from None
+
+
 class DeliveryWorker:
     """Sends due deliveries for one Service. ``flush()`` attempts everything due now;
-    ``run()`` loops forever doing the time-driven work and flushing."""
+    ``run()`` loops forever doing the time-driven work and flushing. ``tls`` is the TLS
+    context of https deliveries (default: the system's authorities)."""
 
-    def __init__(self, service: Any, interval_s: float = 0.2) -> None:
+    def __init__(self, service: Any, interval_s: float = 0.2, tls: ssl.SSLContext | None = None) -> None:
         self.service = service
         self.interval_s = interval_s
+        self.tls: ssl.SSLContext | bool = tls if tls is not None else True
         self._in_flight: dict[str, asyncio.Task[dict[str, Any] | None]] = {}
         self._http: aiohttp.ClientSession | None = None
 
     async def _session(self) -> aiohttp.ClientSession:
         if self._http is None or self._http.closed:
-            self._http = aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=ATTEMPT_TIMEOUT_S))
+            self._http = aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=ATTEMPT_TIMEOUT_S),
+                                               connector=aiohttp.TCPConnector(ssl=self.tls))
         return self._http
 
     async def close(self) -> None:

@@ -27,7 +27,9 @@ def problems(report: StatusReport, *, stalled_after_ms: int = STALLED_AFTER_MS) 
       ran on is not a problem: it may not use one);
     - a job whose last run ended with ``error``;
     - an outreach job with rows recorded but not yet sent, unchanged for ``stalled_after_ms``,
-      while no scheduler is alive."""
+      while no scheduler is alive;
+    - events set aside (dead letters): signed events no database could store, kept until
+      replayed (``FormsyncEventsSetAside`` in config/alerts/formsync-rules.yml)."""
     found: list[Notice] = []
     sched = report.scheduler
     if (report.jobs and sched.last_beat_at is not None and not sched.alive
@@ -47,6 +49,11 @@ def problems(report: StatusReport, *, stalled_after_ms: int = STALLED_AFTER_MS) 
             found.append(Notice("outreach_stalled", p.job,
                                  f"outreach {p.job}: {p.pending:,} row(s) not sent, nothing sent for "
                                  f"{_ago(idle)}; run it again to continue"))
+    if report.dead_letters:
+        found.append(Notice("events_set_aside", "receiver",
+                             f"{report.dead_letters:,} signed event(s) set aside: no database could store them; "
+                             f"kept, not lost: formsync dead-letters list shows why, formsync dead-letters "
+                             f"replay stores them"))
     return found
 
 

@@ -200,6 +200,8 @@ def schedule_text(job: JobSettings) -> str:
     """How the job's schedule reads in ``formsync status``."""
     parts = [f"cron {job.cron}" if job.cron is not None else
              f"every {job.interval_seconds} s" if job.interval_seconds is not None else ""]
+    if job.run_at_start:
+        parts.append("first at start")
     if job.after is not None:
         parts.append(f"after {job.after}")
     return ", ".join(p for p in parts if p)
@@ -272,19 +274,22 @@ def followers(jobs: list[JobSettings], job_id: str) -> list[str]:
 def fingerprint(job: JobSettings) -> str:
     """A hash of everything that defines the job: a stored job with the same fingerprint
     keeps its persisted next run time across restarts; a changed one is rescheduled."""
-    text = json.dumps(job.model_dump(mode="json"), sort_keys=True, default=str)
+    # run_at_start is left out: it decides only the first run after a start, which
+    # reconcile sets each time (and a job stored before the setting existed stays as it was).
+    text = json.dumps(job.model_dump(mode="json", exclude={"run_at_start"}), sort_keys=True, default=str)
     return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
-def check_jobs(settings: Settings) -> dict[str, _Params]:
+def check_jobs(settings: Settings, *, to_run: bool = True) -> dict[str, _Params]:
     """Every job's params and trigger checked: job id -> params. The first problem is a
-    ``ConfigError``."""
+    ``ConfigError``. With ``to_run`` (the scheduler), a job that talks to the service also
+    needs ``service.token``; ``formsync status`` reads only the store and needs none."""
     out: dict[str, _Params] = {}
     check_after(settings.jobs)
     for job in settings.jobs:
         out[job.id] = parse_params(job)
         check_spacing(job, trigger_for(job))
-        if job.kind in NEEDS_TOKEN and settings.service.token is None:
+        if to_run and job.kind in NEEDS_TOKEN and settings.service.token is None:
             raise ConfigError(f"job {job.id!r} ({job.kind}) talks to the service, but service.token is not set: "
                               f"put it in the [service] section or in FORMSYNC_SERVICE__TOKEN")
     return out

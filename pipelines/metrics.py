@@ -18,6 +18,7 @@ from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 
+from connector.repeats import RepeatedWarning
 from connector.settings import NoticeKind, Settings
 from connector.store import Store
 
@@ -26,7 +27,7 @@ from .status import StatusReport, collect_status
 
 log = logging.getLogger("formsync.metrics")
 
-PROBLEM_KINDS: tuple[NoticeKind, ...] = ("scheduler_stopped", "job_failed", "outreach_stalled")
+PROBLEM_KINDS: tuple[NoticeKind, ...] = ("scheduler_stopped", "job_failed", "outreach_stalled", "events_set_aside")
 OUTREACH_STATES = ("sent", "pending", "failed", "changed", "rejected")
 
 
@@ -100,6 +101,7 @@ class StoreCollector(Collector):
         self.settings, self.store, self.wait_seconds = settings, store, wait_seconds
         self._reading: Future[StatusReport] | None = None
         self._lock = threading.Lock()
+        self._repeats = RepeatedWarning(log)
 
     def _read(self) -> Future[StatusReport]:
         # A daemon thread: a read hung on a dead network never holds the process's exit.
@@ -123,7 +125,7 @@ class StoreCollector(Collector):
         try:
             report = reading.result(timeout=self.wait_seconds)
         except Exception as e:  # the database is away or slow: the receiver's own metrics still go out
-            log.warning("metrics: the store could not be read for /metrics (%s)", type(e).__name__)
+            self._repeats.warn("metrics: the store could not be read for /metrics (%s)", type(e).__name__)
             ok.add_metric([], 0.0)
             yield ok
             return

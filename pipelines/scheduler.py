@@ -36,6 +36,7 @@ from apscheduler.schedulers.asyncio import AsyncIOScheduler
 from pydantic import BaseModel
 
 from connector.client import FormClient
+from connector.repeats import RepeatedWarning
 from connector.settings import JobSettings, Settings
 from connector.store import LeaderLock, Store
 from connector.store.leader import holder_id
@@ -66,6 +67,7 @@ from .sync import sync_all, sync_form
 log = logging.getLogger("formsync.scheduler")
 # Not "formsync_*": the store's migrations own those names; APScheduler creates this one.
 JOBSTORE_TABLE = "apscheduler_formsync_jobs"
+_repeats = RepeatedWarning(log)  # a database away: its warnings once a minute, counted
 
 
 @dataclass
@@ -241,7 +243,7 @@ async def run_job(job_id: str, fingerprint: str = "") -> None:
 
 def reconcile(scheduler: AsyncIOScheduler, jobs: list[JobSettings]) -> None:
     """Make the job store hold exactly the configured jobs; an unchanged job keeps its
-    persisted next run time."""
+    persisted next run time, except a ``run_at_start`` job, which runs now."""
     stored = {j.id: j for j in scheduler.get_jobs()}
     for job in jobs:
         fp = fingerprint(job)
@@ -249,11 +251,12 @@ def reconcile(scheduler: AsyncIOScheduler, jobs: list[JobSettings]) -> None:
         if trigger is None:  # runs only after another job: nothing to schedule (a stored one is removed)
             continue
         old = stored.pop(job.id, None)
-        if old is not None and old.kwargs.get("fingerprint") == fp:
+        if old is not None and old.kwargs.get("fingerprint") == fp and not job.run_at_start:
             continue
+        first = {"next_run_time": datetime.now(UTC)} if job.run_at_start else {}
         scheduler.add_job(run_job, trigger, id=job.id, name=f"{job.kind}:{job.id}", args=[job.id],
                           kwargs={"fingerprint": fp}, replace_existing=True, coalesce=True, max_instances=1,
-                          misfire_grace_time=job.misfire_grace_seconds)
+                          misfire_grace_time=job.misfire_grace_seconds, **first)
     for job_id in stored:
         scheduler.remove_job(job_id)
 
@@ -324,7 +327,7 @@ async def _beat(store: Store, holder: str, every: float | None) -> None:
         else:
             await asyncio.to_thread(store.runs.beat, holder, stale_after_ms=int(every * 3000))
     except Exception as e:  # the database is busy or gone: the lock check says what matters
-        log.warning("cannot record the scheduler's heartbeat: %s", e)
+        _repeats.warn("cannot record the scheduler's heartbeat: %s", e)
 
 
 def _missed(event: JobEvent) -> None:

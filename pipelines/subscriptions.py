@@ -2,8 +2,8 @@
 same target, event type and idle window is kept, not doubled), remove, and check that a
 signed delivery reaches the receiver and verifies.
 
-The rules are pure (:func:`event_type_of`, :func:`check_target`, :func:`secrets_line`;
-the service's own lists are in ``connector.webhooks``); the service is reached through
+The rules are pure (:func:`event_type_of`, :func:`check_target`; the secrets file's in
+``connector.secrets_file``, the service's own lists in ``connector.webhooks``); the service is reached through
 ``connector.client.FormClient`` and the receiver with one signed POST per secret
 (:func:`check_receiver`). The signing secret is chosen by the caller, as the automation
 connectors do (``whsec_`` + 64 hex), and is never returned by the service.
@@ -35,7 +35,6 @@ from connector.webhooks import (
     PROVIDERS,
 )
 
-SECRETS_VARIABLE = "FORMSYNC_RECEIVER__WEBHOOK_SECRETS"
 CHECK_TYPE = "formsync.check"
 API_VERSION = "2026-09-24"
 """The envelope's ``apiVersion`` the hosted service sends now (notes section 3)."""
@@ -83,13 +82,6 @@ def check_target(url: str, service_url: str) -> str:
                                 "receiver's public https URL", "--url")
     raise SubscriptionError(f"{url} is not an https URL; the service delivers only to https (http only to a "
                             "loopback address, and only from the sandbox)", "--url")
-
-
-def secrets_line(configured: Sequence[str], added: str | None = None) -> str:
-    """The receiver's webhook secrets as the shell (and a systemd EnvironmentFile) reads
-    them: ``FORMSYNC_RECEIVER__WEBHOOK_SECRETS='["whsec_…", …]'``."""
-    values = [*configured, *([added] if added is not None else [])]
-    return f"{SECRETS_VARIABLE}='{json.dumps(values)}'"
 
 
 class SubscriptionRow(BaseModel):
@@ -279,32 +271,48 @@ def require_sandbox(base_url: str) -> None:
 
 class ServiceCheck(BaseModel):
     """A real delivery through the service: the request made and canceled for it, its
-    ``request.canceled`` event, and the receiver's answers to the service's attempts."""
+    ``request.canceled`` event, the receiver's answers to the service's attempts (None
+    for an attempt that got no answer) and the errors of those that got none."""
 
     formId: str
     requestId: str
     eventId: str | None
-    statuses: list[int]
+    statuses: list[int | None]
+    errors: list[str] = []
     verified: bool
+
+    def untrusted(self) -> bool:
+        """Whether an attempt failed on the receiver's certificate (the sandbox does not
+        trust the authority that signed it)."""
+        return any("CERTIFICATE_VERIFY_FAILED" in e or "Certificate" in e for e in self.errors)
+
+
+async def _check_form(client: FormClient, forms: Iterable[str], target: str) -> str:
+    """The first published form with a ``request_canceled`` subscription to ``target``
+    (a request can be made only on a published form)."""
+    subscribed = [f for f in forms if any(s.target_url == target and s.event_type == "request_canceled"
+                                          for s in await client.list_webhooks(f))]
+    for form_id in subscribed:
+        if (await client.get_form(form_id)).is_published:
+            return form_id
+    if subscribed:
+        raise SubscriptionError(f"no form with a request_canceled subscription to {target} is published "
+                                f"({', '.join(subscribed)}); publish one, or subscribe a published form with "
+                                "'formsync subscribe create --event request_canceled --form FORM_ID'", "--form")
+    raise SubscriptionError(f"no form has a request_canceled subscription to {target}; make one with "
+                            "'formsync subscribe create --event request_canceled'", "--url")
 
 
 async def check_through_sandbox(client: FormClient, base_url: str, token: str, forms: Iterable[str],
                                 target: str) -> ServiceCheck:
     """Have the sandbox deliver a real event to ``target``: a request made and canceled on
-    the first of ``forms`` with a ``request_canceled`` subscription to it, its delivery
+    the first published form of ``forms`` with a ``request_canceled`` subscription to it, its delivery
     attempted at once; verified when the receiver answered it 200. The hosted service
     has no test delivery, so this needs the sandbox (a service on this machine)."""
     from formservice.sandbox.client import SandboxHelpers
 
     require_sandbox(base_url)
-    form_id = None
-    for f in forms:
-        if any(s.target_url == target and s.event_type == "request_canceled" for s in await client.list_webhooks(f)):
-            form_id = f
-            break
-    if form_id is None:
-        raise SubscriptionError(f"no form has a request_canceled subscription to {target}; make one with "
-                                "'formsync subscribe create --event request_canceled'", "--url")
+    form_id = await _check_form(client, forms, target)
     req = await client.create_request(form_id, external_id="formsync-check-" + secrets.token_hex(6))
     await client.cancel_request(req.id, reason="formsync subscribe check")
     helpers = SandboxHelpers(base_url, token)
@@ -313,7 +321,8 @@ async def check_through_sandbox(client: FormClient, base_url: str, token: str, f
         events = (await helpers.call("events.list", {"requestId": req.id, "type": "request.canceled"}))["items"]
     finally:
         await helpers.close()
-    statuses = [a["status"] for e in events for d in e["deliveries"] if d["targetUrl"] == target
-                for a in d["attempts"]]
+    attempts = [a for e in events for d in e["deliveries"] if d["targetUrl"] == target for a in d["attempts"]]
+    statuses = [a.get("status") for a in attempts]
     return ServiceCheck(formId=form_id, requestId=req.id, eventId=events[0]["id"] if events else None,
-                        statuses=statuses, verified=bool(statuses) and statuses[-1] == 200)
+                        statuses=statuses, errors=[a["error"] for a in attempts if a.get("error") and a.get("status") is None],
+                        verified=bool(statuses) and statuses[-1] == 200)

@@ -12,6 +12,7 @@ from __future__ import annotations
 import logging
 import time
 
+from ..repeats import RepeatedWarning
 from .database import Database
 from .leader import LOCK_NAME, LeaderLock, holder_id
 from .tables import SchedulerLease
@@ -30,6 +31,7 @@ class LeaseLock:
         self.name = name
         self.ttl_ms = int(ttl_seconds * 1000)
         self.holder = holder or holder_id()
+        self._repeats = RepeatedWarning(log)
 
     def try_acquire(self) -> bool:
         now = int(time.time() * 1000)
@@ -51,7 +53,7 @@ class LeaseLock:
                 s.add(row)
                 return True
         except Exception as e:  # the database is unreachable or busy: not the leader this time
-            log.warning("cannot take the scheduler lease: %s", e)
+            self._repeats.warn("cannot take the scheduler lease: %s", e)
             return False
 
     def still_held(self) -> bool:

@@ -17,6 +17,7 @@ from sqlalchemy.dialects import postgresql as pg_dialect
 from sqlalchemy.engine import Connection, Engine, make_url
 from sqlmodel import create_engine
 
+from ..repeats import RepeatedWarning
 from .network import libpq_params
 from .tables import EVENTS, REQUESTS, SUBMISSIONS
 from .writer import SQLWriter
@@ -102,6 +103,7 @@ class AdvisoryLock:
         self._engine = engine
         self.key: int | str = advisory_key(name)
         self.conn: Connection | None = None
+        self._repeats = RepeatedWarning(log)
 
     def _drop(self) -> None:
         if self.conn is not None:
@@ -119,7 +121,7 @@ class AdvisoryLock:
                 self.conn = self._engine.connect().execution_options(isolation_level="AUTOCOMMIT")
             got = self.conn.execute(text(self.take), {"k": self.key}).scalar() == 1
         except Exception as e:  # the database is unreachable: not the leader, try again later
-            log.warning("cannot reach the database for the scheduler lock: %s", e)
+            self._repeats.warn("cannot reach the database for the scheduler lock: %s", e)
             self._drop()
             return False
         return got

@@ -18,6 +18,7 @@ from aiohttp import web
 from connector.serverlog import quiet_malformed_requests
 
 from ..app import create_app
+from ..delivery import trusting
 from ..dialect import Dialect
 from ..service import Service
 from .client import SandboxHelpers
@@ -36,11 +37,14 @@ class SandboxServer:
     ``sb.helpers(plan)``, a helpers client for a seeded workspace. ``start`` raises
     ``OSError`` when the port cannot be bound and ``ValueError`` for a bad seed; nothing
     stays bound or open then. ``dialect`` ``minimal`` answers only what the spec shows
-    (formservice/dialect.py); the ``dialect.set`` helper switches it while running."""
+    (formservice/dialect.py); the ``dialect.set`` helper switches it while running.
+    ``ca_file`` (PEM) adds authorities its https deliveries trust (``ValueError`` if it
+    cannot be used)."""
 
     def __init__(self, data_dir: Path, *, host: str = "127.0.0.1", port: int = 0, seed: Path | None = None,
-                 credentials_file: Path | None = None, dialect: Dialect = "full") -> None:
+                 credentials_file: Path | None = None, dialect: Dialect = "full", ca_file: Path | None = None) -> None:
         self.dialect: Dialect = dialect
+        self.tls = trusting(ca_file) if ca_file is not None else None
         self.data_dir = Path(data_dir)
         self.host, self.port, self.seed = host, port, seed
         self.credentials_file = credentials_file
@@ -59,7 +63,9 @@ class SandboxServer:
             raise
         service.dialect = self.dialect
         quiet_malformed_requests()
-        runner = web.AppRunner(create_app(service), handle_signals=False, access_log=None)
+        app = create_app(service)
+        service.worker.tls = self.tls or True
+        runner = web.AppRunner(app, handle_signals=False, access_log=None)
         await runner.setup()
         try:
             await web.SockSite(runner, sock).start()
@@ -124,11 +130,12 @@ def _bind(host: str, port: int) -> socket.socket:
 
 async def serve(host: str, port: int, data_dir: Path, seed: Path | None, credentials_file: Path | None,
                 ready: asyncio.Event | None = None, stop: asyncio.Event | None = None,
-                dialect: Dialect = "full") -> None:
+                dialect: Dialect = "full", ca_file: Path | None = None) -> None:
     """Run the sandbox until ``stop`` is set (or SIGINT/SIGTERM): bind, seed on first
-    start, write the credentials file, serve (in ``dialect``)."""
+    start, write the credentials file, serve (in ``dialect``), its https deliveries also
+    trusting the authorities of ``ca_file``."""
     async with SandboxServer(data_dir, host=host, port=port, seed=seed, credentials_file=credentials_file,
-                             dialect=dialect) as sb:
+                             dialect=dialect, ca_file=ca_file) as sb:
         stop = stop or asyncio.Event()
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGINT, signal.SIGTERM):

@@ -4,7 +4,8 @@
 coroutine) and ``errors`` the exit codes and the one mapping from an exception to its
 code and message; ``servers`` has the commands that serve until stopped, ``batch``
 the ones that do one piece of work and exit, ``subscribe`` the group of commands for the
-receiver's webhook subscriptions, and ``dead_letters`` the commands on the events set aside.
+receiver's webhook subscriptions, ``dead_letters`` the commands on the events set aside,
+and ``deploy`` the one writing the systemd units and the nginx site.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from typing import Annotated
 
 import typer
 
-from . import batch, campaign, dead_letters, files, servers, subscribe
+from . import batch, campaign, dead_letters, deploy, files, servers, subscribe
 from .helptext import summary
 from .usage import FormsyncGroup
 
@@ -24,7 +25,8 @@ app = typer.Typer(cls=FormsyncGroup, no_args_is_help=True, add_completion=False,
 
 for _fn, _name in ((servers.sandbox, "sandbox"), (servers.receive, "receive"), (batch.poll, "poll"),
                    (batch.sync, "sync"), (batch.export, "export"), (batch.views, "views"), (batch.outreach, "outreach"),
-                   (batch.demo, "demo"), (servers.run, "run"), (batch.status, "status"), (files.files, "files")):
+                   (batch.demo, "demo"), (servers.run, "run"), (batch.status, "status"), (files.files, "files"),
+                   (deploy.deploy, "deploy")):
     app.command(_name, short_help=summary(_fn))(_fn)
 app.add_typer(subscribe.app, name="subscribe", short_help="The receiver's webhook subscriptions: list, create, "
                                                           "secret, remove, check.")

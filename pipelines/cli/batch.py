@@ -250,10 +250,12 @@ def status(
 ) -> None:
     """Show at a glance, within 80 columns: whether a scheduler is alive, the jobs (next
     and last run, outcome), each outreach job's progress, the requests of each form by
-    status, deliveries received and the last errors. Reads the database only (with
-    --notify, it records what it sent). Exits with 4 when something needs attention (a
-    job whose last run failed, a scheduler that stopped, an outreach that stalled), each
-    said in an `attention:` line on stderr; 0 otherwise.
+    status, deliveries received and the last errors. Reads the database only (no
+    service.token needed; with --notify, it records what it sent). Exits with 4 when
+    something needs attention (a job whose last run failed, a scheduler that stopped, an
+    outreach that stalled, events set aside), each said in an `attention:` line on
+    stderr; 0 otherwise. With --format prometheus it exits 0 once the metrics are written
+    (formsync_problems carries the problems), so `> tmp && mv tmp formsync.prom` works.
 
     Example: [bold]formsync status --config formsync.toml || page-on-call[/bold]
     """
@@ -265,7 +267,7 @@ def status(
         from pipelines.status import collect_status
 
         settings = ctx.settings()
-        check_jobs(settings)
+        check_jobs(settings, to_run=False)
         store = ctx.store(migrate=False)
         report = collect_status(settings, store)
         found = problems(report)
@@ -276,7 +278,7 @@ def status(
             ctx.run(send_problems(settings.notify, store, found))
         for p in found:
             typer.echo(p.line(), err=True)
-    if found:
+    if found and format != "prometheus":
         raise typer.Exit(int(ExitCode.ATTENTION))
 
 

@@ -37,6 +37,9 @@ def sandbox(
     dialect: Annotated[SandboxDialect, typer.Option(
         help="full: answer everything; minimal: only the fields and error parts the spec shows.")]
     = SandboxDialect.full,
+    ca_file: Annotated[Path | None, typer.Option(
+        help="A PEM file of certificate authorities its https deliveries also trust: the one that signed "
+             "a receiver's certificate (a self-signed certificate itself).")] = None,
 ) -> None:
     """Run the local Form Collection Service: JSON-RPC, agent endpoint, recipient pages
     and test helpers, on SQLite.
@@ -48,12 +51,20 @@ def sandbox(
             raise UsageError(f"seed file {seed} does not exist", where="--seed")
         if data_dir.exists() and not data_dir.is_dir():
             raise UsageError(f"{data_dir} is a file", where="--data-dir", hint="give a directory (made if missing)")
+        if ca_file is not None:
+            from formservice.delivery import trusting
+
+            try:
+                trusting(ca_file)
+            except ValueError as e:
+                raise UsageError(str(e), where="--ca-file", hint="give the PEM certificate of the authority that "
+                                                                 "signed the receiver's certificate") from None
         ctx.serve(_sandbox(host, port, data_dir, seed, credentials_file or data_dir / "credentials.json",
-                           "minimal" if dialect is SandboxDialect.minimal else "full"))
+                           "minimal" if dialect is SandboxDialect.minimal else "full", ca_file))
 
 
 async def _sandbox(host: str, port: int, data_dir: Path, seed: Path | None, credentials: Path,
-                   dialect: Literal["full", "minimal"]) -> None:
+                   dialect: Literal["full", "minimal"], ca_file: Path | None) -> None:
     """The sandbox, saying where its credentials are once it listens."""
     import asyncio
 
@@ -67,7 +78,7 @@ async def _sandbox(host: str, port: int, data_dir: Path, seed: Path | None, cred
 
     told = asyncio.create_task(say())
     try:
-        await serve(host, port, data_dir, seed, credentials, ready=ready, dialect=dialect)
+        await serve(host, port, data_dir, seed, credentials, ready=ready, dialect=dialect, ca_file=ca_file)
     except OSError as exc:
         said = bind_failure(exc, "--port")
         if said is None:

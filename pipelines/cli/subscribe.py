@@ -6,6 +6,7 @@ reads (stdout, or ``--secret-file`` with mode 0600)."""
 from __future__ import annotations
 
 import os
+import tempfile
 from collections.abc import Awaitable, Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -20,6 +21,7 @@ from .options import ConfigOption
 
 if TYPE_CHECKING:
     from connector.client import FormClient
+    from pipelines.subscriptions import ServiceCheck
 
 T = TypeVar("T")
 
@@ -33,7 +35,8 @@ EventsOption = Annotated[list[str] | None, typer.Option(
     "--event", metavar="EVENT", help="An event type (repeatable): submission_created, submission_updated, submission_abandoned, "
                     "request_completed, request_expired, request_canceled (or as delivered, e.g. request.completed).")]
 SecretFileOption = Annotated[Path | None, typer.Option(
-    help="Write the secrets line here (mode 0600, an environment file) instead of printing it.")]
+    help="Write the secrets line here (mode 0600, an environment file) instead of printing it; the secrets "
+         "and other lines already there are kept.")]
 
 
 @contextmanager
@@ -68,23 +71,55 @@ def _check_writable(path: Path) -> None:
                          hint="give a file in a directory you can write")
 
 
-def _hand_over(line: str, secret_file: Path | None, what: str) -> None:
-    """Print the secrets line on stdout, or write it to ``secret_file`` readable by its
-    owner only, and say so on stderr."""
+def _hand_over(secrets: list[str], secret_file: Path | None, text: str, what: str) -> None:
+    """Print the secrets line on stdout, or set it in ``secret_file`` (``text``, its lines
+    read before, kept around it) readable by its owner only, and say so on stderr. The file
+    is replaced whole or not at all."""
+    from connector.secrets_file import secrets_line, with_secrets
+
     if secret_file is None:
-        typer.echo(line)
+        typer.echo(secrets_line(secrets))
         typer.echo(f"{what}: the line above is what the receiver reads", err=True)
         return
     _check_writable(secret_file)
-    fd = os.open(secret_file, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    os.fchmod(fd, 0o600)
-    with os.fdopen(fd, "w", encoding="utf-8") as out:
-        out.write(line + "\n")
+    fd, tmp = tempfile.mkstemp(dir=secret_file.parent, prefix=f".{secret_file.name}.")  # made with mode 0600
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as out:
+            out.write(with_secrets(text, secrets))
+        os.replace(tmp, secret_file)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
     typer.echo(f"{what}: written to {secret_file}, which the receiver reads as an environment file", err=True)
 
 
 def _configured(ctx: Context) -> list[str]:
     return [s.get_secret_value() for s in ctx.settings().receiver.webhook_secrets if s.get_secret_value()]
+
+
+def _known(ctx: Context, secret_file: Path | None) -> tuple[list[str], str]:
+    """The signing secrets that exist (the settings' and those ``secret_file`` holds, by the
+    secrets file's one rule) and the file's text ("" when there is none yet). A file whose
+    secrets cannot be read is a ``UsageError``, and nothing is written."""
+    from connector.secrets_file import SecretsFileError, file_secrets, signing_secrets
+
+    if secret_file is not None:
+        _check_writable(secret_file)  # refused before anything is made
+    if secret_file is None or not secret_file.exists():
+        return signing_secrets(_configured(ctx)), ""
+    keep = "it was left unchanged, so that no secret in it is lost"
+    try:
+        text = secret_file.read_text(encoding="utf-8")
+        return signing_secrets(file_secrets(text), _configured(ctx)), text
+    except UnicodeDecodeError:
+        raise UsageError(f"not a text environment file; {keep}", where=str(secret_file),
+                         hint="give the environment file the receiver reads, or a new file") from None
+    except OSError as e:
+        raise UsageError(f"cannot read the secrets already there ({e.strerror}); {keep}", where=str(secret_file),
+                         hint="run it as a user who can read the file") from None
+    except SecretsFileError as e:
+        raise UsageError(f"{e.reason}; its secrets cannot be known, {keep}", where=f"{secret_file}:{e.line}",
+                         hint="fix that line, or give another --secret-file") from None
 
 
 def list_(config: ConfigOption = None, form: FormsOption = None,
@@ -127,7 +162,6 @@ def create(
             SubscriptionReport,
             make_subscriptions,
             plan_subscriptions,
-            secrets_line,
             wanted,
         )
 
@@ -135,20 +169,18 @@ def create(
             raise UsageError("name the forms: --form FORM_ID (repeatable) or --all-forms", where="--form")
         with _as_usage():
             want = wanted(url, event or [], provider, idle_window, ctx.service_settings().service.base_url)
-        configured = _configured(ctx)
-        secret = configured[-1] if configured else new_secret()
-        if secret_file is not None and not configured:
-            _check_writable(secret_file)
+        known, text = _known(ctx, secret_file)
+        secret = known[-1] if known else new_secret()
 
         async def work(fc: FormClient, ids: list[str]) -> SubscriptionReport:
             report, missing = await plan_subscriptions(fc, ids, want, rotate=rotate)
-            if missing and not configured:  # handed over before the first subscription signed with it
-                _hand_over(secrets_line([], secret), secret_file, "a new signing secret was made")
+            if missing and not known:  # handed over before the first subscription signed with it
+                _hand_over([secret], secret_file, text, "a new signing secret was made")
             return await make_subscriptions(fc, want, missing, secret, report)
 
         report = _with_forms(ctx, form, work)
         print_report(report)
-        if report.kept and not configured:
+        if report.kept and not known:
             typer.echo(f"{len(report.kept)} subscription(s) existed already, signed with a secret that "
                        "receiver.webhook_secrets does not hold; add --rotate to make them again with its newest",
                        err=True)
@@ -158,18 +190,20 @@ def create(
 
 
 def secret(config: ConfigOption = None, secret_file: SecretFileOption = None) -> None:
-    """Make a new signing secret and hand it over with the configured ones, as the line
-    the receiver reads: the first step of a rotation (then create --rotate).
+    """Make a new signing secret and hand it over after every one that exists (the
+    configured ones and those --secret-file holds), as the line the receiver reads: the
+    first step of a rotation (then create --rotate). A --secret-file whose secrets cannot
+    be read is refused (exit 2) and left unchanged.
 
     Example: [bold]formsync subscribe secret --config formsync.toml --secret-file /etc/formsync/webhook.env[/bold]
     """
     with command(config) as ctx:
         from connector.webhooks import new_secret
-        from pipelines.subscriptions import secrets_line
 
-        _hand_over(secrets_line(_configured(ctx), new_secret()), secret_file,
-                   "a new signing secret was added after the configured ones (restart the receiver with them, "
-                   "then run 'formsync subscribe create --rotate' with them)")
+        known, text = _known(ctx, secret_file)
+        _hand_over([*known, new_secret()], secret_file, text,
+                   f"a new signing secret was added after the {len(known)} that exist (restart the receiver with "
+                   "them, then run 'formsync subscribe create --rotate' with them)")
 
 
 def remove(url: UrlOption, config: ConfigOption = None, form: FormsOption = None, event: EventsOption = None,
@@ -218,6 +252,10 @@ def check(url: UrlOption, config: ConfigOption = None, form: FormsOption = None,
                                   "printed")
         try:
             results = ctx.run(check_receiver(url, configured))
+        except aiohttp.ClientConnectorCertificateError:
+            raise WorkFailed("this machine does not trust the receiver's certificate", where=url,
+                             hint="run it as SSL_CERT_FILE=CA.pem formsync subscribe check ..., CA.pem the "
+                                  "certificate of the authority that signed the receiver's") from None
         except aiohttp.ClientError as e:
             raise WorkFailed(f"cannot reach the receiver: {e}", where=url,
                              hint="check that it runs and that --url is its webhooks URL") from None
@@ -235,10 +273,23 @@ def check(url: UrlOption, config: ConfigOption = None, form: FormsOption = None,
             done = _with_forms(ctx, form, lambda fc, ids: check_through_sandbox(fc, service.base_url, token, ids, url))
             typer.echo(done.model_dump_json())
             if not done.verified:
-                raise WorkFailed(f"the service's delivery of {done.eventId or 'the event'} was answered "
-                                 f"{done.statuses or 'never'}", where=url,
-                                 hint="the subscription was made with a secret receiver.webhook_secrets does not hold: "
-                                      "make it again with 'formsync subscribe create --rotate'")
+                raise _undelivered(done, url)
+
+
+def _undelivered(done: ServiceCheck, url: str) -> WorkFailed:
+    """Why the service's own delivery of a check did not verify, in one line."""
+    if done.untrusted():
+        return WorkFailed("the sandbox does not trust the receiver's certificate, so it could not deliver",
+                          where=url, hint="start the sandbox with --ca-file naming the certificate of the authority "
+                                          "that signed the receiver's (for a self-signed one, the certificate itself)")
+    if done.statuses and done.statuses[-1] is None:
+        error = done.errors[-1] if done.errors else "no reply"
+        return WorkFailed(f"the service's delivery of {done.eventId or 'the event'} got no answer: {error}",
+                          where=url, hint="check that the receiver runs and that --url is its webhooks URL")
+    return WorkFailed(f"the service's delivery of {done.eventId or 'the event'} was answered "
+                      f"{done.statuses or 'never'}", where=url,
+                      hint="the subscription was made with a secret receiver.webhook_secrets does not hold: "
+                           "make it again with 'formsync subscribe create --rotate'")
 
 
 for _fn in (list_, create, secret, remove, check):

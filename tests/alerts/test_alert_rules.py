@@ -92,7 +92,7 @@ async def test_the_rules_name_only_metrics_formsync_serves(tmp_path: Path) -> No
             served = await resp.text()
     cli = CliRunner().invoke(app, ["status", "--config", str(cfg), "--format", "prometheus"])
     store.close()
-    assert cli.exit_code == 4, cli.output  # the failed run needs attention
+    assert cli.exit_code == 0, cli.output  # written; the failed run is in formsync_problems
     served_names = set(re.findall(r"^([a-z_:][a-z0-9_:]*)[{ ]", served + cli.stdout, re.M))
     wanted = metric_names_in_rules()
     assert wanted and wanted <= served_names, wanted - served_names

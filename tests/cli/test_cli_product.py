@@ -16,7 +16,7 @@ from pipelines.cli import app
 from pipelines.cli.config_errors import describe, find_line
 from pipelines.cli.context import command
 
-COMMANDS = ["sandbox", "receive", "poll", "sync", "export", "outreach", "demo", "run", "status"]
+COMMANDS = ["sandbox", "receive", "poll", "sync", "export", "outreach", "demo", "run", "status", "deploy"]
 ENV = {"COLUMNS": "100"}
 
 

@@ -25,13 +25,13 @@ import pytest
 from click.testing import Result
 from typer.testing import CliRunner
 
+from connector.secrets_file import secrets_line
 from connector.webhooks import DEFAULT_EVENTS
 from pipelines.cli import app
 from pipelines.subscriptions import (
     SubscriptionError,
     check_target,
     event_type_of,
-    secrets_line,
 )
 
 FORMSYNC = Path(sys.executable).parent / "formsync"
@@ -47,7 +47,7 @@ def test_rules_said_before_anything_is_sent() -> None:
         check_target("http://127.0.0.1:9/x", "https://api.formstep.io")
     with pytest.raises(SubscriptionError, match="not an https URL"):
         check_target("http://data.example.com/x", "http://127.0.0.1:8787")
-    assert secrets_line(["whsec_a"], "whsec_b") == """FORMSYNC_RECEIVER__WEBHOOK_SECRETS='["whsec_a", "whsec_b"]'"""
+    assert secrets_line(["whsec_a", "whsec_b"]) == """FORMSYNC_RECEIVER__WEBHOOK_SECRETS='["whsec_a", "whsec_b"]'"""
 
 
 @pytest.mark.parametrize("command", ["list", "create", "secret", "remove", "check"])
@@ -226,3 +226,17 @@ def test_subscribe_check_and_rotate_without_losing_an_event(world: World) -> Non
     assert [(s["eventType"], s["idleWindow"]) for s in idle["created"]] == [("submission_abandoned", "1d")]
     gone = report(w.formsync("remove", "--url", w.target, secrets=[new]))
     assert len(gone["removed"]) == 7 and not w.post("/api/v1", "webhooks.list", {"formId": w.form})["items"]
+
+
+@pytest.mark.slow
+def test_through_service_after_all_forms_picks_a_published_form(world: World) -> None:
+    w = world
+    forms = w.post("/api/v1", "forms.list", {"workspaceId": w.workspace})["items"]
+    assert not forms[0]["isPublished"] or any(not f["isPublished"] for f in forms)  # unpublished ones exist
+    made = w.formsync("create", "--url", w.target, "--all-forms", "--event", "request_canceled")
+    secret = json.loads(LINE.match(made.stdout.splitlines()[0]).group(1))[0]  # type: ignore[union-attr]
+    with serving([str(FORMSYNC), "receive", "--port", str(w.port)], w.env([secret]), "listening"):
+        done = w.formsync("check", "--url", w.target, "--through-service", secrets=[secret])
+    through = json.loads(done.stdout.splitlines()[-1])
+    assert through["verified"] and through["statuses"] == [200]
+    assert next(f for f in forms if f["id"] == through["formId"])["isPublished"]

@@ -1,7 +1,9 @@
-"""config/nginx/formsync.conf, as docs/deploy.md ships it, in front of a receiver: nginx
-from Debian's packages (started by the test with its own prefix on free loopback ports,
-not the system service) ends TLS with a certificate the test makes, and passes the client
-address and scheme on; the receiver uses them only with ``receiver.trust_proxy``."""
+"""The nginx site ``formsync deploy nginx`` writes from a settings file, as written, in front
+of a receiver: ``nginx -t`` takes it, and nginx from Debian's packages (started by the test
+with its own prefix on free loopback ports, not the system service) ends TLS with a
+certificate the test makes, passes deliveries on to the receiver's port and path from the
+settings, with the client address and scheme; the receiver uses them only with
+``receiver.trust_proxy``."""
 
 from __future__ import annotations
 
@@ -23,9 +25,8 @@ from connector.receiver import create_receiver_app
 from connector.store import Store
 from tests.connector.test_receiver import encode, envelope, receiver_settings, signed
 from tests.deploy.certs import Cert, make_cert
+from tests.deploy.written import deploy
 
-ROOT = Path(__file__).resolve().parents[2]
-SITE = ROOT / "config" / "nginx" / "formsync.conf"
 NGINX = shutil.which("nginx") or "/usr/sbin/nginx"
 # CI must never pass by skipping: there a missing nginx fails the tests.
 pytestmark = pytest.mark.skipif(not Path(NGINX).exists() and not (os.environ.get("CI") or os.environ.get("FORMSYNC_CI")),
@@ -38,21 +39,15 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def site_for(cert: Cert, listen: int, upstream: int) -> str:
-    """The shipped server block with this test's certificate and ports."""
-    text = SITE.read_text()
-    for shipped, local in (("listen 443 ssl;", f"listen 127.0.0.1:{listen} ssl;"), ("listen [::]:443 ssl;\n", ""),
-                           ("/etc/letsencrypt/live/data.example.com/fullchain.pem", str(cert.cert)),
-                           ("/etc/letsencrypt/live/data.example.com/privkey.pem", str(cert.key)),
-                           ("127.0.0.1:8788", f"127.0.0.1:{upstream}")):
-        assert shipped in text, f"{SITE} no longer holds {shipped!r}"
-        text = text.replace(shipped, local)
-    return text
+def site_for(tmp_path: Path, cert: Cert, listen: int, upstream: int) -> str:
+    """The site ``formsync deploy nginx`` writes for this test's certificate and ports."""
+    deploy(tmp_path, "nginx", f'[receiver]\nport = {upstream}\n[deploy]\nlisten = ["127.0.0.1:{listen}"]\n'
+                              f'server_name = "localhost"\ntls_cert = "{cert.cert}"\ntls_key = "{cert.key}"\n')
+    return (tmp_path / "nginx" / "formsync.conf").read_text()
 
 
-@contextmanager
-def nginx(prefix: Path, site: str, port: int) -> Iterator[None]:
-    """nginx in the foreground with everything under ``prefix``, until the block ends."""
+def configure(prefix: Path, site: str) -> Path:
+    """An nginx.conf with everything under ``prefix``, including ``site``."""
     (prefix / "logs").mkdir(parents=True)
     (prefix / "site.conf").write_text(site)
     user = "user root;\n" if os.geteuid() == 0 else ""  # its workers read the test's files
@@ -61,6 +56,22 @@ def nginx(prefix: Path, site: str, port: int) -> Iterator[None]:
         "events { worker_connections 64; }\n"
         f"http {{\n  access_log {prefix}/logs/access.log;\n  client_body_temp_path {prefix}/body;\n"
         f"  proxy_temp_path {prefix}/proxy;\n  include {prefix}/site.conf;\n}}\n")
+    return prefix / "nginx.conf"
+
+
+def test_nginx_t_takes_the_site_as_written(tmp_path: Path) -> None:
+    site = site_for(tmp_path, make_cert(tmp_path), free_port(), 9123)
+    assert "proxy_pass http://127.0.0.1:9123;" in site and "location /formsync/events {" in site
+    conf = configure(tmp_path / "prefix", site)
+    done = subprocess.run([NGINX, "-t", "-p", str(tmp_path / "prefix"), "-c", str(conf)], capture_output=True,
+                          text=True, timeout=60)
+    assert done.returncode == 0 and "test is successful" in done.stderr, done.stderr
+
+
+@contextmanager
+def nginx(prefix: Path, site: str, port: int) -> Iterator[None]:
+    """nginx in the foreground with everything under ``prefix``, until the block ends."""
+    configure(prefix, site)
     proc = subprocess.Popen([NGINX, "-p", str(prefix), "-c", str(prefix / "nginx.conf"), "-g", "daemon off;"],
                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     try:
@@ -104,7 +115,7 @@ async def test_behind_nginx_over_https_the_receiver_sees_the_client_and_scheme(t
     caplog.set_level(logging.INFO, logger="connector.receiver")
     cert, listen, upstream = make_cert(tmp_path), free_port(), free_port()
     async with receiver(tmp_path, upstream, trust_proxy=True):
-        with nginx(tmp_path / "nginx", site_for(cert, listen, upstream), listen):
+        with nginx(tmp_path / "prefix", site_for(tmp_path, cert, listen, upstream), listen):
             # A client's own X-Forwarded-For is kept before the address nginx saw, never trusted.
             await deliver(f"https://127.0.0.1:{listen}", "evt_nginx", cert, {"X-Forwarded-For": "203.0.113.9"})
     stored = [r.getMessage() for r in caplog.records if "evt_nginx" in r.getMessage()]

@@ -143,6 +143,10 @@ def command_cases(work: Path, form: str, token: str, listed: set[str], webhooks_
                   Case("subscribe secret", ["subscribe", "secret", "--secret-file", str(work / "webhook.env"),
                                             "--config", cfg]),
                   Case("subscribe remove", ["subscribe", "remove", *target])]
+    if "deploy" in listed:  # the units name the environment file, never what it holds
+        cases += [Case("deploy systemd", ["deploy", "systemd", "--config", cfg, "--out", str(work / "units")]),
+                  Case("deploy nginx", ["deploy", "nginx", "--config", cfg, "--out", str(work / "site")],
+                       frozenset({0, 2}))]
     if "dead-letters" in listed:  # the events set aside, printed with their raw bodies
         cases.append(Case("dead-letters export", ["dead-letters", "export", "--config", cfg]))
     return cases
