@@ -6,6 +6,7 @@ database."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 import time
 from collections.abc import Iterator
@@ -63,10 +64,10 @@ def rows(store: Store, sql: str) -> list[tuple[Any, ...]]:
 
 def test_a_received_event_creates_the_forms_view_and_fields_list_types_it(store: Store) -> None:
     fill(store)
-    name = view_name("form_contact")
-    assert name == "formsync_form_form_contact"
-    with store.database.engine.connect() as conn:
-        assert name in inspect(conn).get_view_names()
+    name = view_name("form_contact", "Contact")
+    assert name == "formsync_contact_" + hashlib.sha1(b"form_contact").hexdigest()[:6]
+    with store.database.engine.connect() as conn:  # the name of before, an alias for one release
+        assert {name, "formsync_form_form_contact"} <= set(inspect(conn).get_view_names())
     # No field list yet: the answered keys are held back, no column is typed from values.
     (bare,) = store.views()
     assert bare.fields() == ()
@@ -175,9 +176,24 @@ def test_request_external_id_and_refresh_views(store: Store) -> None:
 def test_view_names_are_stable_and_collision_safe() -> None:
     assert view_name("frm_AbC") != view_name("frm_abc")
     assert view_name("frm_AbC") == view_name("frm_AbC")
-    assert view_name("frm_abc") == "formsync_form_frm_abc"
+    assert view_name("frm_abc") == "formsync_form_frm_abc"  # no form name known: named from the id
     long = view_name("x" * 100)
     assert len(long) <= 63 and long.startswith("formsync_form_x")
+    named = view_name("form_1", "Customer Feedback (2026) – Q3")
+    assert named.startswith("formsync_customer_feedback_2026_q3_") and len(named) == 35 + 6
+    assert view_name("form_2", "Customer Feedback (2026) – Q3") != named
+    assert len(view_name("form_1", "A very long form name " * 9)) == 63 and view_name("f", "!!!").startswith(
+        "formsync_form_")
+
+
+def test_a_view_keeps_its_name_when_the_form_is_renamed(store: Store) -> None:
+    fill(store, 1)
+    name = store.record_fields("form_contact", FIELDS).name
+    renamed = sub_event("evt_r", "sub_r", answers={"name": "R"})
+    renamed["data"]["form"]["name"] = "Contact us (new)"
+    store.store_events(events(renamed))
+    assert store.record_fields("form_contact", FIELDS).name == name == view_name("form_contact", "Contact")
+    assert rows(store, f"SELECT count(*) FROM {name}") == [(2,)]
 
 
 @pytest.mark.parametrize("db_url", ["postgresql", "mysql"], indirect=True)
