@@ -213,3 +213,23 @@ def test_a_long_read_of_a_view_never_holds_up_storing_events(store: Store) -> No
         reader.close()
     store.record_fields("form_contact", [*FIELDS, {"key": "extra", "type": "number"}])
     assert rows(store, f"SELECT extra FROM {name} WHERE submission_id = 'sub_new'") == [(1.0,)]
+
+
+def test_merge_field_list_keeps_types_places_listed_fields_and_marks_the_rest() -> None:
+    from connector.store.keeper import merge_field_list
+    from connector.store.schema import fields_from_list
+
+    def row(key: str, type_: str, source: str = "fields.list") -> dict[str, Any]:
+        return {"form_id": "f", "field_key": key, "type": type_, "title": None, "options": None, "listed": True,
+                "source": source, "answer_key": None, "position": 0, "updated_at": 0}
+
+    stored = {"a": row("a", "number"), "gone": row("gone", "text"), "new": row("new", "pending", "answers"),
+              "stray": row("stray", "pending", "answers")}
+    listed = fields_from_list([{"key": "new", "type": "date"}, {"key": "a", "type": "text"}])
+    rows_, appeared = merge_field_list(stored, listed, {}, 5)
+    got = [(r["field_key"], r["type"], r["listed"], r["answer_key"], r["position"]) for r in rows_]
+    assert got == [("new", "date", True, None, 0), ("a", "number", True, None, 1), ("a__text", "text", True, "a", 2),
+                   ("gone", "text", False, None, 3), ("stray", "unlisted", False, None, 4)]
+    assert appeared and all(r["updated_at"] == 5 for r in rows_)
+    assert merge_field_list({"a": row("a", "number")}, fields_from_list([{"key": "a", "type": "calculated"}]), {},
+                            5)[0][0]["type"] == "calculated"  # same columns: no variant
