@@ -23,7 +23,7 @@ from .store import Store
 
 log = logging.getLogger("formsync.fields")
 READ_EVERY_MS = 60_000  # a form's fields.list is read (or tried) once a minute at most
-HELD_BACK_FIX = "set service.token (the receiver, sync and poll then read fields.list) or run formsync views"
+HELD_BACK_FIX = "set service.token (the receiver, sync and poll then read fields.list), or run formsync views with it"
 
 
 async def learn_field_lists(client: FormClient, store: Store, form_ids: Iterable[str] | None = None) -> list[str]:

@@ -1,5 +1,5 @@
-"""``formsync views``: bring the typed view of each form (``formsync_form_<slug>``) up to
-date and list them. With a token, each form's ``fields.list`` is read: it types its
+"""``formsync views``: bring the typed view of each form (``formsync_<form name>_<hash>``)
+up to date and list them. With a token, each form's ``fields.list`` is read: it types its
 columns (number, date, choice with its label, JSON) and orders them as the form does;
 answered keys no list names stay held back from the typed outputs."""
 
@@ -10,6 +10,7 @@ from pydantic import BaseModel
 from connector.client import FormClient
 from connector.errors import FormsyncError
 from connector.store import FormView, Store
+from connector.store.schema import legacy_view_name
 
 
 class ViewColumnOut(BaseModel):
@@ -19,9 +20,11 @@ class ViewColumnOut(BaseModel):
 
 
 class ViewOut(BaseModel):
-    """One form's view: its name, the form and its columns in order."""
+    """One form's view: its name, the name it had before views were named from the
+    form's name (an alias of it, for one release), the form and its columns in order."""
 
     view: str
+    alias: str | None = None
     form_id: str
     columns: list[ViewColumnOut]
 
@@ -34,7 +37,8 @@ class ViewsReport(BaseModel):
 
 
 def _out(v: FormView) -> ViewOut:
-    return ViewOut(view=v.name, form_id=v.form_id,
+    old = legacy_view_name(v.form_id)
+    return ViewOut(view=v.name, alias=old if old != v.name else None, form_id=v.form_id,
                    columns=[ViewColumnOut(name=c.name, type=c.type, field_key=c.field_key) for c in v.columns])
 
 

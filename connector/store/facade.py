@@ -352,7 +352,7 @@ class Store:
 
     def record_fields(self, form_id: str, items: Sequence[Mapping[str, Any] | BaseModel]) -> FormSchema:
         """Store a form's ``fields.list`` items as its field list (their order, types,
-        titles and choices) and rebuild its view ``formsync_form_<slug>``. A field no
+        titles and choices) and rebuild its view (``schema.view_name``). A field no
         longer listed keeps its column while stored submissions answer it."""
         plain = [i.model_dump(exclude_none=True) if isinstance(i, BaseModel) else dict(i) for i in items]
         return self._views.record_list(form_id, plain)

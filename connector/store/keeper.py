@@ -21,9 +21,11 @@ from .schema import (
     StoredField,
     fields_from_list,
     form_schema,
+    legacy_view_name,
     same_columns,
     shape_of,
     variant_key,
+    view_name,
 )
 from .sqlite import READ_OPTION
 from .tables import FORM_FIELDS, FORM_SCHEMAS, SUBMISSIONS
@@ -266,7 +268,20 @@ class ViewKeeper:
             shape = _doc(f["options"]) if isinstance(f["options"], str | bytes) else f["options"]
             fields.append(StoredField(answer, f["type"], f["title"], tuple(shape or ()), bool(f["listed"]),
                                       f["field_key"] if f["answer_key"] else None))
-        return form_schema(form_id, fields)
+        name = conn.execute(select(FORM_SCHEMAS.c.view_name).where(FORM_SCHEMAS.c.form_id == form_id)).scalar()
+        return form_schema(form_id, fields, name)
+
+    @staticmethod
+    def _name(conn: Connection, form_id: str) -> None:
+        """Give the form's view its name from the form's name (``schema.view_name``) the
+        first time a stored submission names the form; the name is kept afterwards."""
+        s, sub = FORM_SCHEMAS.c, SUBMISSIONS.c
+        if conn.execute(select(s.view_name).where(s.form_id == form_id)).scalar():
+            return
+        form_name = conn.execute(select(sub.form_name).where(and_(sub.form_id == form_id, sub.form_name.is_not(None)))
+                                 .limit(1)).scalar()
+        if form_name:
+            set_state(conn, form_id, view_name=view_name(form_id, form_name))
 
     @staticmethod
     def _answered(conn: Connection, form_id: str, key: str) -> bool:
@@ -281,15 +296,20 @@ class ViewKeeper:
         queries reading it; without ``wait`` (a write's hook, which must not hold up the
         receiver behind a long query) it gives up after ``_HOOK_LOCK_SECONDS``."""
         with self.engine.begin() as conn:
+            self._name(conn, form_id)
             view = self.view_of(conn, form_id)
             body = select_sql(conn.dialect.name, view)
             q = DIALECTS[conn.dialect.name].quote
-            name = f"{q}{view.name}{q}"
+            name, old = f"{q}{view.name}{q}", legacy_view_name(form_id)
+            # The name views had before: an alias for one release (none when it is the name).
+            alias = [f"{q}{old}{q}"] if old != view.name else []
             if conn.dialect.name == "mysql":
                 if not wait:
                     conn.exec_driver_sql(f"SET SESSION lock_wait_timeout = {_HOOK_LOCK_SECONDS}")
                 try:
                     conn.exec_driver_sql(f"CREATE OR REPLACE VIEW {name} AS {body}")
+                    for a in alias:
+                        conn.exec_driver_sql(f"CREATE OR REPLACE VIEW {a} AS SELECT * FROM {name}")
                 finally:
                     if not wait:
                         conn.exec_driver_sql("SET SESSION lock_wait_timeout = DEFAULT")
@@ -298,8 +318,11 @@ class ViewKeeper:
                     if not wait:
                         conn.exec_driver_sql(f"SET LOCAL lock_timeout = '{_HOOK_LOCK_SECONDS}s'")
                     conn.exec_driver_sql(f"SELECT pg_advisory_xact_lock({_VIEW_LOCK})")
-                conn.exec_driver_sql(f"DROP VIEW IF EXISTS {name}")
+                for v in [*alias, name]:  # the alias depends on the view: dropped first
+                    conn.exec_driver_sql(f"DROP VIEW IF EXISTS {v}")
                 conn.exec_driver_sql(f"CREATE VIEW {name} AS {body}")
+                for a in alias:
+                    conn.exec_driver_sql(f"CREATE VIEW {a} AS SELECT * FROM {name}")
         return view
 
     def views(self) -> list[FormSchema]:

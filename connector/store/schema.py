@@ -41,7 +41,8 @@ LOGICAL_TYPES: tuple[str, ...] = ("text", "number", "integer", "boolean", "date"
 # Where a column's value comes from: the submission row (or its request's), the answer of
 # its field, the answer's display text, or one row of a matrix answer.
 Source = Literal["own", "answer", "label", "row"]
-VIEW_PREFIX = "formsync_form_"
+VIEW_PREFIX = "formsync_"
+LEGACY_PREFIX = "formsync_form_"  # the views' names before they were named from the form's name
 MAX_NAME = 63  # PostgreSQL's identifier limit (MySQL's is 64)
 
 _SCALAR_TYPES: dict[str, LogicalType] = {
@@ -122,10 +123,23 @@ def sql_name(text: str, limit: int = MAX_NAME) -> str:
     return f"{slug[:limit - 9]}_{digest}"
 
 
-def view_name(form_id: str) -> str:
-    """The view of ``form_id``: ``formsync_form_`` then the id in lower case (with a short
-    hash of the id when lower-casing or shortening changed it): stable and collision-safe."""
-    return VIEW_PREFIX + sql_name(form_id, MAX_NAME - len(VIEW_PREFIX))
+def legacy_view_name(form_id: str) -> str:
+    """The name views had before they were named from the form's name: ``formsync_form_``
+    then the id in lower case (with a short hash of the id when lower-casing or
+    shortening changed it). Kept as an alias of the view for one release."""
+    return LEGACY_PREFIX + sql_name(form_id, MAX_NAME - len(LEGACY_PREFIX))
+
+
+def view_name(form_id: str, form_name: str | None = None) -> str:
+    """The view (and warehouse table) of ``form_id`` named ``form_name``: ``formsync_``,
+    the name as lower-case ``[a-z0-9_]`` (shortened to fit PostgreSQL's 63 characters),
+    ``_`` and six hex digits of a hash of the id, so two forms of one name never meet
+    (``Contact`` -> ``formsync_contact_1a2b3c``). Without a name, ``legacy_view_name``."""
+    if not form_name:
+        return legacy_view_name(form_id)
+    suffix = "_" + hashlib.sha1(form_id.encode()).hexdigest()[:6]
+    slug = re.sub(r"[^a-z0-9]+", "_", form_name.lower()).strip("_") or "form"
+    return VIEW_PREFIX + slug[:MAX_NAME - len(VIEW_PREFIX) - len(suffix)].rstrip("_") + suffix
 
 
 def shape_of(item: Mapping[str, Any]) -> list[dict[str, Any]] | None:
@@ -205,14 +219,15 @@ def field_columns(f: StoredField, names: _Names | None = None) -> list[Column]:
     return [Column(names.take(base), _SCALAR_TYPES.get(t, "json"), "answer", key, title=title)]
 
 
-def form_schema(form_id: str, fields: Iterable[StoredField]) -> FormSchema:
+def form_schema(form_id: str, fields: Iterable[StoredField], name: str | None = None) -> FormSchema:
     """The table of ``form_id`` over ``fields`` (in their order): the submission's own
-    columns, then each field's (``field_columns``)."""
+    columns, then each field's (``field_columns``); ``name`` is its view's (default
+    ``view_name(form_id)``)."""
     names = _Names()
     columns = list(OWN)
     for f in fields:
         columns += field_columns(f, names)
-    return FormSchema(form_id, view_name(form_id), tuple(columns))
+    return FormSchema(form_id, name or view_name(form_id), tuple(columns))
 
 
 def fields_from_list(items: Iterable[Mapping[str, Any]]) -> list[StoredField]:

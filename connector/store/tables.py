@@ -277,7 +277,7 @@ class FormField(StoreModel, table=True):
 
 class FormSchemaState(StoreModel, table=True):
     """Per form: the snapshot and time of its last ``fields.list`` read (or attempt),
-    and ``changed_at``, when a held-back column last appeared in its table: the rows of
+    its view's name (``schema.view_name``, fixed when first given), and ``changed_at``, when a held-back column last appeared in its table: the rows of
     that form exported or loaded before then lack its values, so incremental exports and
     loads send them again."""
 
@@ -287,6 +287,7 @@ class FormSchemaState(StoreModel, table=True):
     snapshot_id: str | None = None
     read_at: int | None = Field(default=None, sa_type=BigInteger)
     changed_at: int | None = Field(default=None, sa_type=BigInteger)
+    view_name: str | None = None  # given once, from the form's name: kept when the form is renamed
 
 
 class DeadLetter(StoreModel, table=True):

@@ -1,4 +1,4 @@
-"""The typed view of each form, ``formsync_form_<slug>``: the form's table (``schema``)
+"""The typed view of each form, ``formsync_<form name>_<hash>``: the form's table (``schema``)
 as SQL over ``formsync_submissions`` (``answers`` and ``display``) and the request's
 external id, built by each database's JSON functions. One small mapper per database
 turns each logical type into that database's column (``SQL_TYPES``, ``_cell``).

@@ -157,9 +157,9 @@ def views(
     = None,
 ) -> None:
     """Create or update the typed view of each form in your database
-    ([bold]formsync_form_<form id>[/bold]: one row per submission, one typed column per
+    ([bold]formsync_<form name>_<hash>[/bold]: one row per submission, one typed column per
     field) and list them as JSON. With service.token, each form's fields.list types and
-    orders the columns; without it, the types come from the stored answers.
+    orders the columns; without it, answered fields no list named stay held back.
 
     Example: [bold]formsync views --config formsync.toml[/bold]
     """

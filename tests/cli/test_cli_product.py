@@ -80,7 +80,7 @@ def test_export_without_out_writes_each_format_into_out_dir(tmp_path: Path) -> N
     cfg = write_store_config(tmp_path, f'[export]\nout_dir = "{out_dir}"\nformats = ["csv", "parquet"]\n')
     res = CliRunner().invoke(app, ["export", "--table", "requests", "--config", str(cfg)], env=ENV)
     assert res.exit_code == 0, res.output
-    assert sorted(p.name for p in out_dir.iterdir()) == ["requests.csv", "requests.parquet"]
+    assert sorted(p.name for p in out_dir.iterdir()) == ["requests.csv", "requests.parquet", "requests.schema.json"]
     assert len(res.stdout.strip().splitlines()) == 2  # one report per file
     assert "nothing to export" in res.stderr  # a new store holds nothing yet
     res = CliRunner().invoke(app, ["export", "--format", "xlsx", "--table", "all", "--config", str(cfg)], env=ENV)

@@ -6,6 +6,7 @@ database."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 import time
 from collections.abc import Iterator
@@ -63,10 +64,10 @@ def rows(store: Store, sql: str) -> list[tuple[Any, ...]]:
 
 def test_a_received_event_creates_the_forms_view_and_fields_list_types_it(store: Store) -> None:
     fill(store)
-    name = view_name("form_contact")
-    assert name == "formsync_form_form_contact"
-    with store.database.engine.connect() as conn:
-        assert name in inspect(conn).get_view_names()
+    name = view_name("form_contact", "Contact")
+    assert name == "formsync_contact_" + hashlib.sha1(b"form_contact").hexdigest()[:6]
+    with store.database.engine.connect() as conn:  # the name of before, an alias for one release
+        assert {name, "formsync_form_form_contact"} <= set(inspect(conn).get_view_names())
     # No field list yet: the answered keys are held back, no column is typed from values.
     (bare,) = store.views()
     assert bare.fields() == ()
@@ -175,9 +176,24 @@ def test_request_external_id_and_refresh_views(store: Store) -> None:
 def test_view_names_are_stable_and_collision_safe() -> None:
     assert view_name("frm_AbC") != view_name("frm_abc")
     assert view_name("frm_AbC") == view_name("frm_AbC")
-    assert view_name("frm_abc") == "formsync_form_frm_abc"
+    assert view_name("frm_abc") == "formsync_form_frm_abc"  # no form name known: named from the id
     long = view_name("x" * 100)
     assert len(long) <= 63 and long.startswith("formsync_form_x")
+    named = view_name("form_1", "Customer Feedback (2026) – Q3")
+    assert named.startswith("formsync_customer_feedback_2026_q3_") and len(named) == 35 + 6
+    assert view_name("form_2", "Customer Feedback (2026) – Q3") != named
+    assert len(view_name("form_1", "A very long form name " * 9)) == 63 and view_name("f", "!!!").startswith(
+        "formsync_form_")
+
+
+def test_a_view_keeps_its_name_when_the_form_is_renamed(store: Store) -> None:
+    fill(store, 1)
+    name = store.record_fields("form_contact", FIELDS).name
+    renamed = sub_event("evt_r", "sub_r", answers={"name": "R"})
+    renamed["data"]["form"]["name"] = "Contact us (new)"
+    store.store_events(events(renamed))
+    assert store.record_fields("form_contact", FIELDS).name == name == view_name("form_contact", "Contact")
+    assert rows(store, f"SELECT count(*) FROM {name}") == [(2,)]
 
 
 @pytest.mark.parametrize("db_url", ["postgresql", "mysql"], indirect=True)
@@ -197,3 +213,23 @@ def test_a_long_read_of_a_view_never_holds_up_storing_events(store: Store) -> No
         reader.close()
     store.record_fields("form_contact", [*FIELDS, {"key": "extra", "type": "number"}])
     assert rows(store, f"SELECT extra FROM {name} WHERE submission_id = 'sub_new'") == [(1.0,)]
+
+
+def test_merge_field_list_keeps_types_places_listed_fields_and_marks_the_rest() -> None:
+    from connector.store.keeper import merge_field_list
+    from connector.store.schema import fields_from_list
+
+    def row(key: str, type_: str, source: str = "fields.list") -> dict[str, Any]:
+        return {"form_id": "f", "field_key": key, "type": type_, "title": None, "options": None, "listed": True,
+                "source": source, "answer_key": None, "position": 0, "updated_at": 0}
+
+    stored = {"a": row("a", "number"), "gone": row("gone", "text"), "new": row("new", "pending", "answers"),
+              "stray": row("stray", "pending", "answers")}
+    listed = fields_from_list([{"key": "new", "type": "date"}, {"key": "a", "type": "text"}])
+    rows_, appeared = merge_field_list(stored, listed, {}, 5)
+    got = [(r["field_key"], r["type"], r["listed"], r["answer_key"], r["position"]) for r in rows_]
+    assert got == [("new", "date", True, None, 0), ("a", "number", True, None, 1), ("a__text", "text", True, "a", 2),
+                   ("gone", "text", False, None, 3), ("stray", "unlisted", False, None, 4)]
+    assert appeared and all(r["updated_at"] == 5 for r in rows_)
+    assert merge_field_list({"a": row("a", "number")}, fields_from_list([{"key": "a", "type": "calculated"}]), {},
+                            5)[0][0]["type"] == "calculated"  # same columns: no variant

@@ -32,7 +32,8 @@ async def test_views_command_types_columns_from_fields_list(sandbox: Any, tmp_pa
     result = await asyncio.to_thread(CliRunner().invoke, app, ["views"], env=env)
     assert result.exit_code == 0, result.output
     (listed,) = json.loads(result.stdout)["views"]
-    assert listed["view"] == view_name(form) and listed["form_id"] == form
+    assert listed["view"] == view_name(form, "Contact") and listed["form_id"] == form
+    assert listed["alias"] == view_name(form)  # the name of before, for one release
     keys = list(dict.fromkeys(c["field_key"] for c in listed["columns"] if c["field_key"]))
     assert keys == [f.key for f in fields if f.type != "documents"], "fields.list order"
     kinds = {c["name"]: c["type"] for c in listed["columns"]}

@@ -3,7 +3,7 @@
 "unlisted" once a read did not list it), never typed from its values; a field whose type
 changed under the same key gets a variant row reading the same answer (``answer_key``);
 and one row per form with its last ``fields.list`` read and when a held-back column
-appeared (``formsync_form_schemas``).
+appeared, and the name its view was given (``formsync_form_schemas``).
 
 Revision ID: 0010
 Revises: 0006
@@ -30,6 +30,7 @@ def upgrade() -> None:
         sa.Column("snapshot_id", sa.String(), nullable=True),
         sa.Column("read_at", sa.BigInteger(), nullable=True),
         sa.Column("changed_at", sa.BigInteger(), nullable=True),
+        sa.Column("view_name", sa.String(), nullable=True),
         sa.PrimaryKeyConstraint("form_id", name="pk_formsync_form_schemas"),
     )
 
