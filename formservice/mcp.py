@@ -13,7 +13,6 @@ tools themselves are in :mod:`formservice.agent.tools`.
 from __future__ import annotations
 
 import asyncio
-import ipaddress
 import json
 import logging
 from collections.abc import Callable
@@ -31,6 +30,7 @@ from .agent import guides
 from .agent import tools as agent_tools
 from .dialect import shape_error, shape_tool_result
 from .domain.agentops import AGENT_METHODS
+from .domain.oauth import is_loopback
 from .errors import ApiError
 from .faults import Fault
 from .service import Caller, Service
@@ -173,18 +173,9 @@ def allowed_origin(origin: str, base_url: str) -> bool:
         return True
     parts = urlsplit(origin)
     host = parts.hostname or ""
-    if _loopback(host) and _same_loopback_origin(parts, urlsplit(base_url)):
+    if is_loopback(host) and _same_loopback_origin(parts, urlsplit(base_url)):
         return True
     return parts.scheme == "https" and (host == "formstep.io" or host.endswith(".formstep.io"))
-
-
-def _loopback(host: str) -> bool:
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
 
 
 def _same_loopback_origin(origin: SplitResult, own: SplitResult) -> bool:
@@ -194,7 +185,7 @@ def _same_loopback_origin(origin: SplitResult, own: SplitResult) -> bool:
         ports = (origin.port or defaults.get(origin.scheme), own.port or defaults.get(own.scheme))
     except ValueError:  # a port that is no number: not an origin at all
         return False
-    return (_loopback(own.hostname or "") and origin.scheme == own.scheme and ports[0] is not None
+    return (is_loopback(own.hostname or "") and origin.scheme == own.scheme and ports[0] is not None
             and ports[0] == ports[1] and not origin.path.strip("/") and not origin.query)
 
 
