@@ -113,8 +113,8 @@ def _seed_forms(s: Any, workspace_id: str, forms: list[dict[str, Any]], now: int
     return form_ids
 
 
-def prepare(service: Service, data_dir: Path | None, seed: dict[str, Any], seed_path: Path | str | None = None,
-            ) -> dict[str, Any]:
+def prepare(service: Service, data_dir: Path | None, seed: dict[str, Any],
+            seed_path: Path | str | None = None) -> dict[str, Any]:
     """Seed a new data dir with ``seed`` (read by ``load_seed`` from ``seed_path``), or
     reuse what it holds, and return the credentials. A seed whose forms or workspaces the
     service refuses is a ``SeedError`` naming the file."""

@@ -314,9 +314,10 @@ def _load_workbook(path: Path, options: SheetOptions) -> Sheet:
 def _pasted_csv(records: Sequence[Sequence[str]]) -> str | None:
     """The delimiter a one-column sheet's cells are split by: CSV lines pasted into a
     workbook's first column (None when the sheet has other columns, or none fits)."""
-    if any(sum(1 for c in r if c.strip()) > 1 for r in records[:HEADER_SCAN]):
+    first = records[:HEADER_SCAN]
+    if any(sum(1 for c in r if c.strip()) > 1 for r in first):
         return None
-    lines = [c for r in records for c in r if c.strip()]
+    lines = [c for r in first for c in r if c.strip()]
     sep = fitting_delimiter("\n".join(lines))
     # the first line (the header) splits too: a column of "Last, First" names is no pasted CSV
     return sep if sep is not None and lines and sep in lines[0] else None
