@@ -153,5 +153,6 @@ def shape_error(dialect: str, err: ApiError) -> ApiError:
     reason = details.get("reason")
     if reason is not None and reason not in REASONS:
         del details["reason"]
-        message = f"{reason}: {message}"
+        if not message.startswith(f"{reason}:"):  # a message that leads with its reason keeps it once
+            message = f"{reason}: {message}"
     return ApiError(err.code, message, **details)

@@ -18,7 +18,7 @@ import logging
 from collections.abc import Callable
 from importlib.metadata import PackageNotFoundError, version
 from typing import Any
-from urllib.parse import urlsplit
+from urllib.parse import SplitResult, urlsplit
 
 from aiohttp import web
 from mcp import types as mt
@@ -30,6 +30,7 @@ from .agent import guides
 from .agent import tools as agent_tools
 from .dialect import shape_error, shape_tool_result
 from .domain.agentops import AGENT_METHODS
+from .domain.oauth import is_loopback
 from .errors import ApiError
 from .faults import Fault
 from .service import Caller, Service
@@ -164,13 +165,28 @@ def _authenticate(service: Service, request: web.Request) -> Caller:
 
 def allowed_origin(origin: str, base_url: str) -> bool:
     """Whether a browser page at ``origin`` may call the endpoint: the service's own
-    origin (the hosted service: its own sites, ``https://formstep.io`` and its
-    subdomains). Pure."""
+    origin, under any loopback spelling when it is served on loopback (``localhost``,
+    ``127.0.0.1`` and ``[::1]`` at the same scheme and port are one origin there, as the
+    MCP guidance for local servers has it), or the hosted service's own sites
+    (``https://formstep.io`` and its subdomains). Pure."""
     if origin.rstrip("/") == base_url.rstrip("/"):
         return True
     parts = urlsplit(origin)
     host = parts.hostname or ""
+    if is_loopback(host) and _same_loopback_origin(parts, urlsplit(base_url)):
+        return True
     return parts.scheme == "https" and (host == "formstep.io" or host.endswith(".formstep.io"))
+
+
+def _same_loopback_origin(origin: SplitResult, own: SplitResult) -> bool:
+    """Both loopback, with the same scheme and port (a missing port is the scheme's)."""
+    defaults = {"http": 80, "https": 443}
+    try:
+        ports = (origin.port or defaults.get(origin.scheme), own.port or defaults.get(own.scheme))
+    except ValueError:  # a port that is no number: not an origin at all
+        return False
+    return (is_loopback(own.hostname or "") and origin.scheme == own.scheme and ports[0] is not None
+            and ports[0] == ports[1] and not origin.path.strip("/") and not origin.query)
 
 
 def _check_origin(service: Service, request: web.Request) -> None:

@@ -131,6 +131,27 @@ async def test_sandbox_command_refuses_missing_seed(tmp_path):
     assert "nope.yaml" in text and "Traceback" not in text
 
 
+@pytest.mark.parametrize(("text", "said"), [
+    ("workspaces:\n  - name: A\n    plan: pro\n   forms: [\n", r"seed\.yaml:4:4: expected <block end>"),
+    ("workspaces: [\n", r"seed\.yaml:2:1: expected the node content"),
+    ("workspaces:\n  - name: A\n    forms:\n      - published: true\n", r"seed\.yaml: .*missing key 'name'"),
+])
+async def test_sandbox_command_names_a_malformed_seed_and_leaves_no_data_dir(tmp_path, text, said):
+    """A seed that is not YAML is one line naming file:line:col (exit 2); one the service
+    cannot apply names the file; neither leaves a data directory behind."""
+    (tmp_path / "seed.yaml").write_text(text)
+    proc = await asyncio.create_subprocess_exec(
+        str(FORMSYNC), "sandbox", "--port", "0", "--data-dir", "sb", "--seed", "seed.yaml", cwd=tmp_path,
+        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+    )
+    out, err = await asyncio.wait_for(proc.communicate(), 60)
+    text_err = err.decode()
+    assert proc.returncode == 2, text_err
+    assert re.match(rf"error: --seed: {said}", text_err) and len(text_err.strip().splitlines()) == 1, text_err
+    assert not out and "Traceback" not in text_err
+    assert not (tmp_path / "sb").exists(), "a failed start leaves no data directory"
+
+
 async def test_sandbox_command_answers_in_the_minimal_dialect(tmp_path):
     async with sandbox_process(tmp_path / "d", tmp_path / "c.json", "--dialect", "minimal") as run:
         ws = next(w for w in run.creds["workspaces"] if w["plan"] == "pro")

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from .base import METHODS, Ctx, Params, Result, method
+from .base import METHODS, Ctx, Method, Params, Result, method
 
 
 class NoParams(Params):
@@ -47,8 +47,13 @@ class MethodList(Result):
     items: list[MethodItem]
 
 
+def listing(registry: dict[str, Method]) -> MethodList:
+    """The names of every method of ``registry``, sorted, with a one-line summary each."""
+    names = sorted(registry)
+    return MethodList(methods=names, items=[MethodItem(name=n, summary=registry[n].summary) for n in names])
+
+
 @method("methods.list")
 def methods_list(ctx: Ctx, p: NoParams) -> MethodList:
     """The names of every method this endpoint answers, with a one-line summary each."""
-    names = sorted(METHODS)
-    return MethodList(methods=names, items=[MethodItem(name=n, summary=METHODS[n].summary) for n in names])
+    return listing(METHODS)

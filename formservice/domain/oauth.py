@@ -131,7 +131,8 @@ def seed_system_clients(session: Session, now: int) -> list[dict[str, Any]]:
     return out
 
 
-def _is_loopback(host: str) -> bool:
+def is_loopback(host: str) -> bool:
+    """Whether ``host`` (a URL's hostname) names this machine: ``localhost`` or a loopback address."""
     if host == "localhost":
         return True
     try:
@@ -152,7 +153,7 @@ def check_redirect_uri(uri: str, where: str = "redirect_uris") -> str:
     if parts is None or not host or parts.fragment or parts.scheme not in ("https", "http"):
         raise OAuthError("invalid_redirect_uri",
                          f"{where}: {uri!r} is not an absolute https URI without a fragment.")
-    if parts.scheme == "http" and not _is_loopback(host):
+    if parts.scheme == "http" and not is_loopback(host):
         raise OAuthError("invalid_redirect_uri",
                          f"{where}: {uri!r} uses http; redirect URIs must be https, except to a loopback "
                          "address (127.0.0.1, [::1], localhost).")
@@ -167,7 +168,7 @@ def redirect_registered(client: OAuthClient, uri: str) -> bool:
         return True
     try:
         want = urlsplit(uri)
-        if want.scheme != "http" or not want.hostname or not _is_loopback(want.hostname):
+        if want.scheme != "http" or not want.hostname or not is_loopback(want.hostname):
             return False
     except ValueError:
         return False

@@ -365,14 +365,25 @@ def _edit(session: Session, form: Form, st: Settings, answers: dict[str, Any], n
     if not completed:
         raise validation("An edit is saved as a submit: a sent submission cannot go back to a draft; send "
                          "completed: true.", field="completed", reason="EDIT_NOT_A_DRAFT")
+    return edit_submission(session, form, sub, answers, now, base_url, st=st)
+
+
+def edit_submission(session: Session, form: Form, sub: Submission, answers: dict[str, Any], now: int,
+                    base_url: str, *, st: Settings | None = None, field: str = "editToken") -> Submission:
+    """A respondent's edit of the sent public submission ``sub`` of ``form``: the answers
+    go over the sent ones and must still pass the submit's checks. Refused with
+    EDITS_NOT_ALLOWED unless the form allows ``editAfterSubmit``, and EDIT_LIMIT_REACHED
+    past ``maxEdits`` (``field`` names the param at fault). Counts ``edit_count``, sets
+    ``updated_at``, keeps ``submitted_at``, emits ``submission.updated``."""
+    st = st or form_settings(session, form)
     if not st.editAfterSubmit:
         raise conflict("This form does not allow editing a submission after it is sent (editAfterSubmit is off).",
-                       field="editToken", reason="EDITS_NOT_ALLOWED")
+                       field=field, reason="EDITS_NOT_ALLOWED")
     limit = st.effectiveMaxEdits
     if limit is not None and sub.edit_count >= limit:
         raise conflict(f"Submission {sub.id} was already edited {sub.edit_count} time"
                        f"{'s' if sub.edit_count != 1 else ''}, the most this form allows ({limit}).",
-                       field="editToken", reason="EDIT_LIMIT_REACHED")
+                       field=field, reason="EDIT_LIMIT_REACHED")
     snap = session.get(Snapshot, sub.snapshot_id) if sub.snapshot_id else None
     blocks = (snap.blocks if snap else form.blocks) or []
     clean, errors = check_answers(blocks, _merge(blocks, sub.answers, answers), require=True)

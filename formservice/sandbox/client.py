@@ -16,6 +16,7 @@ from typing import Any, TypeVar
 import aiohttp
 from pydantic import BaseModel
 
+from ..domain.misc import MethodList
 from .models import (
     CallList,
     ClockResult,
@@ -36,6 +37,7 @@ from .models import (
     SubmissionRef,
     TokenList,
     TokenView,
+    UpdatedSubmission,
     WorkspaceView,
 )
 
@@ -146,6 +148,10 @@ class SandboxHelpers:
     async def faults_clear(self) -> FaultsView:
         return await self._model(FaultsView, "faults.clear")
 
+    async def methods_list(self) -> MethodList:
+        """Every helper's name, with a one-line summary each."""
+        return await self._model(MethodList, "methods.list")
+
     async def dialect_set(self, dialect: str) -> DialectView:
         """Answer later ``/api/v1`` calls in ``full`` or ``minimal`` (formservice/dialect.py)."""
         return await self._model(DialectView, "dialect.set", {"dialect": dialect})
@@ -186,6 +192,23 @@ class SandboxHelpers:
         """Complete the request as its recipient would; the request's full record."""
         return await self._model(CompletedRequest, "requests.complete",
                                  {"requestId": request_id, "answers": answers or {}})
+
+    async def requests_open(self, request_id: str) -> CompletedRequest:
+        """Open the request's page as its recipient would: ``openedAt`` and the ``opened``
+        timeline entry (once); the request's full record."""
+        return await self._model(CompletedRequest, "requests.open", {"requestId": request_id})
+
+    async def requests_start(self, request_id: str, answers: dict[str, Any] | None = None) -> CompletedRequest:
+        """Save a draft of ``answers`` as the recipient would: ``startedAt`` (and ``openedAt``)
+        with their timeline entries; the request's full record."""
+        return await self._model(CompletedRequest, "requests.start",
+                                 {"requestId": request_id, "answers": answers or {}})
+
+    async def submissions_update(self, submission_id: str, answers: dict[str, Any]) -> UpdatedSubmission:
+        """Edit a sent public-link submission as its respondent would (the form's
+        editAfterSubmit and maxEdits apply); emits ``submission.updated``."""
+        return await self._model(UpdatedSubmission, "submissions.update",
+                                 {"submissionId": submission_id, "answers": answers})
 
     async def share_links_submit(self, url: str, answers: dict[str, Any] | None = None, *, completed: bool = True,
                                  password: str | None = None, edit_token: str | None = None,

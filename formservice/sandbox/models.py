@@ -200,9 +200,19 @@ class CompleteParams(Params):
     answers: dict[str, Any] = {}
 
 
+class RequestIdParams(Params):
+    requestId: str
+
+
+class StartParams(Params):
+    requestId: str
+    answers: dict[str, Any] = {}
+
+
 class CompletedRequest(HelperResult):
-    """``requests.complete``: the request's full record, as ``requests.get`` returns it
-    (the fields below typed; every other member of the record kept as an extra)."""
+    """``requests.complete`` (and ``requests.open``, ``requests.start``): the request's
+    full record, as ``requests.get`` returns it (the fields below typed; every other
+    member of the record kept as an extra)."""
 
     model_config = ConfigDict(extra="allow")
     id: str
@@ -215,9 +225,13 @@ class CompletedRequest(HelperResult):
     recipient: dict[str, Any] | None = None
     metadata: dict[str, Any] | None = None
     created_at: int | None = None
+    opened_at: int | None = None
+    started_at: int | None = None
+    last_activity_at: int | None = None
     completed_at: int | None = None
     answers: dict[str, Any] | None = None
     display: dict[str, Any] | None = None
+    timeline: list[dict[str, Any]] | None = None
 
 
 class ShareSubmitParams(Params):
@@ -235,6 +249,21 @@ class ShareSubmitted(HelperResult):
     edit_count: int
     edit_url: str | None = None
     redirect_url: str | None = None
+
+
+class UpdateParams(Params):
+    submissionId: str
+    answers: dict[str, Any] = {}
+
+
+class UpdatedSubmission(HelperResult):
+    """``submissions.update``: the edited submission's answers, ``editCount`` and ``updatedAt``."""
+
+    id: str
+    form_id: str
+    edit_count: int
+    updated_at: int | None = None
+    answers: dict[str, Any] = {}
 
 
 # -- the outbox: mail and events --------------------------------------------------------

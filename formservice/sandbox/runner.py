@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import shutil
 import signal
 import socket
 from pathlib import Path
@@ -22,7 +23,7 @@ from ..delivery import trusting
 from ..dialect import Dialect
 from ..service import Service
 from .client import SandboxHelpers
-from .seed import prepare
+from .seed import load_seed, prepare
 
 log = logging.getLogger("formservice.sandbox")
 
@@ -35,7 +36,7 @@ class SandboxServer:
     the same by hand. Once started: ``sb.base_url``, ``sb.credentials`` (what the
     credentials file holds), ``sb.service`` (the in-process service) and
     ``sb.helpers(plan)``, a helpers client for a seeded workspace. ``start`` raises
-    ``OSError`` when the port cannot be bound and ``ValueError`` for a bad seed; nothing
+    ``OSError`` when the port cannot be bound and ``SeedError`` (a ``ValueError``) for a bad seed; nothing
     stays bound or open then. ``dialect`` ``minimal`` answers only what the spec shows
     (formservice/dialect.py); the ``dialect.set`` helper switches it while running.
     ``ca_file`` (PEM) adds authorities its https deliveries trust (``ValueError`` if it
@@ -54,12 +55,16 @@ class SandboxServer:
 
     async def start(self) -> SandboxServer:
         """Bind, seed (first start) and write the credentials file when one is named.
-        The port is bound first: a port that cannot be bound leaves no data dir behind."""
+        The seed is read and the port bound first: a seed that is not one, or a port that
+        cannot be bound, leaves no data dir behind (nor does a seed the service refuses)."""
+        seed = load_seed(self.seed)
         sock = _bind(self.host, self.port)
+        made = not self.data_dir.exists()
         try:
             service = Service(self.data_dir)
         except BaseException:
             sock.close()
+            _remove_new(self.data_dir, made)
             raise
         service.dialect = self.dialect
         quiet_malformed_requests()
@@ -72,11 +77,12 @@ class SandboxServer:
             bound = runner.addresses[0][1]
             shown_host = "127.0.0.1" if self.host in ("0.0.0.0", "") else self.host
             service.base_url = f"http://{shown_host}:{bound}"
-            self.credentials = prepare(service, self.data_dir, self.seed)
-        except BaseException:  # a bad seed: nothing stays bound or open
+            self.credentials = prepare(service, self.data_dir, seed, self.seed)
+        except BaseException:  # a bad seed: nothing stays bound or open, or made
             await runner.cleanup()
             sock.close()
             service.engine.dispose()
+            _remove_new(self.data_dir, made)
             raise
         self.service, self.runner = service, runner
         if self.credentials_file is not None:
@@ -120,6 +126,12 @@ class SandboxServer:
         """A helpers client acting as the owner of the ``plan`` workspace; ``async with``
         it to keep one HTTP session for its calls."""
         return SandboxHelpers(self.base_url, self.workspace(plan)["token"])
+
+
+def _remove_new(data_dir: Path, made: bool) -> None:
+    """Remove the data dir this start made (a failed start leaves nothing behind)."""
+    if made:
+        shutil.rmtree(data_dir, ignore_errors=True)
 
 
 def _bind(host: str, port: int) -> socket.socket:

@@ -14,6 +14,7 @@ from ..domain import auth
 from ..domain import forms as forms_domain
 from ..domain import oauth as oauth_domain
 from ..domain import submissions as subs_domain
+from ..errors import ApiError
 from ..ids import new_id, new_signing_secret
 from ..service import Service
 from ..tables import ApiToken, Folder, Integration, Member, User, Workspace
@@ -22,14 +23,38 @@ DEFAULT_SEED = Path(__file__).parent.parent / "data" / "sandbox-seed.yaml"
 CREDENTIALS = "sandbox-credentials.json"
 
 
+class SeedError(ValueError):
+    """A seed that cannot be used: the text names the file (and the line and column when
+    the YAML itself is broken), what is wrong and how to fix it."""
+
+
 def load_seed(path: Path | str | None) -> dict[str, Any]:
-    """The seed YAML at ``path`` (the built-in seed when None); ValueError when it holds
-    no ``workspaces`` list."""
-    text = Path(path or DEFAULT_SEED).read_text()
-    seed = yaml.safe_load(text)
-    if not isinstance(seed, dict) or not isinstance(seed.get("workspaces"), list):
-        raise ValueError(f"{path}: a seed holds a 'workspaces' list")
+    """The seed YAML at ``path`` (the built-in seed when None); a ``SeedError`` when it
+    cannot be read, is not YAML (``file:line:col: problem``) or holds no ``workspaces``
+    list of mappings."""
+    where = Path(path or DEFAULT_SEED)
+    try:
+        seed = yaml.safe_load(where.read_text(encoding="utf-8"))
+    except yaml.MarkedYAMLError as e:
+        raise SeedError(f"{_position(where, e)}: {e.problem or e.context or 'not YAML'}; "
+                        "fix the YAML there (config/sandbox-seed.yaml shows a seed)") from None
+    except yaml.YAMLError as e:
+        raise SeedError(f"{where}: not YAML ({e}); fix the file (config/sandbox-seed.yaml shows a seed)") from None
+    except UnicodeDecodeError:
+        raise SeedError(f"{where}: not UTF-8 text; save the seed as UTF-8 YAML") from None
+    except OSError as e:
+        raise SeedError(f"{where}: cannot be read ({e.strerror}); give a readable YAML file") from None
+    workspaces = seed.get("workspaces") if isinstance(seed, dict) else None
+    if not isinstance(workspaces, list) or not all(isinstance(w, dict) and w.get("name") for w in workspaces):
+        raise SeedError(f"{where}: a seed holds a 'workspaces' list, each with a 'name' "
+                        "(config/sandbox-seed.yaml shows a seed)")
     return seed
+
+
+def _position(path: Path, e: yaml.MarkedYAMLError) -> str:
+    """``file:line:col`` (from 1) of the mark of a YAML error."""
+    mark = e.problem_mark or e.context_mark
+    return f"{path}:{mark.line + 1}:{mark.column + 1}" if mark is not None else str(path)
 
 
 def apply_seed(service: Service, seed: dict[str, Any]) -> dict[str, Any]:
@@ -88,13 +113,21 @@ def _seed_forms(s: Any, workspace_id: str, forms: list[dict[str, Any]], now: int
     return form_ids
 
 
-def prepare(service: Service, data_dir: Path | None, seed_path: Path | str | None) -> dict[str, Any]:
-    """Seed a new data dir (or reuse what it holds) and return the credentials."""
+def prepare(service: Service, data_dir: Path | None, seed: dict[str, Any],
+            seed_path: Path | str | None = None) -> dict[str, Any]:
+    """Seed a new data dir with ``seed`` (read by ``load_seed`` from ``seed_path``), or
+    reuse what it holds, and return the credentials. A seed whose forms or workspaces the
+    service refuses is a ``SeedError`` naming the file."""
     stored = data_dir / CREDENTIALS if data_dir else None
     if stored is not None and stored.exists() and service.meta("seeded"):
         creds = json.loads(stored.read_text())
     else:
-        creds = apply_seed(service, load_seed(seed_path))
+        try:
+            creds = apply_seed(service, seed)
+        except (KeyError, TypeError, ValueError, AttributeError, ApiError) as e:
+            said = f"a missing key {e}" if isinstance(e, KeyError) else str(e)
+            raise SeedError(f"{seed_path or DEFAULT_SEED}: the sandbox cannot apply this seed ({said}); "
+                            "config/sandbox-seed.yaml shows a seed") from None
         service.save_seed_state()  # what the reset helper goes back to
         if stored is not None:
             stored.write_text(json.dumps(creds, indent=2))

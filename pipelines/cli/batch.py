@@ -220,14 +220,15 @@ def outreach(
     Example: [bold]formsync outreach contacts.csv --form form_123 --job spring --report bad.csv[/bold]
     """
     with command(config) as ctx:
-        from pipelines.outreach import SHEET_SUFFIXES, SheetOptions
+        from pipelines.outreach import SheetError, SheetOptions
+        from pipelines.outreach.sheet import check_sheet_path
 
         from .outreach_run import OutreachCall, run_command
 
-        if not sheet.is_file():
-            raise UsageError(f"sheet {sheet} does not exist", where="SHEET")
-        if sheet.suffix.lower() not in SHEET_SUFFIXES:
-            raise UsageError(f"unsupported sheet type {sheet.suffix!r}; use .csv or .xlsx", where="SHEET")
+        try:
+            check_sheet_path(sheet)
+        except SheetError as e:
+            raise UsageError(str(e), where="SHEET") from None
         name = job or sheet.stem
         report_dir = ctx.service_settings().outreach.report_dir
         call = OutreachCall(sheet=sheet, form=form, job=name, config=config, dry_run=dry_run, test=test,

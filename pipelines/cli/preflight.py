@@ -27,13 +27,14 @@ def check_job_files(params: dict[str, Any], where: str) -> None:
 
 
 def _check_sheet(job_id: str, params: OutreachParams, where: str) -> None:
-    from pipelines.outreach import read_sheet
+    from pipelines.outreach import SheetError, read_sheet
+    from pipelines.outreach.sheet import check_sheet_path
 
     sheet = params.sheet
-    if not sheet.is_file():
-        what = "is a directory" if sheet.is_dir() else "does not exist"
-        raise UsageError(f"job {job_id!r} (outreach): sheet {sheet} {what}", where=where,
-                         hint="fix params.sheet (a relative path is from the directory formsync runs in)")
+    try:
+        check_sheet_path(sheet)
+    except SheetError as e:
+        raise UsageError(f"job {job_id!r} (outreach): {e}", where=where, hint="fix params.sheet") from None
     try:
         read_sheet(sheet, params.sheet_options())
     except Exception as e:  # pandas, openpyxl and the codecs fail in many ways: each is the sheet's fault here

@@ -69,6 +69,7 @@ async def _sandbox(host: str, port: int, data_dir: Path, seed: Path | None, cred
     import asyncio
 
     from formservice.sandbox.runner import serve
+    from formservice.sandbox.seed import SeedError
 
     ready = asyncio.Event()
 
@@ -84,6 +85,8 @@ async def _sandbox(host: str, port: int, data_dir: Path, seed: Path | None, cred
         if said is None:
             raise
         raise WorkFailed(said.message, hint=said.hint) from None
+    except SeedError as e:
+        raise UsageError(str(e), where="--seed") from None
     finally:
         told.cancel()
 

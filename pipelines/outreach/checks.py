@@ -25,7 +25,7 @@ from .columns import (
     plain_expiry,
 )
 from .formats import DATES, NUMBERS, POINT, Settled, settle
-from .sheet import DELIMITERS, Sheet
+from .sheet import Sheet
 from .values import NUMBER_TYPES
 
 ID_WORDS = ("id", "ref", "number", "no", "code")  # a header ending so names an id: map it to externalId
@@ -76,10 +76,6 @@ def suggested_target(column: str, known: Sequence[str]) -> str:
 
 
 def _one(column: str, known: Sequence[str]) -> str:
-    seps = [name for sep, name in DELIMITERS.items() if sep in column and sep != ","]
-    if seps:
-        return (f"`{column}` looks like a whole {seps[0]}-separated header read as one column; "
-                f"leave out --delimiter to detect it, or give the right one")
     near, target = closest(column, known), suggested_target(column, known)
     if near is None:
         return (f"`{column}` is not a column formsync knows; map it: "

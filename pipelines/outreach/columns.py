@@ -304,14 +304,17 @@ def validate_row(fields: Sequence[FieldDescriptor], row: Mapping[str, str], *,
     left out."""
     state = _Row({f.key: f for f in fields}, dict(readings or {}))
     problems: list[Problem] = []
+    email_given = False  # an email cell, valid or not: a bad one is its own problem, never also "missing"
     for column, cell in row.items():
-        for target in column_targets(column, state.fields, mapping or {}) or (None,):
+        targets = column_targets(column, state.fields, mapping or {}) or (None,)
+        email_given = email_given or ("email" in targets and bool(cell.strip()))
+        for target in targets:
             found = _cell_problem(state, column, cell, target)
             if found is not None:  # one problem per cell, whatever targets it feeds
                 problems.append(found)
                 break
     problems.extend(_readonly_problems(state))
-    if delivery == "email" and not state.out.recipient.get("email"):
+    if delivery == "email" and not email_given:
         problems.append(Problem(column="email", problem="missing email with email delivery",
                                 accepted="an email address"))
     return (None, problems) if problems else (state.out, [])

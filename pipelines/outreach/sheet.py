@@ -10,6 +10,7 @@ from __future__ import annotations
 import codecs
 import csv
 import io
+from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import date, datetime, time
@@ -24,6 +25,12 @@ SHEET_SUFFIXES = CSV_SUFFIXES + EXCEL_SUFFIXES
 DELIMITERS = {",": "comma", ";": "semicolon", "\t": "tab", "|": "pipe"}
 DELIMITER_NAMES = {"comma": ",", "semicolon": ";", "tab": "\t", "pipe": "|", "\\t": "\t"}
 HEADER_SCAN = 20  # rows looked at to find the header when it is not named
+BINARY_SCAN = 8192  # bytes looked at to tell a binary file from text
+# The first bytes of files people name .csv by mistake.
+SIGNATURES = ((b"\x89PNG", "a PNG image"), (b"\xff\xd8\xff", "a JPEG image"), (b"GIF8", "a GIF image"),
+              (b"%PDF", "a PDF document"), (b"PK\x03\x04", "a ZIP file: an .xlsx workbook? name it .xlsx"),
+              (b"\xd0\xcf\x11\xe0", "an old Excel .xls workbook: save it as .xlsx or CSV"))
+OTHER_SEPARATORS = ":^~#!/\\*"  # characters some exports put between cells, never in an address or name
 BOMS = ((codecs.BOM_UTF8, "utf-8-sig"), (codecs.BOM_UTF32_LE, "utf-32"), (codecs.BOM_UTF32_BE, "utf-32"),
         (codecs.BOM_UTF16_LE, "utf-16"), (codecs.BOM_UTF16_BE, "utf-16"))
 
@@ -98,12 +105,24 @@ def load_sheet(path: Path, options: SheetOptions | None = None) -> Sheet:
     out (their numbers are skipped). A ``SheetError`` when the file is empty, has a header
     only, cannot be decoded or split, or a named sheet, row or encoding does not exist."""
     options = options or SheetOptions()
-    suffix = path.suffix.lower()
-    if suffix in EXCEL_SUFFIXES:
+    check_sheet_path(path)
+    if path.suffix.lower() in EXCEL_SUFFIXES:
         return _load_workbook(path, options)
-    if suffix in CSV_SUFFIXES:
-        return _load_csv(path, options)
-    raise SheetError(f"{path}: unsupported sheet type {suffix!r}; use .csv or .xlsx")
+    return _load_csv(path, options)
+
+
+def check_sheet_path(path: Path) -> None:
+    """A ``SheetError`` when ``path`` cannot be a sheet: a directory (with the sheets in
+    it, if any), missing, or not a .csv or .xlsx file."""
+    if path.is_dir():
+        inside = sorted(p.name for p in path.iterdir() if p.suffix.lower() in SHEET_SUFFIXES)[:3]
+        such = f" such as {inside[0]}" if inside else ""
+        raise SheetError(f"{path} is a directory, not a sheet; give a .csv or .xlsx file{such}")
+    if not path.is_file():
+        raise SheetError(f"sheet {path} does not exist; check the path (a relative one is from the directory "
+                         "formsync runs in)")
+    if path.suffix.lower() not in SHEET_SUFFIXES:
+        raise SheetError(f"{path}: unsupported sheet type {path.suffix.lower()!r}; use .csv or .xlsx")
 
 
 # -- CSV --------------------------------------------------------------------------------------
@@ -140,17 +159,72 @@ def decode(data: bytes, encoding: str | None, path: Path) -> tuple[str, str]:
     raise AssertionError("latin-1 decodes every byte")
 
 
+def _scanned(text: str) -> list[str]:
+    return [ln for ln in text.splitlines()[:HEADER_SCAN] if ln.strip()]
+
+
+def _steady(lines: Sequence[str], sep: str) -> tuple[int, int]:
+    """(lines, cells) when more than half of ``lines`` split at ``sep`` into the same
+    number of cells, more than one; (0, 0) when they do not."""
+    counts = Counter(len(row) for row in csv.reader(lines, delimiter=sep))
+    cells, agree = max(counts.items(), key=lambda kv: (kv[1], kv[0]), default=(0, 0))
+    return (agree, cells) if cells > 1 and agree * 2 > len(lines) else (0, 0)
+
+
+def fitting_delimiter(text: str) -> str | None:
+    """Of ``,`` ``;`` tab and ``|``, the one that splits most of a CSV's first lines into
+    the same number of cells (a title line aside); None when none does."""
+    lines = _scanned(text)
+    found = max(((_steady(lines, sep), sep) for sep in DELIMITERS), key=lambda f: f[0])
+    return found[1] if found[0][0] else None
+
+
 def sniff_delimiter(text: str) -> str:
-    """The delimiter of a CSV's first lines: of ``,`` ``;`` tab and ``|``, the one that
-    splits some line (its header, under any title) into the most cells (a comma when none
-    splits any)."""
-    lines = [ln for ln in text.splitlines()[:HEADER_SCAN] if ln.strip()]
+    """The delimiter of a CSV's first lines: the ``fitting_delimiter``, else of ``,`` ``;``
+    tab and ``|`` the one that splits some line (its header, under any title) into the
+    most cells (a comma when none splits any)."""
+    fits = fitting_delimiter(text)
+    if fits is not None:
+        return fits
+    lines = _scanned(text)
     best, most = ",", 1
     for sep in DELIMITERS:
         cells = max((len(row) for row in csv.reader(lines, delimiter=sep)), default=0)
         if cells > most:
             best, most = sep, cells
     return best
+
+
+def _shown(sep: str) -> str:
+    return "tab" if sep == "\t" else f"'{sep}'"
+
+
+def delimiter_problem(text: str, given: str | None) -> str | None:
+    """Why a CSV's cells cannot be split as asked, naming the delimiter that fits (None
+    when they can): ``given`` splits none of its first lines steadily while another of
+    ``,`` ``;`` tab ``|`` does; or none of those splits them while another character
+    (``:``, ``^``...) does, which formsync does not read."""
+    lines = _scanned(text)
+    fits = fitting_delimiter(text)
+    if given is not None and fits is not None and fits != given and not _steady(lines, given)[0]:
+        return (f"--delimiter {_shown(given)} does not split its lines into columns, {_shown(fits)} "
+                f"({DELIMITERS[fits]}) does: give --delimiter {_shown(fits)}, or leave --delimiter out to detect it")
+    if fits is None and lines and not any(_steady(lines, sep)[0] for sep in DELIMITERS):
+        other = _other_separator(lines)
+        if other is not None:
+            return (f"its cells are separated by {other!r}, which formsync does not read; save it again "
+                    "with , ; tab or | between cells (or as .xlsx)")
+    return None
+
+
+def _other_separator(lines: Sequence[str]) -> str | None:
+    """A punctuation character every line holds the same number of times (one or more),
+    and none a name or address holds: what splits the lines when no delimiter does."""
+    common = set(lines[0]).intersection(*lines[1:]) & set(OTHER_SEPARATORS)
+    for char in sorted(common):
+        if len({ln.count(char) for ln in lines}) == 1:
+            return char
+    return None
 
 
 def _delimiter(given: str | None) -> str | None:
@@ -166,16 +240,38 @@ def _delimiter(given: str | None) -> str | None:
 def _load_csv(path: Path, options: SheetOptions) -> Sheet:
     sep = _delimiter(options.delimiter)
     data = path.read_bytes()
+    if (kind := binary_kind(data, encoding_given=options.encoding is not None)) is not None:
+        raise SheetError(f"{path} is not a text sheet ({kind}); give a CSV file (text) or an .xlsx workbook")
     text, encoding = decode(data, options.encoding, path)
     if not text.strip():
         raise SheetError(f"{path}: the file is empty; put a header row (e.g. email,name) "
                          "and one row per recipient in it")
+    problem = delimiter_problem(text, sep)
+    if problem is not None:
+        raise SheetError(f"{path}: {problem}")
     if sep is None:
         lines = text.splitlines()
         header = options.header_row
         sep = sniff_delimiter(lines[header - 1] if header is not None and 0 < header <= len(lines) else text)
     records = list(csv.reader(io.StringIO(text, newline=""), delimiter=sep))
     return _sheet(path, records, options.header_row, encoding=encoding, delimiter=sep)
+
+
+def binary_kind(data: bytes, *, encoding_given: bool = False) -> str | None:
+    """What a file that is no text is, in words (None for text): a known signature (an
+    image, a PDF, a ZIP such as an .xlsx renamed), or NUL and control bytes (unless its
+    encoding was given: UTF-16 without a byte order mark has NULs). Text with a UTF-16 or
+    UTF-32 byte order mark is text."""
+    head = data[:BINARY_SCAN]
+    if any(head.startswith(bom) for bom, _ in BOMS):
+        return None
+    for magic, kind in SIGNATURES:
+        if head.startswith(magic):
+            return kind
+    if encoding_given:
+        return None
+    controls = sum(1 for b in head if b < 0x20 and b not in b"\t\n\r\x0b\x0c\x1a")
+    return "binary data" if b"\0" in head or controls * 100 > len(head) else None
 
 
 # -- XLSX -------------------------------------------------------------------------------------
@@ -207,7 +303,24 @@ def _load_workbook(path: Path, options: SheetOptions) -> Sheet:
     finally:
         wb.close()
     name = _pick_sheet(path, sheets, options.sheet)
+    pasted = _pasted_csv(sheets[name])
+    if pasted is not None:
+        raise SheetError(f"{path}: sheet {name!r} holds whole lines in one column, separated by {_shown(pasted)} "
+                         f"({DELIMITERS[pasted]}): split them into columns (Data > Text to Columns), or give the "
+                         "CSV file itself")
     return _sheet(path, sheets[name], options.header_row, sheet_name=name, sheets=sheets)
+
+
+def _pasted_csv(records: Sequence[Sequence[str]]) -> str | None:
+    """The delimiter a one-column sheet's cells are split by: CSV lines pasted into a
+    workbook's first column (None when the sheet has other columns, or none fits)."""
+    first = records[:HEADER_SCAN]
+    if any(sum(1 for c in r if c.strip()) > 1 for r in first):
+        return None
+    lines = [c for r in first for c in r if c.strip()]
+    sep = fitting_delimiter("\n".join(lines))
+    # the first line (the header) splits too: a column of "Last, First" names is no pasted CSV
+    return sep if sep is not None and lines and sep in lines[0] else None
 
 
 def _has_data(records: Sequence[Sequence[str]]) -> bool:

@@ -11,6 +11,7 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from typing import Any
+from urllib.parse import urlsplit
 
 import httpx
 import pytest
@@ -23,6 +24,7 @@ from sqlmodel import select
 from formservice.agent.tools import TOOLS
 from formservice.domain.base import METHODS
 from formservice.domain.editor_inserts import BY_TOOL
+from formservice.mcp import allowed_origin
 from formservice.tables import (
     Document,
     Folder,
@@ -255,6 +257,35 @@ async def test_cross_origin_calls_only_from_the_services_own_sites(sandbox):
         assert r.status == 200 and r.json["result"] == {}, origin
     assert (await raw(sandbox, ping)).status == 200, "non-browser clients send no Origin"
 
+
+
+async def test_any_loopback_spelling_of_its_own_origin_is_its_own_origin(sandbox):
+    """Served at 127.0.0.1:PORT, a page at localhost:PORT or [::1]:PORT is the same
+    loopback server (the MCP guidance treats them alike); another port, scheme or a name
+    that only starts like localhost is still foreign, and changes nothing."""
+    port = urlsplit(sandbox.base_url).port
+    ping = {"jsonrpc": "2.0", "id": 8, "method": "ping"}
+    for origin in (f"http://localhost:{port}", f"http://[::1]:{port}", f"http://127.0.0.1:{port}/",
+                   f"http://LOCALHOST:{port}"):
+        r = await raw(sandbox, ping, headers={"Origin": origin})
+        assert r.status == 200 and r.json["result"] == {}, origin
+    before = stored(sandbox)
+    for origin in (f"http://localhost:{port + 1}", f"https://localhost:{port}", "http://localhost",
+                   f"http://localhost.evil.example:{port}", f"http://127.0.0.1.nip.io:{port}", "null"):
+        r = await raw(sandbox, call_message("form_create", {"workspaceId": sandbox.pro.id, "name": "x"}),
+                      headers={"Origin": origin})
+        assert r.status == 403 and r.json["error"]["code"] == -32600, origin
+    assert stored(sandbox) == before
+
+
+def test_loopback_spellings_count_only_for_a_loopback_server():
+    assert allowed_origin("http://localhost:8787", "http://127.0.0.1:8787")
+    assert allowed_origin("http://127.0.0.2:8787", "http://[::1]:8787")
+    assert allowed_origin("http://localhost", "http://127.0.0.1:80")
+    assert not allowed_origin("http://localhost:8787", "http://forms.example.com:8787")
+    assert not allowed_origin("http://localhost:8787", "http://192.168.1.5:8787")
+    assert not allowed_origin("http://localhost:99999", "http://127.0.0.1:8787")
+    assert not allowed_origin("http://localhost:8787/page", "http://127.0.0.1:8787")
 
 # -- authentication ------------------------------------------------------------------------
 

@@ -153,6 +153,14 @@ def test_email_delivery_needs_an_email_in_every_row() -> None:
     assert [(n, p.column, p.problem) for n, p in plan.rejected] == [(2, "email", "missing email with email delivery")]
 
 
+def test_a_bad_email_with_email_delivery_is_one_problem_not_two() -> None:
+    plan = plan_rows([{"email": "not-an-email"}, {"E-mail": "nope", "name": "Bo"}, {"email": " ", "name": "Cy"}],
+                     FIELDS, job="j", form_id="f", delivery="email")
+    assert [(n, p.column, p.problem) for n, p in plan.rejected] == [
+        (2, "email", "'not-an-email' is not an email address"), (3, "E-mail", "'nope' is not an email address"),
+        (4, "email", "missing email with email delivery")]
+
+
 def test_the_estimate_comes_from_the_pacing_and_progress_from_the_measured_rate() -> None:
     from pipelines.outreach import SendProgress
     from pipelines.outreach.show import RateMeter, duration, pace_seconds, progress_note

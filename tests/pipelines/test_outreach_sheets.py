@@ -15,7 +15,7 @@ from openpyxl import Workbook
 from connector.client import FormClient
 from connector.store import Store
 from pipelines.outreach import SheetError, SheetOptions, load_sheet, run_outreach
-from pipelines.outreach.sheet import sniff_delimiter
+from pipelines.outreach.sheet import binary_kind, delimiter_problem, fitting_delimiter, sniff_delimiter
 from tests.conftest import Sandbox
 
 ROWS = [("c-1", "José Müller", "jose@example.test", "Sales"), ("c-2", "Zoë Ñúñez", "zoe@example.test", "support")]
@@ -120,6 +120,98 @@ def test_a_column_without_a_header_but_with_cells_is_refused(tmp_path: Path) -> 
     with pytest.raises(SheetError, match="column 2 has cells but no header"):
         load_sheet(write(tmp_path / "a.csv", "email,\na@example.test,x\n", "utf-8"))
     assert load_sheet(write(tmp_path / "b.csv", "email,\na@example.test,\n", "utf-8")).columns == ["email"]
+
+
+# -- sheets that cannot be read, said in one line --------------------------------------------------
+
+
+SEMI_WITH_COMMAS = "email;name;topic\n;Smith, Ada;sales\nbo@example.test;Bo;sales\n"
+
+
+def test_the_delimiter_that_fits_is_the_one_that_splits_most_lines_alike() -> None:
+    assert fitting_delimiter(SEMI_WITH_COMMAS) == ";"
+    assert fitting_delimiter("email,name,note\na@example.test,Ada,x;y;z;w\n") == ",", "one odd cell is no delimiter"
+    assert sniff_delimiter("email,name,note\na@example.test,Ada,x;y;z;w\n") == ","
+    assert fitting_delimiter("Spring contacts\n\nemail;name\na@example.test;A\n") == ";", "a title aside"
+    assert fitting_delimiter("email\na@example.test\n") is None and fitting_delimiter("a:b\nc:d\n") is None
+
+
+@pytest.mark.parametrize(("text", "given", "said"), [
+    (SEMI_WITH_COMMAS, ",", "--delimiter ',' does not split its lines into columns, ';' (semicolon) does"),
+    ("email|name\na@example.test|A\n", ";", "--delimiter ';' does not split its lines into columns, '|' (pipe)"),
+    ("email,name\na@example.test,A\n", "\t", "--delimiter tab does not split"),
+    ("email:name:topic\na@example.test:A:sales\n", None, "its cells are separated by ':', which formsync does not"),
+    ("email^name\na@example.test^A\n", ",", "its cells are separated by '^'"),
+])
+def test_a_delimiter_that_does_not_fit_is_named_with_the_one_that_does(text: str, given: str | None,
+                                                                        said: str) -> None:
+    problem = delimiter_problem(text, given)
+    assert problem is not None and problem.startswith(said), problem
+    assert "Smith" not in problem and "example.test" not in problem, "no data row is quoted"
+
+
+@pytest.mark.parametrize(("text", "given"), [
+    ("email,name,note\na@example.test,Ada,x;y;z;w\n", ","), ("email;name\na@example.test;A\n", ";"),
+    ("email\na@example.test\n", ","), ("email\na@example.test\n", None), (SEMI_WITH_COMMAS, None),
+    ("email,name\na@example.test,Smith: Ada\n", None),
+])
+def test_a_delimiter_that_fits_is_no_problem(text: str, given: str | None) -> None:
+    assert delimiter_problem(text, given) is None
+
+
+def test_a_wrong_delimiter_is_refused_before_any_row_is_read(tmp_path: Path) -> None:
+    path = write(tmp_path / "a.csv", SEMI_WITH_COMMAS, "utf-8")
+    with pytest.raises(SheetError, match=r"give --delimiter ';', or leave --delimiter out") as e:
+        load_sheet(path, SheetOptions(delimiter=","))
+    assert "Smith" not in str(e.value)
+    assert load_sheet(path).rows[1] == {"email": "bo@example.test", "name": "Bo", "topic": "sales"}
+
+
+PNG = b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR\x00\x00\x00\x10"
+
+
+@pytest.mark.parametrize(("data", "kind"), [
+    (PNG, "a PNG image"), (b"%PDF-1.7\n", "a PDF document"), (b"PK\x03\x04\x14\x00", "a ZIP file"),
+    (b"\xff\xd8\xff\xe0", "a JPEG image"), (b"email,name\x00\x01\x02\n", "binary data"),
+    (b"\x01\x02\x03\x04" + b"x" * 200, "binary data"),
+])
+def test_a_binary_file_is_named_by_its_kind(data: bytes, kind: str) -> None:
+    found = binary_kind(data)
+    assert found is not None and found.startswith(kind)
+
+
+def test_text_is_not_binary() -> None:
+    assert binary_kind("email,name\r\nx@example.test,“Zoë” – €5\t\n".encode("cp1252")) is None
+    assert binary_kind(codecs.BOM_UTF16_LE + "email,name\n".encode("utf-16-le")) is None
+    assert binary_kind("email,name\n".encode("utf-16-le"), encoding_given=True) is None
+    assert binary_kind(PNG, encoding_given=True) == "a PNG image"
+
+
+def test_a_png_named_csv_is_one_line_without_its_bytes(tmp_path: Path) -> None:
+    (tmp_path / "logo.csv").write_bytes(PNG + b"email,name\n" * 3)
+    with pytest.raises(SheetError) as e:
+        load_sheet(tmp_path / "logo.csv")
+    said = str(e.value)
+    assert said == f"{tmp_path / 'logo.csv'} is not a text sheet (a PNG image); give a CSV file (text) or an .xlsx workbook"
+
+
+def test_a_directory_says_it_is_one_and_names_a_sheet_in_it(tmp_path: Path) -> None:
+    with pytest.raises(SheetError, match=r"is a directory, not a sheet; give a \.csv or \.xlsx file$"):
+        load_sheet(tmp_path)
+    write(tmp_path / "b.csv", csv_text(), "utf-8")
+    (tmp_path / "notes.txt").write_text("x")
+    with pytest.raises(SheetError, match=r"is a directory, not a sheet; give a \.csv or \.xlsx file such as b\.csv"):
+        load_sheet(tmp_path)
+    with pytest.raises(SheetError, match=r"does not exist"):
+        load_sheet(tmp_path / "gone.csv")
+
+
+def test_csv_lines_pasted_into_one_workbook_column_are_named(tmp_path: Path) -> None:
+    path = workbook(tmp_path / "a.xlsx", {"S": [["email;name;topic"], ["a@example.test;Ada;sales"]]})
+    with pytest.raises(SheetError, match=r"sheet 'S' holds whole lines in one column, separated by ';' \(semicolon\)"):
+        load_sheet(path)
+    names = workbook(tmp_path / "b.xlsx", {"S": [["email"], ["a@example.test"], ["b@example.test"]]})
+    assert len(load_sheet(names).rows) == 2
 
 
 # -- sent ------------------------------------------------------------------------------------------

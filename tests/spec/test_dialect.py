@@ -44,9 +44,26 @@ async def test_minimal_errors_keep_spec_details_and_put_other_reasons_in_the_mes
                           "DOCUMENT_NOT_UPLOADED"}
     short.expect("VALIDATION_ERROR", 400, field=full.details["field"])
     assert "reason" not in short.details and set(short.details) <= DETAILS
-    assert short.error["message"] == f"{reason}: {full.error['message']}"
+    said = full.error["message"]
+    assert short.error["message"] == (said if said.startswith(f"{reason}: ") else f"{reason}: {said}")
+    assert short.error["message"].count(reason) == 1, "the reason is named once"
     unknown = await sandbox.rpc("requests.create", {"formId": form, "prefill": {"nope": 1}})
     unknown.expect("VALIDATION_ERROR", 400, reason="UNKNOWN_FIELD_KEY", field="prefill.nope")
+
+
+async def test_minimal_names_a_reason_once_when_the_message_leads_with_it(sandbox):
+    """replayCallback on a pending request: the full message already leads with
+    REQUEST_NOT_TERMINAL, so the minimal one is the same text, not the reason twice."""
+    form = sandbox.pro.forms["Contact"]
+    created = (await sandbox.rpc("requests.create", {"formId": form, "callbackUrl": "http://127.0.0.1:9/cb"})).data
+    full = await sandbox.rpc("requests.replayCallback", {"requestId": created["id"]})
+    full.expect("CONFLICT", 409, reason="REQUEST_NOT_TERMINAL")
+    await minimal(sandbox)
+    short = await sandbox.rpc("requests.replayCallback", {"requestId": created["id"]})
+    short.expect("CONFLICT", 409)
+    assert "reason" not in short.details
+    assert short.error["message"] == full.error["message"]
+    assert short.error["message"].count("REQUEST_NOT_TERMINAL") == 1, short.error["message"]
 
 
 async def test_dialect_set_switches_back_and_refuses_other_names(sandbox):

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from ...agent.tools import TOOLS
 from ...domain.base import METHODS, Ctx
+from ...domain.misc import MethodList, listing
 from ...errors import ApiError
 from ...faults import FaultPlan, FaultsView, unknown_methods
 from ...service import Service
@@ -21,7 +22,7 @@ from ..models import (
     NoParams,
     ResetResult,
 )
-from .registry import helper
+from .registry import HELPERS, helper
 
 
 @helper("clock.advance")
@@ -94,7 +95,7 @@ def faults_set(ctx: Ctx, p: FaultPlan) -> FaultsView:
     if unknown:
         where, name = unknown[0]
         raise ApiError("VALIDATION_ERROR", f"{where}: unknown method {name!r}; name /api/v1 methods such as "
-                       "'requests.create' (methods.list has them all) or agent tools such as 'request_create'.",
+                       "'requests.create' (/api/v1's methods.list has them all) or agent tools such as 'request_create'.",
                        reason="UNKNOWN_METHOD", field=where)
     ctx.service.faults.set(p)
     return ctx.service.faults.view()
@@ -112,3 +113,10 @@ def faults_clear(ctx: Ctx, p: NoParams) -> FaultsView:
     view = ctx.service.faults.view()
     ctx.service.faults.clear()
     return view
+
+
+@helper("methods.list")
+def methods_list(ctx: Ctx, p: NoParams) -> MethodList:
+    """The names of every helper ``/api/sandbox`` answers, with a one-line summary each
+    (what an unknown helper's error points to; ``/api/v1``'s ``methods.list`` lists the API)."""
+    return listing(HELPERS)

@@ -8,9 +8,20 @@ from ...domain import events, sharelinks
 from ...domain import requests as req_domain
 from ...domain import submissions as subs_domain
 from ...domain.base import Ctx
-from ...errors import not_found
-from ...tables import Form
-from ..models import CompleteParams, ShareSubmitParams, ShareSubmitted, SubmissionRef, SubmitParams
+from ...errors import ApiError, not_found, validation
+from ...pages import flow
+from ...tables import Form, ShareLink, Submission
+from ..models import (
+    CompleteParams,
+    RequestIdParams,
+    ShareSubmitParams,
+    ShareSubmitted,
+    StartParams,
+    SubmissionRef,
+    SubmitParams,
+    UpdatedSubmission,
+    UpdateParams,
+)
 from .registry import helper
 
 
@@ -62,3 +73,61 @@ def share_links_submit(ctx: Ctx, p: ShareSubmitParams) -> ShareSubmitted:
     if redirect is not None:
         out.redirect_url = redirect
     return out
+
+
+def _opened(ctx: Ctx, request_id: str) -> flow.Opened:
+    """The caller's request ``request_id`` as its page opens it; refused as its link
+    refuses answers when that link is closed (completed, expired, canceled, unpublished)."""
+    req = req_domain.own_request(ctx, request_id)
+    found = flow.open_request(ctx.session, req.token, ctx.now)
+    if isinstance(found, flow.Closed):
+        raise req_domain.link_closed(req, found.state)  # a request's states: the ones link_closed names
+    return found
+
+
+@helper("requests.open")
+def requests_open(ctx: Ctx, p: RequestIdParams) -> dict[str, Any]:
+    """What a recipient's first view of the request's page does: set ``openedAt`` and add
+    the ``opened`` timeline entry (a later open changes nothing); the request's full record."""
+    opened = _opened(ctx, p.requestId)
+    flow.mark_opened(opened.req, ctx.now)
+    return req_domain.record(opened.req, ctx.base_url, full=True)
+
+
+@helper("requests.start")
+def requests_start(ctx: Ctx, p: StartParams) -> dict[str, Any]:
+    """What a recipient's first draft save on the page does (after opening it): keep
+    ``answers`` as the draft (types checked, required ones not), set ``startedAt`` (and
+    ``openedAt``) with their timeline entries, and move ``lastActivityAt``; the request's
+    full record."""
+    opened = _opened(ctx, p.requestId)
+    flow.mark_opened(opened.req, ctx.now)
+    errors = flow.save_draft(ctx.session, opened, p.answers, ctx.now)
+    if errors:
+        key, problem = next(iter(errors.items()))
+        raise validation(f"answers.{key}: {problem}", field=f"answers.{key}", reason="INVALID_ANSWER")
+    return req_domain.record(opened.req, ctx.base_url, full=True)
+
+
+@helper("submissions.update")
+def submissions_update(ctx: Ctx, p: UpdateParams) -> UpdatedSubmission:
+    """What a respondent's edit of a sent public-link submission does (its edit link):
+    the answers go over the sent ones, ``editCount`` and ``updatedAt`` move, and
+    ``submission.updated`` is emitted to the form's subscriptions; refused as the edit
+    link refuses it (EDITS_NOT_ALLOWED without ``editAfterSubmit``, EDIT_LIMIT_REACHED
+    past ``maxEdits``, a closed share link)."""
+    sub = ctx.session.get(Submission, p.submissionId)
+    if sub is None:
+        raise not_found("Submission", field="submissionId", reason="SUBMISSION_NOT_FOUND")
+    form = ctx.form(sub.form_id, param="submissionId")
+    if sub.request_id is not None or not sub.is_completed:
+        what = f"answers request {sub.request_id}" if sub.request_id else "is a draft, not sent yet"
+        raise ApiError("CONFLICT", f"Submission {sub.id} {what}; only a sent public-link submission is edited.",
+                       field="submissionId", reason="NOT_AN_EDITABLE_SUBMISSION")
+    link = ctx.session.get(ShareLink, sub.share_link_id) if sub.share_link_id else None
+    state = sharelinks.link_state(ctx.session, link, form, ctx.now) if link is not None else None
+    if state is not None:
+        raise sharelinks.link_closed(state)
+    sub = sharelinks.edit_submission(ctx.session, form, sub, p.answers, ctx.now, ctx.base_url, field="submissionId")
+    return UpdatedSubmission(id=sub.id, form_id=form.id, edit_count=sub.edit_count, updated_at=sub.updated_at,
+                             answers=sub.answers or {})
