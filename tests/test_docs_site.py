@@ -18,6 +18,7 @@ import typer
 from connector.settings import Settings
 from pipelines.cli import app
 from pipelines.cli.errors import ExitCode
+from pipelines.cli.helptext import summary
 from pipelines.cli.reference import (
     command_paths,
     commands_markdown,
@@ -135,3 +136,29 @@ async def test_the_site_reads_in_chromium(served: str, page):  # noqa: F811
         assert "Reference" in nav and "Guides" in nav
     await page.goto(f"{served}/reference/settings.html")
     assert "FORMSYNC_STORE__URL" in await page.locator("article").inner_text()
+
+
+def test_no_help_text_holds_brackets_that_rich_would_eat():
+    import re
+
+    eaten = re.compile(r"(?<!\\)\[(?!/?(bold|italic|dim|code)\])[^\]\s]+\]")
+    for path, cmd in command_paths(typer.main.get_command(app)).items():
+        for text in [cmd.help or "", *(getattr(p, "help", None) or "" for p in cmd.params)]:
+            assert not eaten.search(text), f"{path}: escape the brackets in {text[:80]!r}"
+
+
+def test_a_summary_is_the_first_sentence_up_to_a_period_or_colon_outside_parentheses():
+    from rich.text import Text
+
+    def short() -> None:
+        """Do the thing ([bold]now[/bold]: at once). Then more."""
+
+    def colon() -> None:
+        """Show the state of things: whether a scheduler is alive, the jobs."""
+
+    def bracket() -> None:
+        """Run the \\[\\[jobs]] tables. More."""
+
+    assert summary(short) == "Do the thing (now: at once)."
+    assert summary(colon) == "Show the state of things."
+    assert Text.from_markup(summary(bracket)).plain == "Run the [[jobs]] tables.", "as Rich shows it"

@@ -18,12 +18,7 @@ import typer
 from pydantic import BaseModel
 from pydantic.fields import FieldInfo
 
-_MARKUP = re.compile(r"\[/?(bold|italic|dim|red|green|yellow|blue|cyan|magenta|underline|code)\]")
-
-
-def plain(text: str) -> str:
-    """Help text without Rich style tags (``[bold]…[/bold]``), escapes undone."""
-    return _MARKUP.sub("", text).replace("\\[", "[")
+from .helptext import plain
 
 
 def _cell(text: str) -> str:
