@@ -245,13 +245,14 @@ def status(
     format: Annotated[str, typer.Option("--format", help="`text` (the table) or `prometheus` (metrics in the "
                                                          "text format, for node_exporter's textfile collector).")
                       ] = "text",
-    notify: Annotated[bool, typer.Option("--notify", help="Send the problems found to [notify] (the same "
+    notify: Annotated[bool, typer.Option("--notify", help="Send the problems found to \\[notify] (the same "
                                                           "problems again only after notify.repeat_minutes).")
                       ] = False,
 ) -> None:
-    """Show at a glance, within 80 columns: whether a scheduler is alive, the jobs (next
-    and last run, outcome), each outreach job's progress, the requests of each form by
-    status, deliveries received and the last errors. Reads the database only (no
+    """Show what runs and what needs attention, at a glance. Within 80 columns: whether
+    a scheduler is alive, the jobs (next and last run, outcome), each outreach job's
+    progress, the requests of each form by status, deliveries received and the last
+    errors. Reads the database only (no
     service.token needed; with --notify, it records what it sent). Exits with 4 when
     something needs attention (a job whose last run failed, a scheduler that stopped, an
     outreach that stalled, events set aside), each said in an `attention:` line on

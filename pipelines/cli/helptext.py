@@ -4,18 +4,33 @@ and no ``<bool>`` placeholder after a flag (which takes no value)."""
 from __future__ import annotations
 
 import inspect
+import re
 from collections.abc import Callable
 from typing import Any
 
+from rich.markup import escape
 from typer.core import TyperOption
+
+_MARKUP = re.compile(r"\[/?(bold|italic|dim|red|green|yellow|blue|cyan|magenta|underline|code)\]")
+
+
+def plain(text: str) -> str:
+    """Help text without Rich style tags (``[bold]…[/bold]``), escapes undone."""
+    return _MARKUP.sub("", text).replace("\\[", "[")
 
 
 def summary(fn: Callable[..., Any]) -> str:
-    """The first sentence (up to a colon) of a command's docstring, on one line."""
+    """The first sentence of a command's docstring (up to a period or a colon outside
+    parentheses), on one line, without Rich tags, escaped again for Rich, which shows it."""
     first = inspect.cleandoc(fn.__doc__ or "").split("\n\n")[0]
-    text = " ".join(first.split())
-    ends = [i for i in (text.find(". "), text.find(": ")) if i >= 0]
-    return text if not ends else text[: min(ends)] + "."
+    text = plain(" ".join(first.split()))
+    depth = 0
+    for i, ch in enumerate(text):
+        depth += {"(": 1, ")": -1}.get(ch, 0)
+        if depth == 0 and ch in ".:" and text[i + 1:i + 2] == " ":
+            text = text[:i] + "."
+            break
+    return escape(text)
 
 
 _display_type = TyperOption.display_type_rich
