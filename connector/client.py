@@ -206,12 +206,13 @@ class FormClient:
             self._session = None
 
     async def service_now(self) -> int:
-        """The service's time now (epoch ms; on the sandbox, its test clock): from the
-        ``Date`` of the last answer, or of one ``HEAD`` when none came yet (see
-        ``connector.clock``). Every decision about the service's state reads it."""
+        """The service's time now (epoch ms): on a sandbox on this machine its test clock
+        (``clock.get``); else from the ``Date`` of the last answer, or of one ``HEAD``
+        when none came yet (see ``connector.clock``). Every decision about the service's
+        state reads it."""
         session, _ = self._ready()
         try:
-            return await self.service_clock.now(session, self.base_url)
+            return await self.service_clock.now(session, self.base_url, self._token.get_secret_value())
         except ValueError as exc:
             raise errors.TransportError(str(exc)) from None
         except (aiohttp.ClientError, TimeoutError, OSError) as exc:

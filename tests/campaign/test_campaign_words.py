@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import pytest
 
-from connector.clock import ServiceClock, date_ms
+from connector.clock import ServiceClock, date_ms, on_this_machine
 from connector.settings import JobSettings
 from connector.store.campaign import CampaignRow
 from pipelines.campaign.actions import (
@@ -37,6 +37,18 @@ def test_the_date_header_is_the_service_time() -> None:
     assert clock.known_now() == T0 + 90_000
     clock.observe("garbage")  # an answer without a readable date changes nothing
     assert clock.known_now() == T0 + 90_000
+    clock.set_now(T0 + 90_123)  # the sandbox's clock.get, to the millisecond
+    clock.observe("Thu, 28 May 2026 20:28:10 GMT")  # its second agrees: the finer time stays
+    assert clock.known_now() == T0 + 90_123
+    clock.observe("Fri, 29 May 2026 20:28:10 GMT")  # a day later (a test clock moved): taken
+    assert clock.known_now() == T0 + 90_000 + 86_400_000
+
+
+@pytest.mark.parametrize(("url", "local"), [("http://127.0.0.1:8787", True), ("http://localhost:1", True),
+                                            ("http://[::1]:8787", True), ("https://api.formstep.example", False),
+                                            ("http://10.0.0.5:8787", False)])
+def test_only_a_service_on_this_machine_may_be_the_sandbox(url: str, local: bool) -> None:
+    assert on_this_machine(url) is local
 
 
 def test_the_reminder_spacing() -> None:
