@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Literal
 
 from pydantic import BaseModel
@@ -18,6 +18,7 @@ from connector.client import FormClient
 from connector.store import Store
 from connector.store.campaign import CampaignRow
 
+from ..outreach.contact import Recipient, contact_refusals
 from ..poll import poll_once
 
 MAX_REMINDERS = 8  # what the service allows per request (notes, section 1)
@@ -40,8 +41,9 @@ class ActionReport(BaseModel):
     """What a remind or close run did: ``candidates`` pending requests of the job,
     ``done`` reminded or canceled, ``refused`` per reason (a refusal is that row's, not
     the run's failure; the first ``REFUSALS_SHOWN`` are listed), ``not_idle`` left out
-    by the idle filter, ``not_pending`` found answered, expired or canceled meanwhile.
-    A dry run calls nothing: ``done`` is what it would do."""
+    by the idle filter, ``not_pending`` found answered, expired or canceled meanwhile,
+    ``suppressed`` pending requests the contact rule refuses a reminder (no call; listed
+    in ``suppressions``). A dry run calls nothing: ``done`` is what it would do."""
 
     job: str
     action: Action
@@ -52,6 +54,8 @@ class ActionReport(BaseModel):
     not_pending: int = 0
     refused: dict[str, int] = {}
     refusals: list[Refusal] = []
+    suppressed: int = 0
+    suppressions: list[Refusal] = []
     stopped: bool = False
     calls: int = 0
     not_before: str | None = None  # a scheduled close before its time: nothing was done
@@ -89,17 +93,34 @@ def pending_rows(rows: Sequence[CampaignRow], *, idle_ms: int | None, now_ms: in
     return idle, len(pending) - len(idle)
 
 
+def contactable(rows: Sequence[CampaignRow], candidates: Sequence[CampaignRow], blocked: Mapping[str, str], *,
+                allow_duplicates: bool = False) -> tuple[list[CampaignRow], list[Refusal]]:
+    """Of ``candidates`` (some of the job's ``rows``), those the contact rule lets be
+    sent a message, and a refusal (``suppressed (<why>)``) for each of the others."""
+    verdicts = contact_refusals([Recipient(r.row_number, r.recipient_email, r.request_id is not None) for r in rows],
+                                blocked, allow_duplicates=allow_duplicates)
+    why = {r.row_key: v for r, v in zip(rows, verdicts, strict=True)}
+    keep = [r for r in candidates if why.get(r.row_key) is None]
+    refused = [Refusal(row=r.row_number, request_id=r.request_id or "", reason=str(why[r.row_key]))
+               for r in candidates if why.get(r.row_key) is not None]
+    return keep, refused
+
+
 async def act(client: FormClient, store: Store, job: str, action: Action, *, reason: str | None = None,
               idle_ms: int | None = None, dry_run: bool = False, refresh: bool = True,
-              now_ms: int | None = None, stop: asyncio.Event | None = None) -> ActionReport:
+              now_ms: int | None = None, stop: asyncio.Event | None = None,
+              blocked: Mapping[str, str] | None = None) -> ActionReport:
     """Remind (``action="remind"``) or cancel (``"close"``, with ``reason``) every pending
     request of ``job``. ``refresh`` polls the job's form first (pending requests only,
     one call per 100 when nothing changed). A request the service refuses to remind
     (``REMINDER_TOO_SOON``, ``RECIPIENT_EMAIL_REQUIRED``, ``PLAN_REQUIRED``, the limit of
     8) is listed as that row's refusal; after a plan refusal no further call is made. A
     request no longer pending is counted and left. ``now_ms`` is the service's time for
-    the idle filter (default: this machine's). Raises ``UnknownJob``; API errors other
-    than a row's refusal are raised (what was done is stored)."""
+    the idle filter (default: this machine's). A reminder goes only where the contact
+    rule allows (``blocked``: the addresses it refuses, default the store's list and
+    bounces; see ``outreach.contact``); the others are counted ``suppressed``, no call.
+    Raises ``UnknownJob``; API errors other than a row's refusal are raised (what was
+    done is stored)."""
     record = store.campaign.job(job)
     if record is None:
         raise UnknownJob(job)
@@ -109,7 +130,12 @@ async def act(client: FormClient, store: Store, job: str, action: Action, *, rea
         if refresh and not dry_run:
             await poll_once(client, store, form_id=record.form_id)
         now = time.time_ns() // 1_000_000 if now_ms is None else now_ms
-        rows, report.not_idle = pending_rows(store.campaign.rows(job), idle_ms=idle_ms, now_ms=now)
+        every = store.campaign.rows(job)
+        rows, report.not_idle = pending_rows(every, idle_ms=idle_ms, now_ms=now)
+        if action == "remind":
+            rows, refused = contactable(every, rows, store.campaign.suppressed() if blocked is None else blocked,
+                                        allow_duplicates=bool((record.settings or {}).get("allow_duplicates")))
+            report.suppressed, report.suppressions = len(refused), refused[:REFUSALS_SHOWN]
         report.candidates = len(rows)
         if dry_run:
             report.done = sum(1 for r in rows if action == "close" or (r.reminders_sent or 0) < MAX_REMINDERS)

@@ -3,12 +3,15 @@ the command, ``formsync status`` and the HTML page take their numbers from)."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from connector.store import Store
 from connector.store.campaign import CampaignRow
 
+from ..outreach.counts import recorded_counts
 from .actions import UnknownJob
 from .funnel import Funnel, Round, cumulative_completions, funnel, rounds
 from .page import campaign_page
@@ -32,7 +35,14 @@ def read_campaign(store: Store, job: str) -> Campaign:
         raise UnknownJob(job)
     rows = store.campaign.rows(job)
     reminders = [(int(r["at"]), int(r.get("done", 0))) for r in store.ledger.rounds(job) if r.get("kind") == "remind"]
-    return Campaign(job, record.form_id, rows, funnel(job, rows), rounds(rows, reminders))
+    return Campaign(job, record.form_id, rows, funnel(job, rows, invalid_rows((record.settings or {}).get("outcome"))),
+                    rounds(rows, reminders))
+
+
+def invalid_rows(outcome: Mapping[str, Any] | None) -> int:
+    """The sheet rows the job's last run rejected before the ledger (0 before a run ended)."""
+    counts = recorded_counts(outcome or {})
+    return counts.invalid if counts is not None else 0
 
 
 def write_page(store: Store, job: str, out: Path) -> Campaign:
