@@ -282,7 +282,8 @@ def summarise(kind: str, report: BaseModel) -> str:
         return f"stopped: {said}" if r.stopped else (said if r.failed else f"done: {said}")
     if kind == "poll":
         return (f"pending {r.pending_before}: completed {r.completed}, expired {r.expired}, "
-                f"canceled {r.canceled}, still pending {r.still_pending}, {r.calls} calls")
+                f"canceled {r.canceled}, still pending {r.still_pending}, {r.calls} calls"
+                + (f"; {len(r.suppressed)} canceled as suppressed" if getattr(r, "suppressed", None) else ""))
     if kind == "sync":
         forms = getattr(r, "forms", None)
         if forms is None:
@@ -298,5 +299,6 @@ def summarise(kind: str, report: BaseModel) -> str:
         refused = ", ".join(f"{k} {v}" for k, v in r.refused.items()) or "none"
         verb = "reminded" if kind == "remind" else "canceled"
         return (f"{r.job}: {verb} {r.done} of {r.candidates} pending, refused: {refused}, "
-                f"no longer pending {r.not_pending}, {r.calls} calls")
+                f"no longer pending {r.not_pending}, {r.calls} calls"
+                + (f", suppressed {r.suppressed} (no call)" if getattr(r, "suppressed", 0) else ""))
     return str(report)[:200]
