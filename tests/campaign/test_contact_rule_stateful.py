@@ -185,7 +185,7 @@ def test_the_contact_rule_holds_through_a_campaign(tmp_path: Path) -> None:
     Campaign.loop, Campaign.sandbox, Campaign.root = loop, sb, tmp_path
     try:
         run_state_machine_as_test(Campaign, settings=settings(
-            max_examples=8, stateful_step_count=14, deadline=None, derandomize=True,
+            max_examples=12, stateful_step_count=16, deadline=None, derandomize=True,
             suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much]))
     finally:
         loop.run_until_complete(sb.http.close())
