@@ -123,6 +123,9 @@ class OutreachSettings(Section):
     # store's list (formsync campaign suppress) and, with suppress_bounced, every bounce
     suppression_file: Path | None = None
     suppress_bounced: bool = True
+    # true: rows of one job may share an address (each gets its own request); by default a
+    # later row with an address another row has is reported suppressed, naming that row
+    allow_duplicates: bool = False
 
     @field_validator("mapping", mode="before")
     @classmethod

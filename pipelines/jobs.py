@@ -332,7 +332,8 @@ def summarise(kind: str, report: BaseModel) -> str:
         return f"stopped: {said}" if r.stopped else (said if r.failed else f"done: {said}")
     if kind == "poll":
         return (f"pending {r.pending_before}: completed {r.completed}, expired {r.expired}, "
-                f"canceled {r.canceled}, still pending {r.still_pending}, {r.calls} calls")
+                f"canceled {r.canceled}, still pending {r.still_pending}, {r.calls} calls"
+                + (f"; {len(r.suppressed)} canceled as suppressed" if getattr(r, "suppressed", None) else ""))
     if kind == "sync":
         forms = getattr(r, "forms", None)
         if forms is None:

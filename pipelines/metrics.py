@@ -28,7 +28,7 @@ from .status import StatusReport, collect_status
 log = logging.getLogger("formsync.metrics")
 
 PROBLEM_KINDS: tuple[NoticeKind, ...] = ("scheduler_stopped", "job_failed", "outreach_stalled", "events_set_aside")
-OUTREACH_STATES = ("sent", "pending", "failed", "changed", "rejected")
+OUTREACH_STATES = ("sent", "pending", "failed", "changed", "rejected", "suppressed")
 
 
 def report_metrics(report: StatusReport) -> Iterator[GaugeMetricFamily]:

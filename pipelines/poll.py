@@ -26,6 +26,9 @@ completed + (0..2 listings)`` when requests left ``pending``, plus one ``fields.
 per form answered for the first time (its schema, see ``connector.field_lists``). Stored pending requests
 whose form is unknown (a ``requests.create`` result carries no ``formId``) are read with
 ``requests.get`` one by one; that also stores their form, so later cycles list them.
+Last, a pending request whose address is suppressed, bounced or complained (the contact
+rule's blocked addresses) is canceled with that reason: one ``requests.cancel`` each,
+once (see ``outreach.suppression.cancel_blocked``).
 """
 
 from __future__ import annotations
@@ -41,6 +44,8 @@ from connector import errors, models
 from connector.client import UNSET, FormClient
 from connector.field_lists import learn_field_lists
 from connector.store import PendingRequest, Store
+
+from .outreach.suppression import Canceled, cancel_blocked
 
 PAGE = 100
 # Below this many candidates, one requests.get each is no dearer than a listing that may
@@ -60,6 +65,8 @@ class PollReport(BaseModel):
     expired: int = 0
     canceled: int = 0
     missing: list[str] = []
+    # pending requests canceled because their address is suppressed, bounced or complained
+    suppressed: list[Canceled] = []
     calls: int = 0
 
 
@@ -212,6 +219,7 @@ async def poll_once(client: FormClient, store: Store, *, form_id: str | None = N
         await _get_each(client, store, unknown, report, answered)
         # An answered key the field list lacks: the list is read now, before any export shows the key.
         await learn_field_lists(client, store, answered)
+        report.suppressed = await cancel_blocked(client, store, store.campaign.suppressed())
     finally:
         report.calls = int(client.stats["calls"] - calls_before)
     return report

@@ -61,6 +61,7 @@ from .jobs import (
 )
 from .notify import Notice
 from .outreach import run_outreach
+from .outreach.suppression import suppressed_addresses
 from .poll import poll_once
 from .sync import sync_all, sync_form
 
@@ -193,12 +194,15 @@ class JobRuntime:
                     callback_url=out.callback_url, test=params.test,
                     report_path=params.report or out.report_dir / f"{name}-report.csv",
                     stop=self.stopping, sheet_options=params.sheet_options(),
-                    suppression_file=out.suppression_file, suppress_bounced=out.suppress_bounced)
+                    suppression_file=out.suppression_file, suppress_bounced=out.suppress_bounced,
+                    allow_duplicates=out.allow_duplicates)
             if isinstance(params, PollParams):
                 return await poll_once(fc, store, form_id=params.form)
             if isinstance(params, RemindParams):
                 idle = parse_idle(params.idle) if params.idle is not None else None
-                return await act(fc, store, params.job, "remind", idle_ms=idle, stop=self.stopping)
+                out = settings.outreach
+                blocked = suppressed_addresses(store, out.suppression_file, bounced=out.suppress_bounced)
+                return await act(fc, store, params.job, "remind", idle_ms=idle, stop=self.stopping, blocked=blocked)
             if isinstance(params, CloseParams):
                 at = params.at if params.at.tzinfo is not None else params.at.replace(tzinfo=UTC)
                 if await fc.service_now() < at.timestamp() * 1000:  # the service's time decides

@@ -16,6 +16,7 @@ from connector.settings import Settings
 from connector.store import FormField, JobRun, OutreachRow, RawEvent, RequestRow, Store, Suppression
 
 from .campaign.funnel import Funnel, funnel
+from .campaign.read import invalid_rows
 from .jobs import schedule_text
 from .outreach.counts import RunCounts, recorded_counts
 from .scheduler import JOBSTORE_TABLE
@@ -44,6 +45,7 @@ class OutreachProgress(BaseModel):
     failed: int = 0
     pending: int = 0  # recorded, no request confirmed yet (a stopped or interrupted send)
     changed: int = 0
+    suppressed: int = 0  # refused by the contact rule (see pipelines.outreach.contact)
     sheet_rows: int | None = None  # rows the last run read from the sheet (None before a run ended)
     rejected: int = 0  # rows the last run rejected before sending
     last_change_at: int | None = None
@@ -63,6 +65,7 @@ class OutreachProgress(BaseModel):
         total = max(self.sheet_rows or 0, self.rows)
         bad = self.rejected + self.failed + self.changed
         text = f"{self.sent:,} of {total:,} sent, {bad:,} rejected"
+        text += f", {self.suppressed:,} suppressed" if self.suppressed else ""
         if self.pending:
             return f"{text}, interrupted {when}, run again to continue"
         return f"{text}, done {when}"
@@ -176,6 +179,8 @@ def _add_outreach(report: StatusReport, store: Store) -> None:
             p.pending += n
         elif state == "changed":
             p.changed += n
+        elif state == "suppressed":
+            p.suppressed += n
     outcomes, changes = reads.outcomes(), reads.last_changes()
     for p in progress.values():
         outcome = outcomes.get(p.job, {})
@@ -184,7 +189,7 @@ def _add_outreach(report: StatusReport, store: Store) -> None:
         p.last_change_at = max(changes.get(p.job, 0), int(outcome.get("at", 0))) or None
     if Suppression.__tablename__ in store.table_names():  # made by the migration that added the funnel's columns
         for p in progress.values():
-            p.funnel = funnel(p.job, store.campaign.rows(p.job))
+            p.funnel = funnel(p.job, store.campaign.rows(p.job), invalid_rows(outcomes.get(p.job)))
     report.outreach = sorted(progress.values(), key=lambda p: p.job)
     for row in reads.failed_rows(ERRORS_SHOWN):
         report.errors.append(RecentError(at=row.updated_at, error=row.error or "",

@@ -135,6 +135,22 @@ class CampaignReads:
                 out[row.email] = f"listed: {row.reason}" if row.reason else "listed"
         return out
 
+    def suppressions(self) -> list[Suppression]:
+        """The suppression list (``formsync campaign suppress``), by address."""
+        with self._db.reader() as s:
+            return list(s.exec(select(Suppression).order_by(col(Suppression.email))))
+
+    def unsuppress(self, emails: Iterable[str]) -> list[str]:
+        """Take addresses off the suppression list; returns those that were on it (lower-cased)."""
+        removed = []
+        with self._db.session() as s:
+            for email in sorted({e.strip().lower() for e in emails if e.strip()}):
+                row = s.get(Suppression, email)
+                if row is not None:
+                    s.delete(row)
+                    removed.append(email)
+        return removed
+
     def suppress(self, emails: Iterable[str], reason: str | None = None) -> int:
         """Add addresses to the suppression list (lower-cased); returns how many were new."""
         now, added = self._clock(), 0

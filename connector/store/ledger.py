@@ -4,7 +4,9 @@ sheet rows, so a run killed at any point resumes without sending a row twice.
 A row's states: ``pending`` (recorded by a run about to send it, no create issued yet),
 ``sending`` (a create is being issued with the row's idempotency key: it may have
 reached the service), ``sent`` (the request id is recorded), ``failed`` (the service
-refused the create: nothing was sent), ``changed`` (the sheet's row no longer matches what was sent; never sent again).
+refused the create: nothing was sent), ``changed`` (the sheet's row no longer matches what was sent; never sent again),
+``suppressed`` (the contact rule refused it, ``error`` says why; nothing was sent, and
+the next run asks the rule again).
 A re-run sends again only rows without a request: ``pending`` and ``sending`` ones with
 the same key (the service deduplicates a create that did arrive), and ``failed`` ones as
 the sheet now has them. The schema's constraint also admits ``invalid``, which nothing
@@ -20,8 +22,10 @@ from sqlmodel import Session, col, select
 
 from .tables import OutreachJob, OutreachRow
 
-RowState = Literal["pending", "sending", "sent", "failed", "changed"]
-ROW_STATES: tuple[RowState, ...] = ("pending", "sending", "sent", "failed", "changed")
+RowState = Literal["pending", "sending", "sent", "failed", "changed", "suppressed"]
+ROW_STATES: tuple[RowState, ...] = ("pending", "sending", "sent", "failed", "changed", "suppressed")
+# States of a row without a request that the next run sends as the sheet then has it.
+_RESENT = ("failed", "suppressed")
 # What ``record_pending`` decided for a row: send it now, it was sent already, or it
 # changed since it was recorded (now marked ``changed``, not sent).
 Claim = Literal["send", "sent", "changed"]
@@ -33,7 +37,7 @@ def claim_of(rec: OutreachRow | None, content_hash: str) -> Claim:
     service refused (as the sheet now has it), is sent; one whose content differs from
     the record is ``changed``; one with a request is ``sent``; one recorded but never
     confirmed is sent again with its key."""
-    if rec is None or (rec.state == "failed" and rec.request_id is None):
+    if rec is None or (rec.state in _RESENT and rec.request_id is None):
         return "send"
     if rec.content_hash != content_hash:
         return "changed"
@@ -162,11 +166,34 @@ class OutreachLedger:
             rec.state, rec.row_number, rec.updated_at, rec.error = "changed", row.row_number, now, CHANGED_ERROR
             s.add(rec)
         elif claim == "send":
-            if rec.state == "failed":
+            if rec.state in _RESENT:
                 rec.state, rec.content_hash, rec.row_number, rec.error = "pending", row.content_hash, row.row_number, None
                 rec.updated_at = now
             s.add(rec)
         return claim
+
+    def record_suppressed(self, job: str, rows: Sequence[tuple[PendingRow, str]]) -> None:
+        """Record the rows the contact rule refused (each with why) as ``suppressed``, in
+        one transaction: a new row is added, a row without a request that no create may
+        have reached (``pending``, ``failed``, ``suppressed``) is updated, any other left."""
+        if not rows:
+            return
+        now = self._clock()
+        with self._db.session() as s:
+            known = {r.row_key: r for r in s.exec(select(OutreachRow).where(OutreachRow.job_name == job))}
+            for row, why in rows:
+                rec = known.get(row.row_key)
+                if rec is None:
+                    rec = OutreachRow(job_name=job, row_key=row.row_key, row_number=row.row_number,
+                                      content_hash=row.content_hash, idempotency_key=row.idempotency_key,
+                                      state="suppressed", error=why, updated_at=now)
+                elif rec.request_id is None and rec.state in ("pending", *_RESENT):
+                    rec.state, rec.row_number, rec.content_hash, rec.error = ("suppressed", row.row_number,
+                                                                              row.content_hash, why)
+                    rec.updated_at = now
+                else:
+                    continue
+                s.add(rec)
 
     def mark_sending(self, job: str, row_key: str) -> None:
         """The row's create is about to be issued: ``sending``, one more attempt."""

@@ -39,6 +39,19 @@ class RequestReads:
         with self._db.reader() as s:
             return [PendingRequest(r.id, r.form_id, r.created_at, r.expires_at) for r in s.exec(stmt)]
 
+    def pending_to(self, emails: Iterable[str]) -> list[tuple[str, str]]:
+        """``(request id, lower-cased address)`` of each request stored as ``pending``
+        whose recipient is one of ``emails`` (compared lower-cased)."""
+        wanted = sorted({e.strip().lower() for e in emails if e.strip()})
+        out: list[tuple[str, str]] = []
+        with self._db.reader() as s:
+            for start in range(0, len(wanted), 500):
+                address = func.lower(RequestRow.recipient_email)
+                stmt = (select(RequestRow.id, address).where(RequestRow.status == "pending")
+                        .where(address.in_(wanted[start:start + 500])).order_by(col(RequestRow.id)))
+                out.extend((rid, str(email)) for rid, email in s.exec(stmt))
+        return out
+
     def pending_count(self) -> int:
         """How many requests are stored as ``pending``."""
         with self._db.reader() as s:

@@ -27,7 +27,7 @@ from sqlalchemy.orm import registry
 from sqlmodel import Field, SQLModel
 
 BODY_MAX_BYTES = 2**24 - 1  # what ``RawEvent.body_zlib`` holds on every database
-OUTREACH_STATES: tuple[str, ...] = ("pending", "sending", "sent", "invalid", "failed", "changed")
+OUTREACH_STATES: tuple[str, ...] = ("pending", "sending", "sent", "invalid", "failed", "changed", "suppressed")
 # Alembic's bookkeeping table, named so it never meets the user's own Alembic history.
 VERSION_TABLE = "formsync_alembic_version"
 
@@ -173,7 +173,7 @@ class OutreachRow(StoreModel, table=True):
     __tablename__ = "formsync_outreach_rows"
     __table_args__ = (
         UniqueConstraint("job_name", "row_key", name="uq_formsync_outreach_rows_job_row"),
-        CheckConstraint("state IN ('pending', 'sending', 'sent', 'invalid', 'failed', 'changed')",
+        CheckConstraint("state IN (" + ", ".join(f"'{s}'" for s in OUTREACH_STATES) + ")",
                         name="ck_formsync_outreach_rows_state"),
     )
 

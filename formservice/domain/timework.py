@@ -33,7 +33,9 @@ def run_due(session: Session, now: int, base_url: str) -> dict[str, int]:
         return referenced(session, Workspace, req.workspace_id)
 
     # each query is read whole before its rows change: the loop writes to the same tables
-    for req in list(session.exec(select(Request).where(Request.delivery_status == "queued"))):
+    # a request canceled (or expired) before its invitation went out is not mailed: its link no longer works
+    for req in list(session.exec(select(Request).where(Request.delivery_status == "queued",
+                                                       Request.status == "pending"))):
         mail = send_mail(session, req, ws_of(req), form_of(req), "invitation", now, base_url)
         # queued -> sent, then bounced when the provider reports a hard bounce after the
         # hand-off; queued -> failed when the hand-off itself fails

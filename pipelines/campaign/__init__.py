@@ -1,6 +1,6 @@
 """The campaign after the send, per outreach job: its funnel (``funnel``), the campaign
 table and its export (``table``, ``export``), its HTML page (``page``), reminders and
-closing (``actions``), all read through ``read``."""
+closing (``actions``), the suppression list (``suppress``), all read through ``read``."""
 
 from .actions import ActionReport, UnknownJob, act
 from .export import CampaignExportReport, export_campaign

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any, Literal
 
 from pydantic import BaseModel
@@ -17,6 +18,7 @@ from connector.client import FormClient
 from connector.store import Store
 from connector.store.campaign import CampaignRow
 
+from ..outreach.contact import Recipient, contact_refusals
 from ..poll import poll_once
 
 MAX_REMINDERS = 8  # what the service allows per request (notes, section 1)
@@ -38,13 +40,15 @@ class Refusal(BaseModel):
 
 class ActionReport(BaseModel):
     """What a remind or close run did: ``candidates`` pending requests of the job (the
-    idle filter's ``not_idle`` left out), each in one of: ``done`` reminded or canceled,
-    ``too_recent`` (reminded by formsync within the service's 10 minutes: skipped, no
-    call), ``refused`` per reason (a refusal is that row's, not the run's failure; the
-    first ``REFUSALS_SHOWN`` are listed), ``not_pending`` (found answered, expired or
-    canceled meanwhile), or left by a stop. A dry run calls nothing: ``would_do`` is what
-    it would remind or cancel, ``done`` stays 0. ``now`` is the service's time the run
-    decided by; ``closed_at`` / ``closed_reason`` the campaign's close, when it has one."""
+    idle filter's ``not_idle`` and the contact rule's ``suppressed`` left out), each in
+    one of: ``done`` reminded or canceled, ``too_recent`` (reminded by formsync within the
+    service's 10 minutes: skipped, no call), ``refused`` per reason (a refusal is that
+    row's, not the run's failure; the first ``REFUSALS_SHOWN`` are listed),
+    ``not_pending`` (found answered, expired or canceled meanwhile), or left by a stop.
+    ``suppressed`` are pending requests the contact rule refuses a reminder (no call;
+    listed in ``suppressions``). A dry run calls nothing: ``would_do`` is what it would
+    remind or cancel, ``done`` stays 0. ``now`` is the service's time the run decided by;
+    ``closed_at`` / ``closed_reason`` the campaign's close, when it has one."""
 
     job: str
     action: Action
@@ -57,6 +61,8 @@ class ActionReport(BaseModel):
     not_pending: int = 0
     refused: dict[str, int] = {}
     refusals: list[Refusal] = []
+    suppressed: int = 0
+    suppressions: list[Refusal] = []
     stopped: bool = False
     calls: int = 0
     not_before: str | None = None  # a scheduled close before its time: nothing was done
@@ -132,9 +138,23 @@ def pending_rows(rows: Sequence[CampaignRow], *, idle_ms: int | None, now_ms: in
     return idle, len(pending) - len(idle)
 
 
+def contactable(rows: Sequence[CampaignRow], candidates: Sequence[CampaignRow], blocked: Mapping[str, str], *,
+                allow_duplicates: bool = False) -> tuple[list[CampaignRow], list[Refusal]]:
+    """Of ``candidates`` (some of the job's ``rows``), those the contact rule lets be
+    sent a message, and a refusal (``suppressed (<why>)``) for each of the others."""
+    verdicts = contact_refusals([Recipient(r.row_number, r.recipient_email, r.request_id is not None) for r in rows],
+                                blocked, allow_duplicates=allow_duplicates)
+    why = {r.row_key: v for r, v in zip(rows, verdicts, strict=True)}
+    keep = [r for r in candidates if why.get(r.row_key) is None]
+    refused = [Refusal(row=r.row_number, request_id=r.request_id or "", reason=str(why[r.row_key]))
+               for r in candidates if why.get(r.row_key) is not None]
+    return keep, refused
+
+
 async def act(client: FormClient, store: Store, job: str, action: Action, *, reason: str | None = None,
               idle_ms: int | None = None, dry_run: bool = False, refresh: bool = True,
-              now_ms: int | None = None, stop: asyncio.Event | None = None) -> ActionReport:
+              now_ms: int | None = None, stop: asyncio.Event | None = None,
+              blocked: Mapping[str, str] | None = None) -> ActionReport:
     """Remind (``action="remind"``) or cancel (``"close"``, with ``reason``) every pending
     request of ``job``. ``refresh`` polls the job's form first (pending requests only,
     one call per 100 when nothing changed). A request formsync reminded within the
@@ -143,6 +163,9 @@ async def act(client: FormClient, store: Store, job: str, action: Action, *, rea
     8) is listed as that row's refusal; after a plan refusal no further call is made. A
     request no longer pending is counted and left. ``now_ms`` is the service's time for
     the idle filter and the spacing (default: the service's, ``FormClient.service_now``).
+    A reminder goes only where the contact rule allows (``blocked``: the addresses it
+    refuses, default the store's list and bounces; see ``outreach.contact``); the others
+    are counted ``suppressed``, no call.
     Raises ``UnknownJob``; API errors other than a row's refusal are raised (what was
     done is stored)."""
     record = store.campaign.job(job)
@@ -157,7 +180,9 @@ async def act(client: FormClient, store: Store, job: str, action: Action, *, rea
         closed = last_close(store.ledger.rounds(job))
         if closed is not None:
             report.closed_at, report.closed_reason = int(closed["at"]), closed.get("reason")
-        rows = _candidates(store.campaign.rows(job), action, idle_ms, report)
+        rule = _ContactRule(store.campaign.suppressed() if blocked is None else blocked,
+                            bool((record.settings or {}).get("allow_duplicates")))
+        rows = _candidates(store.campaign.rows(job), action, idle_ms, report, rule)
         if dry_run:
             report.would_do = sum(1 for r in rows if action == "close" or not _at_limit(r))
             return report
@@ -180,13 +205,23 @@ def _record(store: Store, report: ActionReport, reason: str | None) -> None:
         store.ledger.record_round(report.job, report.action, counts, at=report.first_at or report.now)
 
 
-def _candidates(rows: Sequence[CampaignRow], action: Action, idle_ms: int | None,
-                report: ActionReport) -> list[CampaignRow]:
+@dataclass(frozen=True)
+class _ContactRule:
+    blocked: Mapping[str, str]  # address -> why the contact rule refuses it
+    allow_duplicates: bool
+
+
+def _candidates(rows: Sequence[CampaignRow], action: Action, idle_ms: int | None, report: ActionReport,
+                rule: _ContactRule) -> list[CampaignRow]:
     """The rows to act on at the service's time ``report.now``, the others counted in
-    ``report``: pending (``candidates``), idle (``not_idle``), and for a reminder not
+    ``report``: idle (``not_idle``), for a reminder the ones the contact rule refuses
+    (``suppressed``), then the pending ones (``candidates``), and for a reminder not
     reminded too recently (``too_recent``)."""
     assert report.now is not None
     todo, report.not_idle = pending_rows(rows, idle_ms=idle_ms, now_ms=report.now)
+    if action == "remind":
+        todo, refused = contactable(rows, todo, rule.blocked, allow_duplicates=rule.allow_duplicates)
+        report.suppressed, report.suppressions = len(refused), refused[:REFUSALS_SHOWN]
     report.candidates = len(todo)
     if action == "remind":
         todo, report.too_recent = spaced_rows(todo, report.now)

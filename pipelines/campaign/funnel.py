@@ -17,8 +17,10 @@ DELIVERED = frozenset({"sent", "delivered"})
 
 
 class Funnel(BaseModel):
-    """An outreach job's funnel. ``rows``: sheet rows the ledger holds; ``sent``: rows
-    with a request. Delivery: ``delivered`` / ``bounced`` (or complained) / ``failed`` /
+    """An outreach job's funnel. The sheet's rows, each in one state: ``rows`` ==
+    ``sent`` (rows with a request) + ``rejected`` (invalid, or refused by the service) +
+    ``suppressed`` (refused by the contact rule) + ``not_sent`` (no request yet: a stopped
+    run). Delivery: ``delivered`` / ``bounced`` (or complained) / ``failed`` /
     ``not_emailed`` (delivery none, test requests) / ``queued``. ``opened`` and
     ``started`` count every request known to have got that far (a completed request was
     opened and started). Status: ``pending``, ``completed``, ``expired``, ``canceled``
@@ -28,6 +30,9 @@ class Funnel(BaseModel):
     job: str
     rows: int = 0
     sent: int = 0
+    rejected: int = 0
+    suppressed: int = 0
+    not_sent: int = 0
     delivered: int = 0
     bounced: int = 0
     failed: int = 0
@@ -50,13 +55,20 @@ class Funnel(BaseModel):
         return (f"opened {self.opened:,}, completed {self.completed:,} ({rate}), pending {self.pending:,}, "
                 f"bounced {self.bounced:,}")
 
+    def sheet_line(self) -> str:
+        """The sheet's rows in their states: ``30 rows: 26 sent, 2 rejected, 2 suppressed``."""
+        text = f"{self.rows:,} rows: {self.sent:,} sent, {self.rejected:,} rejected, {self.suppressed:,} suppressed"
+        return text + (f", {self.not_sent:,} not sent yet" if self.not_sent else "")
 
-def funnel(job: str, rows: Sequence[CampaignRow]) -> Funnel:
-    """The funnel of ``job`` from its campaign rows (``store.campaign.rows``)."""
-    f = Funnel(job=job, rows=len(rows))
+
+def funnel(job: str, rows: Sequence[CampaignRow], invalid: int = 0) -> Funnel:
+    """The funnel of ``job`` from its campaign rows (``store.campaign.rows``) and the
+    sheet rows its last run rejected before the ledger (``invalid``, see ``RunCounts``)."""
+    f = Funnel(job=job, rows=len(rows) + invalid, rejected=invalid)
     answer_ms: list[int] = []
     for r in rows:
         if r.request_id is None:
+            _count_unsent(f, r.state)
             continue
         f.sent += 1
         _count_delivery(f, r)
@@ -73,6 +85,15 @@ def funnel(job: str, rows: Sequence[CampaignRow]) -> Funnel:
     f.response_rate = f.completed / f.sent if f.sent else 0.0
     f.median_answer_seconds = statistics.median(answer_ms) / 1000 if answer_ms else None
     return f
+
+
+def _count_unsent(f: Funnel, state: str) -> None:
+    if state == "suppressed":
+        f.suppressed += 1
+    elif state == "failed":
+        f.rejected += 1
+    else:  # pending or sending: a run stopped before it
+        f.not_sent += 1
 
 
 def _count_delivery(f: Funnel, r: CampaignRow) -> None:

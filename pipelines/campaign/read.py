@@ -40,8 +40,8 @@ def read_campaign(store: Store, job: str) -> Campaign:
     recorded = store.ledger.rounds(job)
     reminders = [(int(r["at"]), int(r.get("done", 0))) for r in recorded if r.get("kind") == "remind"]
     counts = recorded_counts((record.settings or {}).get("outcome", {}))
-    return Campaign(job, record.form_id, rows, funnel(job, rows), rounds(rows, reminders), closed(recorded, rows),
-                    counts, store.campaign.form_name(record.form_id))
+    return Campaign(job, record.form_id, rows, funnel(job, rows, counts.invalid if counts is not None else 0),
+                    rounds(rows, reminders), closed(recorded, rows), counts, store.campaign.form_name(record.form_id))
 
 
 def write_page(store: Store, job: str, out: Path, now_ms: int, *, form_name: str | None = None) -> Campaign:

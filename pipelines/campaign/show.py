@@ -13,13 +13,13 @@ def funnel_table(f: Funnel) -> Table:
     table.add_column("step")
     table.add_column("count", justify="right")
     table.add_column("of sent", justify="right")
-    steps = [("rows", f.rows), ("sent", f.sent), ("delivered", f.delivered), ("bounced", f.bounced),
+    steps = [("rows", f.rows), ("rejected", f.rejected), ("suppressed", f.suppressed), ("sent", f.sent), ("delivered", f.delivered), ("bounced", f.bounced),
              ("failed", f.failed), ("not emailed", f.not_emailed), ("opened", f.opened), ("started", f.started),
              ("completed", f.completed), ("pending", f.pending), ("expired", f.expired), ("canceled", f.canceled),
              ("reminders sent", f.reminders_sent)]
     for name, n in steps:
-        share = f"{n / f.sent:.0%}" if f.sent and name not in ("rows", "sent", "reminders sent") else ""
+        share = f"{n / f.sent:.0%}" if f.sent and name not in ("rows", "rejected", "suppressed", "sent", "reminders sent") else ""
         table.add_row(name, f"{n:,}", share)
     median = "-" if f.median_answer_seconds is None else f"{f.median_answer_seconds / 3600:.1f} h"
-    table.caption = f"response rate {f.response_rate:.0%}, median time to answer {median}"
+    table.caption = f"{f.sheet_line()}; response rate {f.response_rate:.0%}, median time to answer {median}"
     return table

@@ -20,7 +20,8 @@ from connector.store.campaign import CampaignRow
 from ..export import TIMESTAMP, XLSX_FORMATS, dated_kind, neutralise, neutralise_array, xlsx_columns
 from ..outreach.formats import DATES, NUMBERS, read_as
 
-NOT_SENT = "not sent"  # a sheet row without a request: rejected, suppressed, or not sent yet
+NOT_SENT = "not sent"  # a sheet row without a request: rejected, or not sent yet
+SUPPRESSED = "suppressed"  # a sheet row the contact rule refused
 REQUEST_TEXT = ("request_id", "status", "delivery_status", "url")
 REQUEST_TIMES = ("created_at", "opened_at", "started_at", "last_activity_at", "completed_at", "expired_at",
                  "canceled_at")
@@ -66,7 +67,8 @@ def campaign_table(sheet_columns: Sequence[str], sheet_rows: Mapping[int, Mappin
     for name in REQUEST_TEXT:
         values = [getattr(r, name) if r is not None else None for r in picked]
         if name == "status":
-            values = [v if r is not None and r.request_id else NOT_SENT for v, r in zip(values, picked, strict=True)]
+            values = [v if r is not None and r.request_id else SUPPRESSED if r is not None and r.state == SUPPRESSED
+                      else NOT_SENT for v, r in zip(values, picked, strict=True)]
         columns[_unique(name, columns)] = values
     times = {}
     for name in REQUEST_TIMES:

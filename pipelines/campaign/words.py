@@ -44,7 +44,8 @@ def action_outcome(r: ActionReport) -> str:
         text = f"{done} {r.done:,} of {r.candidates:,} pending requests"
     rest = [(r.too_recent, f"reminded less than {SPACING_MS // 60_000} minutes ago, skipped without a call"),
             (sum(r.refused.values()), "refused" + (f" ({_reasons(r)})" if r.refused else "")),
-            (r.not_pending, "no longer pending"), (r.not_idle, "not idle long enough, left out")]
+            (r.not_pending, "no longer pending"), (r.not_idle, "not idle long enough, left out"),
+            (r.suppressed, "suppressed by the contact rule, no call")]
     said = ", ".join(f"{n:,} {what}" for n, what in rest if n)
     text += f"; {said}" if said else ""
     if r.action == "close" and not r.dry_run and not r.stopped:

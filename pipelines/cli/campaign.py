@@ -135,15 +135,16 @@ def remind_command(job: JobArg, config: ConfigOption = None,
     """
     with command(config) as ctx:
         from pipelines.campaign.actions import act, parse_idle
+        from pipelines.outreach.suppression import suppressed_addresses
 
         try:
             idle_ms = parse_idle(idle) if idle is not None else None
         except ValueError as e:
             raise UsageError(str(e), where="--idle") from None
-        ctx.service_settings()
-        store = ctx.store()
-        _said(ctx, ctx.with_client(lambda fc: act(fc, store, job, "remind", idle_ms=idle_ms, dry_run=dry_run)),
-              json)
+        out, store = ctx.service_settings().outreach, ctx.store()
+        blocked = suppressed_addresses(store, out.suppression_file, bounced=out.suppress_bounced)
+        _said(ctx, ctx.with_client(lambda fc: act(fc, store, job, "remind", idle_ms=idle_ms, dry_run=dry_run,
+                                                  blocked=blocked)), json)
 
 
 def close_command(job: JobArg, config: ConfigOption = None,
@@ -183,21 +184,49 @@ def _said(ctx: Context, report: ActionReport, json: bool) -> None:
         typer.echo(f"done: {action_outcome(report)}", err=True)
 
 
-def suppress_command(addresses: Annotated[list[str], typer.Argument(help="Email addresses never to send to.")],
+def suppress_command(addresses: Annotated[list[str] | None, typer.Argument(help="Email addresses never to send "
+                                                                                  "to (or to take off the list).")]
+                     = None,
                      config: ConfigOption = None,
-                     reason: Annotated[str | None, typer.Option(help="Why (shown in outreach reports).")] = None
-                     ) -> None:
-    """Add addresses to the store's suppression list: outreach skips them in every job,
-    reported as suppressed.
+                     reason: Annotated[str | None, typer.Option(help="Why (shown in outreach reports).")] = None,
+                     list_: Annotated[bool, typer.Option("--list", help="List every suppressed address.")] = False,
+                     remove: Annotated[bool, typer.Option("--remove", help="Take the addresses off the list.")]
+                     = False,
+                     json: Annotated[bool, typer.Option("--json", help="Print the report as JSON.")] = False) -> None:
+    """Add addresses to the store's suppression list: no job sends them anything again
+    (outreach reports their rows as suppressed; remind leaves them out), and their
+    pending requests are canceled with the reason, so the service's own reminders stop.
+    [bold]--list[/bold] shows the list (and the addresses that bounced or complained);
+    [bold]--remove[/bold] takes addresses off it.
 
     Example: [bold]formsync campaign suppress ada@example.com --reason "opted out"[/bold]
     """
     with command(config) as ctx:
-        bad = [a for a in addresses if "@" not in a]
-        if bad:
-            raise UsageError(f"{bad[0]!r} is not an email address", where="ADDRESSES")
-        added = ctx.store().campaign.suppress(addresses, reason)
-        typer.echo(f'{{"added": {added}, "given": {len(addresses)}}}')
+        from pipelines.campaign import suppress
+
+        given = addresses or []
+        if list_ == bool(given) or (list_ and remove):
+            raise UsageError("give addresses, or --list alone", where="ADDRESSES",
+                             hint="formsync campaign suppress ADDRESS... [--remove], or --list")
+        problem = suppress.email_problem(given)
+        if problem is not None:
+            raise UsageError(problem, where="ADDRESSES")
+        store = ctx.store()
+        if list_:
+            report = suppress.listing(store)
+        elif remove:
+            report = suppress.remove(store, given)
+        else:
+            pending = store.requests.pending_to(given)
+            if pending:
+                ctx.service_settings()  # canceling calls the service: checked before anything is stored
+            report = suppress.add(store, given, reason)
+            if pending:
+                ctx.with_client(lambda fc: suppress.cancel_pending(fc, store, report))
+        if json:
+            print_report(report)
+        else:
+            typer.echo("\n".join(report.sentences()))
 
 
 def _check_dir(out: Path) -> None:

@@ -62,7 +62,8 @@ async def _run(fc: FormClient, ctx: Context, call: OutreachCall, caught: list[si
     prepared = await prepare_outreach(fc, store, call.sheet, call.form, job=call.job, mapping=out.mapping,
                                       delivery=out.delivery, report_path=call.report, sheet_options=call.options,
                                       mapping_setting=_mapping_place(call.config),
-                                      suppression_file=out.suppression_file, suppress_bounced=out.suppress_bounced)
+                                      suppression_file=out.suppression_file, suppress_bounced=out.suppress_bounced,
+                                      allow_duplicates=out.allow_duplicates)
     if call.dry_run:
         return prepared, outreach_report(prepared)
     if prepared.to_send:

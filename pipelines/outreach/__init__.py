@@ -3,7 +3,8 @@ fields before anything is sent, recorded in the ledger before each send so that 
 sends only what is still missing, with the same idempotency key every time.
 
 ``sheet`` reads the rows, ``columns`` and ``values`` map each cell to the create params,
-``checks`` refuses a form or columns that make the whole sheet unusable, ``plan`` turns a sheet into rows to send and rows rejected (pure), ``send`` sends a plan
+``checks`` refuses a form or columns that make the whole sheet unusable, ``plan`` turns a sheet into rows to send and rows rejected (pure), ``contact``
+decides whether an address may be sent anything (``suppression`` applies it), ``send`` sends a plan
 through the ledger, ``run`` ties them together."""
 
 from .checks import OutreachRefused

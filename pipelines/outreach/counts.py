@@ -16,10 +16,14 @@ class RunCounts(BaseModel):
     in the report file), ``skipped_existing`` (sent by an earlier run), ``changed`` (sent
     before, edited since: reported, not sent again), or the rows to send: ``sent`` now,
     ``failed`` (refused by the service, sent again by the next run) or ``left`` (a stop,
-    or a dry run, came first)."""
+    or a dry run, came first), or ``suppressed`` (refused by the contact rule: a
+    suppressed, bounced or complained address, or an address another row of the job
+    has). So ``rows == sent_total + rejected + suppressed + left``, which every output
+    states the same way."""
 
     rows: int
     invalid: int = 0
+    suppressed: int = 0
     skipped_existing: int = 0
     changed: int = 0
     sent: int = 0
@@ -33,9 +37,19 @@ class RunCounts(BaseModel):
         return self.sent + self.failed + self.left
 
     @property
-    def problems(self) -> int:
-        """Rows in the report file: rejected, changed since sent, refused."""
+    def sent_total(self) -> int:
+        """Rows with a request: sent now or by an earlier run."""
+        return self.sent + self.skipped_existing
+
+    @property
+    def rejected(self) -> int:
+        """Rows not sent for a problem of their own: invalid, changed since sent, refused."""
         return self.invalid + self.changed + self.failed
+
+    @property
+    def problems(self) -> int:
+        """Rows in the report file: rejected and suppressed."""
+        return self.rejected + self.suppressed
 
     def finished(self, sent: int, failed: int, stopped: bool) -> RunCounts:
         """The counts after sending: ``sent`` and ``failed`` of the rows to send."""
@@ -54,7 +68,7 @@ class RunCounts(BaseModel):
         if self.left and not dry_run:
             text += f", {self.left:,} left"
         bad = [(self.invalid, "rejected"), (self.changed, "changed since sent, not sent again"),
-               (self.failed, "refused by the service")]
+               (self.failed, "refused by the service"), (self.suppressed, "suppressed")]
         said = ", ".join(f"{n:,} {what}" for n, what in bad if n)
         if said:
             text += f"; {said}" + (f" (see {report})" if report is not None else "")
@@ -63,7 +77,7 @@ class RunCounts(BaseModel):
     def estimate(self, form_id: str) -> str:
         """What a run is about to send, before it starts."""
         before = [(self.skipped_existing, "sent before"), (self.changed, "changed since sent"),
-                  (self.invalid, "rejected")]
+                  (self.invalid, "rejected"), (self.suppressed, "suppressed")]
         also = ", ".join(f"{n:,} {what}" for n, what in before if n)
         return f"sending {self.to_send:,} of {self.rows:,} rows to {form_id}" + (f" ({also})" if also else "")
 

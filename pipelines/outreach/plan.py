@@ -35,15 +35,21 @@ class PlannedRow:
 @dataclass
 class Plan:
     """What a sheet asks for: ``valid`` rows in sheet order, ``rejected`` (row number,
-    problem) lines, and the count of rows read."""
+    problem) lines, the count of rows read, and the valid rows the contact rule refused
+    (``refused``: each with why; their lines are in ``rejected`` too; see ``contact``)."""
 
     rows: int = 0
     valid: list[PlannedRow] = field(default_factory=list)
     rejected: list[tuple[int, Problem]] = field(default_factory=list)
+    refused: list[tuple[PlannedRow, str]] = field(default_factory=list)
+
+    @property
+    def suppressed(self) -> int:
+        return len(self.refused)
 
     @property
     def invalid(self) -> int:
-        return self.rows - len(self.valid)
+        return self.rows - len(self.valid) - self.suppressed
 
 
 def content_hash(params: RowParams) -> str:

@@ -11,7 +11,7 @@ from pathlib import Path
 
 from connector.client import FormClient
 from connector.store import OutreachRow, Store
-from connector.store.ledger import Claim
+from connector.store.ledger import Claim, PendingRow
 
 from .checks import (
     OutreachRefused,
@@ -23,13 +23,14 @@ from .checks import (
     typed_columns,
 )
 from .columns import ColumnMapping, column_targets
+from .contact import Recipient
 from .counts import RunCounts
 from .documents import Documents, document_problems
 from .plan import Plan, plan_rows
 from .report import OutreachReport, default_report_path, links_path, write_links, write_report
 from .send import ProgressCallback, Sender, SendOptions, SendResult
 from .sheet import Sheet, SheetOptions, load_sheet
-from .suppression import apply_suppression, suppressed_addresses
+from .suppression import apply_contact_rule, suppressed_addresses
 
 
 @dataclass
@@ -47,6 +48,7 @@ class Prepared:
     counts: RunCounts
     targets: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
     typed: Mapping[str, tuple[ValueType, str]] = field(default_factory=dict)
+    allow_duplicates: bool = False  # kept with the job: remind asks the contact rule the same way
 
     @property
     def to_send(self) -> int:
@@ -57,14 +59,14 @@ async def prepare_outreach(client: FormClient, store: Store | None, sheet: Path,
                            mapping: ColumnMapping | None = None, delivery: str = "none",
                            report_path: Path | None = None, sheet_options: SheetOptions | None = None,
                            mapping_setting: str = "outreach.mapping", suppression_file: Path | None = None,
-                           suppress_bounced: bool = True) -> Prepared:
+                           suppress_bounced: bool = True, allow_duplicates: bool = False) -> Prepared:
     """Check the form (``OutreachRefused`` with the service's reason when it cannot take
     requests), the mapping's targets (``OutreachRefused`` naming ``mapping_setting``), read
     the sheet (``SheetError``), check its columns once (``OutreachRefused`` naming each
     unknown column with a mapping that works) and how its dates and numbers read (one
     ``OutreachRefused`` per column that cannot be read, naming the option), plan the rows
-    and write the rejected ones to the report; rows still to send to a suppressed address
-    (see ``suppression``) are reported ``suppressed``, not sent. Calls nothing but
+    and write the rejected ones to the report; rows still to send that the contact rule
+    refuses (see ``contact``) are reported ``suppressed``, not sent. Calls nothing but
     ``fields.list``, writes nothing to the store."""
     fields = await form_fields(client, form_id)
     mapping, options = mapping or {}, sheet_options or SheetOptions()
@@ -82,13 +84,14 @@ async def prepare_outreach(client: FormClient, store: Store | None, sheet: Path,
                      check_documents=lambda params: document_problems(params, sheet.parent), numbers=read.numbers,
                      readings=readings)
     claims = _claims(store, job, plan)
-    # A row this job has sent already stays as it is: suppression is for what is still to send.
-    plan = apply_suppression(plan, _suppressed(store, suppression_file, suppress_bounced),
-                             only={identity for identity, claim in claims.items() if claim == "send"})
+    # A row this job has sent already stays as it is: the rule is for what is still to send.
+    plan = apply_contact_rule(plan, suppressed_addresses(store, suppression_file, bounced=suppress_bounced),
+                              to_send={identity for identity, claim in claims.items() if claim == "send"},
+                              held=_held(store, job, plan), allow_duplicates=allow_duplicates)
     report_path = report_path or default_report_path(job)
     write_report(report_path, plan.rejected)
     return Prepared(read, form_id, job, plan, report_path, _counts(plan, claims), targets,
-                    typed_columns(targets, fields, readings))
+                    typed_columns(targets, fields, readings), allow_duplicates)
 
 
 def _claims(store: Store | None, job: str, plan: Plan) -> dict[str, Claim]:
@@ -101,16 +104,18 @@ def _claims(store: Store | None, job: str, plan: Plan) -> dict[str, Claim]:
 def _counts(plan: Plan, claims: Mapping[str, Claim]) -> RunCounts:
     """The plan's rows as the ledger has them: to send, sent before, changed since sent."""
     said = [claims[r.identity] for r in plan.valid]
-    return RunCounts(rows=plan.rows, invalid=plan.invalid, skipped_existing=said.count("sent"),
+    return RunCounts(rows=plan.rows, invalid=plan.invalid, suppressed=plan.suppressed,
+                     skipped_existing=said.count("sent"),
                      changed=said.count("changed"), left=said.count("send"))
 
 
-def _suppressed(store: Store | None, file: Path | None, bounced: bool) -> dict[str, str]:
-    try:
-        return suppressed_addresses(store, file, bounced=bounced)
-    except (OSError, UnicodeDecodeError) as e:
-        raise OutreachRefused(f"outreach.suppression_file: cannot read {file}: {e}; fix the path or "
-                              f"unset the setting") from None
+def _held(store: Store | None, job: str, plan: Plan) -> list[Recipient]:
+    """The job's rows with a request that the plan does not hold (sent from an earlier sheet)."""
+    if store is None or not store.exists() or store.campaign.job(job) is None:
+        return []
+    planned = {r.identity for r in plan.valid}
+    return [Recipient(r.row_number, r.recipient_email, has_request=True) for r in store.campaign.rows(job)
+            if r.request_id is not None and r.row_key not in planned]
 
 
 async def send_outreach(client: FormClient, store: Store, prepared: Prepared, *, delivery: str = "none",
@@ -121,7 +126,10 @@ async def send_outreach(client: FormClient, store: Store, prepared: Prepared, *,
     (``<report>-links.csv`` beside the report: externalId, email, url)."""
     p = prepared
     store.ledger.open_job(p.job, p.form_id, str(p.sheet.path),
-                          {"delivery": delivery, "test": test, "typed_columns": dict(p.typed)})
+                          {"delivery": delivery, "test": test, "typed_columns": dict(p.typed),
+                           "allow_duplicates": p.allow_duplicates})
+    store.ledger.record_suppressed(p.job, [(PendingRow(r.identity, r.number, r.content_hash, r.key), why)
+                                           for r, why in p.plan.refused])
     documents = Documents(client, store.ledger, p.job, p.form_id, p.sheet.path.parent)
     sender = Sender(client, store, documents, job=p.job, form_id=p.form_id, stop=stop,
                     options=SendOptions(delivery=delivery, callback_url=callback_url, test=test))
@@ -164,7 +172,8 @@ async def run_outreach(client: FormClient, store: Store, sheet: Path, form_id: s
                        callback_url: str | None = None, dry_run: bool = False, test: bool = False,
                        report_path: Path | None = None, progress: ProgressCallback | None = None,
                        stop: asyncio.Event | None = None, sheet_options: SheetOptions | None = None,
-                       suppression_file: Path | None = None, suppress_bounced: bool = True) -> OutreachReport:
+                       suppression_file: Path | None = None, suppress_bounced: bool = True,
+                       allow_duplicates: bool = False) -> OutreachReport:
     """Send one request per valid row of ``sheet`` to ``form_id``. The form and the
     sheet's columns are checked first (``OutreachRefused``, ``SheetError``: nothing is
     sent); every row is validated against ``fields.list``; bad rows go to the CSV report
@@ -183,7 +192,8 @@ async def run_outreach(client: FormClient, store: Store, sheet: Path, form_id: s
     and how many rows are ``left``; the next run sends them."""
     prepared = await prepare_outreach(client, store, sheet, form_id, job=job, mapping=mapping, delivery=delivery,
                                       report_path=report_path, sheet_options=sheet_options,
-                                      suppression_file=suppression_file, suppress_bounced=suppress_bounced)
+                                      suppression_file=suppression_file, suppress_bounced=suppress_bounced,
+                                      allow_duplicates=allow_duplicates)
     if dry_run:
         return outreach_report(prepared)
     return await send_outreach(client, store, prepared, delivery=delivery, callback_url=callback_url, test=test,

@@ -101,7 +101,9 @@ class Sender:
             return True
         # Stored as pending (with its form, as a form's poll job looks for it) before the row is
         # marked sent: if this fails, the next run sends the row again, deduplicated by its key.
-        self.store.upsert_requests([{**created.model_dump(exclude_none=True), "formId": self.form_id}], source="poll")
+        # With the recipient it was sent to, so the contact rule knows the address before any poll.
+        self.store.upsert_requests([{"recipient": row.params.recipient, **created.model_dump(exclude_none=True),
+                                     "formId": self.form_id}], source="poll")
         self.ledger.mark_sent(self.job, row.identity, created.id)
         result.sent += 1
         return True

@@ -1,43 +1,51 @@
-"""Suppression: addresses outreach never sends to. A plan's valid rows whose recipient is
-suppressed become report lines with the problem ``suppressed (<why>)`` (pure), and the
-addresses come from the suppression file, the store's suppression list and every stored
-request whose invitation bounced or was complained about."""
+"""Suppression: the outreach side of the contact rule (``contact``). A plan's rows still
+to send that the rule refuses become report lines ``suppressed (<why>)`` (pure), and the
+blocked addresses come from the suppression file, the store's suppression list and every
+stored request whose invitation bounced or was complained about."""
 
 from __future__ import annotations
 
 import csv
 import io
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from collections.abc import Set as AbstractSet
 from dataclasses import replace
 from pathlib import Path
 
+from pydantic import BaseModel
+
+from connector import errors
+from connector.client import FormClient
 from connector.store import Store
 
+from .checks import OutreachRefused
+from .contact import SUPPRESSED, Recipient, contact_refusals
 from .plan import Plan
 from .values import Problem
 
-SUPPRESSED = "suppressed"
+ACCEPTED = "an address not suppressed, once per job (outreach.allow_duplicates = true allows repeats)"
 
 
-def apply_suppression(plan: Plan, suppressed: Mapping[str, str], *, only: AbstractSet[str] | None = None) -> Plan:
-    """``plan`` without the valid rows whose recipient email (compared lower-cased) is a
-    key of ``suppressed``; each becomes a rejected line ``suppressed (<why>)``. With
-    ``only``, only rows of those identities are looked at (the rows still to send)."""
-    if not suppressed:
-        return plan
-    valid, skipped = [], []
-    for row in plan.valid:
-        email = (row.params.recipient.get("email") or "").strip().lower()
-        why = suppressed.get(email) if email and (only is None or row.identity in only) else None
-        if why is None:
+def apply_contact_rule(plan: Plan, blocked: Mapping[str, str], *, to_send: AbstractSet[str] | None = None,
+                       held: Sequence[Recipient] = (), allow_duplicates: bool = False) -> Plan:
+    """``plan`` without the valid rows still to send (``to_send``: their identities;
+    default all) that the contact rule refuses; each becomes a rejected line
+    ``suppressed (<why>)``, and is kept in ``Plan.refused``. ``held`` are the job's rows
+    with a request that are not in the plan (sent by an earlier run from another sheet)."""
+    rows = [Recipient(r.number, r.params.recipient.get("email"), to_send is not None and r.identity not in to_send)
+            for r in plan.valid]
+    verdicts = contact_refusals([*rows, *held], blocked, allow_duplicates=allow_duplicates)
+    valid, refused = [], []
+    for row, recipient, why in zip(plan.valid, rows, verdicts, strict=False):
+        if why is None or recipient.has_request:  # a row sent already stays as it is
             valid.append(row)
         else:
-            skipped.append((row.number, Problem(column="email", problem=f"{SUPPRESSED} ({why})",
-                                                accepted="an address that is not suppressed")))
-    if not skipped:
+            refused.append((row, why))
+    if not refused:
         return plan
-    return replace(plan, valid=valid, rejected=sorted(plan.rejected + skipped, key=lambda line: line[0]))
+    lines = [(row.number, Problem(column="email", problem=why, accepted=ACCEPTED)) for row, why in refused]
+    return replace(plan, valid=valid, refused=plan.refused + refused,
+                   rejected=sorted(plan.rejected + lines, key=lambda line: line[0]))
 
 
 def read_suppression_file(path: Path) -> dict[str, str]:
@@ -58,7 +66,8 @@ def read_suppression_file(path: Path) -> dict[str, str]:
 
 
 def suppressed_addresses(store: Store | None, file: Path | None, *, bounced: bool = True) -> dict[str, str]:
-    """Every suppressed address with why: the file's, the store's list and, with
+    """Every blocked address with why: the file's (``outreach.suppression_file``;
+    ``OutreachRefused`` naming it when it cannot be read), the store's list and, with
     ``bounced``, the addresses that bounced or complained in any job."""
     out: dict[str, str] = {}
     if store is not None and store.exists() and "formsync_suppressions" in store.table_names():
@@ -66,5 +75,40 @@ def suppressed_addresses(store: Store | None, file: Path | None, *, bounced: boo
             if bounced or why.startswith("listed"):
                 out[email] = why
     if file is not None:
-        out.update(read_suppression_file(file))
+        try:
+            out.update(read_suppression_file(file))
+        except (OSError, UnicodeDecodeError) as e:
+            raise OutreachRefused(f"outreach.suppression_file: cannot read {file}: {e}; fix the path or "
+                                  f"unset the setting") from None
     return out
+
+
+class Canceled(BaseModel):
+    """A pending request canceled because the contact rule now refuses its address."""
+
+    request_id: str
+    email: str
+    reason: str
+
+
+async def cancel_blocked(client: FormClient, store: Store, blocked: Mapping[str, str]) -> list[Canceled]:
+    """Cancel every request the store holds as pending whose address is in ``blocked``
+    (lower-cased address -> why), with the reason ``suppressed (<why>)``, and store each
+    answered record: the service sends its own scheduled reminders to pending requests,
+    so a suppressed address is only left alone once its requests are gone. A request
+    found no longer pending is left as it is; other API errors are raised (what was
+    canceled is stored)."""
+    if not blocked or "formsync_requests" not in store.table_names():
+        return []
+    done: list[Canceled] = []
+    for request_id, email in store.requests.pending_to(blocked):
+        reason = f"{SUPPRESSED} ({blocked[email]})"
+        try:
+            record = await client.cancel_request(request_id, reason=reason)
+        except errors.Conflict as e:
+            if e.reason != "REQUEST_NOT_PENDING":
+                raise
+            continue
+        store.upsert_requests([record], source="poll")
+        done.append(Canceled(request_id=request_id, email=email, reason=reason))
+    return done

@@ -165,3 +165,21 @@ def test_claims_says_what_record_pending_would_decide_and_writes_nothing(store: 
         assert sorted((r.row_key, r.state, r.content_hash) for r in s.exec(select(OutreachRow))) == before
     decided = ledger.record_pending("job", [PendingRow(k, 9, h, f"key-{k}") for k, h in sheet.items()])
     assert decided == said
+
+
+def test_a_row_the_contact_rule_refused_is_kept_suppressed_and_asked_again(store: Store,
+                                                                            ledger: OutreachLedger) -> None:
+    # On every database, migrated to the head: the schema's check admits "suppressed".
+    pend(ledger, "ext:sent", 2, "h1", "key-1")
+    ledger.mark_sending("job", "ext:sent")
+    ledger.mark_sent("job", "ext:sent", "req_1")
+    pend(ledger, "ext:sending", 3, "h2", "key-2")
+    ledger.mark_sending("job", "ext:sending")  # a create may have reached the service: left as it is
+    rows = [PendingRow("ext:new", 4, "h3", "key-3"), PendingRow("ext:sent", 2, "h1", "key-1"),
+            PendingRow("ext:sending", 3, "h2", "key-2")]
+    ledger.record_suppressed("job", [(r, f"suppressed (why {r.row_number})") for r in rows])
+    assert [(row(store, r.row_key).state, row(store, r.row_key).error) for r in rows] == [
+        ("suppressed", "suppressed (why 4)"), ("sent", None), ("sending", None)]
+    assert ledger.claims("job", {"ext:new": "h3"}) == {"ext:new": "send"}, "the next run asks the rule again"
+    assert pend(ledger, "ext:new", 4, "h3", "key-3") == "send"
+    assert (row(store, "ext:new").state, row(store, "ext:new").error) == ("pending", None)

@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+import pytest
 import sqlalchemy as sa
 from alembic import command
 
@@ -136,3 +137,27 @@ def test_migration_keeps_everything_and_downgrades(db_url: str) -> None:
 def _request_answers_old(store: Store) -> dict[str, tuple[Any, Any]]:
     with store.database.engine.connect() as conn:
         return {r.id: (r.answers, r.display) for r in conn.execute(sa.select(REQUESTS))}
+
+
+def test_the_suppressed_state_comes_and_goes_with_its_migration(db_url: str) -> None:
+    store = Store(db_url)
+    rows = sa.table("formsync_outreach_rows", *[sa.column(c) for c in (
+        "job_name", "row_key", "row_number", "content_hash", "idempotency_key", "state", "error", "attempts",
+        "updated_at")])
+    try:
+        store.migrate()
+        store.ledger.open_job("job", "form_1", "sheet.csv", {})
+        row = {"job_name": "job", "row_number": 2, "content_hash": "h", "attempts": 0, "updated_at": T0}
+        with store.database.engine.begin() as conn:
+            conn.execute(sa.insert(rows), [{**row, "row_key": "ext:a", "idempotency_key": "k-a", "state": "suppressed",
+                                            "error": "suppressed (bounced)"}])
+        _to(store, "0006", down=True)
+        with store.database.engine.begin() as conn:
+            assert conn.execute(sa.select(rows.c.state, rows.c.error)).all() == [("failed", "suppressed")]
+        with pytest.raises(sa.exc.DBAPIError), store.database.engine.begin() as conn:  # MariaDB: OperationalError
+            conn.execute(sa.insert(rows), [{**row, "row_key": "ext:b", "idempotency_key": "k-b",
+                                            "state": "suppressed"}])
+        store.migrate()
+        assert store.ledger.claims("job", {"ext:a": "h"}) == {"ext:a": "send"}
+    finally:
+        store.close()

@@ -4,7 +4,7 @@ reminded within the service's 10 minutes; and the job-run outcome ``skipped`` (a
 had nothing it could do, with the reason in its summary).
 
 Revision ID: 0008
-Revises: 0006
+Revises: 0007
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ import sqlalchemy as sa
 from alembic import op
 
 revision = "0008"
-down_revision = "0006"
+down_revision = "0007"
 branch_labels = None
 depends_on = None
 

@@ -1,0 +1,193 @@
+"""The contact rule's promise, driven as a campaign on a real sandbox (its test clock,
+over loopback) with a SQLite store: send (two jobs, sent again), suppress, bounce
+(recipients on ``bounce.test``), poll, remind, advance the clock, complete, close. After
+every step: no suppressed or bounced address has a mail dated after its suppression, no
+email has two invitations in one job, no suppressed address is left with a pending
+request, the funnel, ``formsync status`` and the job's record agree, and nothing that was
+not pending is reminded."""
+
+from __future__ import annotations
+
+import asyncio
+import csv
+import itertools
+from collections import Counter
+from collections.abc import Coroutine
+from pathlib import Path
+from typing import Any, TypeVar
+
+import pytest
+from hypothesis import HealthCheck, settings
+from hypothesis import strategies as st
+from hypothesis.stateful import RuleBasedStateMachine, invariant, rule, run_state_machine_as_test
+
+from connector.client import FormClient
+from connector.settings import load_settings
+from connector.store import Store
+from pipelines.campaign import act, read_campaign
+from pipelines.campaign import suppress as suppression_list
+from pipelines.outreach import run_outreach
+from pipelines.outreach.counts import recorded_counts
+from pipelines.poll import poll_once
+from pipelines.status import collect_status
+from tests.conftest import Sandbox, start_sandbox
+
+pytestmark = pytest.mark.slow  # about a minute: bounded by examples and steps below
+
+T = TypeVar("T")
+JOBS = ("spring", "autumn")
+# Six sheet rows: row 4 repeats row 2's address; row 5 bounces.
+SHEET = [("a", "p0@x.test"), ("b", "p1@x.test"), ("c", "P0@x.test"), ("d", "b0@bounce.test"), ("e", "p2@x.test"),
+         ("f", "p3@x.test")]
+ADDRESSES = sorted({e.lower() for _, e in SHEET})
+STEPS_MS = (60_000, 11 * 60_000, 86_400_000, 3 * 86_400_000)
+FAST = 100_000
+
+
+class Campaign(RuleBasedStateMachine):
+    """One campaign per example, on a sandbox reset to its seed."""
+
+    loop: asyncio.AbstractEventLoop
+    sandbox: Sandbox
+    root: Path
+    examples = itertools.count()
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.dir = self.root / f"ex{next(self.examples)}"
+        self.dir.mkdir()
+        self.store = Store(f"sqlite:///{self.dir}/s.db")
+        self.store.migrate()
+        self.sheet = self.dir / "sheet.csv"
+        with self.sheet.open("w", newline="") as fh:
+            w = csv.writer(fh)
+            w.writerow(["externalId", "name", "email"])
+            w.writerows([ext, f"Person {ext}", email] for ext, email in SHEET)
+        self.config = self.dir / "formsync.toml"
+        self.config.write_text(f'[store]\nurl = "sqlite:///{self.dir}/s.db"\n')
+        self.form = self.sandbox.pro.forms["Contact"]
+        self.suppressed_at: dict[str, int] = {}  # address -> the service's time it was suppressed or seen bounced
+        self.reminded_not_pending: list[str] = []
+        self.run(self._start())
+
+    async def _start(self) -> None:
+        helpers = self.sandbox.helpers
+        await helpers.reset()
+        await helpers.limits_set(calls_per_minute=FAST, creates_per_minute=FAST)
+        self.client = await FormClient(self.sandbox.base_url, self.sandbox.pro.token, calls_per_minute=FAST,
+                                       creates_per_minute=FAST).__aenter__()
+
+    def run(self, work: Coroutine[Any, Any, T]) -> T:
+        return self.loop.run_until_complete(work)
+
+    def now(self) -> int:
+        return self.run(self.sandbox.helpers.clock_get()).now
+
+    def teardown(self) -> None:
+        self.run(self.client.__aexit__(None, None, None))
+        self.store.close()
+
+    # -- steps ----------------------------------------------------------------------------
+
+    @rule(job=st.sampled_from(JOBS))
+    def send(self, job: str) -> None:
+        report = self.run(run_outreach(self.client, self.store, self.sheet, self.form, job=job, delivery="email",
+                                       report_path=self.dir / f"{job}-report.csv"))
+        assert report.failed == 0 and report.rows == len(SHEET)
+
+    @rule(address=st.sampled_from(ADDRESSES))
+    def suppress(self, address: str) -> None:
+        report = suppression_list.add(self.store, [address], "opted out")
+        self.run(suppression_list.cancel_pending(self.client, self.store, report))
+        self.suppressed_at.setdefault(address, self.now())  # in effect once its requests are canceled
+
+    @rule(ms=st.sampled_from(STEPS_MS))
+    def advance(self, ms: int) -> None:
+        self.run(self.sandbox.helpers.clock_advance(ms))
+
+    @rule()
+    def poll(self) -> None:
+        self.run(poll_once(self.client, self.store))
+
+    @rule(job=st.sampled_from(JOBS))
+    def remind(self, job: str) -> None:
+        if self.store.campaign.job(job) is None:
+            return
+        since = self.now()
+        self.run(act(self.client, self.store, job, "remind"))
+        self._check_reminded(since)
+
+    @rule(job=st.sampled_from(JOBS), pick=st.integers(0, 5))
+    def complete(self, job: str, pick: int) -> None:
+        pending = [r for r in self.store.campaign.rows(job) if r.status == "pending" and r.request_id]
+        if pending:
+            rid = pending[pick % len(pending)].request_id or ""
+            record = self.run(self.client.get_request(rid))
+            if record.status == "pending":
+                self.run(self.sandbox.helpers.requests_complete(rid, {"topic": "support", "message": "hi"}))
+
+    @rule(job=st.sampled_from(JOBS))
+    def close(self, job: str) -> None:
+        if self.store.campaign.job(job) is not None:
+            self.run(act(self.client, self.store, job, "close", reason="closed"))
+
+    def _check_reminded(self, since: int) -> None:
+        """Every reminder this step sent went to a request still pending (the clock does not move within a step)."""
+        mails = self.run(self.sandbox.helpers.mail_list()).items
+        for m in mails:
+            if m.kind == "reminder" and m.created_at >= since and m.request_id:
+                record = self.run(self.client.get_request(m.request_id))
+                if record.status != "pending":
+                    self.reminded_not_pending.append(m.request_id)
+
+    # -- the promises, after every step ---------------------------------------------------
+
+    @invariant()
+    def promises_hold(self) -> None:
+        now = self.now()
+        for email, why in self.store.campaign.suppressed().items():
+            if not why.startswith("listed"):  # seen bounced: canceled in the poll that saw it
+                self.suppressed_at.setdefault(email, now)
+        mails = self.run(self.sandbox.helpers.mail_list()).items
+        late = [(m.to, m.kind) for m in mails if m.to.lower() in self.suppressed_at
+                and m.created_at > self.suppressed_at[m.to.lower()]]
+        assert late == [], "mail after the address was suppressed"
+        for job in JOBS:
+            ids = {r.request_id for r in self.store.campaign.rows(job) if r.request_id}
+            invitations = Counter(m.to.lower() for m in mails if m.kind == "invitation" and m.request_id in ids)
+            assert all(n == 1 for n in invitations.values()), f"two invitations in {job}: {invitations}"
+        pending = self.run(self._pending_addresses())
+        assert not pending & set(self.suppressed_at), "a suppressed address is left with a pending request"
+        assert self.reminded_not_pending == [], "reminded a request that was not pending"
+        self._counts_agree()
+
+    async def _pending_addresses(self) -> set[str]:
+        return {(r.recipient.email or "").lower() async for r in self.client.iter_requests(form_id=self.form,
+                                                                                         status="pending")
+                if r.recipient is not None}
+
+    def _counts_agree(self) -> None:
+        status = {p.job: p for p in collect_status(load_settings(self.config), self.store).outreach}
+        for job in JOBS:
+            record = self.store.campaign.job(job)
+            if record is None:
+                continue
+            f = read_campaign(self.store, job).funnel
+            run = recorded_counts((record.settings or {}).get("outcome", {}))
+            assert run is not None and status[job].last_run == run and status[job].funnel == f
+            assert f.rows == run.rows == f.sent + f.rejected + f.suppressed + f.not_sent
+            assert (f.sent, f.rejected, f.suppressed) == (run.sent_total, run.rejected, run.suppressed)
+
+
+def test_the_contact_rule_holds_through_a_campaign(tmp_path: Path) -> None:
+    loop = asyncio.new_event_loop()
+    server, sb = loop.run_until_complete(start_sandbox(tmp_path / "sandbox"))
+    Campaign.loop, Campaign.sandbox, Campaign.root = loop, sb, tmp_path
+    try:
+        run_state_machine_as_test(Campaign, settings=settings(
+            max_examples=12, stateful_step_count=16, deadline=None, derandomize=True,
+            suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much]))
+    finally:
+        loop.run_until_complete(sb.http.close())
+        loop.run_until_complete(server.stop())
+        loop.close()
