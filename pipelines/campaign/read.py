@@ -3,8 +3,10 @@ the command, ``formsync status`` and the HTML page take their numbers from)."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from connector.store import Store
 from connector.store.campaign import CampaignRow
@@ -39,9 +41,15 @@ def read_campaign(store: Store, job: str) -> Campaign:
     rows = store.campaign.rows(job)
     recorded = store.ledger.rounds(job)
     reminders = [(int(r["at"]), int(r.get("done", 0))) for r in recorded if r.get("kind") == "remind"]
-    counts = recorded_counts((record.settings or {}).get("outcome", {}))
-    return Campaign(job, record.form_id, rows, funnel(job, rows, counts.invalid if counts is not None else 0),
-                    rounds(rows, reminders), closed(recorded, rows), counts, store.campaign.form_name(record.form_id))
+    outcome = (record.settings or {}).get("outcome")
+    return Campaign(job, record.form_id, rows, funnel(job, rows, invalid_rows(outcome)), rounds(rows, reminders),
+                    closed(recorded, rows), recorded_counts(outcome or {}), store.campaign.form_name(record.form_id))
+
+
+def invalid_rows(outcome: Mapping[str, Any] | None) -> int:
+    """The sheet rows the job's last run rejected before the ledger (0 before a run ended)."""
+    counts = recorded_counts(outcome or {})
+    return counts.invalid if counts is not None else 0
 
 
 def write_page(store: Store, job: str, out: Path, now_ms: int, *, form_name: str | None = None) -> Campaign:
