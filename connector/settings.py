@@ -109,6 +109,9 @@ class StoreSettings(Section):
     """The SQL database the connector writes to: SQLite by default, PostgreSQL by URL."""
 
     url: str = "sqlite:///formsync.db"
+    # The store's key (32 random bytes, mode 0600): what seals the secrets the store keeps.
+    # Unset: formsync.key beside the SQLite database, else beside the settings file.
+    key_file: Path | None = None
 
 
 class OutreachSettings(Section):

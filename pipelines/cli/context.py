@@ -20,13 +20,14 @@ from .errors import UsageError, WorkFailed, explain, first_line, scrub
 
 if TYPE_CHECKING:
     from connector.client import FormClient
+    from connector.grant import GrantTokens
     from connector.settings import Settings
     from connector.store import Store
 
 T = TypeVar("T")
 log = logging.getLogger("formsync.cli")
 _PASSWORD = re.compile(r"://[^/@\s:]*:([^@\s]+)@")
-TOKEN_HINT = "put it in the [service] section or in FORMSYNC_SERVICE__TOKEN"
+TOKEN_HINT = "put it in the [service] section or in FORMSYNC_SERVICE__TOKEN, or run `formsync login`"
 
 
 class Context:
@@ -55,11 +56,45 @@ class Context:
         return self._settings
 
     def service_settings(self) -> Settings:
-        """The settings, which must hold ``service.token``."""
+        """The settings, which must hold ``service.token`` or find a sign-in in the store
+        (``formsync login``)."""
         settings = self.settings()
-        if settings.service.token is None:
+        if settings.service.token is None and not self.signed_in():
             raise UsageError("service.token is not set", where=self.where, hint=TOKEN_HINT)
         return settings
+
+    def signed_in(self) -> bool:
+        """Whether the store holds a sign-in to ``service.base_url`` (a SQLite file that
+        does not exist yet holds none, and is not made to say so)."""
+        from connector.store import Store
+
+        probe = Store(self.settings().store.url)
+        try:
+            if not probe.exists():
+                return False
+        finally:
+            probe.close()
+        row = self.store().grants.get(self.settings().service.base_url.rstrip("/"))
+        return row is not None and row.refresh_token is not None
+
+    def key_file(self) -> Path:
+        """The store's key file: ``store.key_file``, else beside the database or the settings."""
+        from connector.keyfile import default_key_file
+
+        store = self.settings().store
+        return store.key_file or default_key_file(store.url, self.config)
+
+    def grant(self) -> GrantTokens | None:
+        """The stored grant's token source when ``service.token`` is not set (None when set)."""
+        from connector.grant import GrantTokens
+        from connector.keyfile import load_key
+
+        settings = self.service_settings()
+        if settings.service.token is not None:
+            return None
+        path = self.key_file()
+        return GrantTokens(self.store(), settings.service.base_url, load_key(path), key_where=str(path),
+                           timeout=settings.service.timeout_seconds)
 
     def store(self, url: str | None = None, *, migrate: bool = True, where: str | None = None) -> Store:
         """The store at ``url`` (default: ``store.url``), migrated unless ``migrate`` is
@@ -133,9 +168,10 @@ class Context:
         from connector.client import FormClient
 
         service = self.service_settings().service
+        source = self.grant()
 
         async def go() -> T:
-            async with FormClient.from_settings(service, **overrides) as fc:
+            async with FormClient.from_settings(service, source, **overrides) as fc:
                 return await work(fc)
 
         return self.run(go())
