@@ -17,17 +17,19 @@ import logging
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import aiohttp
 from pydantic import SecretStr
 
 from . import oauth
-from .keyfile import key_changed, key_id, seal, unseal
+from .keyfile import default_key_file, key_changed, key_id, load_key, seal, unseal
 from .pacing import token_key
 from .store.grants import GRANT_LOCK
 
 if TYPE_CHECKING:
+    from .settings import ServiceSettings, Settings, StoreSettings
     from .store import Store
     from .store.tables import OAuthGrant
 
@@ -47,6 +49,38 @@ class GrantError(Exception):
 
 def now_ms() -> int:
     return int(time.time() * 1000)
+
+
+def key_path(store: StoreSettings, config: Path | None) -> Path:
+    """The store's key file: ``store.key_file``, else beside the SQLite database or the settings."""
+    return store.key_file or default_key_file(store.url, config)
+
+
+def note_token_use(store: Store, service: ServiceSettings) -> None:
+    """Record a use of the static ``service.token`` by its fingerprint (never the token):
+    an API token expires 30 days after it was made, so its first use bounds what is left."""
+    if service.token is not None:
+        value = service.token.get_secret_value()
+        store.grants.note_token_use(token_key(value), token_kind(value))
+
+
+def token_kind(value: str) -> str:
+    """``oauth`` for an OAuth access token (``fbo_``, one hour), else ``api`` (30 days)."""
+    return "oauth" if value.startswith("fbo_") else "api"
+
+
+def stored_grant(store: Store, settings: Settings, config: Path | None = None) -> GrantTokens | None:
+    """Where every command, the scheduler and each receiver get their tokens: None when
+    ``service.token`` is set (it wins) or no sign-in is stored, else the stored grant.
+    A key file that is missing or not the sign-in's is a ``KeyFileError``."""
+    if settings.service.token is not None:
+        return None
+    url = settings.service.base_url.rstrip("/")
+    row = store.grants.get(url)
+    if row is None or row.refresh_token is None and row.access_token is None:
+        return None
+    path = key_path(settings.store, config)
+    return GrantTokens(store, url, load_key(path), key_where=str(path), timeout=settings.service.timeout_seconds)
 
 
 def grant_key(service_url: str, client_id: str) -> str:
@@ -85,16 +119,16 @@ class GrantTokens:
         self._current: Current | None = None
         self._meta: oauth.ServerMeta | None = None
         self._mutex = asyncio.Lock()
-        row = self._row()
+        row = self._row(check_failure=False)
         self.key = grant_key(self.service_url, row.client_id)
         self.workspace_id = row.workspace_id
 
-    def _row(self) -> OAuthGrant:
+    def _row(self, *, check_failure: bool = True) -> OAuthGrant:
         row = self._store.grants.get(self.service_url)
         if row is None or row.refresh_token is None and row.access_token is None:
             raise GrantError(f"no sign-in is stored for {self.service_url}: run `formsync login`, or set "
                              "service.token")
-        if row.failure is not None:
+        if row.failure is not None and check_failure:
             raise GrantError(f"the stored sign-in was refused by the service ({row.failure}): {LOGIN_HINT}",
                              lost=True)
         if row.key_id != key_id(self._key):

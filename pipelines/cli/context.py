@@ -68,33 +68,24 @@ class Context:
         does not exist yet holds none, and is not made to say so)."""
         from connector.store import Store
 
-        probe = Store(self.settings().store.url)
+        probe = Store(self.settings().store.url)  # read only: the command's own store may not migrate
         try:
-            if not probe.exists():
-                return False
+            row = probe.grants.get(self.settings().service.base_url.rstrip("/")) if probe.exists() else None
         finally:
             probe.close()
-        row = self.store().grants.get(self.settings().service.base_url.rstrip("/"))
         return row is not None and row.refresh_token is not None
 
     def key_file(self) -> Path:
         """The store's key file: ``store.key_file``, else beside the database or the settings."""
-        from connector.keyfile import default_key_file
+        from connector.grant import key_path
 
-        store = self.settings().store
-        return store.key_file or default_key_file(store.url, self.config)
+        return key_path(self.settings().store, self.config)
 
     def grant(self) -> GrantTokens | None:
-        """The stored grant's token source when ``service.token`` is not set (None when set)."""
-        from connector.grant import GrantTokens
-        from connector.keyfile import load_key
+        """The stored grant's token source, when ``service.token`` is not set and a sign-in is stored."""
+        from connector.grant import stored_grant
 
-        settings = self.service_settings()
-        if settings.service.token is not None:
-            return None
-        path = self.key_file()
-        return GrantTokens(self.store(), settings.service.base_url, load_key(path), key_where=str(path),
-                           timeout=settings.service.timeout_seconds)
+        return stored_grant(self.store(), self.settings(), self.config)
 
     def store(self, url: str | None = None, *, migrate: bool = True, where: str | None = None) -> Store:
         """The store at ``url`` (default: ``store.url``), migrated unless ``migrate`` is
@@ -164,11 +155,14 @@ class Context:
 
     def with_client(self, work: Callable[[FormClient], Awaitable[T]], **overrides: Any) -> T:
         """Run ``work`` with a service client made from the settings (``overrides`` on
-        top, e.g. ``max_retries``); the settings must hold ``service.token``."""
+        top, e.g. ``max_retries``); the settings must hold ``service.token``, or the store a sign-in."""
         from connector.client import FormClient
+        from connector.grant import note_token_use
 
         service = self.service_settings().service
-        source = self.grant()
+        source = self.grant()  # None with service.token
+        if source is None:
+            note_token_use(self.store(), service)
 
         async def go() -> T:
             async with FormClient.from_settings(service, source, **overrides) as fc:

@@ -7,6 +7,9 @@ from __future__ import annotations
 
 import asyncio
 import os
+import re
+import signal
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +24,7 @@ from pipelines.login import LoginOptions, LoginResult, login
 from tests.spec.test_oauth import decide
 
 DAY_MS = 24 * 3600 * 1000
+TOKENS = re.compile(r"fb(o|or)?_[A-Za-z0-9]{16,}")
 KEY = bytes(range(32))
 
 
@@ -119,8 +123,8 @@ async def test_a_refresh_refused_for_good_is_said_once_and_kept(db_url: str, san
             await source.renew(SecretStr(access))
         assert caught.value.lost and "invalid_grant" in str(caught.value) and "formsync login" in str(caught.value)
         assert store.grants.get(sandbox.base_url).failure == "invalid_grant"
-        with pytest.raises(GrantError, match="formsync login"):
-            GrantTokens(store, sandbox.base_url, KEY, key_where="k")
+        with pytest.raises(GrantError, match="formsync login"):  # every later process says so too
+            await GrantTokens(store, sandbox.base_url, KEY, key_where="k").token()
 
 
 async def test_another_key_opens_nothing(tmp_path: Path, sandbox: Any) -> None:
@@ -132,3 +136,87 @@ async def test_another_key_opens_nothing(tmp_path: Path, sandbox: Any) -> None:
         assert store.grants.forget(sandbox.base_url) and not store.grants.forget(sandbox.base_url)
         with pytest.raises(GrantError, match="formsync login"):
             GrantTokens(store, sandbox.base_url, KEY, key_where="k")
+
+
+# A process that uses the stored grant with an expired access token, killed (SIGKILL) at
+# one point of its refresh: holding the lock before the token endpoint is called, after the
+# new pair is committed, during the call that follows, or in the one unsafe instant between
+# the token endpoint's answer and the commit.
+CHILD = r"""
+import asyncio, os, signal, sys
+from connector import oauth
+from connector.client import FormClient
+from connector.grant import GrantTokens
+from connector.store import Store
+from connector.store.grants import GrantRows
+
+url, base, point = sys.argv[1:4]
+
+def die():
+    os.kill(os.getpid(), signal.SIGKILL)
+
+async def killed(*args, **kwargs):
+    die()
+
+if point == "before_call":
+    oauth.token_call = killed
+elif point in ("after_commit", "after_answer"):
+    save = GrantRows.save_tokens
+    def save_then_die(self, *args):
+        if point == "after_commit":
+            save(self, *args)
+        die()
+    GrantRows.save_tokens = save_then_die
+elif point == "next_call":
+    send, sent = FormClient._send, []
+    async def send_then_die(self, *args):
+        sent.append(1)
+        if len(sent) == 2:  # the call after the refresh, killed while it is under way
+            asyncio.ensure_future(send(self, *args))
+            await asyncio.sleep(0.02)
+            die()
+        return await send(self, *args)
+    FormClient._send = send_then_die
+
+async def main():
+    with Store(url) as store:
+        source = GrantTokens(store, base, bytes(range(32)), key_where="k", lock_ttl_seconds=1)
+        async with FormClient(base, source, max_retries=0) as fc:
+            await fc.list_workspaces()
+
+asyncio.run(main())
+"""
+
+
+async def killed_at(point: str, db_url: str, sandbox: Any) -> str:
+    proc = await asyncio.create_subprocess_exec(sys.executable, "-c", CHILD, db_url, sandbox.base_url, point,
+                                                stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
+    out, err = await asyncio.wait_for(proc.communicate(), 60)
+    assert proc.returncode == -signal.SIGKILL, (point, err.decode())
+    return out.decode() + err.decode()
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("db_url", ["sqlite", "postgresql"], indirect=True)  # a lease row; a session lock
+async def test_a_kill_at_any_point_but_one_leaves_a_usable_chain(db_url: str, sandbox: Any) -> None:
+    with Store(db_url) as store:
+        store.migrate()
+        await sign_in(sandbox, store)
+        for point in ("before_call", "after_commit", "next_call"):
+            await sandbox.helpers.clock_advance(2 * 3600 * 1000)  # the stored access token has expired
+            before = store.grants.get(sandbox.base_url).generation
+            said = await killed_at(point, db_url, sandbox)
+            assert not TOKENS.search(said), said
+            after = store.grants.get(sandbox.base_url).generation
+            assert after == before + (point != "before_call"), point
+            with Store(db_url) as other:  # the next process: the stored chain still works
+                source = GrantTokens(other, sandbox.base_url, KEY, key_where="k", lock_wait_seconds=10)
+                assert await workspace_via(source, sandbox.base_url) == sandbox.pro.id, point
+        # The one instant that cannot be made safe: the answer spent the refresh token, the
+        # commit never came. The next refresh is refused for good, and that is recorded.
+        await sandbox.helpers.clock_advance(2 * 3600 * 1000)
+        await killed_at("after_answer", db_url, sandbox)
+        with pytest.raises(GrantError, match="invalid_grant.*formsync login"):
+            await workspace_via(GrantTokens(store, sandbox.base_url, KEY, key_where="k", lock_wait_seconds=10),
+                                sandbox.base_url)
+        assert store.grants.get(sandbox.base_url).failure == "invalid_grant"
