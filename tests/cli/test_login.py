@@ -16,9 +16,11 @@ from typing import Any
 
 from typer.testing import CliRunner, Result
 
+from connector.keyfile import create_key
 from connector.store import Store
 from pipelines.cli import app
 from pipelines.cli.errors import ExitCode
+from tests.connector.test_grant import sign_in
 from tests.spec.test_oauth import decide
 
 FORMSYNC = Path(sys.executable).parent / "formsync"
@@ -134,3 +136,26 @@ async def test_a_taken_port_and_a_service_without_oauth_are_one_line(tmp_path: P
     assert len(lines) == 1 and lines[0].startswith("error: cannot sign in: OAuth metadata: the service at "), lines
     assert "nothing was stored" in lines[0]
     assert grant_row(tmp_path, away) is None
+
+
+async def test_a_key_file_open_to_others_missing_or_replaced_stops_in_one_line(tmp_path: Path, sandbox: Any) -> None:
+    cfg = config(tmp_path, sandbox.base_url)
+    path = tmp_path / "formsync.key"
+    with Store(f"sqlite:///{tmp_path}/store.db") as store:
+        store.migrate()
+        await sign_in(sandbox, store, create_key(path))
+    path.chmod(0o644)
+    wanted = {"open": f"error: {path}: the store's key file has mode 0644: others may read it; run chmod 600 {path}",
+              "missing": f"error: {path}: the store's key file is missing: run `formsync login` to sign in again (or "
+                         "restore the file, or set store.key_file)",
+              "replaced": f"error: {path}: the store's key file is not the key the stored sign-in was kept with (it "
+                          "was changed or replaced): restore it, or run `formsync login` again"}
+    for case, line in wanted.items():
+        if case == "missing":
+            path.unlink()
+        elif case == "replaced":
+            create_key(path)
+        res = await cli("sync", "--config", str(cfg))
+        assert res.exit_code == ExitCode.USAGE, (case, res.output)
+        assert res.stderr.strip() == line, case
+    assert grant_row(tmp_path, sandbox.base_url).generation == 1  # nothing stored changed
