@@ -62,6 +62,7 @@ CREATE_METHODS = frozenset({"requests.create", "documents.create"})
 UNSAFE_METHODS = frozenset({"requests.create", "forms.create", "folders.create", "documents.create",
                             "shareLinks.create", "webhooks.create", "requests.remind", "requests.replayCallback"})
 
+
 class TokenSource(Protocol):
     """Where a client gets its token when it is not one static token (the stored grant,
     ``connector.grant.GrantTokens``): ``key`` names the source for its shared pacer."""
@@ -151,10 +152,13 @@ class FormClient:
                  sleep: Sleep = asyncio.sleep, clock: Clock = time.monotonic) -> None:
         self.base_url = base_url.rstrip("/")
         # A token source (the stored grant) gives the token of each call; 401 asks it once for another.
-        self._source: TokenSource | None = None if isinstance(token, str | SecretStr) else token
-        self._token = token if isinstance(token, SecretStr) else SecretStr(token if isinstance(token, str) else "-")
-        if not self._token.get_secret_value():
-            raise ValueError("token is empty; give the workspace's API token")
+        self._source: TokenSource | None = None
+        if isinstance(token, str | SecretStr):
+            self._token = token if isinstance(token, SecretStr) else SecretStr(token)
+            if not self._token.get_secret_value():
+                raise ValueError("token is empty; give the workspace's API token")
+        else:
+            self._source, self._token = token, SecretStr("")
         if calls_per_minute < 1 or creates_per_minute < 1:
             raise ValueError("calls_per_minute and creates_per_minute must be 1 or more")
         if max_retries < 0:

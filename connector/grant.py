@@ -30,7 +30,7 @@ from .store.grants import GRANT_LOCK
 
 if TYPE_CHECKING:
     from .settings import ServiceSettings, Settings, StoreSettings
-    from .store import Store
+    from .store import LeaderLock, Store
     from .store.tables import OAuthGrant
 
 log = logging.getLogger("formsync.grant")
@@ -45,6 +45,11 @@ class GrantError(Exception):
     def __init__(self, message: str, *, lost: bool = False) -> None:
         super().__init__(message)
         self.lost = lost
+
+
+def refused(reason: str) -> GrantError:
+    """The error of a sign-in the service refused for good (``invalid_grant``)."""
+    return GrantError(f"the service refused the stored sign-in ({reason}): {LOGIN_HINT}", lost=True)
 
 
 def now_ms() -> int:
@@ -129,8 +134,7 @@ class GrantTokens:
             raise GrantError(f"no sign-in is stored for {self.service_url}: run `formsync login`, or set "
                              "service.token")
         if row.failure is not None and check_failure:
-            raise GrantError(f"the stored sign-in was refused by the service ({row.failure}): {LOGIN_HINT}",
-                             lost=True)
+            raise refused(row.failure)
         if row.key_id != key_id(self._key):
             raise key_changed(self._key_where)
         return row
@@ -183,7 +187,7 @@ class GrantTokens:
             return False
         return not oauth.refresh_due(cur.expires_at, self._clock())
 
-    async def _acquire(self, lock: Any) -> None:
+    async def _acquire(self, lock: LeaderLock) -> None:
         deadline = time.monotonic() + self._lock_wait
         while not await asyncio.to_thread(lock.try_acquire):
             if time.monotonic() > deadline:
@@ -208,9 +212,8 @@ class GrantTokens:
                 if e.error not in ("invalid_grant", "invalid_client"):
                     raise
                 await asyncio.to_thread(self._store.grants.mark_failed, self.service_url, row.generation, e.error)
-                log.error("the service refused the stored sign-in (%s): %s", e.error, LOGIN_HINT)
-                raise GrantError(f"the service refused the stored sign-in ({e.error}): {LOGIN_HINT}",
-                                 lost=True) from None
+                log.error("%s", refused(e.error))
+                raise refused(e.error) from None
         values = sealed_tokens(self._key, self.service_url, tokens, self._clock())
         if not await asyncio.to_thread(self._store.grants.save_tokens, self.service_url, row.generation, values):
             raise GrantError(f"the stored sign-in changed while it was refreshed (a login or logout): {LOGIN_HINT}")

@@ -35,10 +35,12 @@ def config(tmp_path: Path, base_url: str) -> Path:
 
 
 async def run_login(sandbox: Any, cfg: Path, *args: str, workspace: str = "Pro Workspace",
-                    decision: str = "approve") -> tuple[int, str, str]:
-    """``formsync login --no-browser``, answered as a person answers in a browser."""
+                    decision: str = "approve", paste: bool = False) -> tuple[int, str, str]:
+    """``formsync login --no-browser``, answered as a person answers in a browser; with
+    ``paste``, the browser is elsewhere: the redirected address is pasted back instead."""
     proc = await asyncio.create_subprocess_exec(
-        str(FORMSYNC), "login", "--config", str(cfg), "--no-browser", *args, stdin=asyncio.subprocess.DEVNULL,
+        str(FORMSYNC), "login", "--config", str(cfg), "--no-browser", *args,
+        stdin=asyncio.subprocess.PIPE if paste else asyncio.subprocess.DEVNULL,
         stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE, env={**os.environ, "COLUMNS": "400"})
     assert proc.stderr is not None
     said: list[str] = []
@@ -51,9 +53,12 @@ async def run_login(sandbox: Any, cfg: Path, *args: str, workspace: str = "Pro W
             page = await resp.text()
         status, location, body = await decide(sandbox, page, workspace=workspace, decision=decision)
         assert status == 302 and location, body
-        async with sandbox.http.get(location) as resp:
-            assert resp.status == 200
-        out, err = await asyncio.wait_for(proc.communicate(), 60)
+        if paste:
+            out, err = await asyncio.wait_for(proc.communicate(f"  {location}\n".encode()), 60)
+        else:
+            async with sandbox.http.get(location) as resp:
+                assert resp.status == 200
+            out, err = await asyncio.wait_for(proc.communicate(), 60)
     finally:
         if proc.returncode is None:
             proc.kill()
@@ -95,6 +100,15 @@ async def test_login_then_commands_use_the_sign_in_then_logout(tmp_path: Path, s
     assert after.exit_code == ExitCode.USAGE and "run `formsync login`" in after.stderr
     no_token(out, err, synced.output, again.output, gone.output, after.output)
     assert grant_row(tmp_path, sandbox.base_url).client_id  # the registered client is kept
+
+
+async def test_the_redirected_address_may_be_pasted(tmp_path: Path, sandbox: Any) -> None:
+    code, out, err = await run_login(sandbox, config(tmp_path, sandbox.base_url), "--port", "0", paste=True)
+    assert code == 0, err
+    assert out.startswith("signed in to workspace Pro Workspace")
+    assert "paste here the whole address" in err
+    assert grant_row(tmp_path, sandbox.base_url).refresh_token is not None
+    no_token(out, err)
 
 
 async def test_a_workspace_other_than_asked_stores_nothing(tmp_path: Path, sandbox: Any) -> None:
