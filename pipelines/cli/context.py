@@ -68,7 +68,10 @@ class Context:
         does not exist yet holds none, and is not made to say so)."""
         from connector.store import Store
 
-        probe = Store(self.settings().store.url)  # read only: the command's own store may not migrate
+        try:
+            probe = Store(self.settings().store.url)  # read only: the command's own store may not migrate
+        except Exception:  # an unusable URL: said where the command opens its store
+            return False
         try:
             row = probe.grants.get(self.settings().service.base_url.rstrip("/")) if probe.exists() else None
         finally:
