@@ -15,6 +15,7 @@ from typing import Any
 
 import pytest
 from pydantic import SecretStr
+from sqlmodel import select
 
 from connector.client import FormClient
 from connector.grant import GrantError, GrantTokens, now_ms
@@ -220,3 +221,24 @@ async def test_a_kill_at_any_point_but_one_leaves_a_usable_chain(db_url: str, sa
             await workspace_via(GrantTokens(store, sandbox.base_url, KEY, key_where="k", lock_wait_seconds=10),
                                 sandbox.base_url)
         assert store.grants.get(sandbox.base_url).failure == "invalid_grant"
+
+
+async def test_the_client_is_registered_once_and_again_when_the_service_removed_it(tmp_path: Path,
+                                                                                  sandbox: Any) -> None:
+    from formservice.tables import OAuthClient, OAuthCode, RefreshToken
+
+    with Store(f"sqlite:///{tmp_path}/s.db") as store:
+        store.migrate()
+        await sign_in(sandbox, store)
+        first = store.grants.get(sandbox.base_url).client_id
+        await sign_in(sandbox, store)
+        assert store.grants.get(sandbox.base_url).client_id == first  # kept, not registered again
+        with sandbox.service.session() as s:  # the service collects the client (and what it held)
+            for table in (RefreshToken, OAuthCode):
+                for row in s.exec(select(table).where(table.client_id == first)).all():
+                    s.delete(row)
+            s.delete(s.get(OAuthClient, first))
+            s.commit()
+        done = await sign_in(sandbox, store)
+        again = store.grants.get(sandbox.base_url)
+        assert again.client_id != first and again.generation == 3 and done.workspace_id == sandbox.pro.id

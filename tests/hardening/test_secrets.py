@@ -143,6 +143,8 @@ def command_cases(work: Path, form: str, token: str, listed: set[str], webhooks_
                   Case("subscribe secret", ["subscribe", "secret", "--secret-file", str(work / "webhook.env"),
                                             "--config", cfg]),
                   Case("subscribe remove", ["subscribe", "remove", *target])]
+    if "logout" in listed:  # the token wins over a sign-in; logout with none stored says so
+        cases += [Case("login --help", ["login", "--help"]), Case("logout", ["logout", "--config", cfg])]
     if "dead-letters" in listed:  # the events set aside, printed with their raw bodies
         cases.append(Case("dead-letters export", ["dead-letters", "export", "--config", cfg]))
     return cases
