@@ -26,7 +26,7 @@ from pydantic import SecretStr
 from . import oauth
 from .keyfile import default_key_file, key_changed, key_id, load_key, seal, unseal
 from .pacing import token_key
-from .store.grants import GRANT_LOCK
+from .store.grants import GRANT_LOCK, holds_grant
 
 if TYPE_CHECKING:
     from .settings import ServiceSettings, Settings, StoreSettings
@@ -81,8 +81,7 @@ def stored_grant(store: Store, settings: Settings, config: Path | None = None) -
     if settings.service.token is not None:
         return None
     url = settings.service.base_url.rstrip("/")
-    row = store.grants.get(url)
-    if row is None or row.refresh_token is None and row.access_token is None:
+    if not holds_grant(store.grants.get(url)):
         return None
     path = key_path(settings.store, config)
     return GrantTokens(store, url, load_key(path), key_where=str(path), timeout=settings.service.timeout_seconds)
@@ -130,7 +129,7 @@ class GrantTokens:
 
     def _row(self, *, check_failure: bool = True) -> OAuthGrant:
         row = self._store.grants.get(self.service_url)
-        if row is None or row.refresh_token is None and row.access_token is None:
+        if row is None or not holds_grant(row):
             raise GrantError(f"no sign-in is stored for {self.service_url}: run `formsync login`, or set "
                              "service.token")
         if row.failure is not None and check_failure:

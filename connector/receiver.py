@@ -530,8 +530,8 @@ def create_receiver_app(store: Store, settings: ReceiverSettings, *, custom_sche
     ``settings.store_process``) commits in a process of its own that opens
     ``Store(store.url)``; false commits with ``store`` itself in a worker thread (keep
     that for a store with its own clock or behaviour). ``service`` with a token (or
-    ``tokens``, the stored grant) lets the receiver read each new form's ``fields.list`` once, after its first commit
-    (``connector.field_lists``); without one it logs the forms whose schema stays
+    ``tokens``, the stored grant) lets the receiver read each new form's ``fields.list``
+    once, after its first commit (``connector.field_lists``); without one it logs the forms whose schema stays
     provisional. ``collectors`` add their metrics to ``/metrics`` (``formsync receive``
     and ``run`` add the store's: jobs, scheduler). Raises ``ValueError`` for a configuration that cannot work (a malformed
     secret, a custom scheme without its definition)."""

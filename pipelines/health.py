@@ -7,6 +7,8 @@ through ``/metrics``."""
 
 from __future__ import annotations
 
+from connector.grant import refused
+
 from .notify import Notice
 from .status import StatusReport
 
@@ -73,8 +75,7 @@ def credential_problems(report: StatusReport) -> list[Notice]:
                                                                "lasts one hour: run `formsync login` instead, and "
                                                                "remove service.token"))
     if creds.token_kind is None and creds.refused is not None:
-        found.append(Notice("sign_in_lost", "sign-in", f"the service refused the stored sign-in ({creds.refused}): "
-                                                       "run `formsync login`"))
+        found.append(Notice("sign_in_lost", "sign-in", str(refused(creds.refused))))
     return found
 
 

@@ -16,6 +16,7 @@ from connector.grant import token_kind
 from connector.pacing import token_key
 from connector.settings import Settings
 from connector.store import FormField, JobRun, OutreachRow, RawEvent, RequestRow, Store, Suppression
+from connector.store.grants import holds_grant
 
 from .campaign.funnel import Funnel, funnel
 from .jobs import schedule_text
@@ -196,7 +197,7 @@ def _credentials(settings: Settings, store: Store) -> Credentials:
         out.token_kind = token_kind(value)
         out.token_first_used_at = store.grants.token_first_used(token_key(value))
     row = store.grants.get(settings.service.base_url.rstrip("/"))
-    if row is not None and row.refresh_token is not None:
+    if row is not None and holds_grant(row):
         out.signed_in, out.workspace_id, out.refreshed_at, out.refused = (True, row.workspace_id, row.refreshed_at,
                                                                             row.failure)
     return out

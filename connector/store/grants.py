@@ -17,6 +17,11 @@ from .tables import OAuthGrant, TokenUse
 GRANT_LOCK = "formsync-grant"  # the store lock one refresh at a time is taken under
 
 
+def holds_grant(row: OAuthGrant | None) -> bool:
+    """Whether ``row`` holds a sign-in (its tokens), not only a registered client."""
+    return row is not None and (row.refresh_token is not None or row.access_token is not None)
+
+
 class GrantRows:
     """The sign-in repository (``store.grants``)."""
 
@@ -83,7 +88,7 @@ class GrantRows:
             return False
         with self._db.session() as s:
             row = s.get(OAuthGrant, service_url)
-            if row is None or row.refresh_token is None and row.access_token is None:
+            if row is None or not holds_grant(row):
                 return False
             _clear_grant(row)
             row.generation += 1

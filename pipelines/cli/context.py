@@ -67,6 +67,7 @@ class Context:
         """Whether the store holds a sign-in to ``service.base_url`` (a SQLite file that
         does not exist yet holds none, and is not made to say so)."""
         from connector.store import Store
+        from connector.store.grants import holds_grant
 
         try:
             probe = Store(self.settings().store.url)  # read only: the command's own store may not migrate
@@ -76,7 +77,7 @@ class Context:
             row = probe.grants.get(self.settings().service.base_url.rstrip("/")) if probe.exists() else None
         finally:
             probe.close()
-        return row is not None and row.refresh_token is not None
+        return holds_grant(row)
 
     def key_file(self) -> Path:
         """The store's key file: ``store.key_file``, else beside the database or the settings."""
@@ -88,6 +89,8 @@ class Context:
         """The stored grant's token source, when ``service.token`` is not set and a sign-in is stored."""
         from connector.grant import stored_grant
 
+        if self.settings().service.token is not None:
+            return None  # the token wins; the store is not opened for it
         return stored_grant(self.store(), self.settings(), self.config)
 
     def store(self, url: str | None = None, *, migrate: bool = True, where: str | None = None) -> Store:
@@ -164,8 +167,8 @@ class Context:
 
         service = self.service_settings().service
         source = self.grant()  # None with service.token
-        if source is None:
-            note_token_use(self.store(), service)
+        if source is None and self._store is not None:  # a command with a store records the token's first use
+            note_token_use(self._store, service)
 
         async def go() -> T:
             async with FormClient.from_settings(service, source, **overrides) as fc:

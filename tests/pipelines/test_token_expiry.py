@@ -46,7 +46,7 @@ def test_a_static_oauth_token_and_a_refused_sign_in_are_said_at_once() -> None:
         "attention: service.token is an OAuth access token (fbo_), which lasts one hour: run `formsync login` "
         "instead, and remove service.token"]
     assert said(Credentials(signed_in=True, refused="invalid_grant")) == [
-        "attention: the service refused the stored sign-in (invalid_grant): run `formsync login`"]
+        "attention: the service refused the stored sign-in (invalid_grant): run `formsync login` to sign in again"]
     assert said(Credentials(signed_in=True)) == []
     # A token wins over the sign-in: its refusal does not stop anything.
     assert said(Credentials(token_kind="api", token_first_used_at=NOW, signed_in=True, refused="invalid_grant")) == []
