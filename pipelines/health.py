@@ -66,8 +66,8 @@ def credential_problems(report: StatusReport) -> list[Notice]:
     creds, found = report.credentials, []
     by = creds.token_expires_by
     if by is not None and report.at >= by - TOKEN_WARN_BEFORE_MS:
-        left = by - report.at
-        said = (f"the API token expires in at most {-(-left // DAY_MS)} days" if left > 0
+        days = -(-(by - report.at) // DAY_MS)  # whole days, rounded up
+        said = (f"the API token expires in at most {days} day{'s' if days != 1 else ''}" if days > 0
                 else "the API token has expired (API tokens last 30 days)")
         found.append(Notice("token_expiring", "service.token", f"{said}: {TOKEN_FIX}"))
     if creds.token_kind == "oauth":

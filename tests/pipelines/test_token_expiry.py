@@ -35,7 +35,7 @@ def test_an_api_token_is_said_from_day_23_of_its_first_use() -> None:
     assert said(Credentials(token_kind="api", token_first_used_at=NOW - 23 * DAY_MS)) == [
         "attention: the API token expires in at most 7 days: run `formsync login` or set a new token"]
     assert said(Credentials(token_kind="api", token_first_used_at=NOW - 29 * DAY_MS - 60_000)) == [
-        "attention: the API token expires in at most 1 days: run `formsync login` or set a new token"]
+        "attention: the API token expires in at most 1 day: run `formsync login` or set a new token"]
     assert said(Credentials(token_kind="api", token_first_used_at=NOW - 31 * DAY_MS)) == [
         "attention: the API token has expired (API tokens last 30 days): run `formsync login` or set a new token"]
     assert said(Credentials(token_kind="api")) == []  # never used yet: nothing known
