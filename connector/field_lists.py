@@ -15,7 +15,7 @@ import asyncio
 import logging
 from collections.abc import Iterable
 
-from .client import FormClient
+from .client import FormClient, TokenSource
 from .errors import FormsyncError
 from .repeats import RepeatedWarning
 from .settings import ServiceSettings
@@ -55,9 +55,10 @@ class FieldListLearner:
     ``every`` seconds at most while deliveries come in, and once a minute otherwise while
     keys are held back (a service that was away is asked again)."""
 
-    def __init__(self, store: Store, service: ServiceSettings | None, *, every: float = 2.0) -> None:
-        self.store, self.every = store, every
-        self.service = service if service is not None and service.token is not None else None
+    def __init__(self, store: Store, service: ServiceSettings | None, tokens: TokenSource | None = None, *,
+                 every: float = 2.0) -> None:
+        self.store, self.every, self.tokens = store, every, tokens
+        self.service = service if service is not None and (service.token is not None or tokens is not None) else None
         self._wake = asyncio.Event()
         self._said: set[str] = set()  # forms named in the log already (no token)
         self._task: asyncio.Task[None] | None = None
@@ -101,5 +102,5 @@ class FieldListLearner:
                 log.warning("new fields held back from the typed outputs (no field list read) for form(s) %s: %s",
                             ", ".join(new), HELD_BACK_FIX)
             return []
-        async with FormClient.from_settings(self.service) as client:
+        async with FormClient.from_settings(self.service, self.tokens) as client:
             return await learn_field_lists(client, self.store, list(held))

@@ -280,18 +280,19 @@ def fingerprint(job: JobSettings) -> str:
     return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
-def check_jobs(settings: Settings, *, to_run: bool = True) -> dict[str, _Params]:
+def check_jobs(settings: Settings, *, to_run: bool = True, signed_in: bool = False) -> dict[str, _Params]:
     """Every job's params and trigger checked: job id -> params. The first problem is a
     ``ConfigError``. With ``to_run`` (the scheduler), a job that talks to the service also
-    needs ``service.token``; ``formsync status`` reads only the store and needs none."""
+    needs ``service.token`` or a sign-in (``signed_in``: the store holds one, from
+    ``formsync login``); ``formsync status`` reads only the store and needs neither."""
     out: dict[str, _Params] = {}
     check_after(settings.jobs)
     for job in settings.jobs:
         out[job.id] = parse_params(job)
         check_spacing(job, trigger_for(job))
-        if to_run and job.kind in NEEDS_TOKEN and settings.service.token is None:
+        if to_run and job.kind in NEEDS_TOKEN and settings.service.token is None and not signed_in:
             raise ConfigError(f"job {job.id!r} ({job.kind}) talks to the service, but service.token is not set: "
-                              f"put it in the [service] section or in FORMSYNC_SERVICE__TOKEN")
+                              f"put it in the [service] section or in FORMSYNC_SERVICE__TOKEN, or run `formsync login`")
     return out
 
 

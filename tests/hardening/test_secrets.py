@@ -147,6 +147,8 @@ def command_cases(work: Path, form: str, token: str, listed: set[str], webhooks_
         cases += [Case("deploy systemd", ["deploy", "systemd", "--config", cfg, "--out", str(work / "units")]),
                   Case("deploy nginx", ["deploy", "nginx", "--config", cfg, "--out", str(work / "site")],
                        frozenset({0, 2}))]
+    if "logout" in listed:  # the token wins over a sign-in; logout with none stored says so
+        cases += [Case("login --help", ["login", "--help"]), Case("logout", ["logout", "--config", cfg])]
     if "dead-letters" in listed:  # the events set aside, printed with their raw bodies
         cases.append(Case("dead-letters export", ["dead-letters", "export", "--config", cfg]))
     return cases
