@@ -31,10 +31,10 @@ T0 = 1_780_000_000_000
 MIN = 60_000
 
 
-class WithSuppressed(RunCounts):
+class WithHeld(RunCounts):
     """The counts as a later version may hold them: one more row state."""
 
-    suppressed: int = 0
+    held_back: int = 0
 
 
 def _row(n: int, status: str | None, **kw: Any) -> CampaignRow:
@@ -57,17 +57,17 @@ def test_a_campaign_is_closed_by_its_close_round_with_its_requests_reason() -> N
 
 
 def test_every_row_state_is_listed_in_words_a_new_one_too() -> None:
-    counts = WithSuppressed(rows=9, invalid=2, sent=5, suppressed=1, left=1)
-    assert row_states(counts) == [("rejected", 2), ("sent by an earlier run", 0),
+    counts = WithHeld(rows=10, invalid=2, sent=5, suppressed=1, left=1, held_back=1)
+    assert row_states(counts) == [("rejected", 2), ("suppressed", 1), ("sent by an earlier run", 0),
                                   ("changed since sent, not sent again", 0), ("sent", 5),
-                                  ("refused by the service", 0), ("left to send", 1), ("suppressed", 1)]
+                                  ("refused by the service", 0), ("left to send", 1), ("held back", 1)]
 
 
 def _page() -> str:
     f = funnel("spring", ROWS)
     return campaign_page(f, "form_abc", rounds(ROWS, [(T0 + 60 * MIN, 3)]), cumulative_completions(ROWS),
                          T0 + 130 * MIN, form_name="Spring <survey>", closed=closed(RECORDED, ROWS),
-                         counts=WithSuppressed(rows=8, invalid=2, sent=5, suppressed=1))
+                         counts=WithHeld(rows=8, invalid=2, sent=5, suppressed=1))
 
 
 def test_the_page_names_the_form_and_escapes_what_it_shows() -> None:

@@ -151,7 +151,8 @@ async def test_suppress_cancels_pending_requests_and_remind_leaves_suppressed_ro
         assert (report.done, report.suppressed) == (1, 1), "the bounced request was canceled by the poll first"
         assert [(r.row, r.reason) for r in report.suppressions] == [(4, "suppressed (listed in blocked.txt)")]
         assert report.calls == 3  # the poll's listing, the bounce's cancel, one reminder: none for fay
-        shown = json.loads(await _cli(["campaign", "remind", "spring", "--dry-run"], config, sandbox.pro.token))
+        shown = json.loads(await _cli(["campaign", "remind", "spring", "--dry-run", "--json"], config,
+                                      sandbox.pro.token))
         assert (shown["suppressed"], shown["candidates"]) == (1, 1), "fay from the file left out"
 
     mails = (await sandbox.helpers.mail_list()).items

@@ -98,17 +98,19 @@ def test_the_dead_letters_command_lists_exports_replays_and_status_counts(tmp_pa
     cfg = tmp_path / "formsync.toml"
     cfg.write_text(f'[store]\nurl = "sqlite:///{db}"\n')
 
-    def formsync(*args: str) -> subprocess.CompletedProcess[str]:
+    def formsync(*args: str, code: int = 0) -> subprocess.CompletedProcess[str]:
         done = subprocess.run([str(FORMSYNC), *args, "--config", str(cfg)], capture_output=True, text=True,
                               timeout=60, check=False)
-        assert done.returncode == 0, done.stderr
+        assert done.returncode == code, done.stderr
         return done
 
     listed = [json.loads(line) for line in formsync("dead-letters", "list").stdout.splitlines()]
     assert [(d["eventId"], d["field"]) for d in listed] == [("evt_nul", "data.answers.name"), ("evt_raw", None),
                                                             ("evt_ok", None)]
     assert "body" not in listed[0] and "U+0000" in listed[0]["reason"]
-    assert "Events set aside: 3 (see formsync dead-letters list)" in formsync("status").stdout
+    shown = formsync("status", code=4)  # events set aside need attention, as the alert says
+    assert "Events set aside: 3 (see formsync dead-letters list)" in shown.stdout
+    assert "attention: 3 signed event(s) set aside" in shown.stderr
 
     out = tmp_path / "dead.jsonl"
     formsync("dead-letters", "export", "--out", str(out))
@@ -120,7 +122,7 @@ def test_the_dead_letters_command_lists_exports_replays_and_status_counts(tmp_pa
 
     assert json.loads(formsync("dead-letters", "replay").stdout) == {"stored": 1, "duplicate": 0, "remaining": 2}
     assert events_in(db) == 1
-    assert "Events set aside: 2 " in formsync("status").stdout
+    assert "Events set aside: 2 " in formsync("status", code=4).stdout
 
 
 def test_a_replay_stores_an_event_and_removes_its_dead_letter_in_one_transaction(sqlite_store: Store) -> None:
