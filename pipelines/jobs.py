@@ -96,7 +96,9 @@ class SyncParams(_Params):
 
 
 class ExportParams(_Params):
-    """``formsync export --format F --out O [--table T] [--form F] [--since S] [--status S] [--display]``."""
+    """``formsync export --format F --out O [--table T] [--form F] [--since S | --since-last N] [--status S]
+    [--display]``: ``out`` may hold ``{date}``, ``{time}``, ``{form}`` and ``{run}``, so each night
+    writes its own file."""
 
     format: Literal["csv", "xlsx", "parquet"]
     out: Path
@@ -105,6 +107,7 @@ class ExportParams(_Params):
     since: datetime | None = None
     status: Literal["pending", "completed", "expired", "canceled"] | None = None
     display: bool = False
+    since_last: str | None = Field(None, min_length=1)
 
 
 class RemindParams(_Params):
@@ -167,6 +170,15 @@ def parse_params(job: JobSettings) -> _Params:
         if params.status is not None and params.table not in ("requests", "all"):
             raise ConfigError(f"job {job.id!r} (export): param 'status' filters requests: use it with table "
                               f"'requests' or 'all', not {params.table!r}")
+        if params.since is not None and params.since_last is not None:
+            raise ConfigError(f"job {job.id!r} (export): params 'since' and 'since_last' exclude each other: "
+                              f"drop 'since'")
+        from pipelines.export import check_out_template
+
+        try:
+            check_out_template(params.out, incremental=params.since_last is not None)
+        except ValueError as e:
+            raise ConfigError(f"job {job.id!r} (export): param 'out': {e}") from None
     return params
 
 

@@ -42,7 +42,7 @@ from connector.store.leader import holder_id
 
 from . import notify
 from .campaign.actions import ActionReport, act, parse_idle
-from .export import export
+from .export import export_files
 from .jobs import (
     CloseParams,
     ExportParams,
@@ -208,9 +208,8 @@ def _export(store: Store, params: ExportParams) -> BaseModel:
     """An export job's run: every read from one snapshot taken as it starts, so the file
     holds every row committed before then (a sync or poll run that finished) and is
     consistent across its tables, however long it takes while other jobs write."""
-    with store.exports.snapshot():
-        return export(store, params.format, params.out, table=params.table, form_id=params.form,
-                      since=params.since, status=params.status, display=params.display)
+    return export_files(store, [(params.format, params.out)], since_last=params.since_last, table=params.table,
+                        form_id=params.form, since=params.since, status=params.status, display=params.display)[0]
 
 
 _active: JobRuntime | None = None  # the runtime of the scheduler leading in this process
