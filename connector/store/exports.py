@@ -77,13 +77,14 @@ class ExportReads:
 
     def wide_rows(self, f: ExportFilter, *, display: bool, batch_rows: int) -> Iterator[Batch]:
         """Submission rows ``(id, form_id, request_id, external_id, submitted_at,
-        updated_at, respondent_email, language, is_completed, edit_count, answers[,
-        display])`` in submission order, the request's external id joined, each
+        updated_at, respondent_email, language, is_completed, edit_count, stored_at,
+        answers[, display])`` in submission order, the request's external id joined, each
         document as its stored JSON text (NULL as None): the submission's own columns of
         ``schema.OWN`` in its order, then the documents its field columns come from."""
         t, r = SUBMISSIONS.c, REQUESTS.c
         columns = select(t.id, t.form_id, t.request_id, r.external_id, t.submitted_at, t.updated_at,
-                         t.respondent_email, t.language, t.is_completed, t.edit_count, *self._documents(display))
+                         t.respondent_email, t.language, t.is_completed, t.edit_count, t.stored_at,
+                         *self._documents(display))
         stmt = _submissions_of(columns.select_from(SUBMISSIONS.outerjoin(REQUESTS, r.id == t.request_id)), f)
         return self._batches(stmt.order_by(t.submitted_at, t.id), batch_rows)
 

@@ -67,9 +67,9 @@ def test_a_received_event_creates_the_forms_view_and_fields_list_types_it(store:
         assert name in inspect(conn).get_view_names()
     # Learnt from answers: the columns exist, typed from the values.
     (learnt,) = store.views()
-    assert [c.name for c in learnt.columns][10:] == ["name", "topic", "rating", "visit", "agree", "colors"]
+    assert [c.name for c in learnt.columns][11:] == ["name", "topic", "rating", "visit", "agree", "colors"]
     view = store.record_fields("form_contact", FIELDS)
-    assert [(c.name, c.type, c.source) for c in view.columns][10:] == [
+    assert [(c.name, c.type, c.source) for c in view.columns][11:] == [
         ("name", "text", "answer"), ("topic", "text", "answer"), ("topic_label", "text", "label"),
         ("rating", "integer", "answer"), ("visit", "date", "answer"), ("agree", "boolean", "answer"),
         ("colors", "keys", "answer"), ("colors_label", "text", "label")]
