@@ -158,10 +158,11 @@ def _times(ms: Sequence[int | None]) -> pa.Array:
 
 
 @dataclass
-class _TableStream:
+class TableStream:
     """One table to write: its name, its Arrow schema (field names are the headers), its
     columns (the data contract's, None for the long and requests tables), a function
-    giving its record batches, and a function counting its rows."""
+    giving its record batches, a function counting its rows, and with ``since_last``
+    where its cursor goes."""
 
     name: str
     schema: pa.Schema
@@ -209,7 +210,7 @@ def wide_schema(store: Store, form_id: str, *, display: bool = False) -> tuple[t
 
 
 def _wide_stream(store: Store, name: str, form_id: str, *, since: datetime | date | None,
-                 display: bool, since_last: str | None) -> _TableStream:
+                 display: bool, since_last: str | None) -> TableStream:
     columns, schema = wide_schema(store, form_id, display=display)
     f, mark = _incremental(store, since_last, "wide", ExportFilter(form_id=form_id, since_ms=_since_ms(since)))
     labels = any(c.source == "label" for c in columns)
@@ -229,7 +230,7 @@ def _wide_stream(store: Store, name: str, form_id: str, *, since: datetime | dat
             if ahead is not None:
                 yield ahead.result()
 
-    return _TableStream(name, schema, lambda: _regrouped(shaped(), schema, CHUNK_ROWS),
+    return TableStream(name, schema, lambda: _regrouped(shaped(), schema, CHUNK_ROWS),
                         lambda: store.exports.count_submissions(f), columns, mark, form_slug(store, form_id))
 
 
@@ -250,24 +251,24 @@ def _regrouped(batches: Iterator[pa.RecordBatch], schema: pa.Schema, rows: int) 
 
 
 def _wide_streams(store: Store, *, form_id: str | None, since: datetime | date | None,
-                  display: bool, since_last: str | None = None) -> list[_TableStream]:
+                  display: bool, since_last: str | None = None) -> list[TableStream]:
     """One wide table per form (``form_id``, or each form with stored submissions),
     named ``wide`` when there is one, by form id when there are several. With no form
     at all, one empty table of the submission's own columns."""
     forms = [form_id] if form_id is not None else store.answered_forms()
     if not forms:
         schema = arrow_schema(OWN)
-        return [_TableStream("wide", schema, lambda: iter(()), lambda: 0, OWN)]
+        return [TableStream("wide", schema, lambda: iter(()), lambda: 0, OWN)]
     # A sheet name holds 31 characters at most (form ids have 27).
     return [_wide_stream(store, "wide" if len(forms) == 1 else f[:31], f, since=since, display=display,
                          since_last=since_last) for f in forms]
 
 
 def _long_stream(store: Store, *, form_id: str | None, since: datetime | date | None,
-                 fields: list[str] | None, since_last: str | None = None) -> _TableStream:
+                 fields: list[str] | None, since_last: str | None = None) -> TableStream:
     f, mark = _incremental(store, since_last, "long", ExportFilter(
         form_id=form_id, since_ms=_since_ms(since), fields=None if fields is None else tuple(fields)))
-    return _TableStream("long", LONG_SCHEMA, lambda: _long_batches(store, f), lambda: _count(store, f), None, mark,
+    return TableStream("long", LONG_SCHEMA, lambda: _long_batches(store, f), lambda: _count(store, f), None, mark,
                         _slug_of(store, form_id))
 
 
@@ -303,7 +304,7 @@ def _long_arrays(rows: Sequence[tuple[Any, ...]]) -> pa.RecordBatch:
 
 
 def _requests_stream(store: Store, *, form_id: str | None, since: datetime | date | None,
-                     status: str | None, since_last: str | None = None) -> _TableStream:
+                     status: str | None, since_last: str | None = None) -> TableStream:
     """The requests, their metadata as one JSON text column (the caller's own data, kept
     as sent: its keys are not the form's)."""
     plain = [c for c in REQUEST_COLUMNS if c != "request_id"]
@@ -320,7 +321,7 @@ def _requests_stream(store: Store, *, form_id: str | None, since: datetime | dat
                       for c, v in zip(REQUEST_COLUMNS, columns, strict=False)]
             yield pa.RecordBatch.from_arrays([*arrays, pa.array(meta, pa.string())], schema=schema)
 
-    return _TableStream("requests", schema, batches, lambda: store.exports.count_requests(f), None, mark,
+    return TableStream("requests", schema, batches, lambda: store.exports.count_requests(f), None, mark,
                         _slug_of(store, form_id))
 
 
@@ -343,7 +344,7 @@ def _as_text(t: pa.DataType) -> bool:
     return pa.types.is_boolean(t) or pa.types.is_list(t) or pa.types.is_struct(t)
 
 
-def _write_csv(table: _TableStream, out: Path) -> int:
+def _write_csv(table: TableStream, out: Path) -> int:
     schema = _csv_schema(table.schema)
     rows = 0
     with pacsv.CSVWriter(out, schema) as w:
@@ -353,7 +354,7 @@ def _write_csv(table: _TableStream, out: Path) -> int:
     return rows
 
 
-def _write_parquet(table: _TableStream, out: Path) -> int:
+def _write_parquet(table: TableStream, out: Path) -> int:
     rows = 0
     with pq.ParquetWriter(out, table.schema) as w:
         for batch in table.batches():
@@ -417,7 +418,7 @@ def _date_kind(t: pa.DataType) -> str:
     return "timestamp" if pa.types.is_timestamp(t) else "date" if pa.types.is_date(t) else "time"
 
 
-def _write_sheet(book: Any, table: _TableStream, bold: Any, formats: dict[str, Any]) -> int:
+def _write_sheet(book: Any, table: TableStream, bold: Any, formats: dict[str, Any]) -> int:
     ws = book.add_worksheet(table.name)
     batches = table.batches()
     first = next(batches, None)
@@ -458,7 +459,7 @@ def _too_long(name: str, rows: int) -> str:
             f"header: export it as csv or parquet, or narrow it with --form / --since")
 
 
-def _write_xlsx(tables: list[_TableStream], out: Path) -> dict[str, int]:
+def _write_xlsx(tables: list[TableStream], out: Path) -> dict[str, int]:
     options = {"constant_memory": True, "strings_to_formulas": False, "strings_to_urls": False,
                "strings_to_numbers": False}
     book = xlsxwriter.Workbook(str(out), options)
@@ -518,9 +519,9 @@ def export(store: Store, fmt: Format, out: Path, *, table: Table | Literal["all"
     at = at or datetime.now(UTC)
     check_out_template(out, incremental=since_last is not None)
     with store.exports.snapshot() if since_last is not None else _nothing():
-        tables: list[_TableStream] = []
+        tables: list[TableStream] = []
         for name in list(TABLES) if table == "all" else [table]:
-            tables += _streams(store, name, form_id=form_id, since=since, status=status,  # type: ignore[arg-type]
+            tables += table_streams(store, name, form_id=form_id, since=since, status=status,  # type: ignore[arg-type]
                                display=display, fields=fields, since_last=since_last)
         report = _write_all(tables, fmt, Path(out), at)
     if advance and report.cursors:
@@ -533,7 +534,7 @@ def _nothing() -> Iterator[None]:
     yield
 
 
-def _write_all(tables: list[_TableStream], fmt: Format, out: Path, at: datetime) -> ExportReport:
+def _write_all(tables: list[TableStream], fmt: Format, out: Path, at: datetime) -> ExportReport:
     """Write the tables to ``out`` (one workbook, else one file each), its placeholders filled in."""
     runs = [t.mark.run for t in tables if t.mark is not None]
     if fmt == "xlsx":
@@ -622,9 +623,11 @@ def _form_file(out: Path, form_id: str) -> Path:
     return out.with_name(f"{out.stem}.{form_id}{out.suffix}")
 
 
-def _streams(store: Store, name: Table, *, form_id: str | None, since: datetime | date | None,
-             status: str | None, display: bool, fields: list[str] | None,
-             since_last: str | None = None) -> list[_TableStream]:
+def table_streams(store: Store, name: Table, *, form_id: str | None = None, since: datetime | date | None = None,
+                  status: str | None = None, display: bool = False, fields: list[str] | None = None,
+                  since_last: str | None = None) -> list[TableStream]:
+    """The streams ``export`` writes for one table (same arguments): one per form for the
+    wide table (none stored: one empty table of the submission's own columns)."""
     if name == "wide":
         return _wide_streams(store, form_id=form_id, since=since, display=display, since_last=since_last)
     if name == "long":
@@ -645,14 +648,14 @@ def table_batches(store: Store, table: Table, *, form_id: str | None = None, sin
         raise ValueError(f"table must be one of {', '.join(TABLES)}, got {table!r}")
     if status is not None and status not in REQUEST_STATUSES:
         raise ValueError(f"status must be one of {', '.join(REQUEST_STATUSES)}, got {status!r}")
-    streams = _streams(store, table, form_id=form_id, since=since, status=status, display=display, fields=fields)
+    streams = table_streams(store, table, form_id=form_id, since=since, status=status, display=display, fields=fields)
     if len(streams) > 1:
         raise ValueError(f"the store holds {len(streams)} forms ({', '.join(s.name for s in streams)}); a wide "
                          f"table holds one form's columns: give form")
     yield streams[0].schema, streams[0].columns, streams[0].batches()
 
 
-def _write(tables: list[_TableStream], fmt: Format, out: Path) -> ExportReport:
+def _write(tables: list[TableStream], fmt: Format, out: Path) -> ExportReport:
     if not out.parent.is_dir():
         raise ValueError(f"cannot write {out}: directory {out.parent} does not exist")
     if fmt == "xlsx":
@@ -672,7 +675,7 @@ def _write(tables: list[_TableStream], fmt: Format, out: Path) -> ExportReport:
                         cursors=[replace(t.mark, rows=rows[t.name]) for t in tables if t.mark is not None])
 
 
-def _write_tables(tables: list[_TableStream], fmt: Format, out: Path) -> dict[str, int]:
+def _write_tables(tables: list[TableStream], fmt: Format, out: Path) -> dict[str, int]:
     if fmt == "xlsx":
         return _write_xlsx(tables, out)
     write = _write_csv if fmt == "csv" else _write_parquet

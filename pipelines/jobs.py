@@ -21,7 +21,7 @@ from connector.settings import JobSettings, Settings
 if TYPE_CHECKING:
     from pipelines.outreach.sheet import SheetOptions
 
-KINDS: tuple[str, ...] = ("outreach", "poll", "sync", "export", "remind", "close")
+KINDS: tuple[str, ...] = ("outreach", "poll", "sync", "export", "load", "remind", "close")
 # Jobs that talk to the service and so need [service] token.
 NEEDS_TOKEN = frozenset({"outreach", "poll", "sync", "remind", "close"})
 
@@ -110,6 +110,14 @@ class ExportParams(_Params):
     since_last: str | None = Field(None, min_length=1)
 
 
+class LoadParams(_Params):
+    """``formsync load [--destination D] [--dataset S]`` (default: the ``[load]`` settings),
+    say ``after`` the sync job: the rows stored since the last load."""
+
+    destination: str | None = Field(None, min_length=1)
+    dataset: str | None = Field(None, min_length=1)
+
+
 class RemindParams(_Params):
     """``formsync campaign remind JOB [--idle 3d]``: on its schedule (say every 3 days),
     remind the outreach job's pending requests (idle for at least ``idle``)."""
@@ -138,7 +146,8 @@ class CloseParams(_Params):
 
 
 PARAMS: dict[str, type[_Params]] = {"outreach": OutreachParams, "poll": PollParams, "sync": SyncParams,
-                                    "export": ExportParams, "remind": RemindParams, "close": CloseParams}
+                                    "export": ExportParams, "load": LoadParams, "remind": RemindParams,
+                                    "close": CloseParams}
 
 
 def _accepted(model: type[_Params]) -> str:
@@ -304,6 +313,9 @@ def summarise(kind: str, report: BaseModel) -> str:
     if kind == "export":
         rows = ", ".join(f"{k} {v}" for k, v in r.rows.items())
         return f"wrote {r.path} ({rows} rows)"
+    if kind == "load":
+        rows = ", ".join(f"{k} {v}" for k, v in r.rows.items())
+        return f"loaded into {r.destination}/{r.dataset} ({rows or 'nothing new'})"
     if kind in ("remind", "close"):
         if getattr(r, "not_before", None):
             return f"nothing yet: closes from {r.not_before}"

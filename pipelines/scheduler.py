@@ -46,6 +46,7 @@ from .export import export_files
 from .jobs import (
     CloseParams,
     ExportParams,
+    LoadParams,
     OutreachParams,
     PollParams,
     RemindParams,
@@ -174,6 +175,11 @@ class JobRuntime:
         if isinstance(params, ExportParams):
             # Exports are synchronous and may be long: off the loop, so the lock stays renewed.
             return await asyncio.to_thread(_export, store, params)
+        if isinstance(params, LoadParams):
+            from .load import load
+
+            return await asyncio.to_thread(load, store, destination=params.destination or settings.load.destination,
+                                           dataset=params.dataset or settings.load.dataset)
         async with FormClient.from_settings(settings.service) as fc:
             if isinstance(params, OutreachParams):
                 if not params.sheet.is_file():

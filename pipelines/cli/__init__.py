@@ -15,6 +15,7 @@ import typer
 
 from . import batch, campaign, dead_letters, servers, subscribe
 from .helptext import summary
+from .load import load_command
 from .usage import FormsyncGroup
 
 # -h as well as --help, on every command (Click's subcommands inherit it).
@@ -23,7 +24,7 @@ app = typer.Typer(cls=FormsyncGroup, no_args_is_help=True, add_completion=False,
                   help="formsync: connect your data to the Form Collection Service.")
 
 for _fn, _name in ((servers.sandbox, "sandbox"), (servers.receive, "receive"), (batch.poll, "poll"),
-                   (batch.sync, "sync"), (batch.export, "export"), (batch.views, "views"), (batch.outreach, "outreach"),
+                   (batch.sync, "sync"), (batch.export, "export"), (load_command, "load"), (batch.views, "views"), (batch.outreach, "outreach"),
                    (batch.demo, "demo"), (servers.run, "run"), (batch.status, "status")):
     app.command(_name, short_help=summary(_fn))(_fn)
 app.add_typer(subscribe.app, name="subscribe", short_help="The receiver's webhook subscriptions: list, create, "

@@ -1,0 +1,158 @@
+"""``formsync load`` through dlt, into the embedded DuckDB (the default) and the real
+PostgreSQL: one table per form typed by the data contract, the long answers, requests;
+an edit replaces its row and its answers, a field added to the form is a new nullable
+column, a row stored late comes with the next load; dlt's state stays beside the store,
+never in the home directory."""
+
+from __future__ import annotations
+
+import json
+import secrets
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import duckdb
+import psycopg
+import pytest
+from typer.testing import CliRunner
+
+from connector.settings import JobSettings
+from connector.store import OWN, Column, Store
+from pipelines.cli import app
+from pipelines.jobs import LoadParams, parse_params, summarise
+from pipelines.load import DLT_TYPES, LoadReport, dlt_column, load
+from tests.connector.conftest import PG_HOST, PG_PORT, PG_USER, pg_connect, pg_unavailable
+
+FORM = "form_load"
+FIELDS = [{"key": "score", "type": "number", "title": "Score"}, {"key": "stars", "type": "rating", "title": "Stars"},
+          {"key": "tags", "type": "checkbox", "title": "Tags", "options": [{"key": "a", "label": "A"}]}]
+DATE_FIELD = {"key": "visit", "type": "date", "title": "Visit"}
+
+
+def item(sid: str, answers: dict[str, Any], *, edits: int = 0) -> dict[str, Any]:
+    it: dict[str, Any] = {"id": sid, "submittedAt": "2026-05-01 10:00:00", "createdAt": "2026-05-01 09:59:00",
+                          "isCompleted": True, "answers": answers, "display": {}}
+    if edits:
+        it |= {"updatedAt": f"2026-05-01 11:00:0{edits}", "editCount": edits}
+    return it
+
+
+@pytest.fixture
+def here(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
+    """The working directory (``formsync.duckdb`` lands there) and a home directory to watch."""
+    (tmp_path / "home").mkdir()
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    monkeypatch.chdir(tmp_path)
+    yield tmp_path
+
+
+@pytest.fixture
+def filled(here: Path) -> Store:
+    (here / "data").mkdir()
+    store = Store(f"sqlite:///{here / 'data' / 'formsync.db'}")
+    store.migrate()
+    store.record_fields(FORM, FIELDS)
+    store.upsert_submissions([item("sub_1", {"score": 5, "stars": 4, "tags": ["a"]}), item("sub_2", {"score": 1.5})],
+                             FORM, "Load Test")
+    store.upsert_requests([{"id": "req_1", "status": "pending", "formId": FORM, "createdAt": 1_780_000_000_000}])
+    return store
+
+
+def test_the_dlt_mapper_gives_each_logical_type() -> None:
+    assert dlt_column(OWN[0]) == {"data_type": "text", "nullable": False}
+    assert dlt_column(Column("at", "timestamp")) == {"data_type": "timestamp", "nullable": True, "timezone": True}
+    assert {t: dlt_column(Column("c", t))["data_type"] for t in ("number", "integer", "date", "keys", "records")} \
+        == {"number": "double", "integer": "bigint", "date": "date", "keys": "json", "records": "json"}
+    assert set(DLT_TYPES) == {"text", "number", "integer", "boolean", "date", "time", "timestamp", "keys",
+                              "records", "json"}
+
+
+def _duck(path: Path, sql: str) -> list[tuple[Any, ...]]:
+    with duckdb.connect(str(path), read_only=True) as con:
+        return con.sql(sql).fetchall()
+
+
+def test_load_into_duckdb_merges_evolves_and_picks_up_late_rows(filled: Store, here: Path) -> None:
+    store = filled
+    table = store.schema(FORM).name
+    env = {"FORMSYNC_STORE__URL": store.url}
+    first = CliRunner().invoke(app, ["load"], env=env)
+    assert first.exit_code == 0, first.output
+    assert json.loads(first.stdout)["rows"] == {table: 2, "answers": 4, "requests": 1}
+    db = here / "formsync.duckdb"
+    types = dict(_duck(db, f"SELECT column_name, data_type FROM information_schema.columns WHERE table_schema = "
+                           f"'formsync_data' AND table_name = '{table}'"))
+    assert (types["score"], types["stars"], types["tags"], types["stored_at"], types["completed"]) == \
+        ("DOUBLE", "BIGINT", "JSON", "TIMESTAMP WITH TIME ZONE", "BOOLEAN")
+
+    store.upsert_submissions([item("sub_1", {"score": 7}, edits=1)], FORM)  # an edit drops two answers
+    store.record_fields(FORM, [*FIELDS, DATE_FIELD])  # a field added to the form
+    store.upsert_submissions([item("sub_3", {"score": 2, "visit": "2026-05-03"})], FORM)
+    report = load(store)
+    assert report.rows == {table: 2, "answers": 3, "requests": 0}
+    rows = _duck(db, f"SELECT submission_id, score, stars, visit FROM formsync_data.{table} ORDER BY 1")
+    assert [(r[0], r[1], r[2], None if r[3] is None else str(r[3])) for r in rows] == [
+        ("sub_1", 7.0, None, None), ("sub_2", 1.5, None, None), ("sub_3", 2.0, None, "2026-05-03")]
+    assert _duck(db, "SELECT field_key FROM formsync_data.answers WHERE submission_id = 'sub_1'") == [("score",)]
+    assert load(store).rows == {table: 0, "answers": 0, "requests": 0}, "nothing new"
+
+    assert (here / "data" / "formsync-dlt" / "pipelines").is_dir(), "dlt's state beside the store"
+    assert list((here / "home").iterdir()) == [], "nothing in the home directory"
+    assert [m.name for m in store.export_cursors.list()][0] == "load:duckdb/formsync_data"
+
+
+def test_dry_run_counts_and_sends_nothing(filled: Store, here: Path) -> None:
+    report = load(filled, dry_run=True)
+    assert report.dry_run and report.rows == {filled.schema(FORM).name: 2, "answers": 4, "requests": 1}
+    assert not (here / "formsync.duckdb").exists() and filled.export_cursors.list() == []
+
+
+def test_without_the_extra_one_line_names_it(filled: Store, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(sys.modules, "dlt", None)  # as if not installed
+    result = CliRunner().invoke(app, ["load"], env={"FORMSYNC_STORE__URL": filled.url})
+    assert result.exit_code == 2 and "pip install 'formsync[warehouse]'" in result.output
+    assert "Traceback" not in result.output and len(result.output.strip().splitlines()) == 1
+
+
+@pytest.fixture
+def pg_dataset_db() -> Iterator[str]:
+    """A fresh PostgreSQL database for the postgres destination; its name."""
+    try:
+        admin = pg_connect("postgres")
+    except psycopg.OperationalError as e:
+        pg_unavailable(f"cannot connect to {PG_USER}@{PG_HOST}:{PG_PORT}: {str(e).strip()}")
+    name = f"formsync_w_{secrets.token_hex(6)}"
+    with admin:
+        admin.execute(f'CREATE DATABASE "{name}"')
+    try:
+        yield name
+    finally:
+        with pg_connect("postgres") as admin:
+            admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+def test_load_into_postgresql(filled: Store, pg_dataset_db: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    # dlt asks for a password; the server trusts loopback and ignores it
+    monkeypatch.setenv("DESTINATION__POSTGRES__CREDENTIALS", f"postgresql://{PG_USER}:trusted@{PG_HOST}:{PG_PORT}/"
+                                                              f"{pg_dataset_db}")
+    table = filled.schema(FORM).name
+    assert load(filled, destination="postgres", dataset="forms").rows[table] == 2
+    filled.upsert_submissions([item("sub_2", {"score": 9.5}, edits=1)], FORM)
+    assert load(filled, destination="postgres", dataset="forms").rows[table] == 1
+    with pg_connect(pg_dataset_db) as conn:
+        types = dict(conn.execute("SELECT column_name, data_type FROM information_schema.columns WHERE "
+                                  "table_schema = 'forms' AND table_name = %s", (table,)).fetchall())
+        assert (types["score"], types["stars"], types["submitted_at"]) == \
+            ("double precision", "bigint", "timestamp with time zone")
+        assert conn.execute(f"SELECT submission_id, score FROM forms.{table} ORDER BY 1").fetchall() == \
+            [("sub_1", 5.0), ("sub_2", 9.5)]
+
+
+def test_load_job_params_and_summary() -> None:
+    job = JobSettings(id="warehouse", kind="load", after="nightly-sync", params={"dataset": "forms"})
+    params = parse_params(job)
+    assert isinstance(params, LoadParams) and params.dataset == "forms" and params.destination is None
+    report = LoadReport(destination="duckdb", dataset="forms", rows={"answers": 3})
+    assert summarise("load", report) == "loaded into duckdb/forms (answers 3)"
