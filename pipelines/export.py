@@ -525,7 +525,7 @@ def export(store: Store, fmt: Format, out: Path, *, table: Table | Literal["all"
                                display=display, fields=fields, since_last=since_last)
         report = _write_all(tables, fmt, Path(out), at)
     if advance and report.cursors:
-        store.export_cursors.advance(report.cursors, epoch_ms(datetime.now(UTC)))
+        store.export_cursors.advance(report.cursors)
     return report
 
 
@@ -610,7 +610,7 @@ def export_files(store: Store, targets: Sequence[tuple[Format, Path]], *, since_
         reports = [export(store, fmt, path, since_last=since_last, advance=False, at=at, **options)
                    for fmt, path in targets]
     if reports and reports[0].cursors:
-        store.export_cursors.advance(reports[0].cursors, epoch_ms(datetime.now(UTC)))
+        store.export_cursors.advance(reports[0].cursors)
     return reports
 
 

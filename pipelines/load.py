@@ -30,7 +30,7 @@ import pyarrow as pa
 from pydantic import BaseModel
 from sqlalchemy.engine import make_url
 
-from connector.store import ALL_FORMS, Column, CursorMark, Store, epoch_ms
+from connector.store import ALL_FORMS, Column, CursorMark, Store
 
 from .columns import json_cells
 from .export import TableStream, table_streams
@@ -236,6 +236,6 @@ def load(store: Store, *, destination: str | None = None, dataset: str | None = 
         if pipeline.has_pending_data:  # a failed load's: its rows come again, the cursors did not move
             pipeline.drop_pending_packages()
         pipeline.run(made.source)
-    store.export_cursors.advance(made.marks(), epoch_ms(datetime.now(UTC)))
+    store.export_cursors.advance(made.marks())
     return LoadReport(destination=dest_name, dataset=dataset, rows=made.rows,
                       seconds=round((datetime.now(UTC) - started).total_seconds(), 3))

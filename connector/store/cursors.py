@@ -12,6 +12,7 @@ from typing import Any
 from sqlalchemy import delete, select, update
 
 from .database import Database
+from .mapping import now_ms
 from .tables import EXPORT_CURSORS, ExportCursor
 
 ALL_FORMS = ""  # the form of a cursor over every form
@@ -51,8 +52,10 @@ class ExportCursors:
         with self._db.reader() as s:
             return [_mark(r) for r in s.execute(stmt).scalars()]
 
-    def advance(self, marks: Sequence[CursorMark], now: int) -> None:
-        """Store ``marks`` (after their files are complete), all in one transaction."""
+    def advance(self, marks: Sequence[CursorMark], now: int | None = None) -> None:
+        """Store ``marks`` (after their files are complete), all in one transaction;
+        ``now`` (epoch ms) is when, by default the current time."""
+        now = now if now is not None else now_ms()
         with self._db.session() as s:
             for m in marks:
                 row = s.get(ExportCursor, (m.name, m.table, m.form_id))
