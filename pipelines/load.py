@@ -132,7 +132,7 @@ class WarehouseSource:
                 if t.stream.mark is not None]
 
 
-def _nested_as_json(batch: pa.RecordBatch) -> pa.RecordBatch:
+def nested_as_json(batch: pa.RecordBatch) -> pa.RecordBatch:
     """List and record columns as their JSON text (``columns.json_cells``), which every
     destination takes into its JSON type (the hint says json); the rest as they are."""
     nested = [i for i, f in enumerate(batch.schema) if pa.types.is_list(f.type) or pa.types.is_struct(f.type)]
@@ -161,7 +161,7 @@ def warehouse_source(store: Store, name: str, *, on_rows: Callable[[str, int], N
             rows[t.name] += batch.num_rows
             if on_rows is not None:
                 on_rows(t.name, batch.num_rows)
-            yield _nested_as_json(batch)
+            yield nested_as_json(batch)
 
     def campaign_rows() -> Iterator[dict[str, Any]]:
         for job in store.campaign.jobs():
