@@ -13,18 +13,11 @@ import pytest
 from sqlmodel import select
 
 from connector.store import ExportFilter, RequestRow, Store, SubmissionRow
+from tests.items import list_item
 
 from .conftest import my_connect, pg_connect
 
 FORM = "form_arrival"
-
-
-def item(sid: str, answers: dict[str, Any], *, edits: int = 0) -> dict[str, Any]:
-    it: dict[str, Any] = {"id": sid, "submittedAt": "2026-05-01 10:00:00", "createdAt": "2026-05-01 09:59:00",
-                          "isCompleted": True, "answers": answers, "display": {}}
-    if edits:
-        it |= {"updatedAt": f"2026-05-01 11:00:0{edits}", "editCount": edits}
-    return it
 
 
 def places(store: Store) -> dict[str, int]:
@@ -42,16 +35,16 @@ def new_since(store: Store, after: int | None) -> tuple[list[str], int | None]:
 
 def test_each_write_takes_the_next_place_and_an_edit_moves_its_row_forward(store: Store) -> None:
     assert places(store) == {}
-    store.upsert_submissions([item("sub_a", {"q": 1}), item("sub_b", {"q": 2})], FORM)
-    store.upsert_submissions([item("sub_c", {"q": 3})], FORM)
+    store.upsert_submissions([list_item("sub_a", {"q": 1}), list_item("sub_b", {"q": 2})], FORM)
+    store.upsert_submissions([list_item("sub_c", {"q": 3})], FORM)
     first = places(store)
     assert first["sub_a"] == first["sub_b"] < first["sub_c"], "one place per transaction, in order"
 
-    store.upsert_submissions([item("sub_a", {"q": 10}, edits=1)], FORM)
+    store.upsert_submissions([list_item("sub_a", {"q": 10}, edits=1)], FORM)
     edited = places(store)
     assert edited["sub_a"] > edited["sub_c"] and edited["sub_b"] == first["sub_b"]
 
-    store.upsert_submissions([item("sub_c", {"q": 3}) | {"submittedAt": "2026-04-01 10:00:00"}], FORM)
+    store.upsert_submissions([list_item("sub_c", {"q": 3}) | {"submittedAt": "2026-04-01 10:00:00"}], FORM)
     assert places(store) == edited, "an older version loses and keeps its place"
 
     ids, last = new_since(store, first["sub_c"])
@@ -105,18 +98,18 @@ def test_a_writer_committing_after_a_later_one_is_not_missed(server_store: Store
     store = server_store
     clock = iter(range(1_780_000_000_000, 1_780_000_100_000, 1000))
     store.clock = lambda: next(clock)
-    store.upsert_submissions([item("sub_slow", {"q": 1})], FORM)
+    store.upsert_submissions([list_item("sub_slow", {"q": 1})], FORM)
     _, cursor = new_since(store, None)
 
     # The slow writer begins first (its stored_at is the earlier) and waits on a row lock
     # another session holds; the quick one begins later and commits first.
     lock = _RowLock(store.url, "sub_slow")
-    slow = threading.Thread(target=store.upsert_submissions, args=([item("sub_slow", {"q": 2}, edits=1)], FORM))
+    slow = threading.Thread(target=store.upsert_submissions, args=([list_item("sub_slow", {"q": 2}, edits=1)], FORM))
     slow.start()
     try:
         slow.join(0.5)
         assert slow.is_alive(), "the slow writer waits on the row lock"
-        store.upsert_submissions([item("sub_quick", {"q": 3})], FORM)
+        store.upsert_submissions([list_item("sub_quick", {"q": 3})], FORM)
         ids, cursor = new_since(store, cursor)
         assert ids == ["sub_quick"]
     finally:
@@ -136,7 +129,7 @@ def test_a_place_taken_and_not_yet_committed_holds_later_writers_back(server_sto
     """Places are taken in commit order: while a transaction holds a place it has not
     committed, a later writer waits, so no reader sees a later place before it."""
     store = server_store
-    store.upsert_submissions([item("sub_0", {"q": 0})], FORM)
+    store.upsert_submissions([list_item("sub_0", {"q": 0})], FORM)
     dbname = store.url.rsplit("/", 1)[1]
     holder: Any
     if store.backend == "postgresql":
@@ -148,7 +141,7 @@ def test_a_place_taken_and_not_yet_committed_holds_later_writers_back(server_sto
         holder.begin()
         with holder.cursor() as cur:
             cur.execute("UPDATE formsync_arrival SET last_place = last_place + 1")
-    later = threading.Thread(target=store.upsert_submissions, args=([item("sub_1", {"q": 1})], FORM))
+    later = threading.Thread(target=store.upsert_submissions, args=([list_item("sub_1", {"q": 1})], FORM))
     later.start()
     try:
         later.join(0.5)

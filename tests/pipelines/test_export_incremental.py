@@ -21,17 +21,10 @@ from connector.store import Store
 from pipelines.cli import app
 from pipelines.export import export, export_files, out_path, slug
 from pipelines.jobs import ConfigError, parse_params
+from tests.items import list_item
 
 FORM_A, FORM_B = "form_a", "form_b"
 AT = datetime(2026, 5, 1, 22, 30, 5, tzinfo=UTC)
-
-
-def item(sid: str, answers: dict[str, Any], *, edits: int = 0) -> dict[str, Any]:
-    it: dict[str, Any] = {"id": sid, "submittedAt": "2026-05-01 10:00:00", "createdAt": "2026-05-01 09:59:00",
-                          "isCompleted": True, "answers": answers, "display": {}}
-    if edits:
-        it |= {"updatedAt": f"2026-05-01 11:00:0{edits}", "editCount": edits}
-    return it
 
 
 def ids(path: Path) -> list[str]:
@@ -51,13 +44,13 @@ def test_out_path_fills_its_placeholders() -> None:
 
 
 def test_each_run_writes_the_rows_stored_since_the_last(store: Store, tmp_path: Path) -> None:
-    store.upsert_submissions([item("sub_1", {"q": "a"}), item("sub_2", {"q": "b"})], FORM_A, "Spring Survey")
+    store.upsert_submissions([list_item("sub_1", {"q": "a"}), list_item("sub_2", {"q": "b"})], FORM_A, "Spring Survey")
     out = tmp_path / "{form}-{run}.parquet"
 
     first = export(store, "parquet", out, since_last="nightly")
     assert first.rows == {"wide": 2} and ids(tmp_path / "spring-survey-1.parquet") == ["sub_1", "sub_2"]
 
-    store.upsert_submissions([item("sub_3", {"q": "c"}), item("sub_1", {"q": "A"}, edits=1)], FORM_A)
+    store.upsert_submissions([list_item("sub_3", {"q": "c"}), list_item("sub_1", {"q": "A"}, edits=1)], FORM_A)
     second = export(store, "parquet", out, since_last="nightly")
     written = tmp_path / "spring-survey-2.parquet"
     assert ids(written) == ["sub_1", "sub_3"], "the new row and the edited one, nothing else"
@@ -74,7 +67,7 @@ def test_each_run_writes_the_rows_stored_since_the_last(store: Store, tmp_path: 
 
 
 def test_the_cursor_moves_only_when_every_file_is_complete(store: Store, tmp_path: Path) -> None:
-    store.upsert_submissions([item("sub_1", {"q": "a"})], FORM_A)
+    store.upsert_submissions([list_item("sub_1", {"q": "a"})], FORM_A)
     (tmp_path / "gone").mkdir()
     targets = [("csv", tmp_path / "ok.csv"), ("parquet", tmp_path / "gone" / "x.parquet")]
     (tmp_path / "gone").rmdir()
@@ -88,8 +81,8 @@ def test_the_cursor_moves_only_when_every_file_is_complete(store: Store, tmp_pat
 
 
 def test_cursors_per_table_and_form_and_a_form_rewound(store: Store, tmp_path: Path) -> None:
-    store.upsert_submissions([item("sub_a", {"q": "a"})], FORM_A)
-    store.upsert_submissions([item("sub_b", {"q": "b"})], FORM_B)
+    store.upsert_submissions([list_item("sub_a", {"q": "a"})], FORM_A)
+    store.upsert_submissions([list_item("sub_b", {"q": "b"})], FORM_B)
     wide = export(store, "csv", tmp_path / "w-{form}.csv", since_last="n")
     assert wide.rows == {FORM_A: 1, FORM_B: 1} and ids(tmp_path / "w-form-b.csv") == ["sub_b"]
     assert export(store, "csv", tmp_path / "long.csv", table="long", since_last="n").rows == {"long": 2}
@@ -105,7 +98,7 @@ def test_cursors_per_table_and_form_and_a_form_rewound(store: Store, tmp_path: P
 
 def test_cli_since_last_cursors_and_reset(store: Store, tmp_path: Path) -> None:
     env = {"FORMSYNC_STORE__URL": store.url}
-    store.upsert_submissions([item("sub_1", {"q": "a"})], FORM_A, "Spring Survey")
+    store.upsert_submissions([list_item("sub_1", {"q": "a"})], FORM_A, "Spring Survey")
     out = str(tmp_path / "{form}-{date}-{run}.csv")
     run = CliRunner().invoke(app, ["export", "--since-last", "nightly", "--out", out], env=env)
     assert run.exit_code == 0, run.output

@@ -7,14 +7,12 @@ never in the home directory."""
 from __future__ import annotations
 
 import json
-import secrets
 import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import duckdb
-import psycopg
 import pytest
 from typer.testing import CliRunner
 
@@ -23,20 +21,13 @@ from connector.store import OWN, Column, Store
 from pipelines.cli import app
 from pipelines.jobs import LoadParams, parse_params, summarise
 from pipelines.load import DLT_TYPES, LoadReport, dlt_column, load
-from tests.connector.conftest import PG_HOST, PG_PORT, PG_USER, pg_connect, pg_unavailable
+from tests.connector.conftest import PG_HOST, PG_PORT, PG_USER, pg_connect
+from tests.items import list_item
 
 FORM = "form_load"
 FIELDS = [{"key": "score", "type": "number", "title": "Score"}, {"key": "stars", "type": "rating", "title": "Stars"},
           {"key": "tags", "type": "checkbox", "title": "Tags", "options": [{"key": "a", "label": "A"}]}]
 DATE_FIELD = {"key": "visit", "type": "date", "title": "Visit"}
-
-
-def item(sid: str, answers: dict[str, Any], *, edits: int = 0) -> dict[str, Any]:
-    it: dict[str, Any] = {"id": sid, "submittedAt": "2026-05-01 10:00:00", "createdAt": "2026-05-01 09:59:00",
-                          "isCompleted": True, "answers": answers, "display": {}}
-    if edits:
-        it |= {"updatedAt": f"2026-05-01 11:00:0{edits}", "editCount": edits}
-    return it
 
 
 @pytest.fixture
@@ -54,7 +45,7 @@ def filled(here: Path) -> Store:
     store = Store(f"sqlite:///{here / 'data' / 'formsync.db'}")
     store.migrate()
     store.record_fields(FORM, FIELDS)
-    store.upsert_submissions([item("sub_1", {"score": 5, "stars": 4, "tags": ["a"]}), item("sub_2", {"score": 1.5})],
+    store.upsert_submissions([list_item("sub_1", {"score": 5, "stars": 4, "tags": ["a"]}), list_item("sub_2", {"score": 1.5})],
                              FORM, "Load Test")
     store.upsert_requests([{"id": "req_1", "status": "pending", "formId": FORM, "createdAt": 1_780_000_000_000}])
     return store
@@ -87,9 +78,9 @@ def test_load_into_duckdb_merges_evolves_and_picks_up_late_rows(filled: Store, h
     assert (types["score"], types["stars"], types["tags"], types["stored_at"], types["completed"]) == \
         ("DOUBLE", "BIGINT", "JSON", "TIMESTAMP WITH TIME ZONE", "BOOLEAN")
 
-    store.upsert_submissions([item("sub_1", {"score": 7}, edits=1)], FORM)  # an edit drops two answers
+    store.upsert_submissions([list_item("sub_1", {"score": 7}, edits=1)], FORM)  # an edit drops two answers
     store.record_fields(FORM, [*FIELDS, DATE_FIELD])  # a field added to the form
-    store.upsert_submissions([item("sub_3", {"score": 2, "visit": "2026-05-03"})], FORM)
+    store.upsert_submissions([list_item("sub_3", {"score": 2, "visit": "2026-05-03"})], FORM)
     report = load(store)
     assert report.rows == {table: 2, "answers": 3, "requests": 0}
     rows = _duck(db, f"SELECT submission_id, score, stars, visit FROM formsync_data.{table} ORDER BY 1")
@@ -116,30 +107,14 @@ def test_without_the_extra_one_line_names_it(filled: Store, monkeypatch: pytest.
     assert "Traceback" not in result.output and len(result.output.strip().splitlines()) == 1
 
 
-@pytest.fixture
-def pg_dataset_db() -> Iterator[str]:
-    """A fresh PostgreSQL database for the postgres destination; its name."""
-    try:
-        admin = pg_connect("postgres")
-    except psycopg.OperationalError as e:
-        pg_unavailable(f"cannot connect to {PG_USER}@{PG_HOST}:{PG_PORT}: {str(e).strip()}")
-    name = f"formsync_w_{secrets.token_hex(6)}"
-    with admin:
-        admin.execute(f'CREATE DATABASE "{name}"')
-    try:
-        yield name
-    finally:
-        with pg_connect("postgres") as admin:
-            admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-
-
-def test_load_into_postgresql(filled: Store, pg_dataset_db: str, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_load_into_postgresql(filled: Store, pg_database: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    pg_dataset_db = pg_database.rsplit("/", 1)[1]
     # dlt asks for a password; the server trusts loopback and ignores it
     monkeypatch.setenv("DESTINATION__POSTGRES__CREDENTIALS", f"postgresql://{PG_USER}:trusted@{PG_HOST}:{PG_PORT}/"
                                                               f"{pg_dataset_db}")
     table = filled.schema(FORM).name
     assert load(filled, destination="postgres", dataset="forms").rows[table] == 2
-    filled.upsert_submissions([item("sub_2", {"score": 9.5}, edits=1)], FORM)
+    filled.upsert_submissions([list_item("sub_2", {"score": 9.5}, edits=1)], FORM)
     assert load(filled, destination="postgres", dataset="forms").rows[table] == 1
     with pg_connect(pg_dataset_db) as conn:
         types = dict(conn.execute("SELECT column_name, data_type FROM information_schema.columns WHERE "
