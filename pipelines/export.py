@@ -25,7 +25,7 @@ import string
 from collections import deque
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass, replace
 from datetime import UTC, date, datetime
 from pathlib import Path
@@ -231,7 +231,7 @@ def _wide_stream(store: Store, name: str, form_id: str, *, since: datetime | dat
                 yield ahead.result()
 
     return TableStream(name, schema, lambda: _regrouped(shaped(), schema, CHUNK_ROWS),
-                        lambda: store.exports.count_submissions(f), columns, mark, form_slug(store, form_id))
+                       lambda: store.exports.count_submissions(f), columns, mark, form_slug(store, form_id))
 
 
 def _regrouped(batches: Iterator[pa.RecordBatch], schema: pa.Schema, rows: int) -> Iterator[pa.RecordBatch]:
@@ -269,7 +269,7 @@ def _long_stream(store: Store, *, form_id: str | None, since: datetime | date | 
     f, mark = _incremental(store, since_last, "long", ExportFilter(
         form_id=form_id, since_ms=_since_ms(since), fields=None if fields is None else tuple(fields)))
     return TableStream("long", LONG_SCHEMA, lambda: _long_batches(store, f), lambda: _count(store, f), None, mark,
-                        _slug_of(store, form_id))
+                       _slug_of(store, form_id))
 
 
 def _long_batches(store: Store, f: ExportFilter) -> Iterator[pa.RecordBatch]:
@@ -322,7 +322,7 @@ def _requests_stream(store: Store, *, form_id: str | None, since: datetime | dat
             yield pa.RecordBatch.from_arrays([*arrays, pa.array(meta, pa.string())], schema=schema)
 
     return TableStream("requests", schema, batches, lambda: store.exports.count_requests(f), None, mark,
-                        _slug_of(store, form_id))
+                       _slug_of(store, form_id))
 
 
 # ---------------------------------------------------------------------------------------
@@ -518,20 +518,15 @@ def export(store: Store, fmt: Format, out: Path, *, table: Table | Literal["all"
         raise ValueError("since and since_last exclude each other: since_last already picks the rows new since then")
     at = at or datetime.now(UTC)
     check_out_template(out, incremental=since_last is not None)
-    with store.exports.snapshot() if since_last is not None else _nothing():
+    with store.exports.snapshot() if since_last is not None else nullcontext():
         tables: list[TableStream] = []
         for name in list(TABLES) if table == "all" else [table]:
-            tables += table_streams(store, name, form_id=form_id, since=since, status=status,  # type: ignore[arg-type]
-                               display=display, fields=fields, since_last=since_last)
+            tables += table_streams(store, name, form_id=form_id, since=since,  # type: ignore[arg-type]
+                                    status=status, display=display, fields=fields, since_last=since_last)
         report = _write_all(tables, fmt, Path(out), at)
     if advance and report.cursors:
         store.export_cursors.advance(report.cursors)
     return report
-
-
-@contextmanager
-def _nothing() -> Iterator[None]:
-    yield
 
 
 def _write_all(tables: list[TableStream], fmt: Format, out: Path, at: datetime) -> ExportReport:
