@@ -54,6 +54,38 @@ LOG_FORMAT = "{asctime} {levelname} {name}: {message}"  # formsync's (pipelines.
 _EXPECTED = ("several column hints were different", "does not support both timezone and precision")
 
 
+class LoadSettingError(ValueError):
+    """The destination cannot be used as configured (an unknown name, missing
+    credentials): fix the setting and run again; nothing was loaded."""
+
+
+class LoadFailed(RuntimeError):
+    """dlt could not load (the destination refused, unreachable...): the cursors did not
+    move, so the next load sends the same rows again."""
+
+
+def load_failure(exc: BaseException, destination: str) -> Exception:
+    """dlt's exception ``exc`` as ``LoadSettingError`` or ``LoadFailed``, in one line that
+    says what is wrong and how to fix it."""
+    from dlt.common.configuration.exceptions import ConfigFieldMissingException
+    from dlt.common.destination.exceptions import UnknownDestinationModule
+
+    cause = getattr(exc, "exception", exc)  # a PipelineStepFailed holds the step's own error
+    if isinstance(cause, UnknownDestinationModule):
+        return LoadSettingError(f"{destination!r} is not a dlt destination: give duckdb, postgres, bigquery, "
+                                f"snowflake, filesystem or another of dlt's destinations")
+    if isinstance(cause, ConfigFieldMissingException):
+        missing = ", ".join(f"{f}" for f in cause.fields)
+        return LoadSettingError(f"the {destination} destination misses {missing} in dlt's configuration: set "
+                                f"DESTINATION__{destination.upper()}__CREDENTIALS or .dlt/secrets.toml "
+                                f"(see docs/warehouse.md)")
+    step = getattr(exc, "step", None)
+    first = (str(cause).strip().splitlines() or [type(cause).__name__])[0]
+    where = f" at its {step} step" if step else ""
+    return LoadFailed(f"dlt could not load into {destination}{where}: {first}; nothing moved: the next load "
+                      f"sends the same rows again")
+
+
 class LoadReport(BaseModel):
     """What ``load`` sent: rows per table (of the destination), the destination, the
     dataset, whether it was a dry run, and the seconds it took."""
@@ -217,7 +249,9 @@ def load(store: Store, *, destination: str | None = None, dataset: str | None = 
     ``formsync_data``) of ``destination`` (default: DuckDB, ``formsync.duckdb`` in the
     working directory). Its cursors move only once dlt has loaded everything: a failed
     load sends the same rows and more next time. ``dry_run`` counts what would be sent
-    and sends nothing. A missing extra is a ``ModuleNotFoundError`` naming it."""
+    and sends nothing. A missing extra is a ``ModuleNotFoundError`` naming it; a
+    destination that cannot be used as configured a ``LoadSettingError``; a load that
+    failed a ``LoadFailed``."""
     try:
         import dlt
     except ModuleNotFoundError:
@@ -231,11 +265,14 @@ def load(store: Store, *, destination: str | None = None, dataset: str | None = 
             counts = {t.name: t.stream.count() for t in _tables(store, name)}
             return LoadReport(destination=dest_name, dataset=dataset, rows=counts, dry_run=True)
         made = warehouse_source(store, name, on_rows=on_rows)
-        pipeline = dlt.pipeline(pipeline_name=PIPELINE, pipelines_dir=str(where / "pipelines"),
-                                destination=destination_of(destination), dataset_name=dataset)
-        if pipeline.has_pending_data:  # a failed load's: its rows come again, the cursors did not move
-            pipeline.drop_pending_packages()
-        pipeline.run(made.source)
+        try:
+            pipeline = dlt.pipeline(pipeline_name=PIPELINE, pipelines_dir=str(where / "pipelines"),
+                                    destination=destination_of(destination), dataset_name=dataset)
+            if pipeline.has_pending_data:  # a failed load's: its rows come again, the cursors did not move
+                pipeline.drop_pending_packages()
+            pipeline.run(made.source)
+        except Exception as e:  # dlt's errors are many classes; each becomes one line of ours
+            raise load_failure(e, dest_name) from e
     store.export_cursors.advance(made.marks())
     return LoadReport(destination=dest_name, dataset=dataset, rows=made.rows,
                       seconds=round((datetime.now(UTC) - started).total_seconds(), 3))

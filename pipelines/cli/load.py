@@ -11,7 +11,7 @@ from typing import Annotated
 import typer
 
 from .context import command, print_report
-from .errors import UsageError
+from .errors import UsageError, WorkFailed
 from .options import ConfigOption
 
 
@@ -40,13 +40,18 @@ def load_command(
             from pipelines.load import EXTRA_MISSING
 
             raise UsageError(EXTRA_MISSING)
-        from pipelines.load import load
+        from pipelines.load import LoadFailed, LoadSettingError, load
 
         settings = ctx.settings().load
         store = ctx.store()
-        with _progress(not dry_run) as on_rows:
-            report = load(store, destination=destination or settings.destination,
-                          dataset=dataset or settings.dataset, dry_run=dry_run, on_rows=on_rows)
+        try:
+            with _progress(not dry_run) as on_rows:
+                report = load(store, destination=destination or settings.destination,
+                              dataset=dataset or settings.dataset, dry_run=dry_run, on_rows=on_rows)
+        except LoadSettingError as e:
+            raise UsageError(str(e), where="--destination" if destination else "load.destination") from None
+        except LoadFailed as e:
+            raise WorkFailed(str(e)) from None
         print_report(report)
 
 
