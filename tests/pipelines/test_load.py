@@ -6,6 +6,7 @@ never in the home directory."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import sys
 from collections.abc import Iterator
@@ -16,11 +17,12 @@ import duckdb
 import pytest
 from typer.testing import CliRunner
 
-from connector.settings import JobSettings
+from connector.settings import JobSettings, load_settings
 from connector.store import OWN, Column, Store
 from pipelines.cli import app
 from pipelines.jobs import LoadParams, parse_params, summarise
 from pipelines.load import DLT_TYPES, LoadReport, dlt_column, load
+from pipelines.scheduler import SchedulerOptions, serve
 from tests.connector.conftest import PG_HOST, PG_PORT, PG_USER, pg_connect
 from tests.items import list_item
 
@@ -131,3 +133,31 @@ def test_load_job_params_and_summary() -> None:
     assert isinstance(params, LoadParams) and params.dataset == "forms" and params.destination is None
     report = LoadReport(destination="duckdb", dataset="forms", rows={"answers": 3})
     assert summarise("load", report) == "loaded into duckdb/forms (answers 3)"
+
+
+async def test_the_scheduler_runs_the_load_and_incremental_export_jobs(filled: Store, here: Path) -> None:
+    """``formsync run``'s jobs: a load, and an export of the rows new since its last run
+    into a file of its own each time (``{run}``)."""
+    cfg = here / "formsync.toml"
+    cfg.write_text(f'[store]\nurl = "{filled.url}"\n[load]\ndataset = "nightly"\n'
+                   '[[jobs]]\nid = "warehouse"\nkind = "load"\ninterval_seconds = 1\n'
+                   '[[jobs]]\nid = "files"\nkind = "export"\ninterval_seconds = 1\n'
+                   f'params = {{ format = "csv", out = "{here}/new-{{form}}-{{run}}.csv", since_last = "files" }}\n')
+    stop = asyncio.Event()
+    task = asyncio.create_task(serve(load_settings(cfg), filled, stop=stop,
+                                     options=SchedulerOptions(lock_poll_seconds=0.5)))
+    try:
+        for _ in range(300):
+            done = {j: filled.runs.last(j) for j in ("warehouse", "files")}
+            if (here / "new-load-test-2.csv").exists() and all(r and r.outcome != "running" for r in done.values()):
+                break
+            await asyncio.sleep(0.1)
+    finally:
+        stop.set()
+        await asyncio.wait_for(task, 30)
+    first = filled.runs.last("warehouse")
+    assert first is not None and first.outcome == "ok", first
+    assert (first.summary or "").startswith("loaded into duckdb/nightly (")
+    assert _duck(here / "formsync.duckdb", f"SELECT count(*) FROM nightly.{filled.schema(FORM).name}") == [(2,)]
+    assert [len((here / f"new-load-test-{n}.csv").read_text().splitlines()) for n in (1, 2)] == [3, 1], \
+        "the rows once, then only the header"
