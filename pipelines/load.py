@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import logging
 import os
+import re
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, replace
@@ -40,7 +41,6 @@ if TYPE_CHECKING:
 
 DUCKDB_FILE = "formsync.duckdb"  # the default destination: an embedded DuckDB in the working directory
 DEFAULT_DATASET = "formsync_data"  # not "formsync": DuckDB names the file's catalog after it
-PIPELINE = "formsync_load"
 WORK_DIR = "formsync-dlt"
 EXTRA_MISSING = "formsync load needs the warehouse extra: pip install 'formsync[warehouse]'"
 # The data contract's logical types as dlt's (``pipelines.columns`` holds the Arrow and
@@ -114,6 +114,12 @@ def dlt_columns(columns: Sequence[Column]) -> dict[str, dict[str, Any]]:
 def cursor_name(destination: str, dataset: str) -> str:
     """The arrival cursors of the loads into ``dataset`` of ``destination``."""
     return f"load:{destination}/{dataset}"
+
+
+def pipeline_name(destination: str, dataset: str) -> str:
+    """dlt's pipeline of the loads into ``dataset`` of ``destination``: one each, so their
+    states never meet (``formsync_load_duckdb_formsync_data``)."""
+    return "formsync_load_" + re.sub(r"[^a-z0-9_]+", "_", f"{destination}_{dataset}".lower())
 
 
 def work_dir(store: Store) -> Path:
@@ -266,7 +272,7 @@ def load(store: Store, *, destination: str | None = None, dataset: str | None = 
             return LoadReport(destination=dest_name, dataset=dataset, rows=counts, dry_run=True)
         made = warehouse_source(store, name, on_rows=on_rows)
         try:
-            pipeline = dlt.pipeline(pipeline_name=PIPELINE, pipelines_dir=str(where / "pipelines"),
+            pipeline = dlt.pipeline(pipeline_name=pipeline_name(dest_name, dataset), pipelines_dir=str(where / "pipelines"),
                                     destination=destination_of(destination), dataset_name=dataset)
             if pipeline.has_pending_data:  # a failed load's: its rows come again, the cursors did not move
                 pipeline.drop_pending_packages()

@@ -91,7 +91,8 @@ def test_load_into_duckdb_merges_evolves_and_picks_up_late_rows(filled: Store, h
     assert _duck(db, "SELECT field_key FROM formsync_data.answers WHERE submission_id = 'sub_1'") == [("score",)]
     assert load(store).rows == {table: 0, "answers": 0, "requests": 0}, "nothing new"
 
-    assert (here / "data" / "formsync-dlt" / "pipelines").is_dir(), "dlt's state beside the store"
+    assert (here / "data" / "formsync-dlt" / "pipelines" / "formsync_load_duckdb_formsync_data").is_dir(), \
+        "dlt's state beside the store, a pipeline per destination and dataset"
     assert list((here / "home").iterdir()) == [], "nothing in the home directory"
     assert [m.name for m in store.export_cursors.list()][0] == "load:duckdb/formsync_data"
 
