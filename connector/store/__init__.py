@@ -80,8 +80,8 @@ from .tables import (
 from .views import SQL_TYPES, FormView, ViewColumn, select_sql
 
 __all__ = [
-    "ALL_FORMS", "ANSWER_COLUMNS", "AdvisoryLock", "Column", "CursorMark", "DeadLetter", "EventRows", "ExportCursors", "ExportFilter", "FormField",
-    "FormSchema", "FormView", "Incoming", "JobRun", "LOCK_NAME", "LOGICAL_TYPES", "LeaderLock", "LeaseLock",
+    "ALL_FORMS", "ANSWER_COLUMNS", "AdvisoryLock", "Column", "CursorMark", "DeadLetter", "EventRows",
+    "ExportCursors", "ExportFilter", "FormField", "FormSchema", "FormView", "Incoming", "JobRun", "LOCK_NAME", "LOGICAL_TYPES", "LeaderLock", "LeaseLock",
     "LogicalType", "METADATA", "NAMING_CONVENTION", "NamedLock", "OUTREACH_STATES", "OWN", "OutreachJob",
     "OutreachRow", "PendingRequest", "RawEvent", "RequestRow", "SOURCES", "SQLITE_BUSY_TIMEOUT_MS", "SQL_TYPES",
     "SUMMARY_MAX", "SchedulerLease", "Source", "Store", "StoreModel", "StoreOutcome", "StoredField",
