@@ -131,19 +131,21 @@ def _items(start: int, n: int) -> Iterator[dict[str, Any]]:
 
 
 def bench_since_last(tmp: Path, rows: int, new: int, repeat: int) -> tuple[float, float]:
-    """Seconds of the incremental export of ``new`` answer rows on a store of ``rows``, and
-    of a whole export of a store of ``new`` answer rows (best of ``repeat`` each)."""
+    """Seconds of the incremental export of ``new`` answer rows on a store of ``rows`` (its
+    cursor written back before each run, so each one exports the same new rows and moves
+    the cursor), and of a whole export of a store of ``new`` answer rows; best of
+    ``repeat`` * 3 runs each, interleaved."""
     big, small = tmp / "big.db", tmp / "small.db"
     build_store(big, rows)
     build_store(small, new)
     store, little = Store(f"sqlite:///{big}"), Store(f"sqlite:///{small}")
-    subs = -(-new // ROWS_PER_SUBMISSION)
+    export(store, "parquet", tmp / "skip.parquet", table="long", since_last="bench")  # the cursor at the end
+    before = store.export_cursors.list("bench")
+    store.upsert_submissions(list(_items(10_000_000, -(-new // ROWS_PER_SUBMISSION))), FORM)
     ours, whole = [], []
-    for r in range(repeat):
-        export(store, "parquet", tmp / "skip.parquet", table="long", since_last=f"b{r}")  # the cursor at the end
-        store.upsert_submissions(list(_items(10_000_000 + r * subs, subs)), FORM)
-        ours.append(_timed(lambda r=r: export(store, "parquet", tmp / "new.parquet", table="long",  # type: ignore[misc]
-                                               since_last=f"b{r}")))
+    for _ in range(3 * repeat):
+        store.export_cursors.advance(before)
+        ours.append(_timed(lambda: export(store, "parquet", tmp / "new.parquet", table="long", since_last="bench")))
         whole.append(_timed(lambda: export(little, "parquet", tmp / "all.parquet", table="long")))
     store.close()
     little.close()
