@@ -78,7 +78,7 @@ FIELDS = [
 ]
 
 
-def _answers(i: int) -> tuple[dict[str, Any], dict[str, Any]]:
+def answers_of(i: int) -> tuple[dict[str, Any], dict[str, Any]]:
     answers = {
         "name": f"Person {i}", "age": i % 90, "note": f"=note {i}", "colors": ["red", "blue"],
         "grid": {"speed": "good", "price": "bad", "support": "ok"},
@@ -102,7 +102,7 @@ def build_store(path: Path, answer_rows_wanted: int) -> tuple[int, int]:
         for start in range(0, n, 5000):
             subs, rows = [], []
             for i in range(start, min(start + 5000, n)):
-                answers, display = _answers(i)
+                answers, display = answers_of(i)
                 sid, at = f"sub_{i:08d}", T0 + i * 1000
                 subs.append({"id": sid, "form_id": "form_bench", "form_name": "Bench", "submitted_at": at,
                              "updated_at": None, "edit_count": 0, "is_completed": True, "answers": answers,
@@ -116,7 +116,7 @@ def build_store(path: Path, answer_rows_wanted: int) -> tuple[int, int]:
     return n, answers_total
 
 
-def _load() -> str:
+def machine_load() -> str:
     """The machine's load, as ``uptime`` shows it: the measures are side by side, but a busy
     machine makes them noisier."""
     return ", ".join(f"{x:.2f}" for x in os.getloadavg())
@@ -205,7 +205,7 @@ def compare(db: Path, work: Path, table: str, formats: list[str], repeat: int) -
     return ratios, ok
 
 
-def _hwm_kib() -> int:
+def hwm_kib() -> int:
     # VmHWM, not ru_maxrss: ru_maxrss survives fork and exec, so a child would report its parent's peak.
     for line in Path("/proc/self/status").read_text().splitlines():
         if line.startswith("VmHWM:"):
@@ -217,12 +217,12 @@ def memory_child(db: Path, work: Path, formats: list[str]) -> None:
     """Run in a fresh process: export the long and the wide table in ``formats``, then
     print the RSS high-water in MiB (after imports, and at the end) as JSON."""
     store = Store(f"sqlite:///{db}")
-    before = _hwm_kib()
+    before = hwm_kib()
     for fmt in formats:
         for table in ("long", "wide"):
             export(store, fmt, work / f"mem-{table}.{fmt}", table=table)  # type: ignore[arg-type]
     store.close()
-    peak = _hwm_kib()
+    peak = hwm_kib()
     print(json.dumps({"before_mib": before / 1024, "peak_mib": peak / 1024}))
 
 
@@ -237,7 +237,7 @@ def main() -> int:
     if args.memory_child:
         memory_child(Path(args.memory_child[0]), Path(args.memory_child[1]), args.memory_child[2].split(","))
         return 0
-    print(f"load average (1, 5, 15 min) at the start: {_load()}", flush=True)
+    print(f"load average (1, 5, 15 min) at the start: {machine_load()}", flush=True)
     work = Path(tempfile.mkdtemp(prefix="formsync-export-bench-"))
     # Memory is also measured at twice and four times the rows: once the batches in flight are
     # full (the wide table's reach two row groups of CHUNK_ROWS submissions), it must not grow.
@@ -283,7 +283,7 @@ def main() -> int:
     for table in ("wide", "long"):
         name, value = max(((k, v) for k, v in worst.items() if k.startswith(table)), key=lambda kv: kv[1])
         print(f"{table} table: worst ratio over its goal {value:.2f} ({name})")
-    print(f"load average (1, 5, 15 min) at the end: {_load()}")
+    print(f"load average (1, 5, 15 min) at the end: {machine_load()}")
     # The goals name the million answer rows: the long table's three ratios make the figure.
     print(f"ratio {value:.2f}")
     return 0 if ok else 1

@@ -166,7 +166,17 @@ class DeploySettings(Section):
     tls_key: Path | None = None  # default: /etc/letsencrypt/live/{server_name}/privkey.pem
 
 
-NoticeKind = Literal["job_failed", "scheduler_stopped", "outreach_stalled", "events_set_aside", "token_expiring", "sign_in_lost"]
+class LoadSettings(Section):
+    """Where ``formsync load`` loads: a dlt destination (``duckdb``: ``formsync.duckdb`` in
+    the working directory; ``postgres``, ``bigquery``, ``snowflake``, ``filesystem``, ...:
+    credentials from dlt's own configuration) and the dataset (schema) in it."""
+
+    destination: str = Field("duckdb", min_length=1)
+    dataset: str = Field("formsync_data", min_length=1)
+
+
+NoticeKind = Literal["job_failed", "scheduler_stopped", "outreach_stalled", "events_set_aside", "token_expiring",
+                     "sign_in_lost"]
 
 
 class NotifySettings(Section):
@@ -193,11 +203,11 @@ class NotifySettings(Section):
 
 
 class JobSettings(Section):
-    """A scheduled job: an outreach, poll, sync or export run on a cron or an interval,
+    """A scheduled job: an outreach, poll, sync, export or load run on a cron or an interval,
     and/or each time the run of the job named by ``after`` finishes."""
 
     id: str = Field(min_length=1, max_length=100)
-    kind: Literal["outreach", "poll", "sync", "export", "remind", "close"]
+    kind: Literal["outreach", "poll", "sync", "export", "load", "remind", "close"]
     cron: str | None = None
     interval_seconds: int | None = Field(None, ge=1)
     after: str | None = Field(None, min_length=1)
@@ -228,6 +238,7 @@ class Settings(BaseSettings):
     store: StoreSettings = StoreSettings()
     outreach: OutreachSettings = OutreachSettings()
     export: ExportSettings = ExportSettings()
+    load: LoadSettings = LoadSettings()
     notify: NotifySettings = NotifySettings()
     deploy: DeploySettings = DeploySettings()
     jobs: list[JobSettings] = []

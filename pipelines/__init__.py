@@ -1,4 +1,4 @@
-"""Jobs built on the connector: outreach, polling, sync, export, scheduling, and the CLI.
+"""Jobs built on the connector: outreach, polling, sync, export, load, scheduling, and the CLI.
 
 Each job is importable from here (``from pipelines import run_outreach, poll_once``),
 imported on first use so the ``formsync`` CLI starts without loading them all. The export
@@ -13,6 +13,8 @@ from connector.lazy import lazy_exports
 
 if TYPE_CHECKING:
     from .export import ExportReport as ExportReport
+    from .load import LoadReport as LoadReport
+    from .load import warehouse_source as warehouse_source
     from .outreach import OutreachReport as OutreachReport
     from .outreach import run_outreach as run_outreach
     from .poll import PollReport as PollReport
@@ -28,7 +30,7 @@ if TYPE_CHECKING:
 
 # Each public name and the module that defines it.
 _SOURCES: dict[str, str] = {
-    "ExportReport": "export",
+    "ExportReport": "export", "LoadReport": "load", "warehouse_source": "load",
     "OutreachReport": "outreach", "run_outreach": "outreach",
     "PollReport": "poll", "poll_once": "poll",
     "SchedulerOptions": "scheduler", "serve": "scheduler",
@@ -37,8 +39,9 @@ _SOURCES: dict[str, str] = {
 }
 
 __all__ = [
-    "ExportReport", "OutreachReport", "PollReport", "SchedulerOptions", "StatusReport", "SyncAllReport",
-    "SyncReport", "collect_status", "poll_once", "run_outreach", "serve", "sync_all", "sync_form",
+    "ExportReport", "LoadReport", "OutreachReport", "PollReport", "SchedulerOptions", "StatusReport",
+    "SyncAllReport", "SyncReport", "collect_status", "poll_once", "run_outreach", "serve", "sync_all", "sync_form",
+    "warehouse_source",
 ]
 
 

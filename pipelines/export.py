@@ -20,12 +20,14 @@ import gc
 import itertools
 import json
 import os
+import re
+import string
 from collections import deque
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
-from contextlib import contextmanager
-from dataclasses import dataclass
-from datetime import date, datetime
+from contextlib import contextmanager, nullcontext
+from dataclasses import dataclass, replace
+from datetime import UTC, date, datetime
 from pathlib import Path
 from typing import Any, Literal
 
@@ -37,7 +39,7 @@ import pyarrow.parquet as pq
 import xlsxwriter
 from pydantic import BaseModel
 
-from connector.store import OWN, Column, ExportFilter, Store, epoch_ms, json_value
+from connector.store import ALL_FORMS, OWN, Column, CursorMark, ExportFilter, Store, epoch_ms, json_value
 from connector.store.exports import long_rows
 from connector.store.schema import display_schema
 
@@ -76,6 +78,8 @@ class ExportReport(BaseModel):
     rows: dict[str, int]
     columns: dict[str, list[str]]
     files: dict[str, str] = {}  # table -> the file it was written to
+    # ``since_last``: where each table's cursor goes once every file is complete
+    cursors: list[CursorMark] = []
 
 
 def neutralise(value: Any) -> Any:
@@ -154,16 +158,33 @@ def _times(ms: Sequence[int | None]) -> pa.Array:
 
 
 @dataclass
-class _TableStream:
+class TableStream:
     """One table to write: its name, its Arrow schema (field names are the headers), its
     columns (the data contract's, None for the long and requests tables), a function
-    giving its record batches, and a function counting its rows."""
+    giving its record batches, a function counting its rows, and with ``since_last``
+    where its cursor goes."""
 
     name: str
     schema: pa.Schema
     batches: Callable[[], Iterator[pa.RecordBatch]]
     count: Callable[[], int]
     columns: tuple[Column, ...] | None = None
+    mark: CursorMark | None = None  # an incremental export's cursor after this table
+    form: str = "all"  # ``{form}`` in the file's name: its form's name slug
+
+
+def _incremental(store: Store, since_last: str | None, table: str, f: ExportFilter,
+                 ) -> tuple[ExportFilter, CursorMark | None]:
+    """``f`` narrowed to the rows placed after ``since_last``'s cursor of this table and
+    form, and the cursor once they are written (the last place they hold; unchanged
+    when there is none). Read inside the export's snapshot."""
+    if since_last is None:
+        return f, None
+    old = store.export_cursors.get(since_last, table, f.form_id)
+    f = replace(f, after=None if old is None else old.arrival)
+    last = store.exports.last_arrival(f, table)
+    arrival = last if last is not None else -1 if old is None else old.arrival
+    return f, CursorMark(since_last, table, f.form_id or ALL_FORMS, arrival, 0, 1 if old is None else old.run + 1)
 
 
 def _headers(columns: Sequence[Column], titles: bool) -> list[str]:
@@ -189,9 +210,9 @@ def wide_schema(store: Store, form_id: str, *, display: bool = False) -> tuple[t
 
 
 def _wide_stream(store: Store, name: str, form_id: str, *, since: datetime | date | None,
-                 display: bool) -> _TableStream:
+                 display: bool, since_last: str | None) -> TableStream:
     columns, schema = wide_schema(store, form_id, display=display)
-    f = ExportFilter(form_id=form_id, since_ms=_since_ms(since))
+    f, mark = _incremental(store, since_last, "wide", ExportFilter(form_id=form_id, since_ms=_since_ms(since)))
     labels = any(c.source == "label" for c in columns)
 
     def shaped() -> Iterator[pa.RecordBatch]:
@@ -209,8 +230,8 @@ def _wide_stream(store: Store, name: str, form_id: str, *, since: datetime | dat
             if ahead is not None:
                 yield ahead.result()
 
-    return _TableStream(name, schema, lambda: _regrouped(shaped(), schema, CHUNK_ROWS),
-                        lambda: store.exports.count_submissions(f), columns)
+    return TableStream(name, schema, lambda: _regrouped(shaped(), schema, CHUNK_ROWS),
+                       lambda: store.exports.count_submissions(f), columns, mark, form_slug(store, form_id))
 
 
 def _regrouped(batches: Iterator[pa.RecordBatch], schema: pa.Schema, rows: int) -> Iterator[pa.RecordBatch]:
@@ -230,23 +251,25 @@ def _regrouped(batches: Iterator[pa.RecordBatch], schema: pa.Schema, rows: int) 
 
 
 def _wide_streams(store: Store, *, form_id: str | None, since: datetime | date | None,
-                  display: bool) -> list[_TableStream]:
+                  display: bool, since_last: str | None = None) -> list[TableStream]:
     """One wide table per form (``form_id``, or each form with stored submissions),
     named ``wide`` when there is one, by form id when there are several. With no form
     at all, one empty table of the submission's own columns."""
     forms = [form_id] if form_id is not None else store.answered_forms()
     if not forms:
         schema = arrow_schema(OWN)
-        return [_TableStream("wide", schema, lambda: iter(()), lambda: 0, OWN)]
+        return [TableStream("wide", schema, lambda: iter(()), lambda: 0, OWN)]
     # A sheet name holds 31 characters at most (form ids have 27).
-    return [_wide_stream(store, "wide" if len(forms) == 1 else f[:31], f, since=since, display=display)
-            for f in forms]
+    return [_wide_stream(store, "wide" if len(forms) == 1 else f[:31], f, since=since, display=display,
+                         since_last=since_last) for f in forms]
 
 
 def _long_stream(store: Store, *, form_id: str | None, since: datetime | date | None,
-                 fields: list[str] | None) -> _TableStream:
-    f = ExportFilter(form_id=form_id, since_ms=_since_ms(since), fields=None if fields is None else tuple(fields))
-    return _TableStream("long", LONG_SCHEMA, lambda: _long_batches(store, f), lambda: _count(store, f))
+                 fields: list[str] | None, since_last: str | None = None) -> TableStream:
+    f, mark = _incremental(store, since_last, "long", ExportFilter(
+        form_id=form_id, since_ms=_since_ms(since), fields=None if fields is None else tuple(fields)))
+    return TableStream("long", LONG_SCHEMA, lambda: _long_batches(store, f), lambda: _count(store, f), None, mark,
+                       _slug_of(store, form_id))
 
 
 def _long_batches(store: Store, f: ExportFilter) -> Iterator[pa.RecordBatch]:
@@ -281,11 +304,12 @@ def _long_arrays(rows: Sequence[tuple[Any, ...]]) -> pa.RecordBatch:
 
 
 def _requests_stream(store: Store, *, form_id: str | None, since: datetime | date | None,
-                     status: str | None) -> _TableStream:
+                     status: str | None, since_last: str | None = None) -> TableStream:
     """The requests, their metadata as one JSON text column (the caller's own data, kept
     as sent: its keys are not the form's)."""
     plain = [c for c in REQUEST_COLUMNS if c != "request_id"]
-    f = ExportFilter(form_id=form_id, since_ms=_since_ms(since), status=status)
+    f, mark = _incremental(store, since_last, "requests",
+                           ExportFilter(form_id=form_id, since_ms=_since_ms(since), status=status))
     schema = pa.schema([(c, TIMESTAMP if c in _REQUEST_TIMES else pa.string()) for c in REQUEST_COLUMNS]
                        + [("metadata", pa.string())])
 
@@ -297,7 +321,8 @@ def _requests_stream(store: Store, *, form_id: str | None, since: datetime | dat
                       for c, v in zip(REQUEST_COLUMNS, columns, strict=False)]
             yield pa.RecordBatch.from_arrays([*arrays, pa.array(meta, pa.string())], schema=schema)
 
-    return _TableStream("requests", schema, batches, lambda: store.exports.count_requests(f))
+    return TableStream("requests", schema, batches, lambda: store.exports.count_requests(f), None, mark,
+                       _slug_of(store, form_id))
 
 
 # ---------------------------------------------------------------------------------------
@@ -325,7 +350,7 @@ def schema_file(csv: Path) -> Path:
     return csv.with_suffix(".schema.json")
 
 
-def _write_schema_file(table: _TableStream, out: Path) -> None:
+def _write_schema_file(table: TableStream, out: Path) -> None:
     doc = csv_schema(_csv_schema(table.schema).names, table.schema)
     path = schema_file(out)
     tmp = path.with_name(f".{path.name}.{os.getpid()}.partial")
@@ -333,7 +358,7 @@ def _write_schema_file(table: _TableStream, out: Path) -> None:
     os.replace(tmp, path)
 
 
-def _write_csv(table: _TableStream, out: Path) -> int:
+def _write_csv(table: TableStream, out: Path) -> int:
     schema = _csv_schema(table.schema)
     rows = 0
     with pacsv.CSVWriter(out, schema) as w:
@@ -343,7 +368,7 @@ def _write_csv(table: _TableStream, out: Path) -> int:
     return rows
 
 
-def _write_parquet(table: _TableStream, out: Path) -> int:
+def _write_parquet(table: TableStream, out: Path) -> int:
     rows = 0
     with pq.ParquetWriter(out, table.schema) as w:
         for batch in table.batches():
@@ -411,7 +436,7 @@ def dated_kind(t: pa.DataType) -> str | None:
     return "timestamp" if pa.types.is_timestamp(t) else "date" if pa.types.is_date(t) else "time"
 
 
-def _write_sheet(book: Any, table: _TableStream, bold: Any, formats: dict[str, Any]) -> int:
+def _write_sheet(book: Any, table: TableStream, bold: Any, formats: dict[str, Any]) -> int:
     ws = book.add_worksheet(table.name)
     batches = table.batches()
     first = next(batches, None)
@@ -452,7 +477,7 @@ def _too_long(name: str, rows: int) -> str:
             f"header: export it as csv or parquet, or narrow it with --form / --since")
 
 
-def _write_xlsx(tables: list[_TableStream], out: Path) -> dict[str, int]:
+def _write_xlsx(tables: list[TableStream], out: Path) -> dict[str, int]:
     options = {"constant_memory": True, "strings_to_formulas": False, "strings_to_urls": False,
                "strings_to_numbers": False}
     book = xlsxwriter.Workbook(str(out), options)
@@ -479,7 +504,8 @@ def _check(fmt: str, table: str, status: str | None) -> None:
 
 def export(store: Store, fmt: Format, out: Path, *, table: Table | Literal["all"] = "wide",
            form_id: str | None = None, since: datetime | date | None = None, status: str | None = None,
-           display: bool = False, fields: list[str] | None = None) -> ExportReport:
+           display: bool = False, fields: list[str] | None = None, since_last: str | None = None,
+           advance: bool = True, at: datetime | None = None) -> ExportReport:
     """Write one table of the store (``table``: ``wide``, ``long`` or ``requests``; ``all``
     writes the three as sheets of one XLSX workbook) to ``out`` as ``fmt``, streaming:
     memory is bounded by one batch of ``CHUNK_ROWS`` rows, not by the table.
@@ -488,7 +514,9 @@ def export(store: Store, fmt: Format, out: Path, *, table: Table | Literal["all"
     types come from the stored field list, never from the answers, and no service is
     called. One table holds one form: without ``form_id`` and with several forms, each
     form's wide table is written to its own file, ``<stem>.<form id><suffix>`` beside
-    ``out`` (in XLSX, its own sheet named by the form id); ``files`` in the report names them.
+    ``out`` (or ``out`` with ``{form}`` filled in; in XLSX, its own sheet named by the
+    form id); ``files`` in the report names them. ``out`` may hold ``{date}``, ``{time}``
+    (of ``at``, default now, UTC), ``{form}`` and ``{run}`` (see ``out_path``).
 
     Filters: ``form_id``; ``since`` (submissions submitted, requests created, at or after
     it; a naive datetime or a date is UTC); ``status`` (requests only); ``fields`` (the
@@ -496,22 +524,111 @@ def export(store: Store, fmt: Format, out: Path, *, table: Table | Literal["all"
     human-readable variant (``schema.display_schema``: question titles as headers,
     display text for choices and composite answers, numbers kept numbers).
 
+    ``since_last`` NAME writes exactly the rows stored since the last export under NAME
+    (per table and form: the store's arrival order, see ``store.export_cursors``); an
+    edited submission is stored again, so it comes again. Its cursors move once every
+    file is complete (``advance``; else the report's ``cursors`` say where they would go).
+
     A bad argument, or a table too long for one worksheet, is a ``ValueError`` and no
     file is written; a failure while writing leaves no file either."""
     _check(fmt, table, status)
-    out = Path(out)
-    if not out.parent.is_dir():
-        raise ValueError(f"cannot write {out}: directory {out.parent} does not exist")
-    tables: list[_TableStream] = []
-    for name in list(TABLES) if table == "all" else [table]:
-        tables += _streams(store, name, form_id=form_id, since=since, status=status,  # type: ignore[arg-type]
-                           display=display, fields=fields)
+    if since_last is not None and since is not None:
+        raise ValueError("since and since_last exclude each other: since_last already picks the rows new since then")
+    at = at or datetime.now(UTC)
+    check_out_template(out, incremental=since_last is not None)
+    with store.exports.snapshot() if since_last is not None else nullcontext():
+        tables: list[TableStream] = []
+        for name in list(TABLES) if table == "all" else [table]:
+            tables += table_streams(store, name, form_id=form_id, since=since,  # type: ignore[arg-type]
+                                    status=status, display=display, fields=fields, since_last=since_last)
+        report = _write_all(tables, fmt, Path(out), at)
+    if advance and report.cursors:
+        store.export_cursors.advance(report.cursors)
+    return report
+
+
+def _write_all(tables: list[TableStream], fmt: Format, out: Path, at: datetime) -> ExportReport:
+    """Write the tables to ``out`` (one workbook, else one file each), its placeholders filled in."""
+    runs = [t.mark.run for t in tables if t.mark is not None]
     if fmt == "xlsx":
-        return _write(tables, fmt, out)
-    reports = [_write([t], fmt, _form_file(out, t.name) if len(tables) > 1 else out) for t in tables]
-    return ExportReport(path=str(out), format=fmt, rows={k: v for r in reports for k, v in r.rows.items()},
+        forms = {t.form for t in tables}
+        return _write(tables, fmt, out_path(out, at=at, form=forms.pop() if len(forms) == 1 else "all",
+                                            run=max(runs) if runs else None))
+    reports = []
+    for t in tables:
+        path = out_path(out, at=at, form=t.form, run=None if t.mark is None else t.mark.run)
+        several = len(tables) > 1 and "{form}" not in str(out)
+        reports.append(_write([t], fmt, _form_file(path, t.name) if several else path))
+    return ExportReport(path=reports[0].path if len(reports) == 1 else str(out), format=fmt,
+                        rows={k: v for r in reports for k, v in r.rows.items()},
                         columns={k: v for r in reports for k, v in r.columns.items()},
-                        files={k: v for r in reports for k, v in r.files.items()})
+                        files={k: v for r in reports for k, v in r.files.items()},
+                        cursors=[m for r in reports for m in r.cursors])
+
+
+PLACEHOLDERS = ("date", "time", "form", "run")
+
+
+def out_path(template: str | Path, *, at: datetime, form: str | None = None, run: int | None = None) -> Path:
+    """``template`` with its placeholders filled in: ``{date}`` (``YYYY-MM-DD``) and
+    ``{time}`` (``HHMMSS``) of ``at`` in UTC, ``{form}`` (the form's name slug, ``all``
+    for a table of every form), ``{run}`` (the incremental export's run number under its
+    name). Placeholders belong to the file's name, not its directory. A ``ValueError``
+    names what is wrong: an unknown placeholder, one in the directory, ``{run}`` without
+    ``run``."""
+    text = str(template)
+    check_out_template(text, incremental=run is not None)
+    utc = at.astimezone(UTC)
+    values = {"date": utc.strftime("%Y-%m-%d"), "time": utc.strftime("%H%M%S"), "form": form or "all",
+              "run": str(run)}
+    return Path(text.format_map(values))
+
+
+def check_out_template(template: str | Path, *, incremental: bool) -> None:
+    """Refuse (``ValueError``, one line) what ``out_path`` cannot fill in: see there."""
+    text = str(template)
+    accepted = "the placeholders are {date}, {time}, {form} and {run} (with since_last)"
+    try:
+        names = [n for _, n, _, _ in string.Formatter().parse(text) if n is not None]
+        in_directory = [n for _, n, _, _ in string.Formatter().parse(str(Path(text).parent)) if n is not None]
+    except ValueError as e:
+        raise ValueError(f"{text}: {e}; {accepted}") from None
+    if unknown := [n for n in names if n not in PLACEHOLDERS]:
+        raise ValueError(f"{text}: unknown placeholder {{{unknown[0]}}}; {accepted}")
+    if "run" in names and not incremental:
+        raise ValueError(f"{text}: {{run}} numbers the runs of an incremental export: use it with since_last")
+    if in_directory:
+        raise ValueError(f"{text}: placeholders go in the file's name, not in its directory")
+
+
+def slug(text: str) -> str:
+    """``text`` as a file-name slug: lower case, runs of anything but letters and digits
+    as one ``-`` (``Customer Survey 2026`` -> ``customer-survey-2026``); ``form`` when nothing is left."""
+    return re.sub(r"[^a-z0-9]+", "-", text.lower()).strip("-") or "form"
+
+
+def form_slug(store: Store, form_id: str) -> str:
+    """``{form}`` of ``form_id``: its name's slug (the name stored with its submissions),
+    else its id's."""
+    return slug(store.exports.form_name(form_id) or form_id)
+
+
+def export_files(store: Store, targets: Sequence[tuple[Format, Path]], *, since_last: str | None = None,
+                 **options: Any) -> list[ExportReport]:
+    """``export`` of each ``(format, file)`` of ``targets`` (same ``options``), from one
+    snapshot: every file holds the same rows. With ``since_last``, its cursors move once
+    every file is complete, so each format holds the rows new since the last run."""
+    at = datetime.now(UTC)
+    with store.exports.snapshot():
+        reports = [export(store, fmt, path, since_last=since_last, advance=False, at=at, **options)
+                   for fmt, path in targets]
+    if reports and reports[0].cursors:
+        store.export_cursors.advance(reports[0].cursors)
+    return reports
+
+
+def _slug_of(store: Store, form_id: str | None) -> str:
+    return "all" if form_id is None else form_slug(store, form_id)
 
 
 def _form_file(out: Path, form_id: str) -> Path:
@@ -519,13 +636,16 @@ def _form_file(out: Path, form_id: str) -> Path:
     return out.with_name(f"{out.stem}.{form_id}{out.suffix}")
 
 
-def _streams(store: Store, name: Table, *, form_id: str | None, since: datetime | date | None,
-             status: str | None, display: bool, fields: list[str] | None) -> list[_TableStream]:
+def table_streams(store: Store, name: Table, *, form_id: str | None = None, since: datetime | date | None = None,
+                  status: str | None = None, display: bool = False, fields: list[str] | None = None,
+                  since_last: str | None = None) -> list[TableStream]:
+    """The streams ``export`` writes for one table (same arguments): one per form for the
+    wide table (none stored: one empty table of the submission's own columns)."""
     if name == "wide":
-        return _wide_streams(store, form_id=form_id, since=since, display=display)
+        return _wide_streams(store, form_id=form_id, since=since, display=display, since_last=since_last)
     if name == "long":
-        return [_long_stream(store, form_id=form_id, since=since, fields=fields)]
-    return [_requests_stream(store, form_id=form_id, since=since, status=status)]
+        return [_long_stream(store, form_id=form_id, since=since, fields=fields, since_last=since_last)]
+    return [_requests_stream(store, form_id=form_id, since=since, status=status, since_last=since_last)]
 
 
 @contextmanager
@@ -541,14 +661,16 @@ def table_batches(store: Store, table: Table, *, form_id: str | None = None, sin
         raise ValueError(f"table must be one of {', '.join(TABLES)}, got {table!r}")
     if status is not None and status not in REQUEST_STATUSES:
         raise ValueError(f"status must be one of {', '.join(REQUEST_STATUSES)}, got {status!r}")
-    streams = _streams(store, table, form_id=form_id, since=since, status=status, display=display, fields=fields)
+    streams = table_streams(store, table, form_id=form_id, since=since, status=status, display=display, fields=fields)
     if len(streams) > 1:
         raise ValueError(f"the store holds {len(streams)} forms ({', '.join(s.name for s in streams)}); a wide "
                          f"table holds one form's columns: give form")
     yield streams[0].schema, streams[0].columns, streams[0].batches()
 
 
-def _write(tables: list[_TableStream], fmt: Format, out: Path) -> ExportReport:
+def _write(tables: list[TableStream], fmt: Format, out: Path) -> ExportReport:
+    if not out.parent.is_dir():
+        raise ValueError(f"cannot write {out}: directory {out.parent} does not exist")
     if fmt == "xlsx":
         for t in tables:  # counted first: a sheet is refused before anything is written
             if (n := t.count()) + 1 > XLSX_MAX_ROWS:
@@ -564,10 +686,11 @@ def _write(tables: list[_TableStream], fmt: Format, out: Path) -> ExportReport:
         _write_schema_file(tables[0], out)
     return ExportReport(path=str(out), format=fmt, rows=rows,
                         columns={t.name: [str(n) for n in t.schema.names] for t in tables},
-                        files={t.name: str(out) for t in tables})
+                        files={t.name: str(out) for t in tables},
+                        cursors=[replace(t.mark, rows=rows[t.name]) for t in tables if t.mark is not None])
 
 
-def _write_tables(tables: list[_TableStream], fmt: Format, out: Path) -> dict[str, int]:
+def _write_tables(tables: list[TableStream], fmt: Format, out: Path) -> dict[str, int]:
     if fmt == "xlsx":
         return _write_xlsx(tables, out)
     write = _write_csv if fmt == "csv" else _write_parquet

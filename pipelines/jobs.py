@@ -21,7 +21,7 @@ from connector.settings import JobSettings, Settings
 if TYPE_CHECKING:
     from pipelines.outreach.sheet import SheetOptions
 
-KINDS: tuple[str, ...] = ("outreach", "poll", "sync", "export", "remind", "close", "files")
+KINDS: tuple[str, ...] = ("outreach", "poll", "sync", "export", "load", "remind", "close", "files")
 # Jobs that talk to the service and so need [service] token.
 NEEDS_TOKEN = frozenset({"outreach", "poll", "sync", "remind", "close"})
 
@@ -96,7 +96,9 @@ class SyncParams(_Params):
 
 
 class ExportParams(_Params):
-    """``formsync export --format F --out O [--table T] [--form F] [--since S] [--status S] [--display]``."""
+    """``formsync export --format F --out O [--table T] [--form F] [--since S | --since-last N] [--status S]
+    [--display]``: ``out`` may hold ``{date}``, ``{time}``, ``{form}`` and ``{run}``, so each night
+    writes its own file."""
 
     format: Literal["csv", "xlsx", "parquet"]
     out: Path
@@ -105,6 +107,15 @@ class ExportParams(_Params):
     since: datetime | None = None
     status: Literal["pending", "completed", "expired", "canceled"] | None = None
     display: bool = False
+    since_last: str | None = Field(None, min_length=1)
+
+
+class LoadParams(_Params):
+    """``formsync load [--destination D] [--dataset S]`` (default: the ``[load]`` settings),
+    say ``after`` the sync job: the rows stored since the last load."""
+
+    destination: str | None = Field(None, min_length=1)
+    dataset: str | None = Field(None, min_length=1)
 
 
 class RemindParams(_Params):
@@ -144,8 +155,8 @@ class FilesParams(_Params):
 
 
 PARAMS: dict[str, type[_Params]] = {"outreach": OutreachParams, "poll": PollParams, "sync": SyncParams,
-                                    "export": ExportParams, "remind": RemindParams, "close": CloseParams,
-                                    "files": FilesParams}
+                                    "export": ExportParams, "load": LoadParams, "remind": RemindParams,
+                                    "close": CloseParams, "files": FilesParams}
 
 
 def _accepted(model: type[_Params]) -> str:
@@ -177,6 +188,15 @@ def parse_params(job: JobSettings) -> _Params:
         if params.status is not None and params.table not in ("requests", "all"):
             raise ConfigError(f"job {job.id!r} (export): param 'status' filters requests: use it with table "
                               f"'requests' or 'all', not {params.table!r}")
+        if params.since is not None and params.since_last is not None:
+            raise ConfigError(f"job {job.id!r} (export): params 'since' and 'since_last' exclude each other: "
+                              f"drop 'since'")
+        from pipelines.export import check_out_template
+
+        try:
+            check_out_template(params.out, incremental=params.since_last is not None)
+        except ValueError as e:
+            raise ConfigError(f"job {job.id!r} (export): param 'out': {e}") from None
     return params
 
 
@@ -344,6 +364,9 @@ def summarise(kind: str, report: BaseModel) -> str:
     if kind == "export":
         rows = ", ".join(f"{k} {v}" for k, v in r.rows.items())
         return f"wrote {r.path} ({rows} rows)"
+    if kind == "load":
+        rows = ", ".join(f"{k} {v}" for k, v in r.rows.items())
+        return f"loaded into {r.destination}/{r.dataset} ({rows or 'nothing new'})"
     if kind in ("remind", "close"):  # the words of the campaign command's last line
         from pipelines.campaign.words import action_outcome
 

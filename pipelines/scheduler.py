@@ -45,11 +45,12 @@ from connector.store.leader import holder_id
 from . import notify
 from .archive import archive_files
 from .campaign.actions import ActionReport, act, parse_idle
-from .export import export
+from .export import export_files
 from .jobs import (
     CloseParams,
     ExportParams,
     FilesParams,
+    LoadParams,
     OutreachParams,
     PollParams,
     RemindParams,
@@ -182,6 +183,11 @@ class JobRuntime:
         if isinstance(params, ExportParams):
             # Exports are synchronous and may be long: off the loop, so the lock stays renewed.
             return await asyncio.to_thread(_export, store, params)
+        if isinstance(params, LoadParams):
+            from .load import load
+
+            return await asyncio.to_thread(load, store, destination=params.destination or settings.load.destination,
+                                           dataset=params.dataset or settings.load.dataset)
         if isinstance(params, FilesParams):  # downloads from the service's storage need no token
             return await archive_files(store, settings.service.base_url, params.to, form_ids=params.form,
                                        concurrency=params.concurrency)
@@ -224,9 +230,8 @@ def _export(store: Store, params: ExportParams) -> BaseModel:
     """An export job's run: every read from one snapshot taken as it starts, so the file
     holds every row committed before then (a sync or poll run that finished) and is
     consistent across its tables, however long it takes while other jobs write."""
-    with store.exports.snapshot():
-        return export(store, params.format, params.out, table=params.table, form_id=params.form,
-                      since=params.since, status=params.status, display=params.display)
+    return export_files(store, [(params.format, params.out)], since_last=params.since_last, table=params.table,
+                        form_id=params.form, since=params.since, status=params.status, display=params.display)[0]
 
 
 _active: JobRuntime | None = None  # the runtime of the scheduler leading in this process

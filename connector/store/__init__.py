@@ -11,8 +11,9 @@ what writers share), ``sqlite``, ``postgresql`` and ``mysql`` (one writer per da
 (``store.runs``), ``lease`` (``store.leader_lock()``, whose protocol ``leader`` holds), ``requests``, ``events``,
 ``submissions``, ``deadletters`` (``store.dead_letters``), ``progress`` (``store.outreach_progress``), ``campaign``,
 ``jobstore``
-(``store.scheduled_jobs``) and ``exports``."""
+(``store.scheduled_jobs``), ``exports`` and ``cursors`` (``store.export_cursors``)."""
 
+from .cursors import ALL_FORMS, CursorMark, ExportCursors
 from .exports import ExportFilter, json_value
 from .facade import WRITERS, Store, alembic_config, url_problem
 from .leader import LOCK_NAME, LeaderLock
@@ -79,8 +80,8 @@ from .tables import (
 from .views import SQL_TYPES, FormView, ViewColumn, select_sql
 
 __all__ = [
-    "ANSWER_COLUMNS", "AdvisoryLock", "Column", "DeadLetter", "EventRows", "ExportFilter", "FormField",
-    "FormSchema", "FormView", "Incoming", "JobRun", "LOCK_NAME", "LOGICAL_TYPES", "LeaderLock", "LeaseLock",
+    "ALL_FORMS", "ANSWER_COLUMNS", "AdvisoryLock", "Column", "CursorMark", "DeadLetter", "EventRows",
+    "ExportCursors", "ExportFilter", "FormField", "FormSchema", "FormView", "Incoming", "JobRun", "LOCK_NAME", "LOGICAL_TYPES", "LeaderLock", "LeaseLock",
     "LogicalType", "METADATA", "NAMING_CONVENTION", "NamedLock", "OUTREACH_STATES", "OWN", "OutreachJob",
     "OutreachRow", "PendingRequest", "RawEvent", "RequestRow", "SOURCES", "SQLITE_BUSY_TIMEOUT_MS", "SQL_TYPES",
     "SUMMARY_MAX", "SchedulerLease", "Source", "Store", "StoreModel", "StoreOutcome", "StoredField",

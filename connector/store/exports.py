@@ -31,12 +31,14 @@ Batch = Sequence[tuple[Any, ...]]
 @dataclass(frozen=True)
 class ExportFilter:
     """Which rows an export reads: of one form, submitted (requests: created) at or
-    after ``since_ms``, answers of the ``fields`` only, requests of one ``status``."""
+    after ``since_ms``, placed after ``after`` in the store's arrival order, answers of
+    the ``fields`` only, requests of one ``status``."""
 
     form_id: str | None = None
     since_ms: int | None = None
     fields: tuple[str, ...] | None = None
     status: str | None = None
+    after: int | None = None
 
 
 def json_value(value: Any) -> Any:
@@ -75,13 +77,14 @@ class ExportReads:
 
     def wide_rows(self, f: ExportFilter, *, display: bool, batch_rows: int) -> Iterator[Batch]:
         """Submission rows ``(id, form_id, request_id, external_id, submitted_at,
-        updated_at, respondent_email, language, is_completed, edit_count, answers[,
-        display])`` in submission order, the request's external id joined, each
+        updated_at, respondent_email, language, is_completed, edit_count, stored_at,
+        answers[, display])`` in submission order, the request's external id joined, each
         document as its stored JSON text (NULL as None): the submission's own columns of
         ``schema.OWN`` in its order, then the documents its field columns come from."""
         t, r = SUBMISSIONS.c, REQUESTS.c
         columns = select(t.id, t.form_id, t.request_id, r.external_id, t.submitted_at, t.updated_at,
-                         t.respondent_email, t.language, t.is_completed, t.edit_count, *self._documents(display))
+                         t.respondent_email, t.language, t.is_completed, t.edit_count, t.stored_at,
+                         *self._documents(display))
         stmt = _submissions_of(columns.select_from(SUBMISSIONS.outerjoin(REQUESTS, r.id == t.request_id)), f)
         return self._batches(stmt.order_by(t.submitted_at, t.id), batch_rows)
 
@@ -120,15 +123,38 @@ class ExportReads:
 
     def count_submissions(self, f: ExportFilter) -> int:
         """How many submission rows ``wide_rows`` yields."""
-        return self._scalar(_submissions_of(select(func.count()).select_from(SUBMISSIONS), f))
+        return int(self._scalar(_submissions_of(select(func.count()).select_from(SUBMISSIONS), f)))
 
     def count_requests(self, f: ExportFilter) -> int:
         """How many request rows ``requests`` yields."""
-        return self._scalar(_requests_of(select(func.count()).select_from(REQUESTS), f))
+        return int(self._scalar(_requests_of(select(func.count()).select_from(REQUESTS), f)))
 
-    def _scalar(self, stmt: Select[Any]) -> int:
+    def form_name(self, form_id: str) -> str | None:
+        """The name of ``form_id`` its newest stored submission carries; None when none does."""
+        t = SUBMISSIONS.c
+        stmt = (select(t.form_name).where(t.form_id == form_id, t.form_name.is_not(None))
+                .order_by(t.arrival.desc()).limit(1))
         with self._db.reader() as s:
-            return int(s.execute(stmt).scalar_one())
+            return s.execute(stmt).scalar_one_or_none()
+
+    def last_arrival(self, f: ExportFilter, table: str) -> int | None:
+        """The last arrival place among the rows ``f`` selects of ``table`` (``wide`` and
+        ``long`` read submissions; ``requests``); None when there is none. Inside a
+        ``snapshot``, read in it: the place of the last row the snapshot's reads give."""
+        if table == "requests":
+            stmt = _requests_of(select(func.max(REQUESTS.c.arrival)), f)
+        else:
+            stmt = _submissions_of(select(func.max(SUBMISSIONS.c.arrival)), f)
+        value = self._scalar(stmt)
+        return None if value is None else int(value)
+
+    def _scalar(self, stmt: Select[Any]) -> Any:
+        """``stmt``'s one value, read in this thread's snapshot while one is open."""
+        pinned: Session | None = getattr(self._pinned, "session", None)
+        if pinned is not None:
+            return pinned.execute(stmt).scalar_one()
+        with self._db.reader() as s:
+            return s.execute(stmt).scalar_one()
 
     def requests(self, f: ExportFilter, columns: Sequence[str], *, batch_rows: int) -> Iterator[Batch]:
         """Request rows ``(id, *columns, metadata)`` in creation order."""
@@ -166,18 +192,22 @@ class ExportReads:
 
 
 def _submissions_of(stmt: Select[Any], f: ExportFilter) -> Select[Any]:
-    """``stmt`` narrowed to the submissions ``f`` selects (its form, submitted since)."""
+    """``stmt`` narrowed to the submissions ``f`` selects (its form, submitted since, placed after)."""
     t = SUBMISSIONS.c
     if f.form_id is not None:
         stmt = stmt.where(t.form_id == f.form_id)
+    if f.after is not None:
+        stmt = stmt.where(t.arrival > f.after)
     return stmt if f.since_ms is None else stmt.where(t.submitted_at >= f.since_ms)
 
 
 def _requests_of(stmt: Select[Any], f: ExportFilter) -> Select[Any]:
-    """``stmt`` narrowed to the requests ``f`` selects (its form, status, created since)."""
+    """``stmt`` narrowed to the requests ``f`` selects (its form, status, created since, placed after)."""
     r = REQUESTS.c
     if f.form_id is not None:
         stmt = stmt.where(r.form_id == f.form_id)
+    if f.after is not None:
+        stmt = stmt.where(r.arrival > f.after)
     if f.status is not None:
         stmt = stmt.where(r.status == f.status)
     return stmt if f.since_ms is None else stmt.where(r.created_at >= f.since_ms)

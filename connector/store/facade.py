@@ -18,6 +18,7 @@ from sqlalchemy.exc import ArgumentError, DBAPIError, IntegrityError, Operationa
 from ..models import Event
 from .archive import ArchiveStore
 from .campaign import CampaignReads
+from .cursors import ExportCursors
 from .database import Database
 from .deadletters import DeadLetterReads
 from .events import EventReads
@@ -51,7 +52,7 @@ from .runs import JobRuns
 from .schema import FormSchema
 from .sqlite import SQLiteWriter
 from .submissions import SubmissionReads
-from .tables import CURSORS, DEAD_LETTERS, EVENTS, SyncCursor
+from .tables import CURSORS, DEAD_LETTERS, EVENTS, REQUESTS, SUBMISSIONS, SyncCursor
 from .writer import Writer
 
 log = logging.getLogger("formsync.store")
@@ -124,6 +125,7 @@ class Store:
         self.outreach_progress = OutreachProgressReads(self._db)
         self.scheduled_jobs = ScheduledJobs(self._db)
         self.exports = ExportReads(self._db)
+        self.export_cursors = ExportCursors(self._db)  # where each incremental export under a name stopped
         self.dead_letters = DeadLetterReads(self._db)  # the events set aside (see set_aside)
         self.archive = ArchiveStore(self._db, clock)  # the file answers' bytes archived by `formsync files`
         self.campaign = CampaignReads(self._db, clock)  # each job's rows with their requests; suppression
@@ -253,12 +255,13 @@ class Store:
         def work(w: Writer) -> set[str]:
             new = w.insert_new(EVENTS.name, [m.raw for m in firsts.values()])
             fresh = [m for m in firsts.values() if m.raw["id"] in new]
-            merge(w, REQUEST_MERGE, [m.request for m in fresh if m.request])
+            requests = merge(w, REQUEST_MERGE, [m.request for m in fresh if m.request])
             subs = [m.submission for m in fresh if m.submission]
-            write_submissions(w, subs)
+            written = write_submissions(w, subs)
             replace_provisional(w, subs)
             if settles:
                 w.conn.execute(delete(DEAD_LETTERS).where(DEAD_LETTERS.c.id.in_(list(settles))))
+            _arrived(w, written, requests)
             return new
 
         new = self._write_tx(work) if firsts else set()
@@ -306,8 +309,9 @@ class Store:
         def work(w: Writer) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
             subs = completions(w, rows)
             written = merge(w, REQUEST_MERGE, rows)
-            write_submissions(w, subs)
+            replaced = write_submissions(w, subs)
             replace_provisional(w, subs)
+            _arrived(w, replaced, written)
             return written, subs
 
         written, subs = self._write_tx(work)
@@ -335,6 +339,7 @@ class Store:
             replace_provisional(w, rows)
             if cursor is not None:
                 w.set_cursor(form_id, cursor, stream, now)
+            _arrived(w, written, [])
             return written
 
         written = self._write_tx(work)
@@ -419,6 +424,11 @@ class Store:
         """Forget a form's sync cursor: the next sync reads the whole list again."""
         self._write(lambda conn: conn.execute(
             delete(CURSORS).where(CURSORS.c.form_id == form_id, CURSORS.c.stream == stream)))
+
+
+def _arrived(w: Writer, submissions: Sequence[str], requests: Sequence[Mapping[str, Any]]) -> None:
+    """The rows a write changed take their place in the arrival order: the transaction's last step."""
+    w.stamp_arrival({SUBMISSIONS.name: submissions, REQUESTS.name: [r["id"] for r in requests]})
 
 
 def alembic_config(url: str) -> Any:

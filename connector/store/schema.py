@@ -77,7 +77,7 @@ class Column:
 OWN: tuple[Column, ...] = tuple(Column(n, t, "own") for n, t in (  # type: ignore[arg-type]
     ("submission_id", "text"), ("form_id", "text"), ("request_id", "text"), ("external_id", "text"),
     ("submitted_at", "timestamp"), ("updated_at", "timestamp"), ("respondent_email", "text"),
-    ("language", "text"), ("completed", "boolean"), ("edit_count", "integer")))
+    ("language", "text"), ("completed", "boolean"), ("edit_count", "integer"), ("stored_at", "timestamp")))
 OWN_NAMES = frozenset(c.name for c in OWN)
 FILE_MEMBERS: tuple[Column, ...] = (Column("name", "text"), Column("type", "text"), Column("size", "number"),
                                     Column("url", "text"))

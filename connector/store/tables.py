@@ -107,6 +107,9 @@ class SubmissionRow(StoreModel, table=True):
     last_event_id: str | None = None  # the event behind the stored version; null when it came from a read
     observed_at: int = Field(sa_type=BigInteger)  # when the service showed this version (event createdAt or read time)
     stored_at: int = Field(sa_type=BigInteger)
+    # The row's place in the store's arrival order (``ArrivalCounter``): taken again by each
+    # write that changes the row, so an edit moves it forward. 0: stored before it existed.
+    arrival: int = Field(default=0, sa_type=BigInteger, index=True)
 
 
 class RequestRow(StoreModel, table=True):
@@ -152,6 +155,7 @@ class RequestRow(StoreModel, table=True):
     source: str
     last_event_id: str | None = None
     stored_at: int = Field(sa_type=BigInteger)
+    arrival: int = Field(default=0, sa_type=BigInteger, index=True)  # as ``SubmissionRow.arrival``
 
 
 class OutreachJob(StoreModel, table=True):
@@ -377,6 +381,36 @@ class ArchivedFile(StoreModel, table=True):
     archived_at: int = Field(sa_type=BigInteger)
 
 
+class ArrivalCounter(StoreModel, table=True):
+    """The store's arrival order: one row, the last place given. A writing transaction
+    takes the next place as its last statement and holds the row's lock until it commits,
+    so places are taken in commit order: a reader that sees a place sees every place
+    before it (no commit can overtake another)."""
+
+    __tablename__ = "formsync_arrival"
+
+    name: str = Field(primary_key=True)  # always ``ARRIVAL``
+    last_place: int = Field(sa_type=BigInteger)
+
+
+class ExportCursor(StoreModel, table=True):
+    """Where an incremental export (``formsync export --since-last NAME``) or load stopped:
+    the last arrival place it wrote, per name, table and form (``''``: every form)."""
+
+    __tablename__ = "formsync_export_cursors"
+
+    name: str = Field(primary_key=True)
+    table_name: str = Field(primary_key=True)  # wide | long | requests
+    form_id: str = Field(primary_key=True)
+    arrival: int = Field(sa_type=BigInteger)
+    row_count: int = Field(sa_type=BigInteger)  # rows the last file held
+    run: int = Field(sa_type=BigInteger)  # files written under this name, table and form
+    updated_at: int = Field(sa_type=BigInteger)
+
+
+ARRIVAL = "arrival"  # the counter's one row
+
+
 # The tables as SQLAlchemy Core sees them, for the writers' statements.
 EVENTS: Table = RawEvent.__table__  # type: ignore[attr-defined]
 SUBMISSIONS: Table = SubmissionRow.__table__  # type: ignore[attr-defined]
@@ -385,6 +419,8 @@ CURSORS: Table = SyncCursor.__table__  # type: ignore[attr-defined]
 FORM_FIELDS: Table = FormField.__table__  # type: ignore[attr-defined]
 FORM_SCHEMAS: Table = FormSchemaState.__table__  # type: ignore[attr-defined]
 DEAD_LETTERS: Table = DeadLetter.__table__  # type: ignore[attr-defined]
+ARRIVALS: Table = ArrivalCounter.__table__  # type: ignore[attr-defined]
+EXPORT_CURSORS: Table = ExportCursor.__table__  # type: ignore[attr-defined]
 METADATA = StoreModel.metadata  # what the migrations build
 
 

@@ -35,7 +35,7 @@ SQL_TYPES: dict[str, dict[str, str]] = {
 _OWN_SQL = {"submission_id": "s.id", "form_id": "s.form_id", "request_id": "s.request_id",
             "external_id": "r.external_id", "submitted_at": "s.submitted_at", "updated_at": "s.updated_at",
             "respondent_email": "s.respondent_email", "language": "s.language", "completed": "s.is_completed",
-            "edit_count": "s.edit_count"}
+            "edit_count": "s.edit_count", "stored_at": "s.stored_at"}
 
 
 def _lit(text: str) -> str:

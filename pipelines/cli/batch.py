@@ -4,11 +4,13 @@ shared context (``pipelines.cli.context``)."""
 
 from __future__ import annotations
 
+import dataclasses
+import json
 import logging
 import sys
 from datetime import datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from pydantic import BaseModel
@@ -84,34 +86,67 @@ def export(
     display: Annotated[bool, typer.Option("--display", help="The human-readable wide table: question titles as "
                                                             "headers, labels and display text as cells, numbers "
                                                             "kept numbers.")] = False,
+    since_last: Annotated[str | None, typer.Option("--since-last", metavar="NAME", help=(
+        "Only the rows stored since the last export under NAME (its cursor moves once the files are complete); "
+        "not with --since. An edited submission comes again."))] = None,
+    cursors: Annotated[bool, typer.Option("--cursors", help="List the --since-last cursors (one JSON line each) "
+                                                            "and exit.")] = False,
+    reset: Annotated[str | None, typer.Option("--reset", metavar="NAME", help="Forget the cursors of NAME: its "
+                                                                              "next export writes every row; exit.")]
+    = None,
     config: ConfigOption = None,
 ) -> None:
     """Export the stored submissions, answers or requests to CSV, XLSX or Parquet. Prints
     one JSON report per file written. Without --out, writes export.out_dir/TABLE.FORMAT
     for --format or each of export.formats. The wide table has the form's columns, in its
     field order, typed from its field list (no service call); with several forms and no
-    --form, one file per form (TABLE.FORM_ID.FORMAT; one sheet each in XLSX).
+    --form, one file per form (TABLE.FORM_ID.FORMAT, or --out with {form}; one sheet each
+    in XLSX). --out's file name may hold {date}, {time} (UTC), {form} (the form's name
+    slug) and {run} (with --since-last: the run's number under its name).
 
-    Example: [bold]formsync export --format xlsx --out results.xlsx --table all --form form_123[/bold]
+    Example: [bold]formsync export --since-last nightly --out 'exports/{form}-{date}.parquet'[/bold]
     """
     with command(config) as ctx:
-        from pipelines.export import export as export_store
+        from pipelines.export import check_out_template, export_files
 
+        if cursors or reset is not None:
+            _export_cursors(ctx.store(), reset)
+            return
+        if since_last is not None and since is not None:
+            raise UsageError("--since and --since-last exclude each other", where="--since",
+                             hint="--since-last already picks the rows stored since its last export: drop --since")
         since_at = _iso_time(since)
+        if out is not None:
+            try:
+                check_out_template(out, incremental=since_last is not None)
+            except ValueError as e:
+                raise UsageError(str(e), where="--out") from None
         targets = export_targets(format, out, table, ctx.settings())
         store = ctx.store()
         make_out_dir(targets)
-        written = 0
-        # One snapshot for every file: each format holds the same rows, whatever lands meanwhile.
-        with store.exports.snapshot():
-            for fmt, path in targets:
-                report = export_store(store, fmt, path, table=table, form_id=form,  # type: ignore[arg-type]
-                                      since=since_at, status=status, display=display)
-                written += sum(report.rows.values())
-                print_report(report)
-        if written == 0:
+        reports = export_files(store, targets, since_last=since_last, table=table,  # type: ignore[arg-type]
+                               form_id=form, since=since_at, status=status, display=display)
+        for report in reports:
+            print_report(report)
+        written = sum(sum(r.rows.values()) for r in reports)
+        if written == 0 and since_last is not None:
+            typer.echo(f"note: nothing new since the last export under {since_last!r}", err=True)
+        elif written == 0:
             typer.echo(f"note: nothing to export: the store {ctx.store_url()} holds no rows for this table "
                        f"yet; fill it with formsync sync or formsync poll, or run formsync receive", err=True)
+
+
+def _export_cursors(store: Any, reset: str | None) -> None:
+    """``--cursors``: each cursor as a JSON line; ``--reset NAME``: forget NAME's."""
+    if reset is None:
+        for mark in store.export_cursors.list():
+            typer.echo(json.dumps(dataclasses.asdict(mark)))
+        return
+    if not store.export_cursors.reset(reset):
+        names = sorted({m.name for m in store.export_cursors.list()})
+        raise UsageError(f"no export cursor is named {reset!r}", where="--reset",
+                         hint=f"the names are: {', '.join(names)}" if names else "no --since-last export ran yet")
+    typer.echo(f"reset {reset}: its next export writes every row again")
 
 
 SUFFIX_FORMATS = {".csv": "csv", ".xlsx": "xlsx", ".parquet": "parquet"}

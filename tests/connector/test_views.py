@@ -75,7 +75,7 @@ def test_a_received_event_creates_the_forms_view_and_fields_list_types_it(store:
     assert store.schema_changed_at("form_contact") is None
     view = store.record_fields("form_contact", FIELDS)
     assert store.held_back_fields() == {} and store.schema_changed_at("form_contact") is not None
-    assert [(c.name, c.type, c.source) for c in view.columns][10:] == [
+    assert [(c.name, c.type, c.source) for c in view.columns][11:] == [
         ("name", "text", "answer"), ("topic", "text", "answer"), ("topic_label", "text", "label"),
         ("rating", "integer", "answer"), ("visit", "date", "answer"), ("agree", "boolean", "answer"),
         ("colors", "keys", "answer"), ("colors_label", "text", "label")]

@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 
 from connector.store import Store
+from tests.connector.conftest import pg_database  # noqa: F401  (a fresh PostgreSQL database, for the load's destination)
 
 
 @pytest.fixture

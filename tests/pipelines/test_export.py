@@ -65,7 +65,7 @@ FIELDS_B = [{"key": "decision", "type": "decision", "title": "Your decision",
              "options": [{"key": "approve", "label": "Approve"}, {"key": "decline", "label": "Decline"}]},
             {"key": "age", "type": "text", "title": "Age"}]
 WIDE_A = ["submission_id", "form_id", "request_id", "external_id", "submitted_at", "updated_at", "respondent_email",
-          "language", "completed", "edit_count", "name", "age", "colors", "colors_label", "grid_speed", "grid_price",
+          "language", "completed", "edit_count", "stored_at", "name", "age", "colors", "colors_label", "grid_speed", "grid_price",
           "people", "cv", "agree", "note"]
 
 
@@ -143,7 +143,8 @@ def expected_wide(store: Store, form: str = "form_a", *, display: bool = False) 
         rec: dict[str, Any] = {"submission_id": r.id, "form_id": r.form_id, "request_id": r.request_id,
                                "external_id": external.get(r.request_id), "submitted_at": ts(r.submitted_at),
                                "updated_at": ts(r.updated_at), "respondent_email": r.respondent_email,
-                               "language": r.language, "completed": r.is_completed, "edit_count": r.edit_count}
+                               "language": r.language, "completed": r.is_completed, "edit_count": r.edit_count,
+                               "stored_at": ts(r.stored_at)}
         for f in fields:
             key, t = f["key"], f["type"]
             v = a.get(key)
@@ -313,13 +314,13 @@ def test_wide_round_trip(store: Store, tmp_path: Path, fmt: str, display: bool) 
     want = expected_wide(store, display=display)
     assert report.rows == {"wide": 2}
     # the submission's own columns, then the field list's, answered or not (note: only in sub_2)
-    assert report.columns["wide"] == (WIDE_A if not display else WIDE_A[:10] + [
+    assert report.columns["wide"] == (WIDE_A if not display else WIDE_A[:11] + [
         "Your name", "Age", "Colors", "Rate us", "People", "CV", "Agree", "Note"])
     got = {"csv": read_csv, "parquet": read_parquet, "xlsx": lambda p: read_sheet(p, "wide")}[fmt](out)
     assert list(got[0]) == report.columns["wide"]
     if fmt == "csv":
         for row in got:  # times come back as text; parse them for the comparison
-            for c in ("submitted_at", "updated_at"):
+            for c in ("submitted_at", "updated_at", "stored_at"):
                 row[c] = str(pd.Timestamp(row[c])) if row[c] else ""
     assert_table(got, want, kind=fmt)
     assert [r["submission_id"] for r in got] == ["sub_1", "sub_2"]
@@ -357,7 +358,7 @@ def test_several_forms_write_one_wide_file_each(store: Store, tmp_path: Path) ->
     assert report.rows == {"form_a": 2, "form_b": 1}
     assert not (tmp_path / "w.csv").exists()
     assert list(read_csv(tmp_path / "w.form_a.csv")[0]) == WIDE_A
-    assert list(read_csv(tmp_path / "w.form_b.csv")[0])[10:] == ["decision", "decision_label", "age"]
+    assert list(read_csv(tmp_path / "w.form_b.csv")[0])[11:] == ["decision", "decision_label", "age"]
     report = export(store, "xlsx", tmp_path / "w.xlsx", table="all")
     assert openpyxl.load_workbook(tmp_path / "w.xlsx").sheetnames == ["form_a", "form_b", "long", "requests"]
     assert read_sheet(tmp_path / "w.xlsx", "form_b")[0]["decision"] == "approve"
@@ -403,7 +404,7 @@ def test_display_headers_stay_unique(tmp_path: Path) -> None:
     s.store_events([sub_event("evt_u", "sub_u", "form_u", T0, {"form_id": "mine", "a": "x", "b": "y"},
                               {"form_id": "mine", "a": "x", "b": "y"})])
     report = export(s, "parquet", tmp_path / "u.parquet", display=True)
-    assert report.columns["wide"][10:] == ["form_id [form_id_3d1c9253]", "Same [a]", "Same [b]"]
+    assert report.columns["wide"][11:] == ["form_id [form_id_3d1c9253]", "Same [a]", "Same [b]"]
     row = pd.read_parquet(tmp_path / "u.parquet").iloc[0]
     assert (row["form_id"], row["form_id [form_id_3d1c9253]"], row["Same [a]"], row["Same [b]"]) == (
         "form_u", "mine", "x", "y")
@@ -486,7 +487,7 @@ def test_filters(store: Store, tmp_path: Path) -> None:
     assert list(pd.read_parquet(tmp_path / "f.parquet")["request_id"]) == ["req_1"]
     report = export(store, "csv", tmp_path / "none.csv", form_id="form_zzz")
     assert report.rows == {"wide": 0}
-    assert list(pd.read_csv(tmp_path / "none.csv").columns) == WIDE_A[:10]  # a form the store does not know
+    assert list(pd.read_csv(tmp_path / "none.csv").columns) == WIDE_A[:11]  # a form the store does not know
 
 
 @pytest.mark.parametrize(("kwargs", "message"), [
@@ -564,7 +565,7 @@ async def test_export_of_a_store_synced_from_the_sandbox_reads_back_cell_by_cell
         assert_table(got, [{k: guard(v) for k, v in r.items()} for r in expected_long(store)], kind="parquet")
     wide_csv = read_csv(tmp_path / "wide.csv")
     for row in wide_csv:
-        for c in ("submitted_at", "updated_at"):
+        for c in ("submitted_at", "updated_at", "stored_at"):
             row[c] = str(pd.Timestamp(row[c])) if row[c] else ""
     assert_table(wide_csv, want, kind="csv")
     assert_table(read_csv(tmp_path / "long.csv"), expected_long(store), kind="csv")
@@ -579,7 +580,7 @@ def expected_synced(store: Store, form: str) -> list[dict[str, Any]]:
         out.append({"submission_id": r.id, "form_id": form, "request_id": r.request_id,
                     "submitted_at": ts(r.submitted_at), "updated_at": ts(r.updated_at),
                     "respondent_email": r.respondent_email, "completed": r.is_completed, "edit_count": r.edit_count,
-                    "name": a.get("name"), "email": a.get("email"), "topic": a.get("topic"),
+                    "stored_at": ts(r.stored_at), "name": a.get("name"), "email": a.get("email"), "topic": a.get("topic"),
                     "topic_label": d.get("topic"), "message": a.get("message")})
     return out
 
@@ -602,7 +603,7 @@ async def test_cli_export_display_has_titles_and_labels_from_the_store(sandbox: 
         app, ["export", "--format", "xlsx", "--out", str(out), "--form", form, "--display"], env=env))
     assert result.exit_code == 0, result.output
     rows = read_sheet(out, "wide")
-    assert list(rows[0])[10:] == ["Name", "Email", "Topic", "Message", "Source"], "titles, in fields.list order"
+    assert list(rows[0])[11:] == ["Name", "Email", "Topic", "Message", "Source"], "titles, in fields.list order"
     assert sorted(r["Name"] for r in rows) == ["Ada Lovelace", "Alan Turing", "Grace Hopper"]
     assert {r["Topic"] for r in rows} <= {"Sales", "Support", "Other", None}  # labels, not keys
     assert any(r["Topic"] for r in rows)

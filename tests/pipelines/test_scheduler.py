@@ -435,7 +435,7 @@ async def test_sigterm_mid_outreach_then_restart_sends_each_row_exactly_once(
 
 BAD_JOBS = {
     "unknown kind": ('[[jobs]]\nid = "mailer"\nkind = "mail"\ninterval_seconds = 5\n',
-                     ["job 'mailer': kind", "'outreach', 'poll', 'sync', 'export', 'remind' or 'close'", "'mail'"]),
+                     ["job 'mailer': kind", "'outreach', 'poll', 'sync', 'export', 'load', 'remind' or 'close'", "'mail'"]),
     "cron and interval": ('[[jobs]]\nid = "both"\nkind = "poll"\ncron = "* * * * *"\ninterval_seconds = 5\n',
                           ["job 'both'", "exactly one of cron or interval_seconds"]),
     "neither cron nor interval": ('[[jobs]]\nid = "never"\nkind = "poll"\n',
@@ -704,7 +704,8 @@ def test_the_example_config_jobs_are_valid(tmp_path: Path) -> None:
     cfg = tmp_path / "c.toml"
     cfg.write_text(text[:text.index("# [[jobs]]")] + "\n".join(lines))
     settings = load_settings(cfg, service={"token": "fb_x"})
-    assert [j.kind for j in settings.jobs] == ["outreach", "poll", "sync", "export", "export", "remind", "close"]
+    assert [j.kind for j in settings.jobs] == ["outreach", "poll", "sync", "export", "export", "export", "load", "remind",
+                                                 "close"]
     assert settings.jobs[-3].after == "sync-contact"
     assert set(check_jobs(settings)) == {j.id for j in settings.jobs}
 

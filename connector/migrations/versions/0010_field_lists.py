@@ -6,7 +6,7 @@ and one row per form with its last ``fields.list`` read and when a held-back col
 appeared, and the name its view was given (``formsync_form_schemas``).
 
 Revision ID: 0010
-Revises: 0008
+Revises: 0009
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ import sqlalchemy as sa
 from alembic import op
 
 revision = "0010"
-down_revision = "0008"
+down_revision = "0009"
 branch_labels = None
 depends_on = None
 

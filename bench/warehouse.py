@@ -1,0 +1,201 @@
+"""Benchmark of ``formsync load`` against a user's own dlt pipeline, and of an incremental
+export against a whole export of a small store.
+
+Run: ``.venv/bin/python bench/warehouse.py [--rows 1000000] [--new 1000] [--repeat 2]``
+
+Fills a SQLite store as ``bench/export.py`` does (submissions of 17 answer rows each,
+the form's field list recorded) until it holds ``--rows`` answer rows. Then:
+
+* **load**: ``pipelines.load.load`` into a fresh ``formsync.duckdb`` (the form's wide
+  table merged on ``submission_id``, the long answers table delete-insert per
+  submission, requests) beside the bare path, what a user writes instead: the same rows
+  read from the store with the same queries (one plain sqlite3 read each, charged to it)
+  handed as Arrow tables to their own dlt pipeline with the same write dispositions, into
+  a fresh DuckDB file. Best of ``--repeat`` runs each, interleaved. Goal: ours <= 1.3 x bare.
+  The peak resident memory of a fresh process loading ``--rows`` and twice ``--rows``
+  answer rows says whether memory grows with the rows (it should stay flat).
+* **export --since-last**: on the store of ``--rows`` answer rows, a cursor at its end,
+  then ``--new`` new answer rows stored through the store's own writes; the incremental
+  export of the long table (Parquet) beside a whole export of a store holding ``--new``
+  answer rows. Goal: <= 1.2.
+
+Each line is a figure; every figure comes with the machine's load (``uptime``). The last
+line is ``ratio <x>``: the worst of the two ratios divided by its goal (<= 1: both met).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sqlite3
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+
+from connector.store import Store
+from pipelines.export import export, table_streams
+from pipelines.load import DEFAULT_DATASET, dlt_columns, dlt_settings, load, nested_as_json
+
+sys.path.insert(0, str(Path(__file__).parent))
+from export import RAW_SQL, ROWS_PER_SUBMISSION, answers_of, build_store, hwm_kib, machine_load  # noqa: E402
+
+GOALS = {"load": 1.3, "since_last": 1.2}
+FORM = "form_bench"
+
+
+def _best(runs: list[float]) -> float:
+    return min(runs)
+
+
+def _timed(work: Callable[[], Any]) -> float:
+    started = time.perf_counter()
+    work()
+    return time.perf_counter() - started
+
+
+def _final_tables(store: Store) -> dict[str, tuple[pa.Table, dict[str, Any]]]:
+    """The Arrow tables a user's pipeline is fed (the rows ``load`` sends), with the
+    dispositions ``load`` uses; made before timing (the bare side is charged a plain read)."""
+    [wide] = table_streams(store, "wide", form_id=FORM)
+    [long] = table_streams(store, "long")
+    wide_table = pa.Table.from_batches([nested_as_json(b) for b in wide.batches()])
+    return {
+        store.schema(FORM).name: (wide_table, {"write_disposition": "merge", "primary_key": "submission_id",
+                                               "columns": dlt_columns(wide.columns or ())}),
+        "answers": (pa.Table.from_batches(list(long.batches()), long.schema),
+                    {"write_disposition": {"disposition": "merge", "strategy": "delete-insert"},
+                     "merge_key": "submission_id"}),
+    }
+
+
+def _plain_read(db: Path) -> None:
+    conn = sqlite3.connect(db)
+    try:
+        for sql in RAW_SQL.values():
+            conn.execute(sql).fetchall()
+    finally:
+        conn.close()
+
+
+def bare_load(db: Path, tables: dict[str, tuple[pa.Table, dict[str, Any]]], out: Path) -> float:
+    """A user's own dlt pipeline: the plain read of the same rows, then dlt.run of the tables."""
+    import dlt
+
+    def work() -> None:
+        _plain_read(db)
+        pipeline = dlt.pipeline(pipeline_name="bare", pipelines_dir=str(out.parent / "bare-dlt"),
+                                destination=dlt.destinations.duckdb(str(out)), dataset_name=DEFAULT_DATASET)
+        resources = [dlt.resource(iter([t]), name=name, **how) for name, (t, how) in tables.items()]
+        pipeline.run(resources)
+
+    with dlt_settings(out.parent / "bare-dlt"):
+        return _timed(work)
+
+
+def our_load(store: Store, work: Path) -> float:
+    os.chdir(work)
+    return _timed(lambda: load(store))
+
+
+def memory_child(db: Path, work: Path) -> None:
+    """Run in a fresh process: one load, then the RSS high-water in MiB as JSON."""
+    os.chdir(work)
+    store = Store(f"sqlite:///{db}")
+    before = hwm_kib()
+    load(store)
+    print(json.dumps({"before_mib": before / 1024, "peak_mib": hwm_kib() / 1024}))
+
+
+def _fresh(path: Path) -> Path:
+    path.mkdir(parents=True, exist_ok=True)
+    for p in path.iterdir():
+        if p.is_file():
+            p.unlink()
+        else:
+            subprocess.run(["rm", "-rf", str(p)], check=True)
+    return path
+
+
+def _items(start: int, n: int) -> Iterator[dict[str, Any]]:
+    for i in range(start, start + n):
+        answers, display = answers_of(i)
+        yield {"id": f"sub_new_{i:08d}", "submittedAt": "2026-05-01 10:00:00", "createdAt": "2026-05-01 09:59:00",
+               "isCompleted": True, "answers": answers, "display": display}
+
+
+def bench_since_last(tmp: Path, rows: int, new: int, repeat: int) -> tuple[float, float]:
+    """Seconds of the incremental export of ``new`` answer rows on a store of ``rows`` (its
+    cursor written back before each run, so each one exports the same new rows and moves
+    the cursor), and of a whole export of a store of ``new`` answer rows; best of
+    ``repeat`` * 3 runs each, interleaved."""
+    big, small = tmp / "big.db", tmp / "small.db"
+    build_store(big, rows)
+    build_store(small, new)
+    store, little = Store(f"sqlite:///{big}"), Store(f"sqlite:///{small}")
+    export(store, "parquet", tmp / "skip.parquet", table="long", since_last="bench")  # the cursor at the end
+    before = store.export_cursors.list("bench")
+    store.upsert_submissions(list(_items(10_000_000, -(-new // ROWS_PER_SUBMISSION))), FORM)
+    ours, whole = [], []
+    for _ in range(3 * repeat):
+        store.export_cursors.advance(before)
+        ours.append(_timed(lambda: export(store, "parquet", tmp / "new.parquet", table="long", since_last="bench")))
+        whole.append(_timed(lambda: export(little, "parquet", tmp / "all.parquet", table="long")))
+    store.close()
+    little.close()
+    return _best(ours), _best(whole)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--rows", type=int, default=1_000_000)
+    parser.add_argument("--new", type=int, default=1000)
+    parser.add_argument("--repeat", type=int, default=2)
+    parser.add_argument("--memory-child", nargs=2, metavar=("DB", "WORK"), help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.memory_child:
+        memory_child(Path(args.memory_child[0]), Path(args.memory_child[1]))
+        return 0
+    with tempfile.TemporaryDirectory(prefix="formsync-bench-warehouse-") as name:
+        tmp = Path(name)
+        db = tmp / "store.db"
+        subs, answers = build_store(db, args.rows)
+        print(f"store: {subs:,} submissions, {answers:,} answer rows (load {machine_load()})")
+        store = Store(f"sqlite:///{db}")
+        tables = _final_tables(store)
+        ours, bare = [], []
+        for r in range(args.repeat):
+            store.export_cursors.reset(f"load:duckdb/{DEFAULT_DATASET}")
+            ours.append(our_load(store, _fresh(tmp / f"ours{r}")))
+            bare.append(bare_load(db, tables, _fresh(tmp / f"bare{r}") / "bare.duckdb"))
+        store.close()
+        load_ratio = _best(ours) / _best(bare)
+        print(f"load {answers:,} answer rows into DuckDB: ours {_best(ours):.2f} s, bare dlt {_best(bare):.2f} s, "
+              f"ratio {load_ratio:.2f} (goal {GOALS['load']}) (load {machine_load()})")
+
+        peaks = []
+        for size in (args.rows, 2 * args.rows):
+            mdb = tmp / f"mem{size}.db"
+            build_store(mdb, size)
+            out = subprocess.run([sys.executable, __file__, "--memory-child", str(mdb), str(_fresh(tmp / "mem"))],
+                                 capture_output=True, text=True, check=True)
+            peaks.append(json.loads(out.stdout.strip().splitlines()[-1])["peak_mib"])
+            print(f"memory: load of {size:,} answer rows peaks at {peaks[-1]:.0f} MiB (load {machine_load()})")
+
+        inc, whole = bench_since_last(tmp, args.rows, args.new, args.repeat)
+        since_ratio = inc / whole
+        print(f"export --since-last of {args.new:,} new answer rows on a store of {args.rows:,}: {inc:.3f} s; a "
+              f"store of {args.new:,} whole: {whole:.3f} s; ratio {since_ratio:.2f} (goal {GOALS['since_last']}) "
+              f"(load {machine_load()})")
+    print(f"ratio {max(load_ratio / GOALS['load'], since_ratio / GOALS['since_last']):.2f}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,76 @@
+"""``formsync load``: the store into a warehouse through dlt (``pipelines.load``), with a
+progress bar of the rows read and their rate."""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import Annotated
+
+import typer
+
+from .context import command, print_report
+from .errors import UsageError, WorkFailed
+from .options import ConfigOption
+
+
+def load_command(
+    destination: Annotated[str | None, typer.Option(help="A dlt destination: duckdb (formsync.duckdb here), "
+                                                         "postgres, bigquery, snowflake, filesystem, ... "
+                                                         "(default: load.destination). Credentials come from "
+                                                         "dlt's configuration.")] = None,
+    dataset: Annotated[str | None, typer.Option(help="The dataset (schema) to load into (default: "
+                                                     "load.dataset, formsync_data).")] = None,
+    dry_run: Annotated[bool, typer.Option("--dry-run", help="Count the rows a load would send; send nothing.")]
+    = False,
+    config: ConfigOption = None,
+) -> None:
+    """Load the rows stored since the last load into a warehouse through dlt: one table
+    per form (its columns and types from the field list), the answers (long), the
+    requests and the campaign rows. An edit replaces its row; a new field adds a column.
+    Prints the report as JSON.
+
+    Example: [bold]formsync load --destination postgres --dataset forms --config formsync.toml[/bold]
+    """
+    with command(config) as ctx:
+        from importlib.util import find_spec
+
+        if find_spec("dlt") is None:
+            from pipelines.load import EXTRA_MISSING
+
+            raise UsageError(EXTRA_MISSING)
+        from pipelines.load import LoadFailed, LoadSettingError, load
+
+        settings = ctx.settings().load
+        store = ctx.store()
+        try:
+            with _progress(not dry_run) as on_rows:
+                report = load(store, destination=destination or settings.destination,
+                              dataset=dataset or settings.dataset, dry_run=dry_run, on_rows=on_rows)
+        except LoadSettingError as e:
+            raise UsageError(str(e), where="--destination" if destination else "load.destination") from None
+        except LoadFailed as e:
+            raise WorkFailed(str(e)) from None
+        print_report(report)
+
+
+@contextmanager
+def _progress(shown: bool) -> Iterator[Callable[[str, int], None] | None]:
+    """A Rich progress line on a terminal's stderr: the rows read so far and their rate."""
+    if not shown or not sys.stderr.isatty():
+        yield None
+        return
+    from rich.console import Console
+    from rich.progress import Progress, ProgressColumn, SpinnerColumn, Task, TextColumn, TimeElapsedColumn
+    from rich.text import Text
+
+    class Rate(ProgressColumn):
+        def render(self, task: Task) -> Text:
+            return Text("" if task.speed is None else f"{task.speed:,.0f} rows/s")
+
+    bar = Progress(SpinnerColumn(), TextColumn("load {task.fields[table]}"), TextColumn("{task.completed:,.0f} rows"),
+                   Rate(), TimeElapsedColumn(), console=Console(stderr=True), transient=True)
+    task = bar.add_task("load", total=None, table="")
+    with bar:
+        yield lambda table, rows: bar.update(task, advance=rows, table=table)

@@ -1,0 +1,164 @@
+"""``formsync load`` through dlt, into the embedded DuckDB (the default) and the real
+PostgreSQL: one table per form typed by the data contract, the long answers, requests;
+an edit replaces its row and its answers, a field added to the form is a new nullable
+column, a row stored late comes with the next load; dlt's state stays beside the store,
+never in the home directory."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import duckdb
+import pytest
+from typer.testing import CliRunner
+
+from connector.settings import JobSettings, load_settings
+from connector.store import OWN, Column, Store
+from pipelines.cli import app
+from pipelines.jobs import LoadParams, parse_params, summarise
+from pipelines.load import DLT_TYPES, LoadReport, dlt_column, load
+from pipelines.scheduler import SchedulerOptions, serve
+from tests.connector.conftest import PG_HOST, PG_PORT, PG_USER, pg_connect
+from tests.items import list_item
+
+FORM = "form_load"
+FIELDS = [{"key": "score", "type": "number", "title": "Score"}, {"key": "stars", "type": "rating", "title": "Stars"},
+          {"key": "tags", "type": "checkbox", "title": "Tags", "options": [{"key": "a", "label": "A"}]}]
+DATE_FIELD = {"key": "visit", "type": "date", "title": "Visit"}
+
+
+@pytest.fixture
+def here(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
+    """The working directory (``formsync.duckdb`` lands there) and a home directory to watch."""
+    (tmp_path / "home").mkdir()
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    monkeypatch.chdir(tmp_path)
+    yield tmp_path
+
+
+@pytest.fixture
+def filled(here: Path) -> Store:
+    (here / "data").mkdir()
+    store = Store(f"sqlite:///{here / 'data' / 'formsync.db'}")
+    store.migrate()
+    store.record_fields(FORM, FIELDS)
+    store.upsert_submissions([list_item("sub_1", {"score": 5, "stars": 4, "tags": ["a"]}), list_item("sub_2", {"score": 1.5})],
+                             FORM, "Load Test")
+    store.upsert_requests([{"id": "req_1", "status": "pending", "formId": FORM, "createdAt": 1_780_000_000_000}])
+    return store
+
+
+def test_the_dlt_mapper_gives_each_logical_type() -> None:
+    assert dlt_column(OWN[0]) == {"data_type": "text", "nullable": False}
+    assert dlt_column(Column("at", "timestamp")) == {"data_type": "timestamp", "nullable": True, "timezone": True}
+    assert {t: dlt_column(Column("c", t))["data_type"] for t in ("number", "integer", "date", "keys", "records")} \
+        == {"number": "double", "integer": "bigint", "date": "date", "keys": "json", "records": "json"}
+    assert set(DLT_TYPES) == {"text", "number", "integer", "boolean", "date", "time", "timestamp", "keys",
+                              "records", "json"}
+
+
+def _duck(path: Path, sql: str) -> list[tuple[Any, ...]]:
+    with duckdb.connect(str(path), read_only=True) as con:
+        return con.sql(sql).fetchall()
+
+
+def test_load_into_duckdb_merges_evolves_and_picks_up_late_rows(filled: Store, here: Path) -> None:
+    store = filled
+    table = store.schema(FORM).name
+    env = {"FORMSYNC_STORE__URL": store.url}
+    first = CliRunner().invoke(app, ["load"], env=env)
+    assert first.exit_code == 0, first.output
+    assert json.loads(first.stdout)["rows"] == {table: 2, "answers": 4, "requests": 1}
+    db = here / "formsync.duckdb"
+    types = dict(_duck(db, f"SELECT column_name, data_type FROM information_schema.columns WHERE table_schema = "
+                           f"'formsync_data' AND table_name = '{table}'"))
+    assert (types["score"], types["stars"], types["tags"], types["stored_at"], types["completed"]) == \
+        ("DOUBLE", "BIGINT", "JSON", "TIMESTAMP WITH TIME ZONE", "BOOLEAN")
+
+    store.upsert_submissions([list_item("sub_1", {"score": 7}, edits=1)], FORM)  # an edit drops two answers
+    store.record_fields(FORM, [*FIELDS, DATE_FIELD])  # a field added to the form
+    store.upsert_submissions([list_item("sub_3", {"score": 2, "visit": "2026-05-03"})], FORM)
+    report = load(store)
+    assert report.rows == {table: 2, "answers": 3, "requests": 0}
+    rows = _duck(db, f"SELECT submission_id, score, stars, visit FROM formsync_data.{table} ORDER BY 1")
+    assert [(r[0], r[1], r[2], None if r[3] is None else str(r[3])) for r in rows] == [
+        ("sub_1", 7.0, None, None), ("sub_2", 1.5, None, None), ("sub_3", 2.0, None, "2026-05-03")]
+    assert _duck(db, "SELECT field_key FROM formsync_data.answers WHERE submission_id = 'sub_1'") == [("score",)]
+    assert load(store).rows == {table: 0, "answers": 0, "requests": 0}, "nothing new"
+
+    assert (here / "data" / "formsync-dlt" / "pipelines" / "formsync_load_duckdb_formsync_data").is_dir(), \
+        "dlt's state beside the store, a pipeline per destination and dataset"
+    assert list((here / "home").iterdir()) == [], "nothing in the home directory"
+    assert [m.name for m in store.export_cursors.list()][0] == "load:duckdb/formsync_data"
+
+
+def test_dry_run_counts_and_sends_nothing(filled: Store, here: Path) -> None:
+    report = load(filled, dry_run=True)
+    assert report.dry_run and report.rows == {filled.schema(FORM).name: 2, "answers": 4, "requests": 1}
+    assert not (here / "formsync.duckdb").exists() and filled.export_cursors.list() == []
+
+
+def test_without_the_extra_one_line_names_it(filled: Store, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(sys.modules, "dlt", None)  # as if not installed
+    result = CliRunner().invoke(app, ["load"], env={"FORMSYNC_STORE__URL": filled.url})
+    assert result.exit_code == 2 and "pip install 'formsync[warehouse]'" in result.output
+    assert "Traceback" not in result.output and len(result.output.strip().splitlines()) == 1
+
+
+def test_load_into_postgresql(filled: Store, pg_database: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    pg_dataset_db = pg_database.rsplit("/", 1)[1]
+    # dlt asks for a password; the server trusts loopback and ignores it
+    monkeypatch.setenv("DESTINATION__POSTGRES__CREDENTIALS", f"postgresql://{PG_USER}:trusted@{PG_HOST}:{PG_PORT}/"
+                                                              f"{pg_dataset_db}")
+    table = filled.schema(FORM).name
+    assert load(filled, destination="postgres", dataset="forms").rows[table] == 2
+    filled.upsert_submissions([list_item("sub_2", {"score": 9.5}, edits=1)], FORM)
+    assert load(filled, destination="postgres", dataset="forms").rows[table] == 1
+    with pg_connect(pg_dataset_db) as conn:
+        types = dict(conn.execute("SELECT column_name, data_type FROM information_schema.columns WHERE "
+                                  "table_schema = 'forms' AND table_name = %s", (table,)).fetchall())
+        assert (types["score"], types["stars"], types["submitted_at"]) == \
+            ("double precision", "bigint", "timestamp with time zone")
+        assert conn.execute(f"SELECT submission_id, score FROM forms.{table} ORDER BY 1").fetchall() == \
+            [("sub_1", 5.0), ("sub_2", 9.5)]
+
+
+def test_load_job_params_and_summary() -> None:
+    job = JobSettings(id="warehouse", kind="load", after="nightly-sync", params={"dataset": "forms"})
+    params = parse_params(job)
+    assert isinstance(params, LoadParams) and params.dataset == "forms" and params.destination is None
+    report = LoadReport(destination="duckdb", dataset="forms", rows={"answers": 3})
+    assert summarise("load", report) == "loaded into duckdb/forms (answers 3)"
+
+
+async def test_the_scheduler_runs_the_load_and_incremental_export_jobs(filled: Store, here: Path) -> None:
+    """``formsync run``'s jobs: a load, and an export of the rows new since its last run
+    into a file of its own each time (``{run}``)."""
+    cfg = here / "formsync.toml"
+    cfg.write_text(f'[store]\nurl = "{filled.url}"\n[load]\ndataset = "nightly"\n'
+                   '[[jobs]]\nid = "warehouse"\nkind = "load"\ninterval_seconds = 1\n'
+                   '[[jobs]]\nid = "files"\nkind = "export"\ninterval_seconds = 1\n'
+                   f'params = {{ format = "csv", out = "{here}/new-{{form}}-{{run}}.csv", since_last = "files" }}\n')
+    stop = asyncio.Event()
+    task = asyncio.create_task(serve(load_settings(cfg), filled, stop=stop,
+                                     options=SchedulerOptions(lock_poll_seconds=0.5)))
+    try:
+        for _ in range(300):
+            done = {j: filled.runs.last(j) for j in ("warehouse", "files")}
+            if (here / "new-load-test-2.csv").exists() and all(r and r.outcome != "running" for r in done.values()):
+                break
+            await asyncio.sleep(0.1)
+    finally:
+        stop.set()
+        await asyncio.wait_for(task, 30)
+    first = filled.runs.last("warehouse")
+    assert first is not None and first.outcome == "ok", first
+    assert (first.summary or "").startswith("loaded into duckdb/nightly (")
+    assert _duck(here / "formsync.duckdb", f"SELECT count(*) FROM nightly.{filled.schema(FORM).name}") == [(2,)]
+    assert [len((here / f"new-load-test-{n}.csv").read_text().splitlines()) for n in (1, 2)] == [3, 1], \
+        "the rows once, then only the header"
