@@ -9,7 +9,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import delete, select, update
+from sqlalchemy import Update, delete, select, update
 
 from .database import Database
 from .mapping import now_ms
@@ -72,15 +72,18 @@ class ExportCursors:
             return int(result.rowcount)
 
     def rewind_form(self, form_id: str) -> int:
-        """Send every row of ``form_id`` again: each cursor of that form goes back to the
-        start, under every name. For a form whose table changed
-        (a column held back appears): the next incremental export and load carry its
-        values. How many cursors were rewound."""
-        c = EXPORT_CURSORS.c
+        """Send every row of ``form_id`` again (``rewind_statement``). How many cursors
+        were rewound."""
         with self._db.session() as s:
-            result: Any = s.execute(update(EXPORT_CURSORS).where(c.form_id == form_id)
-                               .values(arrival=-1))
+            result: Any = s.execute(rewind_statement(form_id))
             return int(result.rowcount)
+
+
+def rewind_statement(form_id: str) -> Update:
+    """Each cursor of ``form_id`` back to the start, under every name: for a form whose
+    table changed (a column held back appears), so the next incremental export and load
+    carry its rows again with the new column's values."""
+    return update(EXPORT_CURSORS).where(EXPORT_CURSORS.c.form_id == form_id).values(arrival=-1)
 
 
 def _mark(row: ExportCursor) -> CursorMark:

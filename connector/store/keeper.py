@@ -16,6 +16,7 @@ from sqlalchemy import and_, insert, select, update
 from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.exc import IntegrityError
 
+from .cursors import rewind_statement
 from .schema import (
     FormSchema,
     StoredField,
@@ -162,7 +163,8 @@ class ViewKeeper:
     def record_list(self, form_id: str, items: Sequence[Mapping[str, Any]]) -> FormSchema:
         """Store the form's ``fields.list`` items as its field list (``merge_field_list``;
         each field's shape in ``options``: see ``schema.shape_of``) and rebuild its view.
-        When a held-back key gets its column, the form's ``changed_at`` is set."""
+        When a held-back key gets its column, the form's ``changed_at`` is set and its
+        export cursors rewound (``cursors.rewind_statement``), in the same transaction."""
         options = {str(i["key"]): shape_of(i) for i in items}
         now = self.clock()
         with self._lock:
@@ -178,6 +180,8 @@ class ViewKeeper:
                     else:
                         conn.execute(insert(FORM_FIELDS).values(form_id=form_id, field_key=key, **row))
                 set_state(conn, form_id, read_at=now, **({"changed_at": now} if appeared else {}))
+                if appeared:
+                    conn.execute(rewind_statement(form_id))
                 self._known[form_id] = set(stored) | {str(i["key"]) for i in items}
             return self.rebuild(form_id)
 

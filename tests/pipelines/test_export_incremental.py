@@ -44,6 +44,7 @@ def test_out_path_fills_its_placeholders() -> None:
 
 
 def test_each_run_writes_the_rows_stored_since_the_last(store: Store, tmp_path: Path) -> None:
+    store.record_fields(FORM_A, [{"key": "q", "type": "text", "title": "Q"}])  # a column's type: the field list's
     store.upsert_submissions([list_item("sub_1", {"q": "a"}), list_item("sub_2", {"q": "b"})], FORM_A, "Spring Survey")
     out = tmp_path / "{form}-{run}.parquet"
 
@@ -94,6 +95,20 @@ def test_cursors_per_table_and_form_and_a_form_rewound(store: Store, tmp_path: P
     assert again.rows == {FORM_A: 0, FORM_B: 1}
     with pytest.raises(ValueError, match="exclude each other"):
         export(store, "csv", tmp_path / "x.csv", since_last="n", since=AT)
+
+
+def test_a_held_back_column_that_appears_sends_its_forms_rows_again(store: Store, tmp_path: Path) -> None:
+    store.upsert_submissions([list_item("sub_a", {"q": "a"})], FORM_A)
+    store.upsert_submissions([list_item("sub_b", {"q": "b"})], FORM_B)
+    first = export(store, "csv", tmp_path / "n1-{form}.csv", since_last="n")
+    assert first.rows == {FORM_A: 1, FORM_B: 1}
+    assert '"q"' not in (tmp_path / "n1-form-b.csv").read_text().splitlines()[0].split(","), "held back"
+    store.record_fields(FORM_B, [{"key": "q", "type": "text", "title": "Q"}])  # the column appears
+    assert store.schema_changed_at(FORM_B) is not None
+    again = export(store, "csv", tmp_path / "n2-{form}.csv", since_last="n")
+    assert again.rows == {FORM_A: 0, FORM_B: 1}, "the changed form's rows are sent again, the other's are not"
+    assert ids(tmp_path / "n2-form-b.csv") == ["sub_b"]
+    assert '"q"' in (tmp_path / "n2-form-b.csv").read_text().splitlines()[0].split(",")
 
 
 def test_cli_since_last_cursors_and_reset(store: Store, tmp_path: Path) -> None:

@@ -50,6 +50,7 @@ def filled(here: Path) -> Store:
     store.upsert_submissions([list_item("sub_1", {"score": 5, "stars": 4, "tags": ["a"]}), list_item("sub_2", {"score": 1.5})],
                              FORM, "Load Test")
     store.upsert_requests([{"id": "req_1", "status": "pending", "formId": FORM, "createdAt": 1_780_000_000_000}])
+    store.refresh_views([FORM])  # the view takes its name from the form's, now that a submission names it
     return store
 
 
