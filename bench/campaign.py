@@ -1,16 +1,20 @@
 """Benchmark of reminding and closing a campaign: how close the calls run to the
 service's call limit, and how few there are.
 
-Run: ``.venv/bin/python bench/campaign.py [--requests 180] [--limit 60] [--window-ms 20000]``
+Run: ``.venv/bin/python bench/campaign.py [--requests 180] [--suppressed 20] [--limit 60] [--window-ms 20000]``
 
 Starts ``formsync sandbox`` in its own process and sends ``--requests`` requests with
-``run_outreach`` under generous limits. Then it sets the call limit to ``--limit`` per
+``run_outreach`` under generous limits, then puts ``--suppressed`` of their addresses on the
+store's suppression list and polls, which cancels their pending requests as ``campaign
+suppress`` does (so the service sends them none of its own reminders either): remind and
+close then act on the others, and the suppressed rows must cost them no call. Then it sets the call limit to ``--limit`` per
 ``--window-ms`` (``limits.set``: a scaled window), gives the client the same pacing, and
 runs ``formsync campaign remind`` and, one window later, ``close`` on the job (each first
 polls the job's form, then one call per pending request). For each, from the server's
 own call log (``calls.list``):
 
-    calls, against the budget N + ceil(N / 100) + 1
+    calls, against the budget N + ceil(N / 100) + 1 (N: the requests acted on; remind's leaves
+    out the suppressed ones)
     achieved rate = limit / mean(time of call k - time of call k - limit, for every k > limit)
     ratio = achieved rate / (limit / window)      (the sliding window's ideal is 1.0)
 
@@ -44,6 +48,7 @@ from connector.store import Store
 from formservice.sandbox.client import SandboxHelpers
 from pipelines.campaign import ActionReport, act
 from pipelines.outreach import run_outreach
+from pipelines.poll import poll_once
 
 ROOMY = 100_000
 
@@ -102,7 +107,7 @@ async def phase(sb: SandboxProcess, helpers: SandboxHelpers, store: Store, actio
                 f"  fullest window on the server {fullest} (limit {limit}); RATE_LIMITED answers {refused}"]
 
 
-async def run(n: int, limit: int, window_ms: int) -> int:
+async def run(n: int, limit: int, window_ms: int, suppressed: int) -> int:
     with SandboxProcess() as sb, tempfile.TemporaryDirectory(prefix="formsync-campaign-bench-") as tmp:
         async with aiohttp.ClientSession() as http:
             helpers = sb.helpers(http)
@@ -114,25 +119,30 @@ async def run(n: int, limit: int, window_ms: int) -> int:
             async with FormClient(sb.base_url, sb.token(), calls_per_minute=ROOMY, creates_per_minute=ROOMY) as fc:
                 sent = await run_outreach(fc, store, sheet, sb.form("Contact"), job="bench",
                                           report_path=Path(tmp) / "report.csv")
+                store.campaign.suppress([f"p{i}@example.test" for i in range(n - suppressed, n)], "bench")
+                polled = await poll_once(fc, store)  # cancels the suppressed addresses' pending requests
             await helpers.limits_set(creates_per_minute=limit, calls_per_minute=limit, window_ms=window_ms)
             await asyncio.sleep(window_ms / 1000)
-            ok_remind, remind = await phase(sb, helpers, store, "remind", n, limit, window_ms)
+            acted = n - suppressed
+            ok_remind, remind = await phase(sb, helpers, store, "remind", acted, limit, window_ms)
             await asyncio.sleep(window_ms / 1000)  # an empty window before the next phase
-            ok_close, close = await phase(sb, helpers, store, "close", n, limit, window_ms)
+            ok_close, close = await phase(sb, helpers, store, "close", acted, limit, window_ms)
             store.close()
-    print(f"requests {n} (sent {sent.sent}); load average {' '.join(f'{x:.2f}' for x in os.getloadavg())} "
+    print(f"requests {n} (sent {sent.sent}; {len(polled.suppressed)} of them then suppressed, their requests "
+          f"canceled before the phases); load average {' '.join(f'{x:.2f}' for x in os.getloadavg())} "
           f"on {os.cpu_count()} cores")
     print("\n".join(remind + close))
-    return 0 if ok_remind and ok_close and sent.sent == n else 1
+    return 0 if ok_remind and ok_close and sent.sent == n and len(polled.suppressed) == suppressed else 1
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--requests", type=int, default=180, help="pending requests to remind and close (180)")
+    parser.add_argument("--suppressed", type=int, default=20, help="of them, addresses suppressed (20)")
     parser.add_argument("--limit", type=int, default=60, help="calls per window (default 60)")
     parser.add_argument("--window-ms", type=int, default=20000, help="the window (default 20000 ms)")
     args = parser.parse_args()
-    return asyncio.run(run(args.requests, args.limit, args.window_ms))
+    return asyncio.run(run(args.requests, args.limit, args.window_ms, args.suppressed))
 
 
 if __name__ == "__main__":
