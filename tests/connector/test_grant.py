@@ -242,3 +242,41 @@ async def test_the_client_is_registered_once_and_again_when_the_service_removed_
         done = await sign_in(sandbox, store)
         again = store.grants.get(sandbox.base_url)
         assert again.client_id != first and again.generation == 3 and done.workspace_id == sandbox.pro.id
+
+
+# A process that uses the stored grant once (its access token expired), as a command does.
+USER = r"""
+import asyncio, sys
+from connector.client import FormClient
+from connector.grant import GrantTokens
+from connector.store import Store
+
+url, base = sys.argv[1:3]
+
+async def main():
+    with Store(url) as store:
+        source = GrantTokens(store, base, bytes(range(32)), key_where="k", lock_wait_seconds=30)
+        async with FormClient(base, source, max_retries=0) as fc:
+            print((await fc.list_workspaces())[0].id)
+
+asyncio.run(main())
+"""
+
+
+@pytest.mark.slow  # four Python processes started at once
+async def test_four_os_processes_refresh_at_once_and_the_chain_survives(db_url: str, sandbox: Any) -> None:
+    with Store(db_url) as store:
+        store.migrate()
+        await sign_in(sandbox, store)
+        await sandbox.helpers.clock_advance(2 * 3600 * 1000)  # every process finds its access token expired
+        procs = [await asyncio.create_subprocess_exec(sys.executable, "-c", USER, db_url, sandbox.base_url,
+                                                      stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
+                 for _ in range(4)]
+        done = await asyncio.wait_for(asyncio.gather(*(p.communicate() for p in procs)), 120)
+        for p, (out, err) in zip(procs, done, strict=True):
+            assert p.returncode == 0 and out.decode().strip() == sandbox.pro.id, err.decode()[-2000:]
+            assert not TOKENS.search(out.decode() + err.decode())
+        assert store.grants.get(sandbox.base_url).generation == 2, "one refresh; the others used its token"
+        await sandbox.helpers.clock_advance(2 * 3600 * 1000)
+        source = GrantTokens(store, sandbox.base_url, KEY, key_where="k")
+        assert await workspace_via(source, sandbox.base_url) == sandbox.pro.id, "the chain goes on"
