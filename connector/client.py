@@ -27,6 +27,7 @@ import pydantic
 from pydantic import BaseModel, SecretStr
 
 from . import errors, models
+from .clock import ServiceClock
 from .pacing import Clock, Pacer, Sleep, shared_pacer, token_key
 from .settings import ServiceSettings
 
@@ -157,6 +158,7 @@ class FormClient:
         self._sleep = sleep
         self._clock = clock
         self.stats = {"calls": 0, "retries": 0, "rate_limited": 0, "paced_seconds": 0.0}
+        self.service_clock = ServiceClock()  # the service's time, from the Date of its answers
         # What the service made of the token so far: decides whether a 429 is the
         # failed-authentication limit (spec, Authentication 9) or a per-token one.
         self._token_state: errors.TokenState = "unknown"
@@ -202,6 +204,19 @@ class FormClient:
         if self._own_session and self._session is not None:
             await self._session.close()
             self._session = None
+
+    async def service_now(self) -> int:
+        """The service's time now (epoch ms; on the sandbox, its test clock): from the
+        ``Date`` of the last answer, or of one ``HEAD`` when none came yet (see
+        ``connector.clock``). Every decision about the service's state reads it."""
+        session, _ = self._ready()
+        try:
+            return await self.service_clock.now(session, self.base_url)
+        except ValueError as exc:
+            raise errors.TransportError(str(exc)) from None
+        except (aiohttp.ClientError, TimeoutError, OSError) as exc:
+            raise errors.TransportError(f"the service at {self.base_url} could not be reached to read its time "
+                                        f"({type(exc).__name__}: {exc})") from None
 
     # -- the call path ------------------------------------------------------------------
     def _ready(self) -> tuple[aiohttp.ClientSession, Pacer]:
@@ -269,6 +284,7 @@ class FormClient:
                 status = resp.status
                 answer_headers = resp.headers
                 raw = await resp.read()
+            self.service_clock.observe(answer_headers.get("Date"))
         except (aiohttp.ClientError, TimeoutError, OSError) as exc:
             # Only the exception's type and text are kept: aiohttp's request info holds the headers.
             # A malformed URL or a TLS failure stays the same however often it is tried.

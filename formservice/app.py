@@ -5,9 +5,10 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections.abc import AsyncIterator
+from email.utils import formatdate
 from pathlib import Path
 
-from aiohttp import web
+from aiohttp import hdrs, web
 
 from . import mcp, oauth, openapi, pages, rpc, uploads
 from .delivery import DeliveryWorker
@@ -24,6 +25,7 @@ def create_app(service: Service | None = None, *, data_dir: Path | str | None = 
     app[rpc.SERVICE_KEY] = service
     service.worker = DeliveryWorker(service)
     app.cleanup_ctx.append(_background_worker)
+    app.on_response_prepare.append(_service_date)
     app.router.add_post("/api/v1", rpc.handle)
     app.router.add_route("*", mcp.PATH, mcp.handle)  # POST only; other methods answer 405
     app.router.add_get("/api/v1/openapi.json", openapi.handle)
@@ -35,6 +37,13 @@ def create_app(service: Service | None = None, *, data_dir: Path | str | None = 
     oauth.register(app)
     app.router.add_route("*", "/api/{tail:.*}", rpc.no_route)  # last: only unmatched /api paths
     return app
+
+
+async def _service_date(request: web.Request, response: web.StreamResponse) -> None:
+    """Every answer's ``Date`` is the service's clock (the test clock), as the hosted
+    service's is its own: a client reads the service's time from it."""
+    now = request.app[rpc.SERVICE_KEY].now() / 1000
+    response.headers[hdrs.DATE] = formatdate(now, usegmt=True)
 
 
 async def _background_worker(app: web.Application) -> AsyncIterator[None]:

@@ -7,7 +7,7 @@ from __future__ import annotations
 import hashlib
 import json
 import tomllib
-from datetime import datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -205,6 +205,41 @@ def schedule_text(job: JobSettings) -> str:
     return ", ".join(p for p in parts if p)
 
 
+def shortest_gap(trigger: BaseTrigger | None, runs: int = 48) -> float | None:
+    """The shortest time in seconds between two runs of ``trigger`` (its first ``runs``
+    fire times from a fixed date, enough for any cron's pattern within a day), or None
+    for a job that only runs after another."""
+    if trigger is None:
+        return None
+    if isinstance(trigger, IntervalTrigger):
+        return float(trigger.interval_length)
+    start = datetime(2026, 1, 5, tzinfo=UTC)  # a Monday
+    times: list[datetime] = []
+    previous = None
+    for _ in range(runs):
+        nxt = trigger.get_next_fire_time(previous, start if previous is None else previous + timedelta(seconds=1))
+        if nxt is None:
+            break
+        times.append(nxt)
+        previous = nxt
+    gaps = [(b - a).total_seconds() for a, b in zip(times, times[1:], strict=False)]
+    return min(gaps) if gaps else None
+
+
+def check_spacing(job: JobSettings, trigger: BaseTrigger | None) -> None:
+    """A remind job runs no more often than the service lets a request be reminded
+    (once per 10 minutes): more often, a run finds every request reminded too recently.
+    Else a ``ConfigError`` naming the job and the fix."""
+    from pipelines.campaign.actions import SPACING_MS
+
+    gap = shortest_gap(trigger) if job.kind == "remind" else None
+    if gap is not None and gap * 1000 < SPACING_MS:
+        least = SPACING_MS // 1000
+        raise ConfigError(f"job {job.id!r} (remind): runs every {gap:g} s, more often than the service lets a "
+                          f"request be reminded (once per {least // 60} minutes); set interval_seconds = {least} "
+                          f"or more, or a cron at most every {least // 60} minutes")
+
+
 def check_after(jobs: list[JobSettings]) -> None:
     """Every ``after`` names another configured job, and no chain of them comes back to
     where it started; else a ``ConfigError`` naming the job."""
@@ -248,7 +283,7 @@ def check_jobs(settings: Settings) -> dict[str, _Params]:
     check_after(settings.jobs)
     for job in settings.jobs:
         out[job.id] = parse_params(job)
-        trigger_for(job)
+        check_spacing(job, trigger_for(job))
         if job.kind in NEEDS_TOKEN and settings.service.token is None:
             raise ConfigError(f"job {job.id!r} ({job.kind}) talks to the service, but service.token is not set: "
                               f"put it in the [service] section or in FORMSYNC_SERVICE__TOKEN")
@@ -302,13 +337,10 @@ def summarise(kind: str, report: BaseModel) -> str:
     if kind == "export":
         rows = ", ".join(f"{k} {v}" for k, v in r.rows.items())
         return f"wrote {r.path} ({rows} rows)"
-    if kind in ("remind", "close"):
-        if getattr(r, "not_before", None):
-            return f"nothing yet: closes from {r.not_before}"
-        refused = ", ".join(f"{k} {v}" for k, v in r.refused.items()) or "none"
-        verb = "reminded" if kind == "remind" else "canceled"
-        return (f"{r.job}: {verb} {r.done} of {r.candidates} pending, refused: {refused}, "
-                f"no longer pending {r.not_pending}, {r.calls} calls")
+    if kind in ("remind", "close"):  # the words of the campaign command's last line
+        from pipelines.campaign.words import action_outcome
+
+        return f"{r.job}: {action_outcome(r)}; {r.calls} calls"
     if kind == "files":
         said = f"{r.archived} files archived ({r.bytes:,} bytes), {r.already} already"
         return f"done: {said}" + (f"; {r.failed} could not be fetched" if r.failed else "")

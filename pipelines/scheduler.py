@@ -28,7 +28,7 @@ import socket
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import UTC
 from typing import Any
 
 from apscheduler.events import EVENT_JOB_MISSED, EVENT_JOB_SUBMITTED, JobEvent, JobSubmissionEvent
@@ -167,7 +167,8 @@ class JobRuntime:
                                                            f"job {job.id} ({job.kind}) failed: {reason}"))
             return
         summary = summarise(job.kind, report)
-        outcome = "stopped" if getattr(report, "stopped", False) else "ok"
+        outcome = "stopped" if getattr(report, "stopped", False) else "skipped" if getattr(
+            report, "skipped", None) else "ok"
         await asyncio.to_thread(self._finish, run_id, outcome, summary=summary)
         log.info("job %s %s: %s", job.id, outcome, summary)
 
@@ -198,7 +199,7 @@ class JobRuntime:
                 return await act(fc, store, params.job, "remind", idle_ms=idle, stop=self.stopping)
             if isinstance(params, CloseParams):
                 at = params.at if params.at.tzinfo is not None else params.at.replace(tzinfo=UTC)
-                if datetime.now(UTC) < at:
+                if await fc.service_now() < at.timestamp() * 1000:  # the service's time decides
                     return ActionReport(job=params.job, action="close", not_before=at.isoformat())
                 return await act(fc, store, params.job, "close", reason=params.reason, stop=self.stopping)
             if isinstance(params, SyncParams):

@@ -4,11 +4,11 @@ outreach must not send to (the suppression list and every address that bounced).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import func
+from sqlalchemy import func, or_, update
 from sqlmodel import col, select
 
 from .database import Database
@@ -42,11 +42,12 @@ class CampaignRow:
     canceled_at: int | None = None
     reminders_sent: int | None = None
     is_test: bool = False
+    last_reminded_at: int | None = None  # the service's time of formsync's last requests.remind
 
 
 _REQUEST_COLUMNS = ("status", "delivery_status", "recipient_email", "recipient_name", "external_id", "url",
                     "created_at", "opened_at", "started_at", "last_activity_at", "completed_at", "expired_at",
-                    "canceled_at", "reminders_sent", "is_test")
+                    "canceled_at", "reminders_sent", "is_test", "last_reminded_at")
 
 
 class CampaignReads:
@@ -91,6 +92,15 @@ class CampaignReads:
                     if answers:
                         out[rid] = dict(answers)
         return out
+
+    def reminded(self, times: Mapping[str, int]) -> None:
+        """Remember when each request (id -> the service's time, epoch ms) was last
+        reminded by hand; a later time only (an older one is left)."""
+        with self._db.session() as s:
+            for rid, at in sorted(times.items()):
+                s.execute(update(RequestRow).where(col(RequestRow.id) == rid).where(
+                    or_(col(RequestRow.last_reminded_at).is_(None), col(RequestRow.last_reminded_at) < at))
+                    .values(last_reminded_at=at))
 
     # -- suppression --------------------------------------------------------------------
 

@@ -100,10 +100,10 @@ class OutreachLedger:
                 rec.updated_at = self._clock()
                 s.add(rec)
 
-    def record_round(self, job: str, kind: str, counts: Mapping[str, int], *, at: int | None = None) -> int:
+    def record_round(self, job: str, kind: str, counts: Mapping[str, int | str], *, at: int | None = None) -> int:
         """Remember a reminder or close round of the job (``kind``: ``remind`` or
-        ``close``) with its counts, at ``at`` (the service's time; default now); returns
-        its time (epoch ms)."""
+        ``close``) with its counts (and a close's ``reason``), at ``at`` (the service's
+        time; default now); returns its time (epoch ms)."""
         now = self._clock() if at is None else at
         with self._db.session() as s:
             rec = s.get(OutreachJob, job)

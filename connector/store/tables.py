@@ -143,6 +143,8 @@ class RequestRow(StoreModel, table=True):
     started_at: int | None = Field(default=None, sa_type=BigInteger)
     last_activity_at: int | None = Field(default=None, sa_type=BigInteger)
     reminders_sent: int | None = Field(default=None, sa_type=BigInteger)  # null: not read yet
+    # The service's time of the last requests.remind formsync made (the 10-minute spacing).
+    last_reminded_at: int | None = Field(default=None, sa_type=BigInteger)
     updated_at: int = Field(sa_type=BigInteger)
     submission_id: str | None = None
     answers: dict[str, Any] | None = _json_col()
@@ -213,12 +215,14 @@ class SyncCursor(StoreModel, table=True):
 
 class JobRun(StoreModel, table=True):
     """One run of a scheduled job (``formsync run``): when it started and finished, how
-    it ended (``running`` until then; ``ok``, ``error``, or ``stopped`` when a shutdown
-    stopped it between rows), its error and a short summary, and the process that ran it."""
+    it ended (``running`` until then; ``ok``, ``error``, ``stopped`` when a shutdown
+    stopped it between rows, or ``skipped`` when it had nothing it could do, its summary
+    saying why), its error and a short summary, and the process that ran it."""
 
     __tablename__ = "formsync_job_runs"
     __table_args__ = (
-        CheckConstraint("outcome IN ('running', 'ok', 'error', 'stopped')", name="ck_formsync_job_runs_outcome"),
+        CheckConstraint("outcome IN ('running', 'ok', 'error', 'stopped', 'skipped')",
+                        name="ck_formsync_job_runs_outcome"),
     )
 
     id: int | None = Field(default=None, primary_key=True)

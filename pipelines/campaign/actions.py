@@ -7,9 +7,8 @@ re-run after a crash or a stop goes on from where it was."""
 from __future__ import annotations
 
 import asyncio
-import time
-from collections.abc import Sequence
-from typing import Literal
+from collections.abc import Mapping, Sequence
+from typing import Any, Literal
 
 from pydantic import BaseModel
 
@@ -21,6 +20,7 @@ from connector.store.campaign import CampaignRow
 from ..poll import poll_once
 
 MAX_REMINDERS = 8  # what the service allows per request (notes, section 1)
+SPACING_MS = 10 * 60_000  # one manual reminder per request per 10 minutes (notes, section 1)
 REFUSALS_SHOWN = 100
 IN_FLIGHT = 4  # calls under way at once; the pacer still admits each one
 STORE_BATCH = 50  # answered records stored together (one transaction, not one per call)
@@ -37,17 +37,22 @@ class Refusal(BaseModel):
 
 
 class ActionReport(BaseModel):
-    """What a remind or close run did: ``candidates`` pending requests of the job,
-    ``done`` reminded or canceled, ``refused`` per reason (a refusal is that row's, not
-    the run's failure; the first ``REFUSALS_SHOWN`` are listed), ``not_idle`` left out
-    by the idle filter, ``not_pending`` found answered, expired or canceled meanwhile.
-    A dry run calls nothing: ``done`` is what it would do."""
+    """What a remind or close run did: ``candidates`` pending requests of the job (the
+    idle filter's ``not_idle`` left out), each in one of: ``done`` reminded or canceled,
+    ``too_recent`` (reminded by formsync within the service's 10 minutes: skipped, no
+    call), ``refused`` per reason (a refusal is that row's, not the run's failure; the
+    first ``REFUSALS_SHOWN`` are listed), ``not_pending`` (found answered, expired or
+    canceled meanwhile), or left by a stop. A dry run calls nothing: ``would_do`` is what
+    it would remind or cancel, ``done`` stays 0. ``now`` is the service's time the run
+    decided by; ``closed_at`` / ``closed_reason`` the campaign's close, when it has one."""
 
     job: str
     action: Action
     dry_run: bool = False
     candidates: int = 0
     done: int = 0
+    would_do: int = 0
+    too_recent: int = 0
     not_idle: int = 0
     not_pending: int = 0
     refused: dict[str, int] = {}
@@ -56,6 +61,24 @@ class ActionReport(BaseModel):
     calls: int = 0
     not_before: str | None = None  # a scheduled close before its time: nothing was done
     first_at: int | None = None  # the service's time of the first request reminded or canceled (epoch ms)
+    now: int | None = None
+    closed_at: int | None = None
+    closed_reason: str | None = None
+    plan_refused: str | None = None  # the plan refusal (PLAN_REQUIRED...) after which no call was made
+
+    @property
+    def skipped(self) -> str | None:
+        """Why a remind run could do nothing it set out to, when so (a scheduled run is
+        then recorded ``skipped``): every candidate reminded too recently, or the campaign
+        closed with nothing pending; None otherwise."""
+        if self.action != "remind" or self.dry_run or self.done or self.refused or self.stopped:
+            return None
+        if self.candidates and self.too_recent == self.candidates:
+            return (f"all {self.too_recent:,} pending requests were reminded less than "
+                    f"{SPACING_MS // 60_000} minutes ago (the service's spacing); no call made")
+        if not self.candidates and self.closed_at is not None and not self.not_idle:
+            return "the campaign is closed: no request is pending"
+        return None
 
 
 class UnknownJob(ValueError):
@@ -78,6 +101,26 @@ def parse_idle(text: str) -> int:
     raise ValueError(f"idle time must be a whole number and a unit (m, h, d or w), such as 3d or 12h; got {text!r}")
 
 
+def reminded_recently(last_reminded_at: int | None, now_ms: int) -> bool:
+    """Whether a request reminded (by hand) at ``last_reminded_at`` is still within the
+    service's spacing at ``now_ms`` (both the service's time): the service would refuse
+    it ``REMINDER_TOO_SOON``."""
+    return last_reminded_at is not None and now_ms - last_reminded_at < SPACING_MS
+
+
+def spaced_rows(rows: Sequence[CampaignRow], now_ms: int) -> tuple[list[CampaignRow], int]:
+    """The rows whose request may be reminded at ``now_ms`` (pure), and how many were
+    reminded too recently (see ``reminded_recently``)."""
+    ok = [r for r in rows if not reminded_recently(r.last_reminded_at, now_ms)]
+    return ok, len(rows) - len(ok)
+
+
+def last_close(rounds: Sequence[Mapping[str, Any]]) -> Mapping[str, Any] | None:
+    """The job's last close round (``store.ledger.rounds``), or None: the campaign is
+    closed from its ``at``, for its ``reason``."""
+    return next((r for r in reversed(rounds) if r.get("kind") == "close"), None)
+
+
 def pending_rows(rows: Sequence[CampaignRow], *, idle_ms: int | None, now_ms: int) -> tuple[list[CampaignRow], int]:
     """The rows whose request is stored as pending (pure), and how many of those the
     idle filter leaves out: with ``idle_ms``, only requests without activity (or, never
@@ -94,12 +137,14 @@ async def act(client: FormClient, store: Store, job: str, action: Action, *, rea
               now_ms: int | None = None, stop: asyncio.Event | None = None) -> ActionReport:
     """Remind (``action="remind"``) or cancel (``"close"``, with ``reason``) every pending
     request of ``job``. ``refresh`` polls the job's form first (pending requests only,
-    one call per 100 when nothing changed). A request the service refuses to remind
+    one call per 100 when nothing changed). A request formsync reminded within the
+    service's spacing is skipped without a call. A request the service refuses to remind
     (``REMINDER_TOO_SOON``, ``RECIPIENT_EMAIL_REQUIRED``, ``PLAN_REQUIRED``, the limit of
     8) is listed as that row's refusal; after a plan refusal no further call is made. A
     request no longer pending is counted and left. ``now_ms`` is the service's time for
-    the idle filter (default: this machine's). Raises ``UnknownJob``; API errors other
-    than a row's refusal are raised (what was done is stored)."""
+    the idle filter and the spacing (default: the service's, ``FormClient.service_now``).
+    Raises ``UnknownJob``; API errors other than a row's refusal are raised (what was
+    done is stored)."""
     record = store.campaign.job(job)
     if record is None:
         raise UnknownJob(job)
@@ -108,19 +153,48 @@ async def act(client: FormClient, store: Store, job: str, action: Action, *, rea
     try:
         if refresh and not dry_run:
             await poll_once(client, store, form_id=record.form_id)
-        now = time.time_ns() // 1_000_000 if now_ms is None else now_ms
-        rows, report.not_idle = pending_rows(store.campaign.rows(job), idle_ms=idle_ms, now_ms=now)
-        report.candidates = len(rows)
+        report.now = await client.service_now() if now_ms is None else now_ms
+        closed = last_close(store.ledger.rounds(job))
+        if closed is not None:
+            report.closed_at, report.closed_reason = int(closed["at"]), closed.get("reason")
+        rows = _candidates(store.campaign.rows(job), action, idle_ms, report)
         if dry_run:
-            report.done = sum(1 for r in rows if action == "close" or (r.reminders_sent or 0) < MAX_REMINDERS)
+            report.would_do = sum(1 for r in rows if action == "close" or not _at_limit(r))
             return report
         await _each(client, store, rows, action, reason, report, stop)
     finally:
         report.calls = int(client.stats["calls"] - calls_before)
-    if report.done:
-        store.ledger.record_round(job, action, {"done": report.done, "refused": sum(report.refused.values())},
-                                  at=report.first_at)
+    _record(store, report, reason)
     return report
+
+
+def _record(store: Store, report: ActionReport, reason: str | None) -> None:
+    """Remember the round (the page and the funnel's rounds read it): a reminder round
+    that reminded any; a close round that canceled any, or the first that finished (the
+    campaign is closed from then, for ``reason``)."""
+    first_close = report.action == "close" and report.closed_at is None and not report.stopped
+    if report.done or first_close:
+        counts: dict[str, int | str] = {"done": report.done, "refused": sum(report.refused.values())}
+        if report.action == "close" and reason:
+            counts["reason"] = reason
+        store.ledger.record_round(report.job, report.action, counts, at=report.first_at or report.now)
+
+
+def _candidates(rows: Sequence[CampaignRow], action: Action, idle_ms: int | None,
+                report: ActionReport) -> list[CampaignRow]:
+    """The rows to act on at the service's time ``report.now``, the others counted in
+    ``report``: pending (``candidates``), idle (``not_idle``), and for a reminder not
+    reminded too recently (``too_recent``)."""
+    assert report.now is not None
+    todo, report.not_idle = pending_rows(rows, idle_ms=idle_ms, now_ms=report.now)
+    report.candidates = len(todo)
+    if action == "remind":
+        todo, report.too_recent = spaced_rows(todo, report.now)
+    return todo
+
+
+def _at_limit(r: CampaignRow) -> bool:
+    return (r.reminders_sent or 0) >= MAX_REMINDERS
 
 
 async def _each(client: FormClient, store: Store, rows: Sequence[CampaignRow], action: Action,
@@ -129,37 +203,57 @@ async def _each(client: FormClient, store: Store, rows: Sequence[CampaignRow], a
     so the calls run at the limit whatever the round trip (one at a time, a call's latency
     would be lost from every window)."""
     todo = iter(rows)
-    plan_refused: list[str] = []
     answered: list[models.RequestRecord] = []
+    reminded: dict[str, int] = {}  # request id -> the service's time of its last reminder
 
     async def worker() -> None:
         for r in todo:
             if stop is not None and stop.is_set():
                 report.stopped = True
                 return
-            if action == "remind" and (r.reminders_sent or 0) >= MAX_REMINDERS:
+            if action == "remind" and _at_limit(r):
                 _refuse(report, r, "REMINDER_LIMIT_REACHED")
-            elif plan_refused:
-                _refuse(report, r, plan_refused[0])
+            elif report.plan_refused:
+                _refuse(report, r, report.plan_refused)
             else:
-                rec = await _one(client, r, action, reason, report, plan_refused)
+                rec = await _one(client, r, action, reason, report, reminded)
                 if rec is not None:
                     answered.append(rec)
                 if len(answered) >= STORE_BATCH:
                     batch, answered[:] = list(answered), []
-                    await asyncio.to_thread(store.upsert_requests, batch, source="poll")
+                    times = dict(reminded)
+                    reminded.clear()
+                    await asyncio.to_thread(_keep, store, batch, times)
 
     try:
         await asyncio.gather(*(worker() for _ in range(IN_FLIGHT)))
     finally:  # a record not stored is found again by the next run's poll (or as not pending)
-        if answered:
-            store.upsert_requests(answered, source="poll")
+        _keep(store, answered, reminded)
     report.refusals.sort(key=lambda f: f.row)
 
 
+def _keep(store: Store, records: Sequence[models.RequestRecord], reminded: Mapping[str, int]) -> None:
+    """Store what the service answered, and when each request was last reminded."""
+    if records:
+        store.upsert_requests(records, source="poll")
+    if reminded:
+        store.campaign.reminded(reminded)
+
+
+def too_soon_since(details: Mapping[str, Any], now_ms: int) -> int:
+    """When a request refused ``REMINDER_TOO_SOON`` at ``now_ms`` was last reminded: from
+    the refusal's ``retryAfterMs`` when it says it, else ``now_ms`` (the latest it can
+    have been, so the next run waits the whole spacing rather than call too soon)."""
+    wait = details.get("retryAfterMs")
+    if isinstance(wait, int) and not isinstance(wait, bool) and 0 <= wait <= SPACING_MS:
+        return now_ms + wait - SPACING_MS
+    return now_ms
+
+
 async def _one(client: FormClient, r: CampaignRow, action: Action, reason: str | None, report: ActionReport,
-               plan_refused: list[str]) -> models.RequestRecord | None:
-    """One call; the record the service answered, or None (the row's refusal is reported)."""
+               reminded: dict[str, int]) -> models.RequestRecord | None:
+    """One call; the record the service answered, or None (the row's refusal is
+    reported). ``reminded`` learns when a request was last reminded."""
     assert r.request_id is not None  # pending_rows keeps rows with a request
     try:
         if action == "remind":
@@ -171,13 +265,17 @@ async def _one(client: FormClient, r: CampaignRow, action: Action, reason: str |
             report.not_pending += 1
         else:
             _refuse(report, r, e.reason or e.code)
+        if e.reason == "REMINDER_TOO_SOON" and report.now is not None:
+            reminded[r.request_id] = too_soon_since(e.details, client.service_clock.known_now() or report.now)
         return None
     except (errors.ValidationError, errors.UpgradeRequired, errors.Forbidden) as e:
         _refuse(report, r, e.reason or e.code)
         if isinstance(e, errors.UpgradeRequired):
-            plan_refused.append(e.reason or e.code)  # the same for every request of the workspace: no more calls
+            report.plan_refused = e.reason or e.code  # the same for every request of the workspace: no more calls
         return None
     report.done += 1
+    if action == "remind":  # the answer's time: its updatedAt, where the service moves it, or its Date
+        reminded[r.request_id] = max(rec.updated_at or 0, client.service_clock.known_now() or report.now or 0)
     if rec.updated_at is not None:  # the service's own time (a sandbox's test clock included)
         report.first_at = rec.updated_at if report.first_at is None else min(report.first_at, rec.updated_at)
     return rec

@@ -35,10 +35,11 @@ def read_campaign(store: Store, job: str) -> Campaign:
     return Campaign(job, record.form_id, rows, funnel(job, rows), rounds(rows, reminders))
 
 
-def write_page(store: Store, job: str, out: Path) -> Campaign:
-    """Write the campaign's HTML page to ``out`` (made complete, then renamed into place)."""
+def write_page(store: Store, job: str, out: Path, now_ms: int) -> Campaign:
+    """Write the campaign's HTML page to ``out`` (made complete, then renamed into place),
+    as of ``now_ms``: the service's time (``connector.clock``), the clock its chart runs on."""
     c = read_campaign(store, job)
-    html = campaign_page(c.funnel, c.form_id, c.rounds, cumulative_completions(c.rows), store.clock())
+    html = campaign_page(c.funnel, c.form_id, c.rounds, cumulative_completions(c.rows), now_ms)
     tmp = out.with_name(f".{out.name}.partial")
     tmp.write_text(html, encoding="utf-8")
     tmp.replace(out)

@@ -4,26 +4,29 @@ export, its HTML page, reminders, closing and the suppression list."""
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from .context import command, print_report
-from .errors import UsageError
+from .context import Context, command, print_report
+from .errors import ExitCode, Failure, UsageError
 from .helptext import summary
 from .options import ConfigOption
 from .usage import FormsyncGroup
+
+if TYPE_CHECKING:
+    from pipelines.campaign.actions import ActionReport
 
 app = typer.Typer(cls=FormsyncGroup, no_args_is_help=True, add_completion=False, rich_markup_mode="rich",
                   help="The campaign after the send: funnel, export, page, reminders, closing, suppression.")
 
 JobArg = Annotated[str, typer.Argument(help="The outreach job (the --job name it was sent with).")]
 DryRun = Annotated[bool, typer.Option("--dry-run", help="Say how many requests it would touch; call nothing.")]
+JsonOption = Annotated[bool, typer.Option("--json", help="Print the report as JSON instead of sentences.")]
 FORMATS = {".csv": "csv", ".xlsx": "xlsx", ".parquet": "parquet"}
 
 
-def funnel_command(job: JobArg, config: ConfigOption = None,
-                   json: Annotated[bool, typer.Option("--json", help="Print the funnel as JSON.")] = False) -> None:
+def funnel_command(job: JobArg, config: ConfigOption = None, json: JsonOption = False) -> None:
     """Show the job's funnel from the store: rows, sent, delivered, bounced, opened,
     started, completed, expired, canceled, response rate, median time to answer.
 
@@ -38,8 +41,9 @@ def funnel_command(job: JobArg, config: ConfigOption = None,
         c = read_campaign(ctx.store(), job)
         if json:
             print_report(c.funnel)
-        else:
-            Console().print(funnel_table(c.funnel))
+            return
+        Console().print(funnel_table(c.funnel))
+        typer.echo(f"done: campaign {job}: {c.funnel.line()}", err=True)
 
 
 def export_command(job: JobArg, out: Annotated[Path, typer.Option("--out", help="The file: .csv, .xlsx or "
@@ -47,14 +51,15 @@ def export_command(job: JobArg, out: Annotated[Path, typer.Option("--out", help=
                    config: ConfigOption = None,
                    sheet: Annotated[Path | None, typer.Option(help="The sheet to take the rows' own columns from "
                                                                    "(default: the file the job was sent from).")]
-                   = None) -> None:
+                   = None, json: JsonOption = False) -> None:
     """Write one row per sheet row: the sheet's own columns, its request's status and
-    times, and the answers. Prints the report as JSON.
+    times, and the answers. Says what it wrote (the report as JSON with --json).
 
     Example: [bold]formsync campaign export spring --out spring.xlsx --config formsync.toml[/bold]
     """
     with command(config) as ctx:
         from pipelines.campaign import export_campaign
+        from pipelines.campaign.words import export_outcome
 
         fmt = FORMATS.get(out.suffix.lower())
         if fmt is None:
@@ -62,33 +67,53 @@ def export_command(job: JobArg, out: Annotated[Path, typer.Option("--out", help=
                              hint="end it in .csv, .xlsx or .parquet")
         _check_dir(out)
         report = export_campaign(ctx.store(), job, fmt, out, sheet=sheet)
-        print_report(report)
+        if json:
+            print_report(report)
         if report.sheet_problem:
             typer.echo(f"note: the sheet's own columns are left out: {report.sheet_problem}; give it with --sheet",
                        err=True)
+        if not json:
+            typer.echo(f"done: {export_outcome(report)}", err=True)
 
 
 def page_command(job: JobArg, out: Annotated[Path, typer.Option("--out", help="The HTML file to write.")],
-                 config: ConfigOption = None) -> None:
+                 config: ConfigOption = None, json: JsonOption = False) -> None:
     """Write the campaign's page: one self-contained HTML file with the funnel, the
-    responses over time and what each reminder round brought.
+    responses over time and what each reminder round brought, as of the service's time.
+    Says what it wrote (the funnel as JSON with --json).
 
     Example: [bold]formsync campaign page spring --out spring.html --config formsync.toml[/bold]
     """
     with command(config) as ctx:
+        import aiohttp
+
+        from connector.clock import service_now
         from pipelines.campaign import write_page
+        from pipelines.campaign.words import page_outcome
 
         _check_dir(out)
-        print_report(write_page(ctx.store(), job, out).funnel)
+        store, service = ctx.store(), ctx.settings().service
+        try:
+            now = ctx.run(service_now(service.base_url, seconds=service.timeout_seconds))
+        except (OSError, ValueError, aiohttp.ClientError, TimeoutError) as e:
+            now = store.clock()
+            typer.echo(f"note: the service at {service.base_url} did not say its time ({type(e).__name__}); "
+                       "the page is as of this machine's clock", err=True)
+        c = write_page(store, job, out, now)
+        if json:
+            print_report(c.funnel)
+        else:
+            typer.echo(f"done: {page_outcome(str(out), c.funnel, now)}", err=True)
 
 
 def remind_command(job: JobArg, config: ConfigOption = None,
                    idle: Annotated[str | None, typer.Option(help="Only requests idle at least this long: 30m, "
-                                                                 "12h, 3d, 2w.")] = None,
-                   dry_run: DryRun = False) -> None:
+                                                                 "12h, 3d, 2w (on the service's clock).")] = None,
+                   dry_run: DryRun = False, json: JsonOption = False) -> None:
     """Email a reminder to each pending request of the job (Pro plan or higher; one
-    manual reminder per request per 10 minutes, 8 at most). A request the service
-    refuses is listed with its row and reason. Prints the report as JSON.
+    manual reminder per request per 10 minutes, 8 at most). A request reminded less than
+    10 minutes ago is skipped without a call; one the service refuses is listed with its
+    row and reason. Says what it did (the report as JSON with --json).
 
     Example: [bold]formsync campaign remind spring --idle 3d --config formsync.toml[/bold]
     """
@@ -101,14 +126,16 @@ def remind_command(job: JobArg, config: ConfigOption = None,
             raise UsageError(str(e), where="--idle") from None
         ctx.service_settings()
         store = ctx.store()
-        print_report(ctx.with_client(lambda fc: act(fc, store, job, "remind", idle_ms=idle_ms, dry_run=dry_run)))
+        _said(ctx, ctx.with_client(lambda fc: act(fc, store, job, "remind", idle_ms=idle_ms, dry_run=dry_run)),
+              json)
 
 
 def close_command(job: JobArg, config: ConfigOption = None,
                   reason: Annotated[str | None, typer.Option(help="Why, kept on each canceled request.")] = None,
-                  dry_run: DryRun = False) -> None:
+                  dry_run: DryRun = False, json: JsonOption = False) -> None:
     """Close the campaign: cancel every request of the job still pending (their links stop
-    working). Safe to run again: it goes on where it stopped. Prints the report as JSON.
+    working). Safe to run again: it goes on where it stopped. Says what it did (the
+    report as JSON with --json).
 
     Example: [bold]formsync campaign close spring --reason "survey closed" --config formsync.toml[/bold]
     """
@@ -117,7 +144,27 @@ def close_command(job: JobArg, config: ConfigOption = None,
 
         ctx.service_settings()
         store = ctx.store()
-        print_report(ctx.with_client(lambda fc: act(fc, store, job, "close", reason=reason, dry_run=dry_run)))
+        _said(ctx, ctx.with_client(lambda fc: act(fc, store, job, "close", reason=reason, dry_run=dry_run)), json)
+
+
+def _said(ctx: Context, report: ActionReport, json: bool) -> None:
+    """A remind or close run's end: its sentences and ``done:`` line (or its JSON), and
+    exit 1 with one line when the service refused the workspace's plan."""
+    from pipelines.campaign.words import action_lines, action_outcome, plan_refusal
+
+    if json:
+        print_report(report)
+    else:
+        for line in action_lines(report):
+            typer.echo(line)
+    refused = plan_refusal(report)
+    if refused is not None:
+        typer.echo(Failure(ExitCode.FAILED, refused, where=f"campaign {report.job}",
+                           hint="upgrade the workspace to the Pro plan or higher").line(ctx.secrets()),
+                   err=True)
+        raise typer.Exit(int(ExitCode.FAILED))
+    if not json:
+        typer.echo(f"done: {action_outcome(report)}", err=True)
 
 
 def suppress_command(addresses: Annotated[list[str], typer.Argument(help="Email addresses never to send to.")],

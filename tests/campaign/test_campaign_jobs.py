@@ -1,70 +1,68 @@
 """The scheduled ``remind`` and ``close`` jobs, run by ``formsync run``'s scheduler against
 a real sandbox: a close job before its date does nothing and says so; after it, it
-cancels what is still pending, once; a remind job reminds, and its refusals (the
-10-minute rule) are that run's rows, not a failed run."""
+cancels what is still pending, once; a remind job reminds, and a run that finds every
+request reminded within the 10 minutes skips them without a call, recorded ``skipped``;
+a remind job set to run more often than that is refused at start."""
 
 from __future__ import annotations
 
 import asyncio
-import csv
 from pathlib import Path
 
 import pytest
 
-from connector.client import FormClient
 from connector.settings import load_settings
-from connector.store import Store
-from pipelines.outreach import run_outreach
+from pipelines.jobs import ConfigError
 from pipelines.scheduler import serve
 from tests.conftest import Sandbox
 from tests.pipelines.test_scheduler import runs, wait_for
+
+from .test_campaign_clock import sent_job
 
 pytestmark = pytest.mark.slow  # the scheduler started twice, each run a poll and calls: 10 s or more
 
 
 async def test_scheduled_remind_and_close(sandbox: Sandbox, tmp_path: Path) -> None:
-    await sandbox.helpers.limits_set(calls_per_minute=10000, creates_per_minute=10000)
-    db = f"sqlite:///{tmp_path}/store.db"
-    store = Store(db)
-    store.migrate()
-    sheet = tmp_path / "spring.csv"
-    with sheet.open("w", newline="") as fh:
-        w = csv.writer(fh)
-        w.writerow(["externalId", "name", "email"])
-        w.writerows([[f"c-{i}", f"Person {i}", f"p{i}@example.test"] for i in range(3)])
-    async with FormClient(sandbox.base_url, sandbox.pro.token, calls_per_minute=10000,
-                          creates_per_minute=10000) as fc:
-        assert (await run_outreach(fc, store, sheet, sandbox.pro.forms["Contact"], job="spring",
-                                   report_path=tmp_path / "r.csv")).sent == 3
-    cfg = tmp_path / "formsync.toml"
+    store, cfg = await sent_job(sandbox, tmp_path)
     cfg.write_text(
-        f'[store]\nurl = "{db}"\n[service]\nbase_url = "{sandbox.base_url}"\ntoken = "{sandbox.pro.token}"\n'
-        '[[jobs]]\nid = "remind"\nkind = "remind"\ninterval_seconds = 1\nparams = { job = "spring" }\n'
+        cfg.read_text() + f'token = "{sandbox.pro.token}"\n'
+        '[[jobs]]\nid = "tick"\nkind = "poll"\ninterval_seconds = 1\n'
+        '[[jobs]]\nid = "remind"\nkind = "remind"\nafter = "tick"\nparams = { job = "spring" }\n'
         '[[jobs]]\nid = "later"\nkind = "close"\ninterval_seconds = 1\nparams = { job = "spring", at = "2999-01-01" }\n')
     stop = asyncio.Event()
     task = asyncio.create_task(serve(load_settings(cfg), store, stop=stop))
     try:
         await wait_for(lambda: len(runs(store, "remind")) >= 2 and len(runs(store, "later")) >= 1
-                       and all(r.outcome == "ok" for r in runs(store)), 40, "two remind runs and a close run")
+                       and all(r.outcome in ("ok", "skipped") for r in runs(store)), 40,
+                       "two remind runs and a close run")
     finally:
         stop.set()
         await asyncio.wait_for(task, 20)
     first, second = sorted(runs(store, "remind"), key=lambda r: r.id or 0)[:2]
-    assert first.summary == "spring: reminded 3 of 3 pending, refused: none, no longer pending 0, 4 calls"
-    assert second.summary is not None and "refused: REMINDER_TOO_SOON 3" in second.summary
-    assert runs(store, "later")[0].summary == "nothing yet: closes from 2999-01-01T00:00:00+00:00"
+    assert (first.outcome, first.summary) == ("ok", "spring: reminded 3 of 3 pending requests; 4 calls")
+    assert (second.outcome, second.summary) == ("skipped", "spring: reminded 0 of 3 pending requests; 3 reminded "
+                                                           "less than 10 minutes ago, skipped without a call; 1 calls")
+    assert runs(store, "later")[0].summary == "spring: nothing yet: the campaign closes from " \
+                                              "2999-01-01T00:00:00+00:00; 0 calls"
 
-    cfg.write_text(cfg.read_text().replace("2999-01-01", "2020-01-01").replace(
-        'id = "remind"\nkind = "remind"\ninterval_seconds = 1', 'id = "remind"\nkind = "remind"\ninterval_seconds = 3600'))
+    cfg.write_text(cfg.read_text().replace("2999-01-01", "2020-01-01").replace('after = "tick"', 'interval_seconds = 1'))
+    with pytest.raises(ConfigError, match=r"job 'remind' \(remind\): runs every 1 s, more often than the service "
+                                          r"lets a request be reminded \(once per 10 minutes\); set interval_seconds "
+                                          r"= 600 or more"):
+        await serve(load_settings(cfg), store, stop=asyncio.Event())
+    cfg.write_text(cfg.read_text().replace('kind = "remind"\ninterval_seconds = 1', 'kind = "remind"\n'
+                                                                                  'interval_seconds = 3600'))
     stop = asyncio.Event()
     task = asyncio.create_task(serve(load_settings(cfg), store, stop=stop))
     try:
         await wait_for(lambda: len([r for r in runs(store, "later") if r.outcome == "ok" and r.summary
-                                    and r.summary.startswith("spring:")]) >= 2, 40, "the close job ran twice after its date")
+                                    and r.summary.startswith("spring: canceled")]) >= 2, 40,
+                       "the close job ran twice after its date")
     finally:
         stop.set()
         await asyncio.wait_for(task, 20)
     closing = [r.summary for r in sorted(runs(store, "later"), key=lambda r: r.id or 0) if r.summary
-               and not r.summary.startswith("nothing yet")]
-    assert closing[0].startswith("spring: canceled 3 of 3 pending") and closing[1].startswith("spring: canceled 0 of 0")
+               and "nothing yet" not in r.summary]
+    assert closing[0].startswith("spring: canceled 3 of 3 pending requests; the campaign is closed")
+    assert closing[1].startswith("spring: canceled 0 of 0 pending requests; the campaign is closed on ")
     assert {r.status for r in store.campaign.rows("spring")} == {"canceled"}

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
 import sqlalchemy as sa
 
 from connector.store import RequestRow, Store
@@ -84,3 +85,30 @@ def test_migration_0006_down_and_up_keeps_requests(db_url: str) -> None:
 def _ids(store: Store) -> set[str]:
     with store.database.engine.connect() as conn:
         return {r[0] for r in conn.execute(sa.text("SELECT id FROM formsync_requests"))}
+
+
+def test_reminder_times_and_the_skipped_outcome_then_0008_down_and_up(db_url: str) -> None:
+    store = Store(db_url)
+    try:
+        store.migrate()
+        store.ledger.open_job("spring", "form_contact", "/tmp/spring.csv", {})
+        store.ledger.record_pending("spring", [PendingRow("ext:c-0", 2, "h0", "k0")])
+        store.ledger.mark_sent("spring", "ext:c-0", "req_1")
+        store.upsert_requests([record("req_1", "pending", T0 + 1000)])
+        store.campaign.reminded({"req_1": T0 + 5000})
+        store.campaign.reminded({"req_1": T0 + 4000})  # older: left
+        store.upsert_requests([record("req_1", "pending", T0 + 6000, remindersSent=1)])  # a poll keeps it
+        assert store.campaign.rows("spring")[0].last_reminded_at == T0 + 5000
+        run = store.runs.start("r", "remind", scheduled_at=None, pid=1, host="h")
+        store.runs.finish(run, "skipped", summary="every request reminded too recently")
+        assert store.runs.last("r").outcome == "skipped"
+        with pytest.raises(sa.exc.IntegrityError):  # the outcomes are still checked
+            store.runs.finish(run, "maybe")
+        _to(store, "0006", down=True)
+        columns = {c["name"] for c in sa.inspect(store.database.engine).get_columns("formsync_requests")}
+        assert "last_reminded_at" not in columns and "req_1" in _ids(store)
+        store.migrate()
+        assert store.campaign.rows("spring")[0].last_reminded_at is None
+        assert store.runs.last("r").outcome == "ok"  # where skipped is unknown, a skipped run reads as ok
+    finally:
+        store.close()
