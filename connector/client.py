@@ -20,7 +20,7 @@ import random
 import time
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from datetime import datetime
-from typing import Any, ClassVar, TypeVar
+from typing import Any, ClassVar, Protocol, TypeVar
 
 import aiohttp
 import pydantic
@@ -62,6 +62,22 @@ CREATE_METHODS = frozenset({"requests.create", "documents.create"})
 # deduplicate them (requests.create with an idempotencyKey).
 UNSAFE_METHODS = frozenset({"requests.create", "forms.create", "folders.create", "documents.create",
                             "shareLinks.create", "webhooks.create", "requests.remind", "requests.replayCallback"})
+
+
+class TokenSource(Protocol):
+    """Where a client gets its token when it is not one static token (the stored grant,
+    ``connector.grant.GrantTokens``): ``key`` names the source for its shared pacer."""
+
+    key: str
+
+    async def token(self) -> SecretStr:
+        """The token to send now."""
+        ...
+
+    async def renew(self, stale: SecretStr) -> SecretStr:
+        """A token to send instead of ``stale``, which the service refused (401)."""
+        ...
+
 
 # API method name -> the FormClient method that calls it; filled by @api below.
 API_METHODS: dict[str, str] = {}
@@ -129,16 +145,21 @@ class FormClient:
     # API method name -> the method of this class that calls it (filled as the class body runs).
     API_METHODS: ClassVar[Mapping[str, str]] = API_METHODS
 
-    def __init__(self, base_url: str, token: str | SecretStr, *, calls_per_minute: int = 120,
+    def __init__(self, base_url: str, token: str | SecretStr | TokenSource, *, calls_per_minute: int = 120,
                  creates_per_minute: int = 60, rate_window: float = 60.0, max_retries: int = 5,
                  timeout: float = 30.0,
                  backoff_base: float = 0.5, backoff_cap: float = 30.0,
                  session: aiohttp.ClientSession | None = None, pacer: Pacer | None = None,
                  sleep: Sleep = asyncio.sleep, clock: Clock = time.monotonic) -> None:
         self.base_url = base_url.rstrip("/")
-        self._token = token if isinstance(token, SecretStr) else SecretStr(token)
-        if not self._token.get_secret_value():
-            raise ValueError("token is empty; give the workspace's API token")
+        # A token source (the stored grant) gives the token of each call; 401 asks it once for another.
+        self._source: TokenSource | None = None
+        if isinstance(token, str | SecretStr):
+            self._token = token if isinstance(token, SecretStr) else SecretStr(token)
+            if not self._token.get_secret_value():
+                raise ValueError("token is empty; give the workspace's API token")
+        else:
+            self._source, self._token = token, SecretStr("")
         if calls_per_minute < 1 or creates_per_minute < 1:
             raise ValueError("calls_per_minute and creates_per_minute must be 1 or more")
         if max_retries < 0:
@@ -164,16 +185,19 @@ class FormClient:
         self._token_state: errors.TokenState = "unknown"
 
     @classmethod
-    def from_settings(cls, service: ServiceSettings, **overrides: Any) -> FormClient:
+    def from_settings(cls, service: ServiceSettings, source: TokenSource | None = None,
+                      **overrides: Any) -> FormClient:
         """A client configured by the ``[service]`` settings (base URL, token, limits,
-        timeout, retries); ``overrides`` are passed on (``session``, ``sleep``...)."""
-        if service.token is None:
+        timeout, retries); ``source`` (the stored grant) gives the tokens when
+        ``service.token`` is not set; ``overrides`` are passed on (``session``, ``sleep``...)."""
+        token: SecretStr | TokenSource | None = service.token or source
+        if token is None:
             raise ValueError("service.token is not set: put it in the config file's [service] section or in "
-                             "FORMSYNC_SERVICE__TOKEN")
+                             "FORMSYNC_SERVICE__TOKEN, or run `formsync login`")
         options: dict[str, Any] = {
             "calls_per_minute": service.calls_per_minute, "creates_per_minute": service.creates_per_minute,
             "max_retries": service.max_retries, "timeout": service.timeout_seconds, **overrides}
-        return cls(service.base_url, service.token, **options)
+        return cls(service.base_url, token, **options)
 
     def __repr__(self) -> str:
         return f"FormClient(base_url={self.base_url!r}, token=SecretStr('**********'))"
@@ -181,7 +205,7 @@ class FormClient:
     @property
     def token_key(self) -> str:
         """A short hash that identifies the token (to share its pacer) without revealing it."""
-        return token_key(self._token.get_secret_value())
+        return self._source.key if self._source is not None else token_key(self._token.get_secret_value())
 
     @property
     def pacer(self) -> Pacer | None:
@@ -245,7 +269,7 @@ class FormClient:
                 async with pacer.slot(create=create) as waited:
                     self.stats["paced_seconds"] += waited
                     self.stats["calls"] += 1
-                    return await self._send(session, method, body)
+                    return await self._send_renewing(session, method, body)
             except errors.RateLimited as exc:
                 # A throttled call was refused, not run: repeating it is always safe. A bad
                 # token stays bad however long it waits, so failed-auth throttling is final.
@@ -275,8 +299,19 @@ class FormClient:
     def _backoff(self, attempt: int) -> float:
         return backoff_delay(attempt, self.backoff_base, self.backoff_cap)
 
-    async def _send(self, session: aiohttp.ClientSession, method: str, body: bytes) -> Any:
-        headers = {"Authorization": f"Bearer {self._token.get_secret_value()}",
+    async def _send_renewing(self, session: aiohttp.ClientSession, method: str, body: bytes) -> Any:
+        """Send with the token of now; a 401 to a token from a source is sent once more
+        with the token the source gives instead (refused before it acted: safe)."""
+        if self._source is None:
+            return await self._send(session, method, body, self._token)
+        token = await self._source.token()
+        try:
+            return await self._send(session, method, body, token)
+        except errors.Unauthorized:
+            return await self._send(session, method, body, await self._source.renew(token))
+
+    async def _send(self, session: aiohttp.ClientSession, method: str, body: bytes, token: SecretStr) -> Any:
+        headers = {"Authorization": f"Bearer {token.get_secret_value()}",
                    "Content-Type": "application/json", "Accept": "application/json"}
         started = time.monotonic()
         try:

@@ -16,7 +16,7 @@ import logging
 import time
 from collections.abc import Iterable
 
-from .client import FormClient
+from .client import FormClient, TokenSource
 from .errors import FormsyncError
 from .settings import ServiceSettings
 from .store import Store
@@ -51,9 +51,10 @@ class FieldListLearner:
     ``poke`` after each commit costs setting an event; the store is looked at once per
     ``every`` seconds at most while deliveries come in."""
 
-    def __init__(self, store: Store, service: ServiceSettings | None, *, every: float = 2.0) -> None:
-        self.store, self.every = store, every
-        self.service = service if service is not None and service.token is not None else None
+    def __init__(self, store: Store, service: ServiceSettings | None, tokens: TokenSource | None = None, *,
+                 every: float = 2.0) -> None:
+        self.store, self.every, self.tokens = store, every, tokens
+        self.service = service if service is not None and (service.token is not None or tokens is not None) else None
         self._wake = asyncio.Event()
         self._said: set[str] = set()  # forms named in the log already (no token)
         self._retry_at: dict[str, float] = {}  # forms the service would not list: when to ask again
@@ -96,7 +97,7 @@ class FieldListLearner:
         forms = [f for f in forms if self._retry_at.get(f, 0.0) <= now]
         if not forms:
             return []
-        async with FormClient.from_settings(self.service) as client:
+        async with FormClient.from_settings(self.service, self.tokens) as client:
             learnt = await learn_field_lists(client, self.store, forms)
         self._retry_at.update(dict.fromkeys(set(forms) - set(learnt), now + RETRY_SECONDS))
         return learnt

@@ -80,6 +80,7 @@ from prometheus_client import (
 from prometheus_client.registry import Collector
 from pydantic import SecretStr
 
+from .client import TokenSource
 from .committer import Committer, Result, committer_for
 from .delivery import (
     MAX_JSON_DEPTH,
@@ -321,7 +322,8 @@ class Receiver:
 
     def __init__(self, store: Store, settings: ReceiverSettings, *, custom_scheme: CustomScheme | None = None,
                  max_batch: int = DEFAULT_MAX_BATCH, now: Callable[[], float] | None = None,
-                 store_process: bool | None = None, service: ServiceSettings | None = None) -> None:
+                 store_process: bool | None = None, service: ServiceSettings | None = None,
+                 tokens: TokenSource | None = None) -> None:
         if not 1 <= max_batch <= 100_000:
             raise ValueError(f"max_batch must be between 1 and 100000, got {max_batch}")
         self.store, self.settings, self.now = store, settings, now
@@ -350,7 +352,7 @@ class Receiver:
         self._answered_200 = m.responses.labels("200")
         in_process = settings.store_process if store_process is None else store_process
         # Each new form's field list, learnt after commits (never on the acknowledgement path).
-        self.field_lists = FieldListLearner(store, service)
+        self.field_lists = FieldListLearner(store, service, tokens)
         # A batch still not committed a few answer bounds later: its database stopped answering.
         committer = committer_for(store, process=in_process,
                                   commit_timeout=_COMMIT_TIMEOUT_ANSWERS * settings.answer_timeout_seconds)
@@ -519,7 +521,7 @@ def event_paths(settings: ReceiverSettings) -> dict[Channel, str]:
 def create_receiver_app(store: Store, settings: ReceiverSettings, *, custom_scheme: CustomScheme | None = None,
                         max_batch: int = DEFAULT_MAX_BATCH, now: Callable[[], float] | None = None,
                         store_process: bool | None = None, service: ServiceSettings | None = None,
-                        collectors: Iterable[Collector] = ()) -> web.Application:
+                        tokens: TokenSource | None = None, collectors: Iterable[Collector] = ()) -> web.Application:
     """An aiohttp application that verifies, stores and acknowledges deliveries (see the
     module docstring for routes and answers). ``store`` must be migrated; the application
     does not close it. When ``settings.scheme`` is ``"custom"`` the scheme is
@@ -527,14 +529,14 @@ def create_receiver_app(store: Store, settings: ReceiverSettings, *, custom_sche
     replaces the clock used for the signature tolerance. ``store_process`` (default:
     ``settings.store_process``) commits in a process of its own that opens
     ``Store(store.url)``; false commits with ``store`` itself in a worker thread (keep
-    that for a store with its own clock or behaviour). ``service`` with a token lets
-    the receiver read each new form's ``fields.list`` once, after its first commit
+    that for a store with its own clock or behaviour). ``service`` with a token (or
+    ``tokens``, the stored grant) lets the receiver read each new form's ``fields.list`` once, after its first commit
     (``connector.field_lists``); without one it logs the forms whose schema stays
     provisional. ``collectors`` add their metrics to ``/metrics`` (``formsync receive``
     and ``run`` add the store's: jobs, scheduler). Raises ``ValueError`` for a configuration that cannot work (a malformed
     secret, a custom scheme without its definition)."""
     receiver = Receiver(store, settings, custom_scheme=custom_scheme, max_batch=max_batch, now=now,
-                        store_process=store_process, service=service)
+                        store_process=store_process, service=service, tokens=tokens)
     quiet_malformed_requests()
     # aiohttp's own body limit is not used: _read enforces max_body_bytes while streaming.
     for collector in collectors:
@@ -555,7 +557,8 @@ async def run_receiver(store: Store, settings: ReceiverSettings, *, host: str | 
                        on_ready: Callable[[str], None] | None = None, stop: asyncio.Event | None = None,
                        custom_scheme: CustomScheme | None = None, max_batch: int = DEFAULT_MAX_BATCH,
                        shutdown_timeout: float = 30.0, handle_signals: bool = True,
-                       service: ServiceSettings | None = None, collectors: Iterable[Collector] = ()) -> None:
+                       service: ServiceSettings | None = None, tokens: TokenSource | None = None,
+                       collectors: Iterable[Collector] = ()) -> None:
     """Serve the receiver on ``host``:``port`` (default: the settings') until SIGINT or
     SIGTERM (or until ``stop`` is set; with ``handle_signals`` false the caller owns the
     signals and sets ``stop``). ``on_ready`` gets the base URL once listening
@@ -564,7 +567,7 @@ async def run_receiver(store: Store, settings: ReceiverSettings, *, host: str | 
     event is committed before this returns. The store is not migrated or closed here."""
     tls = server_context(settings.tls_cert, settings.tls_key)
     app = create_receiver_app(store, settings, custom_scheme=custom_scheme, max_batch=max_batch, service=service,
-                              collectors=collectors)
+                              tokens=tokens, collectors=collectors)
     stop = stop or asyncio.Event()
     runner = web.AppRunner(app, handle_signals=False, shutdown_timeout=shutdown_timeout)
     with stop_on_signals(stop) if handle_signals else nullcontext():

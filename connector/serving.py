@@ -17,9 +17,11 @@ from __future__ import annotations
 import logging
 import os
 from collections.abc import AsyncIterator
+from pathlib import Path
 
 from aiohttp import web
 
+from .grant import stored_grant
 from .receiver import create_receiver_app
 from .settings import load_settings
 from .store import Store
@@ -36,10 +38,12 @@ async def receiver_app() -> web.Application:
     """A receiver application for one server worker: settings from ``FORMSYNC_CONFIG``
     and the ``FORMSYNC_*`` variables, the store at ``store.url`` migrated, and closed
     when the application stops."""
-    settings = load_settings(os.environ.get(CONFIG_ENV) or None)
+    config = os.environ.get(CONFIG_ENV) or None
+    settings = load_settings(config)
     store = Store(settings.store.url)
     store.migrate()
-    app = create_receiver_app(store, settings.receiver, service=settings.service)
+    tokens = stored_grant(store, settings, Path(config) if config else None)
+    app = create_receiver_app(store, settings.receiver, service=settings.service, tokens=tokens)
 
     async def close_store(_app: web.Application) -> AsyncIterator[None]:
         yield

@@ -109,6 +109,9 @@ class StoreSettings(Section):
     """The SQL database the connector writes to: SQLite by default, PostgreSQL by URL."""
 
     url: str = "sqlite:///formsync.db"
+    # The store's key (32 random bytes, mode 0600): what seals the secrets the store keeps.
+    # Unset: formsync.key beside the SQLite database, else beside the settings file.
+    key_file: Path | None = None
 
 
 class OutreachSettings(Section):
@@ -132,7 +135,7 @@ class ExportSettings(Section):
     formats: list[Literal["csv", "xlsx", "parquet"]] = ["csv"]
 
 
-NoticeKind = Literal["job_failed", "scheduler_stopped", "outreach_stalled"]
+NoticeKind = Literal["job_failed", "scheduler_stopped", "outreach_stalled", "token_expiring", "sign_in_lost"]
 
 
 class NotifySettings(Section):
@@ -143,7 +146,7 @@ class NotifySettings(Section):
     # A chat webhook URL holds its own credential in its path: kept secret like a token.
     webhook_url: SecretStr | None = None
     command: list[str] = []
-    on: list[NoticeKind] = ["job_failed", "scheduler_stopped", "outreach_stalled"]
+    on: list[NoticeKind] = ["job_failed", "scheduler_stopped", "outreach_stalled", "token_expiring", "sign_in_lost"]
     timeout_seconds: float = Field(10.0, gt=0)
     # ``formsync status --notify`` sends the same problems again after this long, not before.
     repeat_minutes: int = Field(60, ge=1)

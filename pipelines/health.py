@@ -14,6 +14,12 @@ STOPPED_AFTER_MS = 2 * 60 * 1000
 """A scheduler whose last beat is older than this has stopped (a restart within it is not a
 problem); ``FormsyncSchedulerStopped`` in config/alerts/formsync-rules.yml uses the same 120 s."""
 
+DAY_MS = 24 * 3600 * 1000
+TOKEN_WARN_BEFORE_MS = 7 * DAY_MS
+"""From day 23 of an API token's 30 (counted from its first use) status says it expires;
+``FormsyncApiTokenExpiring`` in config/alerts/formsync-rules.yml uses the same 7 days."""
+TOKEN_FIX = "run `formsync login` or set a new token"
+
 STALLED_AFTER_MS = 15 * 60 * 1000
 """An outreach job with rows still to send and no change for this long, while no scheduler
 is alive to finish it, has stalled."""
@@ -41,12 +47,34 @@ def problems(report: StatusReport, *, stalled_after_ms: int = STALLED_AFTER_MS) 
             found.append(Notice("job_failed", job.id,
                                  f"job {job.id} ({job.kind}): its last run failed; see the last errors "
                                  f"below and the scheduler's log"))
+    found += credential_problems(report)
     for p in report.outreach:
         idle = report.at - (p.last_change_at or report.at)
         if p.pending and not sched.alive and idle >= stalled_after_ms:
             found.append(Notice("outreach_stalled", p.job,
                                  f"outreach {p.job}: {p.pending:,} row(s) not sent, nothing sent for "
                                  f"{_ago(idle)}; run it again to continue"))
+    return found
+
+
+def credential_problems(report: StatusReport) -> list[Notice]:
+    """The token formsync calls with: an API token from day 23 after its first use (it
+    lasts 30 days from its making, which formsync cannot know: "at most"), a static OAuth
+    access token (one hour), and a stored sign-in the service refused for good."""
+    creds, found = report.credentials, []
+    by = creds.token_expires_by
+    if by is not None and report.at >= by - TOKEN_WARN_BEFORE_MS:
+        left = by - report.at
+        said = (f"the API token expires in at most {-(-left // DAY_MS)} days" if left > 0
+                else "the API token has expired (API tokens last 30 days)")
+        found.append(Notice("token_expiring", "service.token", f"{said}: {TOKEN_FIX}"))
+    if creds.token_kind == "oauth":
+        found.append(Notice("token_expiring", "service.token", "service.token is an OAuth access token (fbo_), which "
+                                                               "lasts one hour: run `formsync login` instead, and "
+                                                               "remove service.token"))
+    if creds.token_kind is None and creds.refused is not None:
+        found.append(Notice("sign_in_lost", "sign-in", f"the service refused the stored sign-in ({creds.refused}): "
+                                                       "run `formsync login`"))
     return found
 
 

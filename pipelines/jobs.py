@@ -276,17 +276,18 @@ def fingerprint(job: JobSettings) -> str:
     return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
-def check_jobs(settings: Settings) -> dict[str, _Params]:
+def check_jobs(settings: Settings, *, signed_in: bool = False) -> dict[str, _Params]:
     """Every job's params and trigger checked: job id -> params. The first problem is a
-    ``ConfigError``."""
+    ``ConfigError``. ``signed_in``: the store holds a sign-in (``formsync login``), which
+    serves the jobs that talk to the service when ``service.token`` is not set."""
     out: dict[str, _Params] = {}
     check_after(settings.jobs)
     for job in settings.jobs:
         out[job.id] = parse_params(job)
         check_spacing(job, trigger_for(job))
-        if job.kind in NEEDS_TOKEN and settings.service.token is None:
+        if job.kind in NEEDS_TOKEN and settings.service.token is None and not signed_in:
             raise ConfigError(f"job {job.id!r} ({job.kind}) talks to the service, but service.token is not set: "
-                              f"put it in the [service] section or in FORMSYNC_SERVICE__TOKEN")
+                              f"put it in the [service] section or in FORMSYNC_SERVICE__TOKEN, or run `formsync login`")
     return out
 
 

@@ -26,7 +26,8 @@ from .status import StatusReport, collect_status
 
 log = logging.getLogger("formsync.metrics")
 
-PROBLEM_KINDS: tuple[NoticeKind, ...] = ("scheduler_stopped", "job_failed", "outreach_stalled")
+PROBLEM_KINDS: tuple[NoticeKind, ...] = ("scheduler_stopped", "job_failed", "outreach_stalled", "token_expiring",
+                                         "sign_in_lost")
 OUTREACH_STATES = ("sent", "pending", "failed", "changed", "rejected")
 
 
@@ -55,6 +56,12 @@ def report_metrics(report: StatusReport) -> Iterator[GaugeMetricFamily]:
                                                        "store them (formsync dead-letters list).")
     aside.add_metric([], float(report.dead_letters))
     yield aside
+    by = report.credentials.token_expires_by
+    if by is not None:
+        left = GaugeMetricFamily("formsync_api_token_expiry_seconds", "Seconds until the API token (service.token) "
+                                 "expires at the latest: 30 days after formsync first used it.")
+        left.add_metric([], (by - report.at) / 1000)
+        yield left
     found = problems(report)
     family = GaugeMetricFamily("formsync_problems", "Problems formsync status reports, by kind.", labels=["kind"])
     for kind in PROBLEM_KINDS:

@@ -35,7 +35,8 @@ from apscheduler.events import EVENT_JOB_MISSED, EVENT_JOB_SUBMITTED, JobEvent, 
 from apscheduler.schedulers.asyncio import AsyncIOScheduler
 from pydantic import BaseModel
 
-from connector.client import FormClient
+from connector.client import FormClient, TokenSource
+from connector.grant import note_token_use
 from connector.settings import JobSettings, Settings
 from connector.store import LeaderLock, Store
 from connector.store.leader import holder_id
@@ -96,6 +97,7 @@ class JobRuntime:
     scheduled: dict[str, int] = field(default_factory=dict)  # job id -> planned fire time of the next run
     active: set[str] = field(default_factory=set)  # the jobs with a run going on
     due: set[str] = field(default_factory=set)  # followers to run again once their current run ends
+    tokens: TokenSource | None = None  # the stored grant, when service.token is not set
 
     @property
     def jobs(self) -> dict[str, JobSettings]:
@@ -180,7 +182,9 @@ class JobRuntime:
         if isinstance(params, FilesParams):  # downloads from the service's storage need no token
             return await archive_files(store, settings.service.base_url, params.to, form_ids=params.form,
                                        concurrency=params.concurrency)
-        async with FormClient.from_settings(settings.service) as fc:
+        if self.tokens is None:
+            await asyncio.to_thread(note_token_use, store, settings.service)
+        async with FormClient.from_settings(settings.service, self.tokens) as fc:
             if isinstance(params, OutreachParams):
                 if not params.sheet.is_file():
                     raise FileNotFoundError(f"sheet {params.sheet} does not exist")
@@ -266,11 +270,12 @@ async def _pause(stop: asyncio.Event, seconds: float) -> None:
 
 
 async def _lead(settings: Settings, store: Store, params: dict[str, Any], lock: LeaderLock, stop: asyncio.Event,
-                options: SchedulerOptions, on_state: Callable[[str], None] | None) -> None:
+                options: SchedulerOptions, on_state: Callable[[str], None] | None,
+                tokens: TokenSource | None = None) -> None:
     """Schedule the jobs while this process holds the lock and ``stop`` is not set; on
     the way out, let running jobs finish (``stop_timeout_seconds``) and stop the scheduler."""
     global _active
-    rt = JobRuntime(settings, store, params)
+    rt = JobRuntime(settings, store, params, tokens=tokens)
     holder = holder_id()
     stale = await asyncio.to_thread(rt.mark_interrupted)
     if stale:
@@ -334,16 +339,18 @@ def _missed(event: JobEvent) -> None:
 
 async def serve(settings: Settings, store: Store, *, stop: asyncio.Event | None = None,
                 options: SchedulerOptions | None = None, on_state: Callable[[str], None] | None = None,
-                on_receiver_ready: Callable[[str], None] | None = None) -> None:
+                on_receiver_ready: Callable[[str], None] | None = None, tokens: TokenSource | None = None) -> None:
     """Run the configured jobs (and the receiver when enabled) until SIGINT, SIGTERM or
     ``stop``. The store must be migrated. The jobs are checked first (``ConfigError``).
-    ``on_state`` hears ``waiting`` and ``leading``; ``on_receiver_ready`` the receiver's URL."""
+    ``on_state`` hears ``waiting`` and ``leading``; ``on_receiver_ready`` the receiver's URL.
+    ``tokens`` (the stored grant, ``connector.grant.stored_grant``) serves every job and the
+    receiver when ``service.token`` is not set."""
     from connector.receiver import run_receiver
     from connector.signals import stop_on_signals
 
     from .metrics import StoreCollector
 
-    params = check_jobs(settings)
+    params = check_jobs(settings, signed_in=tokens is not None)
     # Each run logs its own start and outcome; APScheduler's "executed successfully" would
     # follow a failed run too, since a failure is recorded rather than raised.
     logging.getLogger("apscheduler.executors").setLevel(logging.WARNING)
@@ -353,7 +360,7 @@ async def serve(settings: Settings, store: Store, *, stop: asyncio.Event | None 
         receiver: asyncio.Task[None] | None = None
         if settings.receiver.enabled:
             receiver = asyncio.create_task(run_receiver(store, settings.receiver, stop=stop, on_ready=on_receiver_ready,
-                                                        handle_signals=False, service=settings.service,
+                                                        handle_signals=False, service=settings.service, tokens=tokens,
                                                         collectors=[StoreCollector(settings, store)]))
             # A receiver that ends (a port in use) stops the scheduler too, leading or not.
             receiver.add_done_callback(lambda _: stop.set())
@@ -364,7 +371,7 @@ async def serve(settings: Settings, store: Store, *, stop: asyncio.Event | None 
                 held = await asyncio.to_thread(lock.try_acquire) if settings.jobs else False
                 if held:
                     waiting_said = False
-                    await _lead(settings, store, params, lock, stop, options, on_state)
+                    await _lead(settings, store, params, lock, stop, options, on_state, tokens)
                     continue
                 if settings.jobs and not waiting_said:
                     log.info("another process holds the scheduler lock; waiting to take over")

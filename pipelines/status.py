@@ -12,6 +12,8 @@ from rich.table import Table
 from rich.text import Text
 
 from connector.field_lists import PROVISIONAL_FIX
+from connector.grant import token_kind
+from connector.pacing import token_key
 from connector.settings import Settings
 from connector.store import FormField, JobRun, OutreachRow, RawEvent, RequestRow, Store, Suppression
 
@@ -99,6 +101,42 @@ class RecentError(BaseModel):
     error: str
 
 
+API_TOKEN_DAYS = 30  # an API token (fb_) expires this long after it was made; it cannot be extended
+
+
+class Credentials(BaseModel):
+    """Which token formsync calls the service with, as far as the store tells: a static
+    ``service.token`` (its kind, and when formsync first used it), or the sign-in of
+    ``formsync login`` (its workspace, its last refresh, a refusal for good)."""
+
+    token_kind: str | None = None  # api (fb_) or oauth (fbo_), when service.token is set
+    token_first_used_at: int | None = None
+    signed_in: bool = False  # a sign-in is stored for service.base_url
+    workspace_id: str | None = None
+    refreshed_at: int | None = None
+    refused: str | None = None  # why the service refused the stored chain for good (invalid_grant)
+
+    @property
+    def token_expires_by(self) -> int | None:
+        """The latest the API token can expire (epoch ms): 30 days after its first use."""
+        if self.token_kind != "api" or self.token_first_used_at is None:
+            return None
+        return self.token_first_used_at + API_TOKEN_DAYS * 24 * 3600 * 1000
+
+    def line(self, now_ms: int) -> str:
+        if self.token_kind == "oauth":
+            return "Service token: an OAuth access token (fbo_), which lasts one hour"
+        if self.token_kind == "api":
+            by = self.token_expires_by
+            left = "" if by is None else f", expires {_when(by)} UTC at the latest"
+            return f"Service token: an API token (fb_){left}" + (", set beside a stored sign-in" if self.signed_in
+                                                                  else "")
+        if self.signed_in:
+            return (f"Service sign-in: workspace {self.workspace_id}, renewed {_when(self.refreshed_at)} UTC"
+                    + (f"; refused by the service ({self.refused})" if self.refused else ""))
+        return "Service token: none (set service.token or run formsync login)"
+
+
 class StatusReport(BaseModel):
     at: int = 0  # when it was read (epoch ms)
     store_empty: bool = True  # no job run, outreach, request or delivery stored yet
@@ -112,6 +150,7 @@ class StatusReport(BaseModel):
     dead_letters: int = 0  # correctly signed events set aside: no database can store them
     errors: list[RecentError] = []
     provisional_forms: list[str] = []  # schemas learnt from answers only (no fields.list stored)
+    credentials: Credentials = Credentials()
 
 
 def collect_status(settings: Settings, store: Store) -> StatusReport:
@@ -143,10 +182,24 @@ def collect_status(settings: Settings, store: Store) -> StatusReport:
     if FormField.__tablename__ in tables:
         report.provisional_forms = store.provisional_forms()
     report.dead_letters = store.dead_letters.count()
+    report.credentials = _credentials(settings, store)
     report.errors = sorted(report.errors, key=lambda e: e.at, reverse=True)[:ERRORS_SHOWN]
     report.store_empty = not (any(j.runs for j in report.jobs) or report.outreach or report.requests
                               or report.events_received or report.dead_letters)
     return report
+
+
+def _credentials(settings: Settings, store: Store) -> Credentials:
+    out = Credentials()
+    if settings.service.token is not None:
+        value = settings.service.token.get_secret_value()
+        out.token_kind = token_kind(value)
+        out.token_first_used_at = store.grants.token_first_used(token_key(value))
+    row = store.grants.get(settings.service.base_url.rstrip("/"))
+    if row is not None and row.refresh_token is not None:
+        out.signed_in, out.workspace_id, out.refreshed_at, out.refused = (True, row.workspace_id, row.refreshed_at,
+                                                                            row.failure)
+    return out
 
 
 def _add_runs(report: StatusReport, store: Store) -> None:
@@ -249,5 +302,5 @@ def render_status(report: StatusReport) -> Group:
         errors.add_row("-", "(none)", "")
     schemas = ([Text(f"Provisional schemas (fields from answers only): {', '.join(report.provisional_forms)}"),
                 Text(f"  fix: {PROVISIONAL_FIX}")] if report.provisional_forms else [])
-    return Group(Text(report.scheduler.line(report.at)), jobs, *outreach, requests, Text(received), Text(aside),
-                 *schemas, errors)
+    return Group(Text(report.scheduler.line(report.at)), Text(report.credentials.line(report.at)), jobs, *outreach,
+                 requests, Text(received), Text(aside), *schemas, errors)

@@ -22,6 +22,7 @@ from .database import Database
 from .deadletters import DeadLetterReads
 from .events import EventReads
 from .exports import ExportReads
+from .grants import GrantRows
 from .jobstore import ScheduledJobs
 from .keeper import ViewKeeper
 from .leader import LOCK_NAME, LeaderLock
@@ -128,6 +129,7 @@ class Store:
         self.campaign = CampaignReads(self._db, clock)  # each job's rows with their requests; suppression
         self.ledger = OutreachLedger(self._db, clock)  # outreach jobs and the state of each sheet row
         self._views = ViewKeeper(self._db.engine, clock)  # each form's field list and typed view
+        self.grants = GrantRows(self._db, clock)  # formsync login's sign-in; static tokens' first use
 
     @property
     def backend(self) -> str:

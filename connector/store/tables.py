@@ -250,6 +250,46 @@ class SchedulerLease(StoreModel, table=True):
     expires_at: int = Field(sa_type=BigInteger)
 
 
+class OAuthGrant(StoreModel, table=True):
+    """The sign-in of ``formsync login`` to one service: the OAuth client it registered
+    (kept after ``logout``), and while signed in, the workspace, the access token and the
+    one-use refresh token. Secrets are sealed with the store's key (``connector.keyfile``,
+    ``key_id`` names the key); ``generation`` grows with each new token pair, so a process
+    sees that another refreshed before it. ``failure`` holds why a refresh was refused for
+    good (``invalid_grant``): the chain is gone and ``formsync login`` is needed."""
+
+    __tablename__ = "formsync_oauth_grants"
+
+    service_url: str = Field(primary_key=True)
+    client_id: str
+    client_secret: bytes | None = Field(default=None, sa_type=LargeBinary)
+    key_id: str
+    workspace_id: str | None = None
+    scope: str | None = Field(default=None, sa_type=Text)
+    access_token: bytes | None = Field(default=None, sa_type=LargeBinary)
+    access_expires_at: int | None = Field(default=None, sa_type=BigInteger)
+    refresh_token: bytes | None = Field(default=None, sa_type=LargeBinary)
+    refresh_expires_at: int | None = Field(default=None, sa_type=BigInteger)
+    generation: int = Field(default=0, sa_type=BigInteger)
+    signed_in_at: int | None = Field(default=None, sa_type=BigInteger)
+    refreshed_at: int | None = Field(default=None, sa_type=BigInteger)
+    failure: str | None = Field(default=None, sa_type=Text)
+    failed_at: int | None = Field(default=None, sa_type=BigInteger)
+
+
+class TokenUse(StoreModel, table=True):
+    """When formsync first (and last) used a static ``service.token``, by its fingerprint
+    (``connector.pacing.token_key``), never the token: an API token lasts 30 days from
+    its making, so its first use bounds how long it has left."""
+
+    __tablename__ = "formsync_token_uses"
+
+    fingerprint: str = Field(primary_key=True)
+    kind: str  # api (fb_) or oauth (fbo_)
+    first_used_at: int = Field(sa_type=BigInteger)
+    last_used_at: int = Field(sa_type=BigInteger)
+
+
 class FormField(StoreModel, table=True):
     """A field of a form the store knows, for the form's typed view (``views``): from
     ``fields.list`` (its order, type, title and choices), or learnt from a received

@@ -167,7 +167,7 @@ def views(
         from pipelines.views import refresh_views
 
         store = ctx.store()
-        if ctx.settings().service.token is None:
+        if ctx.settings().service.token is None and not ctx.signed_in():
             print_report(ctx.run(refresh_views(store, None, form_id=form)))
         else:
             print_report(ctx.with_client(lambda fc: refresh_views(store, fc, form_id=form)))
@@ -276,6 +276,9 @@ def status(
             ctx.run(send_problems(settings.notify, store, found))
         for p in found:
             typer.echo(p.line(), err=True)
+        if report.credentials.token_kind is not None and report.credentials.signed_in:
+            typer.echo("warning: service.token is set beside a stored sign-in: the token wins; remove it to use the "
+                       "sign-in", err=True)
     if found:
         raise typer.Exit(int(ExitCode.ATTENTION))
 

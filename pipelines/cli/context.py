@@ -20,13 +20,14 @@ from .errors import UsageError, WorkFailed, explain, first_line, scrub
 
 if TYPE_CHECKING:
     from connector.client import FormClient
+    from connector.grant import GrantTokens
     from connector.settings import Settings
     from connector.store import Store
 
 T = TypeVar("T")
 log = logging.getLogger("formsync.cli")
 _PASSWORD = re.compile(r"://[^/@\s:]*:([^@\s]+)@")
-TOKEN_HINT = "put it in the [service] section or in FORMSYNC_SERVICE__TOKEN"
+TOKEN_HINT = "put it in the [service] section or in FORMSYNC_SERVICE__TOKEN, or run `formsync login`"
 
 
 class Context:
@@ -55,11 +56,36 @@ class Context:
         return self._settings
 
     def service_settings(self) -> Settings:
-        """The settings, which must hold ``service.token``."""
+        """The settings, which must hold ``service.token`` or find a sign-in in the store
+        (``formsync login``)."""
         settings = self.settings()
-        if settings.service.token is None:
+        if settings.service.token is None and not self.signed_in():
             raise UsageError("service.token is not set", where=self.where, hint=TOKEN_HINT)
         return settings
+
+    def signed_in(self) -> bool:
+        """Whether the store holds a sign-in to ``service.base_url`` (a SQLite file that
+        does not exist yet holds none, and is not made to say so)."""
+        from connector.store import Store
+
+        probe = Store(self.settings().store.url)  # read only: the command's own store may not migrate
+        try:
+            row = probe.grants.get(self.settings().service.base_url.rstrip("/")) if probe.exists() else None
+        finally:
+            probe.close()
+        return row is not None and row.refresh_token is not None
+
+    def key_file(self) -> Path:
+        """The store's key file: ``store.key_file``, else beside the database or the settings."""
+        from connector.grant import key_path
+
+        return key_path(self.settings().store, self.config)
+
+    def grant(self) -> GrantTokens | None:
+        """The stored grant's token source, when ``service.token`` is not set and a sign-in is stored."""
+        from connector.grant import stored_grant
+
+        return stored_grant(self.store(), self.settings(), self.config)
 
     def store(self, url: str | None = None, *, migrate: bool = True, where: str | None = None) -> Store:
         """The store at ``url`` (default: ``store.url``), migrated unless ``migrate`` is
@@ -129,13 +155,17 @@ class Context:
 
     def with_client(self, work: Callable[[FormClient], Awaitable[T]], **overrides: Any) -> T:
         """Run ``work`` with a service client made from the settings (``overrides`` on
-        top, e.g. ``max_retries``); the settings must hold ``service.token``."""
+        top, e.g. ``max_retries``); the settings must hold ``service.token``, or the store a sign-in."""
         from connector.client import FormClient
+        from connector.grant import note_token_use
 
         service = self.service_settings().service
+        source = self.grant()  # None with service.token
+        if source is None:
+            note_token_use(self.store(), service)
 
         async def go() -> T:
-            async with FormClient.from_settings(service, **overrides) as fc:
+            async with FormClient.from_settings(service, source, **overrides) as fc:
                 return await work(fc)
 
         return self.run(go())

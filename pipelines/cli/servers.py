@@ -107,7 +107,7 @@ def receive(
             typer.echo(f"formsync receiver listening on {url}{paths['any']} "
                        f"(callbacks: {paths['callbacks']}, webhooks: {paths['webhooks']})", color=False)
 
-        ctx.serve(run_receiver(store, rs, host=host, port=port, on_ready=ready, service=service,
+        ctx.serve(run_receiver(store, rs, host=host, port=port, on_ready=ready, service=service, tokens=ctx.grant(),
                                collectors=[StoreCollector(ctx.settings(), store)]))
 
 
@@ -135,7 +135,8 @@ def run(
         from pipelines.scheduler import SchedulerOptions, serve
 
         settings = ctx.settings()
-        check_job_files(check_jobs(settings), ctx.where)  # before anything starts, not even the database
+        # Before anything starts, not even the database (a sign-in is looked for, never made).
+        check_job_files(check_jobs(settings, signed_in=ctx.signed_in()), ctx.where)
         if settings.receiver.enabled:
             from connector.tls import server_context
 
@@ -145,7 +146,7 @@ def run(
                              where=ctx.where)
         options = SchedulerOptions(lock_poll_seconds=lock_poll_seconds, lease_seconds=lease_seconds,
                                    stop_timeout_seconds=stop_timeout)
-        ctx.serve(serve(settings, ctx.store(), options=options,
+        ctx.serve(serve(settings, ctx.store(), options=options, tokens=ctx.grant(),
                         on_state=lambda state: typer.echo(f"formsync scheduler {state}", err=True),
                         on_receiver_ready=lambda url: typer.echo(f"formsync receiver listening on {url}",
                                                                  err=True)))

@@ -106,7 +106,7 @@ def test_a_missing_token_is_a_usage_error_before_the_database_is_touched(command
     assert "service.token is not set" in line, line
     if command != "run":  # run names the job that needs it instead
         assert line.endswith("service.token is not set; put it in the [service] section or in "
-                             "FORMSYNC_SERVICE__TOKEN"), line
+                             "FORMSYNC_SERVICE__TOKEN, or run `formsync login`"), line
     assert not db.exists()
 
 

@@ -2,7 +2,7 @@
 a file or signature answer, with the sha256, size and location of its bytes.
 
 Revision ID: 0015
-Revises: 0006
+Revises: 0011
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ import sqlalchemy as sa
 from alembic import op
 
 revision = "0015"
-down_revision = "0006"
+down_revision = "0011"
 branch_labels = None
 depends_on = None
 
