@@ -51,6 +51,7 @@ from .jobs import (
     FilesParams,
     OutreachParams,
     PollParams,
+    PurgeParams,
     RemindParams,
     SyncParams,
     check_jobs,
@@ -62,6 +63,7 @@ from .jobs import (
 from .notify import Notice
 from .outreach import run_outreach
 from .poll import poll_once
+from .purge import purge
 from .sync import sync_all, sync_form
 
 log = logging.getLogger("formsync.scheduler")
@@ -198,6 +200,8 @@ class JobRuntime:
                     suppression_file=out.suppression_file, suppress_bounced=out.suppress_bounced)
             if isinstance(params, PollParams):
                 return await poll_once(fc, store, form_id=params.form)
+            if isinstance(params, PurgeParams):
+                return await purge(fc, store, params.form)
             if isinstance(params, RemindParams):
                 idle = parse_idle(params.idle) if params.idle is not None else None
                 return await act(fc, store, params.job, "remind", idle_ms=idle, stop=self.stopping)

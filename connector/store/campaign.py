@@ -4,15 +4,16 @@ outreach must not send to (the suppression list and every address that bounced).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 from sqlalchemy import func, or_, update
 from sqlmodel import col, select
 
 from .database import Database
-from .tables import REQUESTS, OutreachJob, OutreachRow, RequestRow, Suppression, request_answers
+from .erasure import ERASED, erasure_hash
+from .tables import REQUESTS, Erasure, OutreachJob, OutreachRow, RequestRow, Suppression, request_answers
 
 # Delivery statuses that keep an address out of every later job.
 UNDELIVERABLE = ("bounced", "complained")
@@ -45,6 +46,33 @@ class CampaignRow:
     last_reminded_at: int | None = None  # the service's time of formsync's last requests.remind
 
 
+@dataclass(frozen=True, eq=False)  # compared as a mapping, by its listed addresses
+class Suppressed(Mapping[str, str]):
+    """The addresses outreach must skip, lower-cased, with why: those ``listed`` by
+    address, and the erased ones, kept only as keyed hashes (``erasure_hash`` with
+    ``key``): looking an erased address up answers ``erased``, iterating never shows it."""
+
+    listed: Mapping[str, str]
+    erased: frozenset[str] = frozenset()
+    key: bytes = field(default=b"", repr=False)
+
+    def __getitem__(self, email: str) -> str:
+        if email in self.listed:
+            return self.listed[email]
+        if self.erased and erasure_hash(self.key, "email", email) in self.erased:
+            return ERASED.strip("[]")
+        raise KeyError(email)
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.listed)
+
+    def __len__(self) -> int:
+        return len(self.listed) + len(self.erased)
+
+    def __contains__(self, email: object) -> bool:
+        return isinstance(email, str) and self.get(email) is not None
+
+
 _REQUEST_COLUMNS = ("status", "delivery_status", "recipient_email", "recipient_name", "external_id", "url",
                     "created_at", "opened_at", "started_at", "last_activity_at", "completed_at", "expired_at",
                     "canceled_at", "reminders_sent", "is_test", "last_reminded_at")
@@ -53,8 +81,8 @@ _REQUEST_COLUMNS = ("status", "delivery_status", "recipient_email", "recipient_n
 class CampaignReads:
     """The campaign repository (``store.campaign``)."""
 
-    def __init__(self, db: Database, clock: Callable[[], int]) -> None:
-        self._db, self._clock = db, clock
+    def __init__(self, db: Database, clock: Callable[[], int], key: Callable[[], bytes]) -> None:
+        self._db, self._clock, self._key = db, clock, key
 
     def job(self, name: str) -> OutreachJob | None:
         """The outreach job named ``name``, or None."""
@@ -104,9 +132,10 @@ class CampaignReads:
 
     # -- suppression --------------------------------------------------------------------
 
-    def suppressed(self) -> dict[str, str]:
-        """Lower-cased address -> why outreach must skip it: listed (``listed: reason``)
-        or ``bounced`` / ``complained`` on any stored request."""
+    def suppressed(self) -> Suppressed:
+        """Lower-cased address -> why outreach must skip it: listed (``listed: reason``),
+        ``bounced`` / ``complained`` on any stored request, or ``erased`` (``formsync
+        erase``; the store's key is read only when an address was erased)."""
         out: dict[str, str] = {}
         with self._db.reader() as s:
             for email, status in s.exec(
@@ -116,7 +145,8 @@ class CampaignReads:
                 out[email] = str(status)
             for row in s.exec(select(Suppression)):
                 out[row.email] = f"listed: {row.reason}" if row.reason else "listed"
-        return out
+            erased = frozenset(s.exec(select(Erasure.hash).where(Erasure.kind == "email")))
+        return Suppressed(out, erased, self._key() if erased else b"")
 
     def suppress(self, emails: Iterable[str], reason: str | None = None) -> int:
         """Add addresses to the suppression list (lower-cased); returns how many were new."""

@@ -31,12 +31,14 @@ Batch = Sequence[tuple[Any, ...]]
 @dataclass(frozen=True)
 class ExportFilter:
     """Which rows an export reads: of one form, submitted (requests: created) at or
-    after ``since_ms``, answers of the ``fields`` only, requests of one ``status``."""
+    after ``since_ms``, answers of the ``fields`` only, requests of one ``status``; the
+    submissions the service no longer has (``gone_at``) only with ``include_gone``."""
 
     form_id: str | None = None
     since_ms: int | None = None
     fields: tuple[str, ...] | None = None
     status: str | None = None
+    include_gone: bool = False
 
 
 def json_value(value: Any) -> Any:
@@ -166,8 +168,11 @@ class ExportReads:
 
 
 def _submissions_of(stmt: Select[Any], f: ExportFilter) -> Select[Any]:
-    """``stmt`` narrowed to the submissions ``f`` selects (its form, submitted since)."""
+    """``stmt`` narrowed to the submissions ``f`` selects (its form, submitted since, still
+    on the service unless ``include_gone``)."""
     t = SUBMISSIONS.c
+    if not f.include_gone:
+        stmt = stmt.where(t.gone_at.is_(None))
     if f.form_id is not None:
         stmt = stmt.where(t.form_id == f.form_id)
     return stmt if f.since_ms is None else stmt.where(t.submitted_at >= f.since_ms)

@@ -107,6 +107,9 @@ class SubmissionRow(StoreModel, table=True):
     last_event_id: str | None = None  # the event behind the stored version; null when it came from a read
     observed_at: int = Field(sa_type=BigInteger)  # when the service showed this version (event createdAt or read time)
     stored_at: int = Field(sa_type=BigInteger)
+    # When ``formsync sync --reconcile`` noticed the service no longer has it (deleted, its
+    # form trashed); views, exports and frames leave such rows out unless asked.
+    gone_at: int | None = Field(default=None, sa_type=BigInteger)
 
 
 class RequestRow(StoreModel, table=True):
@@ -358,6 +361,34 @@ class ArchivedFile(StoreModel, table=True):
     archived_at: int = Field(sa_type=BigInteger)
 
 
+
+class Erasure(StoreModel, table=True):
+    """A tombstone of ``formsync erase``: the keyed hash (HMAC-SHA256 with the store's key,
+    ``connector.store.erasure.erasure_hash``) of an erased address, external id or
+    submission, request or event id, never the value. Every ingest path drops what a
+    tombstone names, and outreach never sends to an erased address."""
+
+    __tablename__ = "formsync_erasures"
+
+    hash: str = Field(primary_key=True)
+    kind: str  # email | external_id | submission | request | event
+    erased_at: int = Field(sa_type=BigInteger)
+
+
+class Deletion(StoreModel, table=True):
+    """One removal from the store, written in the transaction that removed it: what
+    (``kind``: submission, request, event, ...), its id, its form, why (``erase``,
+    ``purge`` or ``reconciled``) and when. A load passes these on as hard deletes."""
+
+    __tablename__ = "formsync_deletions"
+
+    id: int | None = Field(default=None, primary_key=True)
+    kind: str
+    item_id: str = Field(index=True)
+    form_id: str | None = None
+    reason: str
+    deleted_at: int = Field(sa_type=BigInteger)
+
 # The tables as SQLAlchemy Core sees them, for the writers' statements.
 EVENTS: Table = RawEvent.__table__  # type: ignore[attr-defined]
 SUBMISSIONS: Table = SubmissionRow.__table__  # type: ignore[attr-defined]
@@ -365,6 +396,8 @@ REQUESTS: Table = RequestRow.__table__  # type: ignore[attr-defined]
 CURSORS: Table = SyncCursor.__table__  # type: ignore[attr-defined]
 FORM_FIELDS: Table = FormField.__table__  # type: ignore[attr-defined]
 DEAD_LETTERS: Table = DeadLetter.__table__  # type: ignore[attr-defined]
+ERASURES: Table = Erasure.__table__  # type: ignore[attr-defined]
+DELETIONS: Table = Deletion.__table__  # type: ignore[attr-defined]
 METADATA = StoreModel.metadata  # what the migrations build
 
 

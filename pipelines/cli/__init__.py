@@ -13,7 +13,7 @@ from typing import Annotated
 
 import typer
 
-from . import batch, campaign, dead_letters, files, login, servers, subscribe
+from . import batch, campaign, dead_letters, erase, files, login, purge, servers, subscribe
 from .helptext import summary
 from .usage import FormsyncGroup
 
@@ -25,7 +25,8 @@ app = typer.Typer(cls=FormsyncGroup, no_args_is_help=True, add_completion=False,
 for _fn, _name in ((servers.sandbox, "sandbox"), (servers.receive, "receive"), (batch.poll, "poll"),
                    (batch.sync, "sync"), (batch.export, "export"), (batch.views, "views"), (batch.outreach, "outreach"),
                    (batch.demo, "demo"), (servers.run, "run"), (batch.status, "status"),
-                   (login.login, "login"), (login.logout, "logout"), (files.files, "files")):
+                   (login.login, "login"), (login.logout, "logout"), (files.files, "files"),
+                   (erase.erase, "erase"), (purge.purge, "purge")):
     app.command(_name, short_help=summary(_fn))(_fn)
 app.add_typer(subscribe.app, name="subscribe", short_help="The receiver's webhook subscriptions: list, create, "
                                                           "secret, remove, check.")

@@ -92,7 +92,7 @@ def _counts(plan: Plan, claims: Mapping[str, Claim]) -> RunCounts:
                      changed=said.count("changed"), left=said.count("send"))
 
 
-def _suppressed(store: Store | None, file: Path | None, bounced: bool) -> dict[str, str]:
+def _suppressed(store: Store | None, file: Path | None, bounced: bool) -> Mapping[str, str]:
     try:
         return suppressed_addresses(store, file, bounced=bounced)
     except (OSError, UnicodeDecodeError) as e:

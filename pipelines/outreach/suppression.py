@@ -13,6 +13,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from connector.store import Store
+from connector.store.campaign import Suppressed
 
 from .plan import Plan
 from .values import Problem
@@ -57,14 +58,17 @@ def read_suppression_file(path: Path) -> dict[str, str]:
     return {c.strip().lower(): f"listed in {path.name}" for c in cells if "@" in c}
 
 
-def suppressed_addresses(store: Store | None, file: Path | None, *, bounced: bool = True) -> dict[str, str]:
-    """Every suppressed address with why: the file's, the store's list and, with
-    ``bounced``, the addresses that bounced or complained in any job."""
+def suppressed_addresses(store: Store | None, file: Path | None, *, bounced: bool = True) -> Suppressed:
+    """Every suppressed address with why: the file's, the store's list, the erased ones
+    (``formsync erase``, kept as keyed hashes) and, with ``bounced``, the addresses that
+    bounced or complained in any job."""
     out: dict[str, str] = {}
+    stored = Suppressed({})
     if store is not None and store.exists() and "formsync_suppressions" in store.table_names():
-        for email, why in store.campaign.suppressed().items():
+        stored = store.campaign.suppressed()
+        for email, why in stored.items():
             if bounced or why.startswith("listed"):
                 out[email] = why
     if file is not None:
         out.update(read_suppression_file(file))
-    return out
+    return replace(stored, listed=out)
