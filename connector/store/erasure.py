@@ -275,10 +275,7 @@ def marks_of(row: Mapping[str, Any], kind: str) -> list[tuple[str, str]]:
 
 
 def barred(conn: Connection, key: Callable[[], bytes], marks: Sequence[Sequence[tuple[str, str]]]) -> set[int]:
-    """Which items (their places in ``marks``, one list of marks per item) a tombstone
-    names. No tombstone kept: none, and the key is not read."""
-    if conn.execute(select(ERASURES.c.hash).limit(1)).first() is None:
-        return set()
+    """Which items (their places in ``marks``, one list of marks per item) a tombstone names."""
     k = key()
     hashed = [{erasure_hash(k, kind, value) for kind, value in item} for item in marks]
     every = sorted(set().union(*hashed)) if hashed else []
@@ -287,3 +284,8 @@ def barred(conn: Connection, key: Callable[[], bytes], marks: Sequence[Sequence[
         kept.update(conn.execute(select(ERASURES.c.hash).where(ERASURES.c.hash.in_(every[start:start + _BATCH])))
                     .scalars())
     return {i for i, hs in enumerate(hashed) if hs & kept}
+
+
+def any_erased(conn: Connection) -> bool:
+    """Whether a tombstone is kept (none: ingest need not look, nor read the key)."""
+    return conn.execute(select(ERASURES.c.hash).limit(1)).first() is not None

@@ -23,7 +23,7 @@ from .campaign import CampaignReads
 from .database import Database
 from .deadletters import DeadLetterReads
 from .deletions import DeletionLog
-from .erasure import Found, Person, barred, find, find_submissions, marks_of, remove, remove_rows
+from .erasure import Found, Person, any_erased, barred, find, find_submissions, marks_of, remove, remove_rows
 from .events import EventReads
 from .exports import ExportReads
 from .grants import GrantRows
@@ -313,6 +313,8 @@ class Store:
 
     def _unbarred(self, conn: Connection, items: Sequence[T], marks: Callable[[T], list[tuple[str, str]]]) -> list[T]:
         """``items`` without those an erasure's tombstone names (see ``erasure.barred``)."""
+        if not items or not any_erased(conn):
+            return list(items)
         gone = barred(conn, self.key, [marks(i) for i in items])
         return [i for n, i in enumerate(items) if n not in gone]
 

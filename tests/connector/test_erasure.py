@@ -13,6 +13,7 @@ import fsspec
 import pytest
 from sqlalchemy import select
 
+from connector.keyfile import KeyFileError
 from connector.models import Event
 from connector.store import METADATA, Store, SubmissionRow, Unstorable
 from connector.store.erasure import Person, erasure_hash
@@ -156,3 +157,16 @@ def test_erase_by_external_id_and_nobody_matched(store: Store, tmp_path: Path) -
     assert {line.where: line.removed for line in receipt.lines}["formsync_requests"] == 1
     assert submission_ids(store) == {"sub_a", "sub_c", "sub_d"}
     assert "ext-b" not in (tmp_path / "reports" / "spring-links.csv").read_text()
+
+
+def test_without_the_key_ingest_stops_rather_than_let_the_person_back(store: Store, tmp_path: Path) -> None:
+    fill(store, tmp_path)
+    erase_person(store, Person(email=ADA))
+    (tmp_path / "formsync.key").unlink()
+    other = Store(store.url, key_file=tmp_path / "formsync.key")
+    try:
+        with pytest.raises(KeyFileError, match="formsync.key"):
+            other.store_events([completed("evt_a3", "req_a", "sub_a", ADA, "ext-a")])
+        assert ADA not in every_text(store)
+    finally:
+        other.close()
