@@ -32,7 +32,8 @@ class EraseReceipt(BaseModel):
     def text(self) -> list[str]:
         """The receipt as lines for a terminal."""
         if not self.matched:
-            return ["nobody matched: nothing was removed"]
+            return ["nobody matched: nothing was removed" + ("" if self.dry_run else
+                    " (kept as a keyed hash all the same: no later sync, callback or campaign brings them in)")]
         verb = "would remove" if self.dry_run else "removed"
         out = [f"{verb} {line.removed:>6}  {line.where}" for line in self.lines if line.removed]
         if not self.dry_run:

@@ -12,7 +12,7 @@ from sqlalchemy import func, or_, update
 from sqlmodel import col, select
 
 from .database import Database
-from .erasure import ERASED, erasure_hash
+from .erasure import erasure_hash
 from .tables import REQUESTS, Erasure, OutreachJob, OutreachRow, RequestRow, Suppression, request_answers
 
 # Delivery statuses that keep an address out of every later job.
@@ -60,7 +60,7 @@ class Suppressed(Mapping[str, str]):
         if email in self.listed:
             return self.listed[email]
         if self.erased and erasure_hash(self.key, "email", email) in self.erased:
-            return ERASED.strip("[]")
+            return "erased"
         raise KeyError(email)
 
     def __iter__(self) -> Iterator[str]:

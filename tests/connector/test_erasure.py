@@ -153,6 +153,7 @@ def test_erase_by_external_id_and_nobody_matched(store: Store, tmp_path: Path) -
     fill(store, tmp_path)
     assert not erase_person(store, Person(email="nobody@example.com")).matched
     assert store.deletions.since(0) == []
+    assert suppressed_addresses(store, None).get("nobody@example.com") == "erased", "kept out all the same"
     receipt = erase_person(store, Person(external_id="ext-b"))
     assert {line.where: line.removed for line in receipt.lines}["formsync_requests"] == 1
     assert submission_ids(store) == {"sub_a", "sub_c", "sub_d"}

@@ -57,7 +57,7 @@ async def test_a_full_sync_after_the_erase_does_not_bring_the_person_back(sandbo
     assert _emails(store) == {"bo@example.com"}, "the full sync skips the erased person"
     assert (tmp_path / "store.key").stat().st_mode & 0o077 == 0
 
-    res = await _cli("erase", "--config", str(cfg), "--email", ADA)
+    res = await _cli("erase", "--config", str(cfg), "--email", ADA, "--dry-run")
     assert (res.exit_code, res.output.strip()) == (0, "nobody matched: nothing was removed")
     store.close()
 
