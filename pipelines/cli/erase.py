@@ -46,7 +46,7 @@ def _person(email: str | None, external_id: str | None) -> Person:
     from connector.store.erasure import Person
 
     if email is not None and ("@" not in email or len(email.strip().split("@")[0]) == 0):
-        raise UsageError(f"--email {email!r} is not an address", where="--email", hint="give the whole address, "
+        raise UsageError(f"{email!r} is not an address", where="--email", hint="give the whole address, "
                          "like ada@example.com")
     if external_id is not None and not external_id.strip():
         raise UsageError("--external-id is empty", where="--external-id", hint="give the id, or leave it out")

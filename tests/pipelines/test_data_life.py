@@ -10,6 +10,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+import pytest
 from sqlalchemy import select, text
 from typer.testing import CliRunner
 
@@ -114,3 +115,17 @@ async def test_reconcile_marks_a_trashed_forms_submissions_and_unmarks_them_when
         assert [(f.gone, f.back) for f in back.forms] == [(0, 3)]
         assert store.exports.count_submissions(ExportFilter(form_id=form)) == 5
         assert _ids(store) == stored, "reconcile marks, never removes"
+
+
+def test_the_purge_job_takes_forms_and_says_what_it_did():
+    from pydantic import ValidationError
+
+    from pipelines.jobs import PARAMS, summarise
+    from pipelines.purge import FormPurge, PurgeReport
+
+    assert PARAMS["purge"].model_validate({"form": ["form_1"]}).model_dump() == {"form": ["form_1"]}
+    with pytest.raises(ValidationError):  # an unknown key is refused
+        PARAMS["purge"].model_validate({"days": 3})
+    report = PurgeReport(dry_run=False, service_now=0, calls=2,
+                         forms=[FormPurge(form_id="form_1", draft_days=30, submission_days=7, submissions=3)])
+    assert summarise("purge", report) == "removed 3 submissions past their retention (1 forms read, 2 calls)"
