@@ -15,7 +15,7 @@ from sqlalchemy import select
 
 from connector.keyfile import KeyFileError
 from connector.models import Event
-from connector.store import METADATA, Store, SubmissionRow, Unstorable
+from connector.store import METADATA, ExportFilter, Store, SubmissionRow, Unstorable
 from connector.store.erasure import Person, erasure_hash
 from connector.store.ledger import PendingRow
 from connector.store.tables import ArchivedFile
@@ -171,3 +171,20 @@ def test_without_the_key_ingest_stops_rather_than_let_the_person_back(store: Sto
         assert ADA not in every_text(store)
     finally:
         other.close()
+
+
+def test_reconcile_and_purge_on_every_database(store: Store, tmp_path: Path) -> None:
+    fill(store, tmp_path)  # sub_a (req_a) and sub_b (req_b) in form_contact by events; sub_c, sub_d by sync
+    with store.database.engine.begin() as conn:
+        conn.execute(METADATA.tables["formsync_requests"].update().where(
+            METADATA.tables["formsync_requests"].c.id == "req_b").values(is_test=True))
+    gone, back = store.reconcile("form_contact", {"sub_a", "sub_d"})
+    assert (gone, back) == (["sub_c"], []), "sub_b answered a test request: never listed, never gone"
+    assert store.exports.count_submissions(ExportFilter(form_id="form_contact")) == 3
+    assert store.reconcile("form_contact", {"sub_a", "sub_c", "sub_d"}) == ([], ["sub_c"])
+    found = store.remove_submissions({"sub_a": "form_contact"}, reason="purge")
+    assert (found.events, found.cleared, found.archived, found.locations) == (
+        ["evt_a"], ["req_a"], 2, ["memory:///erase-test/only_ada"])
+    assert submission_ids(store) == {"sub_b", "sub_c", "sub_d"}
+    assert [(d.item_id, d.reason) for d in store.deletions.since(0)] == [
+        ("sub_c", "reconciled"), ("sub_a", "purge")]
