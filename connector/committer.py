@@ -39,6 +39,7 @@ import struct
 import sys
 from collections import deque
 from collections.abc import Sequence
+from pathlib import Path
 from typing import IO, Any, Protocol
 
 from sqlalchemy import exc as sa_exc
@@ -188,7 +189,7 @@ def committer_for(store: Store, *, process: bool, commit_timeout: float = DEFAUL
     url = make_url(store.url)
     if not process or (url.get_backend_name() == "sqlite" and url.database in (None, "", ":memory:")):
         return ThreadCommitter(store)
-    return ProcessCommitter(store.url, commit_timeout=commit_timeout)
+    return ProcessCommitter(store.url, commit_timeout=commit_timeout, key_file=store.key_file)
 
 
 class ProcessCommitter:
@@ -199,8 +200,9 @@ class ProcessCommitter:
 
     depth = 4
 
-    def __init__(self, url: str, *, commit_timeout: float = DEFAULT_COMMIT_TIMEOUT_S) -> None:
-        self.url, self.commit_timeout = url, commit_timeout
+    def __init__(self, url: str, *, commit_timeout: float = DEFAULT_COMMIT_TIMEOUT_S,
+                 key_file: Path | None = None) -> None:
+        self.url, self.commit_timeout, self.key_file = url, commit_timeout, key_file
         # The database ends what the process leaves behind when it is replaced mid-transaction.
         self._process_url = bounded_sessions(url, commit_timeout)
         self._running: _Running | None = None
@@ -241,7 +243,7 @@ class ProcessCommitter:
             if self._running is not None and self._running.reader.done():
                 await self._drop(self._running)  # it died since the last batch: start another at once
             if self._running is None:
-                self._running = await _Running.start(self._process_url)
+                self._running = await _Running.start(self._process_url, self.key_file)
             return self._running
 
     async def _drop(self, running: _Running | None, *, kill: bool = False) -> None:
@@ -263,7 +265,7 @@ class _Running:
         self.reader = asyncio.create_task(self._read(), name="formsync-store-process-reader")
 
     @classmethod
-    async def start(cls, url: str) -> _Running:
+    async def start(cls, url: str, key_file: Path | None = None) -> _Running:
         # -P: the current directory is not searched first, where a folder of the user's
         # own named like this package would be imported instead. A session of its own: a
         # terminal's Ctrl-C, sent to the receiver's process group, does not reach it, even
@@ -276,7 +278,8 @@ class _Running:
             raise StoreProcessError(f"the receiver's store process could not be started: {error}") from None
         _widen_pipe(proc)
         try:
-            await _send(proc, {"url": url, "log_level": logging.getLogger().getEffectiveLevel()})
+            await _send(proc, {"url": url, "key_file": str(key_file) if key_file else None,
+                               "log_level": logging.getLogger().getEffectiveLevel()})
             ready = await asyncio.wait_for(_receive(proc), _START_TIMEOUT_S)
         except (TimeoutError, OSError, EOFError, asyncio.IncompleteReadError) as error:
             await _end(proc)
@@ -416,7 +419,8 @@ def serve(stdin: int, stdout: IO[bytes]) -> None:
         # No check of its connection before each transaction (a round trip, dearer than
         # the rest of a small batch's overhead): a dropped connection fails one batch,
         # answered 503 and retried by its senders, and the pool is renewed.
-        store = Store(config["url"], pre_ping=False)
+        key_file = Path(config["key_file"]) if config.get("key_file") else None  # the erasures' tombstones
+        store = Store(config["url"], pre_ping=False, key_file=key_file)
     except Exception as error:  # the receiver opened this URL already: only a bug gets here
         _write_frame(stdout, f"{type(error).__name__}: {error}")
         return

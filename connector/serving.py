@@ -21,7 +21,7 @@ from pathlib import Path
 
 from aiohttp import web
 
-from .grant import stored_grant
+from .grant import key_path, stored_grant
 from .receiver import create_receiver_app
 from .settings import load_settings
 from .store import Store
@@ -40,7 +40,7 @@ async def receiver_app() -> web.Application:
     when the application stops."""
     config = os.environ.get(CONFIG_ENV) or None
     settings = load_settings(config)
-    store = Store(settings.store.url)
+    store = Store(settings.store.url, key_file=key_path(settings.store, Path(config) if config else None))
     store.migrate()
     tokens = stored_grant(store, settings, Path(config) if config else None)
     app = create_receiver_app(store, settings.receiver, service=settings.service, tokens=tokens)

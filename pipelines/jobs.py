@@ -21,9 +21,9 @@ from connector.settings import JobSettings, Settings
 if TYPE_CHECKING:
     from pipelines.outreach.sheet import SheetOptions
 
-KINDS: tuple[str, ...] = ("outreach", "poll", "sync", "export", "load", "remind", "close", "files")
+KINDS: tuple[str, ...] = ("outreach", "poll", "sync", "export", "load", "remind", "close", "files", "purge")
 # Jobs that talk to the service and so need [service] token.
-NEEDS_TOKEN = frozenset({"outreach", "poll", "sync", "remind", "close"})
+NEEDS_TOKEN = frozenset({"outreach", "poll", "sync", "remind", "close", "purge"})
 
 
 class ConfigError(ValueError):
@@ -154,9 +154,16 @@ class FilesParams(_Params):
     concurrency: int = Field(8, ge=1, le=64)
 
 
+class PurgeParams(_Params):
+    """``formsync purge [--form F]``: each form's retention, read from the service in the
+    run, applied to the store (run it daily)."""
+
+    form: list[str] | None = None
+
+
 PARAMS: dict[str, type[_Params]] = {"outreach": OutreachParams, "poll": PollParams, "sync": SyncParams,
                                     "export": ExportParams, "load": LoadParams, "remind": RemindParams,
-                                    "close": CloseParams, "files": FilesParams}
+                                    "close": CloseParams, "files": FilesParams, "purge": PurgeParams}
 
 
 def _accepted(model: type[_Params]) -> str:
@@ -374,4 +381,6 @@ def summarise(kind: str, report: BaseModel) -> str:
     if kind == "files":
         said = f"{r.archived} files archived ({r.bytes:,} bytes), {r.already} already"
         return f"done: {said}" + (f"; {r.failed} could not be fetched" if r.failed else "")
+    if kind == "purge":
+        return str(r.outcome())
     return str(report)[:200]

@@ -53,6 +53,7 @@ from .jobs import (
     LoadParams,
     OutreachParams,
     PollParams,
+    PurgeParams,
     RemindParams,
     SyncParams,
     check_jobs,
@@ -65,6 +66,7 @@ from .notify import Notice
 from .outreach import run_outreach
 from .outreach.suppression import suppressed_addresses
 from .poll import poll_once
+from .purge import purge
 from .sync import sync_all, sync_form
 
 log = logging.getLogger("formsync.scheduler")
@@ -208,6 +210,8 @@ class JobRuntime:
                     allow_duplicates=out.allow_duplicates)
             if isinstance(params, PollParams):
                 return await poll_once(fc, store, form_id=params.form)
+            if isinstance(params, PurgeParams):
+                return await purge(fc, store, params.form)
             if isinstance(params, RemindParams):
                 idle = parse_idle(params.idle) if params.idle is not None else None
                 out = settings.outreach

@@ -4,16 +4,18 @@ outreach must not send to (the suppression list and every address that bounced).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 from sqlalchemy import func, or_, update
 from sqlmodel import col, select
 
 from .database import Database
+from .erasure import erasure_hash
 from .tables import (
     REQUESTS,
+    Erasure,
     OutreachJob,
     OutreachRow,
     RequestRow,
@@ -54,6 +56,33 @@ class CampaignRow:
     cancel_reason: str | None = None
 
 
+@dataclass(frozen=True, eq=False)  # compared as a mapping, by its listed addresses
+class Suppressed(Mapping[str, str]):
+    """The addresses outreach must skip, lower-cased, with why: those ``listed`` by
+    address, and the erased ones, kept only as keyed hashes (``erasure_hash`` with
+    ``key``): looking an erased address up answers ``erased``, iterating never shows it."""
+
+    listed: Mapping[str, str]
+    erased: frozenset[str] = frozenset()
+    key: bytes = field(default=b"", repr=False)
+
+    def __getitem__(self, email: str) -> str:
+        if email in self.listed:
+            return self.listed[email]
+        if self.erased and erasure_hash(self.key, "email", email) in self.erased:
+            return "erased"
+        raise KeyError(email)
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.listed)
+
+    def __len__(self) -> int:
+        return len(self.listed) + len(self.erased)
+
+    def __contains__(self, email: object) -> bool:
+        return isinstance(email, str) and self.get(email) is not None
+
+
 _REQUEST_COLUMNS = ("status", "delivery_status", "recipient_email", "recipient_name", "external_id", "url",
                     "created_at", "opened_at", "started_at", "last_activity_at", "completed_at", "expired_at",
                     "canceled_at", "reminders_sent", "is_test", "last_reminded_at", "cancel_reason")
@@ -62,8 +91,8 @@ _REQUEST_COLUMNS = ("status", "delivery_status", "recipient_email", "recipient_n
 class CampaignReads:
     """The campaign repository (``store.campaign``)."""
 
-    def __init__(self, db: Database, clock: Callable[[], int]) -> None:
-        self._db, self._clock = db, clock
+    def __init__(self, db: Database, clock: Callable[[], int], key: Callable[[], bytes]) -> None:
+        self._db, self._clock, self._key = db, clock, key
 
     def job(self, name: str) -> OutreachJob | None:
         """The outreach job named ``name``, or None."""
@@ -121,9 +150,10 @@ class CampaignReads:
 
     # -- suppression --------------------------------------------------------------------
 
-    def suppressed(self) -> dict[str, str]:
-        """Lower-cased address -> why outreach must skip it: listed (``listed: reason``)
-        or ``bounced`` / ``complained`` on any stored request."""
+    def suppressed(self) -> Suppressed:
+        """Lower-cased address -> why outreach must skip it: listed (``listed: reason``),
+        ``bounced`` / ``complained`` on any stored request, or ``erased`` (``formsync
+        erase``; the store's key is read only when an address was erased)."""
         out: dict[str, str] = {}
         with self._db.reader() as s:
             for email, status in s.exec(
@@ -133,7 +163,8 @@ class CampaignReads:
                 out[email] = str(status)
             for row in s.exec(select(Suppression)):
                 out[row.email] = f"listed: {row.reason}" if row.reason else "listed"
-        return out
+            erased = frozenset(s.exec(select(Erasure.hash).where(Erasure.kind == "email")))
+        return Suppressed(out, erased, self._key() if erased else b"")
 
     def suppressions(self) -> list[Suppression]:
         """The suppression list (``formsync campaign suppress``), by address."""

@@ -32,13 +32,15 @@ Batch = Sequence[tuple[Any, ...]]
 class ExportFilter:
     """Which rows an export reads: of one form, submitted (requests: created) at or
     after ``since_ms``, placed after ``after`` in the store's arrival order, answers of
-    the ``fields`` only, requests of one ``status``."""
+    the ``fields`` only, requests of one ``status``; the submissions the service no
+    longer has (``gone_at``) only with ``include_gone``."""
 
     form_id: str | None = None
     since_ms: int | None = None
     fields: tuple[str, ...] | None = None
     status: str | None = None
     after: int | None = None
+    include_gone: bool = False
 
 
 def json_value(value: Any) -> Any:
@@ -192,8 +194,11 @@ class ExportReads:
 
 
 def _submissions_of(stmt: Select[Any], f: ExportFilter) -> Select[Any]:
-    """``stmt`` narrowed to the submissions ``f`` selects (its form, submitted since, placed after)."""
+    """``stmt`` narrowed to the submissions ``f`` selects (its form, submitted since, placed
+    after, still on the service unless ``include_gone``)."""
     t = SUBMISSIONS.c
+    if not f.include_gone:
+        stmt = stmt.where(t.gone_at.is_(None))
     if f.form_id is not None:
         stmt = stmt.where(t.form_id == f.form_id)
     if f.after is not None:

@@ -7,6 +7,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Set as AbstractSet
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -15,12 +16,15 @@ from sqlalchemy import delete, select, text
 from sqlalchemy.engine import Connection, make_url
 from sqlalchemy.exc import ArgumentError, DBAPIError, IntegrityError, OperationalError
 
+from ..keyfile import default_key_file, load_key
 from ..models import Event
 from .archive import ArchiveStore
 from .campaign import CampaignReads
 from .cursors import ExportCursors
 from .database import Database
 from .deadletters import DeadLetterReads
+from .deletions import DeletionLog
+from .erasure import Found, Person, any_erased, barred, find, find_submissions, marks_of, remove, remove_rows
 from .events import EventReads
 from .exports import ExportReads
 from .grants import GrantRows
@@ -46,6 +50,7 @@ from .merge import REQUEST_MERGE, merge, write_submissions
 from .mysql import MySQLWriter
 from .postgresql import PostgreSQLWriter
 from .progress import OutreachProgressReads
+from .reconcile import reconcile
 from .requests import RequestReads
 from .responses import completions, replace_provisional
 from .runs import JobRuns
@@ -108,9 +113,12 @@ class Store:
     shared by threads (the async receiver calls it from a worker thread)."""
 
     def __init__(self, url: str | Path = "sqlite:///formsync.db", *, clock: Callable[[], int] = now_ms,
-                 echo: bool = False, pre_ping: bool = True) -> None:
+                 echo: bool = False, pre_ping: bool = True, key_file: Path | None = None) -> None:
         self.url = _normalise_url(url)
         self.clock = clock
+        # The store's key (``[store] key_file``): read only once a tombstone is kept.
+        self.key_file = key_file or default_key_file(self.url, None)
+        self._key: bytes | None = None
         writer = WRITERS.get(make_url(self.url).get_backend_name())
         if writer is None:
             shown = make_url(self.url).render_as_string(hide_password=True)
@@ -128,10 +136,11 @@ class Store:
         self.export_cursors = ExportCursors(self._db)  # where each incremental export under a name stopped
         self.dead_letters = DeadLetterReads(self._db)  # the events set aside (see set_aside)
         self.archive = ArchiveStore(self._db, clock)  # the file answers' bytes archived by `formsync files`
-        self.campaign = CampaignReads(self._db, clock)  # each job's rows with their requests; suppression
+        self.campaign = CampaignReads(self._db, clock, self.key)  # each job's rows with their requests; suppression
         self.ledger = OutreachLedger(self._db, clock)  # outreach jobs and the state of each sheet row
         self._views = ViewKeeper(self._db.engine, clock)  # each form's field list and typed view
         self.grants = GrantRows(self._db, clock)  # formsync login's sign-in; static tokens' first use
+        self.deletions = DeletionLog(self._db)  # what erase, purge and reconcile removed, for loads
 
     @property
     def backend(self) -> str:
@@ -253,7 +262,10 @@ class Store:
             firsts.setdefault(m.raw["id"], m)
 
         def work(w: Writer) -> set[str]:
-            new = w.insert_new(EVENTS.name, [m.raw for m in firsts.values()])
+            kept = self._unbarred(w.conn, list(firsts.values()), lambda m: [
+                *marks_of(m.raw, "event"), *(marks_of(m.submission, "submission") if m.submission else []),
+                *(marks_of(m.request, "request") if m.request else [])])
+            new = w.insert_new(EVENTS.name, [m.raw for m in kept])
             fresh = [m for m in firsts.values() if m.raw["id"] in new]
             requests = merge(w, REQUEST_MERGE, [m.request for m in fresh if m.request])
             subs = [m.submission for m in fresh if m.submission]
@@ -293,6 +305,61 @@ class Store:
                 self._write(work)
         return [StoreOutcome(item.event_id, item.type, "set_aside", item.reason) for item in items]
 
+    # -- erasure ------------------------------------------------------------------------
+
+    def key(self, *, create: bool = False) -> bytes:
+        """The store's key (``key_file``, made there when missing and ``create`` is true),
+        read once; a ``KeyFileError`` when it cannot be used."""
+        if self._key is None:
+            self._key = load_key(self.key_file, create=create)
+        return self._key
+
+    def _unbarred(self, conn: Connection, items: Sequence[T], marks: Callable[[T], list[tuple[str, str]]]) -> list[T]:
+        """``items`` without those an erasure's tombstone names (see ``erasure.barred``)."""
+        if not items or not any_erased(conn):
+            return list(items)
+        gone = barred(conn, self.key, [marks(i) for i in items])
+        return [i for n, i in enumerate(items) if n not in gone]
+
+    def erase(self, person: Person, *, dry_run: bool = False) -> Found:
+        """Remove every row that holds ``person`` in one transaction, log each removal and
+        keep the tombstones that bar them from coming back (see ``connector.store.erasure``);
+        with ``dry_run``, only find them. Returns what was (or would be) removed; the
+        archived files' bytes at ``Found.locations`` are the caller's to remove."""
+        key = self.key(create=True) if not dry_run else b""
+        now = self.clock()
+
+        def work(conn: Connection) -> Found:
+            found = find(conn, person)
+            if not dry_run:
+                remove(conn, found, person, key, now)
+            return found
+
+        return self._write(work)
+
+    def remove_submissions(self, submissions: Mapping[str, str], *, reason: str, dry_run: bool = False) -> Found:
+        """Remove stored submissions (id -> form id) with their events and archived-file
+        rows, and clear their requests' answers, logging each removal with ``reason``
+        (``purge``), in one transaction; with ``dry_run``, only find them. The archived
+        files' bytes at ``Found.locations`` (used by no other answer) are the caller's."""
+        now = self.clock()
+
+        def work(conn: Connection) -> Found:
+            found = find_submissions(conn, submissions)
+            if not dry_run:
+                remove_rows(conn, found, reason, now)
+            return found
+
+        return self._write(work)
+
+    def reconcile(self, form_id: str, listed: AbstractSet[str]) -> tuple[list[str], list[str]]:
+        """Mark the form's stored completed submissions that the service no longer lists
+        (``listed``: every id of its ``submissions.list``) gone, logged as deletions, and
+        un-mark those listed again, in one transaction (see ``connector.store.reconcile``).
+        Returns the ids marked and the ids un-marked."""
+        now = self.clock()
+        return self._write(lambda conn: reconcile(conn, form_id, listed, now))
+
     # -- reads from the service ---------------------------------------------------------
 
     def upsert_requests(self, records: Sequence[Mapping[str, Any] | BaseModel], *,
@@ -307,8 +374,9 @@ class Store:
         rows = request_rows(records, source, self.clock())
 
         def work(w: Writer) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
-            subs = completions(w, rows)
-            written = merge(w, REQUEST_MERGE, rows)
+            kept = self._unbarred(w.conn, rows, lambda r: marks_of(r, "request"))
+            subs = completions(w, kept)
+            written = merge(w, REQUEST_MERGE, kept)
             replaced = write_submissions(w, subs)
             replace_provisional(w, subs)
             _arrived(w, replaced, written)
@@ -335,8 +403,9 @@ class Store:
         rows = submission_rows(items, form_id, form_name, source, now)
 
         def work(w: Writer) -> list[str]:
-            written = write_submissions(w, rows)
-            replace_provisional(w, rows)
+            kept = self._unbarred(w.conn, rows, lambda r: marks_of(r, "submission"))
+            written = write_submissions(w, kept)
+            replace_provisional(w, kept)
             if cursor is not None:
                 w.set_cursor(form_id, cursor, stream, now)
             _arrived(w, written, [])

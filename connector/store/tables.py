@@ -110,6 +110,9 @@ class SubmissionRow(StoreModel, table=True):
     # The row's place in the store's arrival order (``ArrivalCounter``): taken again by each
     # write that changes the row, so an edit moves it forward. 0: stored before it existed.
     arrival: int = Field(default=0, sa_type=BigInteger, index=True)
+    # When ``formsync sync --reconcile`` noticed the service no longer has it (deleted, its
+    # form trashed); views, exports and frames leave such rows out unless asked.
+    gone_at: int | None = Field(default=None, sa_type=BigInteger)
 
 
 class RequestRow(StoreModel, table=True):
@@ -411,6 +414,33 @@ class ExportCursor(StoreModel, table=True):
 ARRIVAL = "arrival"  # the counter's one row
 
 
+class Erasure(StoreModel, table=True):
+    """A tombstone of ``formsync erase``: the keyed hash (HMAC-SHA256 with the store's key,
+    ``connector.store.erasure.erasure_hash``) of an erased address, external id or
+    submission, request or event id, never the value. Every ingest path drops what a
+    tombstone names, and outreach never sends to an erased address."""
+
+    __tablename__ = "formsync_erasures"
+
+    hash: str = Field(primary_key=True)
+    kind: str  # email | external_id | submission | request | event
+    erased_at: int = Field(sa_type=BigInteger)
+
+
+class Deletion(StoreModel, table=True):
+    """One removal from the store, written in the transaction that removed it: what
+    (``kind``: submission, request, event, ...), its id, its form, why (``erase``,
+    ``purge`` or ``reconciled``) and when. A load passes these on as hard deletes."""
+
+    __tablename__ = "formsync_deletions"
+
+    id: int | None = Field(default=None, primary_key=True)
+    kind: str
+    item_id: str = Field(index=True)
+    form_id: str | None = None
+    reason: str
+    deleted_at: int = Field(sa_type=BigInteger)
+
 # The tables as SQLAlchemy Core sees them, for the writers' statements.
 EVENTS: Table = RawEvent.__table__  # type: ignore[attr-defined]
 SUBMISSIONS: Table = SubmissionRow.__table__  # type: ignore[attr-defined]
@@ -421,6 +451,8 @@ FORM_SCHEMAS: Table = FormSchemaState.__table__  # type: ignore[attr-defined]
 DEAD_LETTERS: Table = DeadLetter.__table__  # type: ignore[attr-defined]
 ARRIVALS: Table = ArrivalCounter.__table__  # type: ignore[attr-defined]
 EXPORT_CURSORS: Table = ExportCursor.__table__  # type: ignore[attr-defined]
+ERASURES: Table = Erasure.__table__  # type: ignore[attr-defined]
+DELETIONS: Table = Deletion.__table__  # type: ignore[attr-defined]
 METADATA = StoreModel.metadata  # what the migrations build
 
 

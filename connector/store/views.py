@@ -133,6 +133,7 @@ def select_sql(dialect: str, view: FormSchema, *, where: str = "") -> str:
     """The ``SELECT`` a view is made of (``where``, SQL over ``s``, narrows it further)."""
     q = DIALECTS[dialect].quote
     parts = [f"{column_sql(dialect, c)} AS {q}{c.name}{q}" for c in view.columns]
-    cond = f"s.form_id = {_lit(view.form_id)}" + (f" AND ({where})" if where else "")
+    # A submission the service no longer has (``formsync sync --reconcile``) is left out.
+    cond = f"s.form_id = {_lit(view.form_id)} AND s.gone_at IS NULL" + (f" AND ({where})" if where else "")
     return (f"SELECT {', '.join(parts)} FROM formsync_submissions s "
             f"LEFT JOIN formsync_requests r ON r.id = s.request_id WHERE {cond}")

@@ -14,7 +14,7 @@ from typing import Annotated
 
 import typer
 
-from . import batch, campaign, dead_letters, deploy, files, login, servers, subscribe
+from . import batch, campaign, dead_letters, deploy, erase, files, login, purge, servers, subscribe
 from .helptext import summary
 from .load import load_command
 from .usage import FormsyncGroup
@@ -27,7 +27,8 @@ app = typer.Typer(cls=FormsyncGroup, no_args_is_help=True, add_completion=False,
 for _fn, _name in ((servers.sandbox, "sandbox"), (servers.receive, "receive"), (batch.poll, "poll"),
                    (batch.sync, "sync"), (batch.export, "export"), (load_command, "load"), (batch.views, "views"),
                    (batch.outreach, "outreach"), (batch.demo, "demo"), (servers.run, "run"), (batch.status, "status"),
-                   (files.files, "files"), (deploy.deploy, "deploy"), (login.login, "login"), (login.logout, "logout")):
+                   (files.files, "files"), (deploy.deploy, "deploy"), (login.login, "login"), (login.logout, "logout"),
+                   (erase.erase, "erase"), (purge.purge, "purge")):
     app.command(_name, short_help=summary(_fn))(_fn)
 app.add_typer(subscribe.app, name="subscribe", short_help="The receiver's webhook subscriptions: list, create, "
                                                           "secret, remove, check.")

@@ -49,20 +49,34 @@ def sync(
     full: Annotated[bool, typer.Option("--full", help="Read every submission again, not only the new ones.")]
     = False,
     drafts: Annotated[bool, typer.Option("--drafts", help="Include drafts (Pro and Business).")] = False,
+    reconcile: Annotated[bool, typer.Option("--reconcile", help="Instead: mark the stored submissions the service "
+                                                                "no longer has (one call per 100 submissions).")]
+    = False,
 ) -> None:
     """Copy new submissions into the store: newest first down to the last sync's
     high-water mark (one call per form when nothing is new). Prints the report as JSON.
+    With --reconcile, compare every stored form's submission ids with the service's and
+    mark those it no longer has (deleted, form trashed; views and exports leave them out),
+    un-marking those back (form restored); it says what it cost in calls.
 
     Example: [bold]formsync sync --config formsync.toml --form form_123 --full[/bold]
     """
     with command(config) as ctx:
         from connector.client import FormClient
+        from pipelines.reconcile import reconcile as run_reconcile
         from pipelines.sync import sync_all, sync_form
 
+        if reconcile and (full or drafts):
+            raise UsageError("--reconcile reads every id already: it takes no --full or --drafts",
+                             where="--reconcile", hint="run the sync and the reconcile as two commands")
         workspace = ctx.service_settings().service.workspace_id
         store = ctx.store()
 
         async def work(fc: FormClient) -> BaseModel:
+            if reconcile:
+                done = await run_reconcile(fc, store, None if form is None else [form])
+                typer.echo(done.outcome(), err=True)
+                return done
             if form is not None:
                 return await sync_form(fc, store, form, full=full, include_drafts=drafts)
             ws = workspace or (await fc.list_workspaces())[0].id

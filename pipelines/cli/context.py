@@ -109,7 +109,7 @@ class Context:
             if (problem := url_problem(url)) is not None:
                 raise UsageError(problem, where=where, hint="create the directory, or give another path in the URL")
             try:
-                self._store = Store(url)
+                self._store = Store(url, key_file=self.key_file())
             except Exception as e:  # SQLAlchemy refuses an unusable URL with several exception types
                 raise UsageError(_url_problem(url, first_line(e)), where=where) from None
             if migrate:

@@ -17,6 +17,7 @@ from pydantic import BaseModel
 from connector import errors
 from connector.client import FormClient
 from connector.store import Store
+from connector.store.campaign import Suppressed
 
 from .checks import OutreachRefused
 from .contact import SUPPRESSED, Recipient, contact_refusals
@@ -65,13 +66,16 @@ def read_suppression_file(path: Path) -> dict[str, str]:
     return {c.strip().lower(): f"listed in {path.name}" for c in cells if "@" in c}
 
 
-def suppressed_addresses(store: Store | None, file: Path | None, *, bounced: bool = True) -> dict[str, str]:
+def suppressed_addresses(store: Store | None, file: Path | None, *, bounced: bool = True) -> Suppressed:
     """Every blocked address with why: the file's (``outreach.suppression_file``;
-    ``OutreachRefused`` naming it when it cannot be read), the store's list and, with
-    ``bounced``, the addresses that bounced or complained in any job."""
+    ``OutreachRefused`` naming it when it cannot be read), the store's list, the erased
+    ones (``formsync erase``, kept as keyed hashes) and, with ``bounced``, the addresses
+    that bounced or complained in any job."""
     out: dict[str, str] = {}
+    stored = Suppressed({})
     if store is not None and store.exists() and "formsync_suppressions" in store.table_names():
-        for email, why in store.campaign.suppressed().items():
+        stored = store.campaign.suppressed()
+        for email, why in stored.items():
             if bounced or why.startswith("listed"):
                 out[email] = why
     if file is not None:
@@ -80,7 +84,7 @@ def suppressed_addresses(store: Store | None, file: Path | None, *, bounced: boo
         except (OSError, UnicodeDecodeError) as e:
             raise OutreachRefused(f"outreach.suppression_file: cannot read {file}: {e}; fix the path or "
                                   f"unset the setting") from None
-    return out
+    return replace(stored, listed=out)
 
 
 class Canceled(BaseModel):

@@ -1,0 +1,56 @@
+"""``formsync erase``: remove one person's data from the store, with a receipt."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Annotated
+
+import typer
+
+from .context import command, print_report
+from .errors import UsageError
+from .options import ConfigOption
+
+if TYPE_CHECKING:
+    from connector.store.erasure import Person
+
+
+def erase(
+    email: Annotated[str | None, typer.Option("--email", help="The person's address (any case).")] = None,
+    external_id: Annotated[str | None, typer.Option("--external-id", help="The person's external id (the id "
+                                                                          "your sheet gave their request).")] = None,
+    dry_run: Annotated[bool, typer.Option("--dry-run", help="Only say what would be removed.")] = False,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the receipt as JSON on stdout.")] = False,
+    config: ConfigOption = None,
+) -> None:
+    """Remove one person's data from every table in one transaction: their requests and
+    submissions with the answers, the events and dead letters naming them, outreach and
+    campaign rows, job-run texts, the archived files no other answer uses and the lines of
+    the report files formsync wrote. The address and ids stay only as keyed hashes (the
+    store's key, store.key_file): no later sync, poll, callback or campaign brings the
+    person back. Prints a receipt (one line per table); nobody matched is said, exit 0.
+
+    Example: [bold]formsync erase --config formsync.toml --email ada@example.com --dry-run[/bold]
+    """
+    with command(config) as ctx:
+        person = _person(email, external_id)
+        from pipelines.erase import erase_person
+
+        receipt = erase_person(ctx.store(), person, dry_run=dry_run)
+        for line in receipt.text():
+            typer.echo(line, err=as_json)
+        if as_json:
+            print_report(receipt)
+
+
+def _person(email: str | None, external_id: str | None) -> Person:
+    from connector.store.erasure import Person
+
+    if email is not None and ("@" not in email or len(email.strip().split("@")[0]) == 0):
+        raise UsageError(f"{email!r} is not an address", where="--email", hint="give the whole address, "
+                         "like ada@example.com")
+    if external_id is not None and not external_id.strip():
+        raise UsageError("--external-id is empty", where="--external-id", hint="give the id, or leave it out")
+    if not email and not external_id:
+        raise UsageError("nobody to erase: give --email or --external-id", where="formsync erase",
+                         hint="formsync erase --email ada@example.com")
+    return Person(email=email.strip() if email else None, external_id=external_id.strip() if external_id else None)

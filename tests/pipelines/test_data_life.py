@@ -1,0 +1,131 @@
+"""Retention and deletions mirrored, on the sandbox: ``formsync purge`` applies each form's
+retention read from the service on the service's clock; ``formsync sync --reconcile``
+marks what the service no longer has (a trashed form) and un-marks it when restored; views
+and exports leave marked rows out; every removal is in the deletion log."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from sqlalchemy import select, text
+from typer.testing import CliRunner
+
+from connector.client import FormClient
+from connector.store import ExportFilter, Store, SubmissionRow
+from connector.store.submissions import SubmissionTimes
+from pipelines.cli import app
+from pipelines.purge import DAY_MS, Retention, past_retention
+from pipelines.reconcile import reconcile
+from pipelines.sync import sync_form
+from tests.conftest import Sandbox
+
+
+async def _cli(*args: str) -> Any:
+    return await asyncio.to_thread(CliRunner().invoke, app, list(args), env={"COLUMNS": "400"})
+
+
+def _ids(store: Store) -> set[str]:
+    with store.database.engine.connect() as conn:
+        return set(conn.execute(select(SubmissionRow.id)).scalars())
+
+
+def test_past_retention_mirrors_the_services_rule():
+    now = 100 * DAY_MS
+    rows = [SubmissionTimes("draft_old", False, None, now - 31 * DAY_MS, None),
+            SubmissionTimes("draft_new", False, None, now - 29 * DAY_MS, None),
+            SubmissionTimes("sub_old", True, now - 8 * DAY_MS, None, None),
+            SubmissionTimes("sub_new", True, now - 6 * DAY_MS, None, None),
+            SubmissionTimes("sub_unknown", True, None, None, None)]
+    assert past_retention(Retention(30, 7), now, rows) == ["draft_old", "sub_old"]
+    assert past_retention(Retention(30, None), now, rows) == ["draft_old"]
+    assert past_retention(Retention(None, None, fixed_deletion_at=now), now, rows) == [
+        "sub_new", "sub_old", "sub_unknown"]
+    assert past_retention(Retention(None, 7, fixed_deletion_at=now), now, rows) == ["sub_old"]
+
+
+async def test_purge_applies_the_forms_retention_on_the_services_clock(sandbox: Sandbox, tmp_path: Path):
+    db = f"sqlite:///{tmp_path}/purge.db"
+    ws = sandbox.business
+    form = ws.forms["Contact"]
+    cfg = tmp_path / "formsync.toml"
+    cfg.write_text(f'[service]\nbase_url = "{sandbox.base_url}"\ntoken = "{ws.token}"\n[store]\nurl = "{db}"\n')
+    store = Store(db)
+    store.migrate()
+    async with FormClient(sandbox.base_url, ws.token) as fc:
+        await fc.update_form_settings(form, submissionRetentionDays=1, draftRetentionDays=1)
+        await sync_form(fc, store, form, full=True, include_drafts=True)
+        seeded = _ids(store)
+        assert len(seeded) == 4  # three completed, one draft
+        await sandbox.helpers_for("business").clock_advance(2 * DAY_MS)  # the service purges them
+        fresh = await sandbox.helpers_for("business").submissions_create(
+            form, {"name": "Kept", "email": "kept@example.test", "topic": "sales"})
+        await sync_form(fc, store, form, include_drafts=True)
+    assert _ids(store) == seeded | {fresh.id}, "the store still holds what the service purged"
+
+    res = await _cli("purge", "--config", str(cfg), "--dry-run")
+    assert res.exit_code == 0, res.output
+    assert "would remove 4 submissions past their retention (1 forms read, 1 calls)" in res.output
+    assert len(_ids(store)) == 5
+    res = await _cli("purge", "--config", str(cfg))
+    assert res.exit_code == 0, res.output
+    report = json.loads(res.stdout.strip().splitlines()[-1])
+    assert report["forms"][0]["submission_days"] == 1 and report["forms"][0]["submissions"] == 4
+    assert _ids(store) == {fresh.id}
+    assert {(d.item_id, d.reason) for d in store.deletions.since(0)} == {(s, "purge") for s in seeded}
+
+    # Never without the retention read in the same run: a form the service refuses stops it.
+    res = await _cli("purge", "--config", str(cfg), "--form", "form_doesnotexist000000000")
+    assert res.exit_code == 1 and "Traceback" not in res.output
+    assert _ids(store) == {fresh.id}
+    store.close()
+
+
+async def test_reconcile_marks_a_trashed_forms_submissions_and_unmarks_them_when_restored(sandbox: Sandbox,
+                                                                                           store: Store):
+    form = sandbox.pro.forms["Contact"]
+    async with FormClient(sandbox.base_url, sandbox.pro.token) as fc:
+        await sync_form(fc, store, form, full=True, include_drafts=True)
+        test_req = await fc.create_request(form, recipient={"email": "t@example.test"}, test=True)
+        done = await sandbox.helpers.requests_complete(test_req.id, {"name": "Test", "email": "t@example.test",
+                                                                     "topic": "sales"})
+        store.upsert_requests([done])  # the completed record, as requests.get reads it
+        stored = _ids(store)
+        assert len(stored) == 5  # three completed, a draft, the test request's submission
+
+        first = await reconcile(fc, store)
+        assert [(f.gone, f.back) for f in first.forms] == [(0, 0)], "drafts and test submissions are no deletions"
+        assert first.calls == 1 and "1 calls" in first.outcome()
+
+        assert (await sandbox.rpc("forms.delete", {"formId": form})).status == 200
+        trashed = await reconcile(fc, store)
+        assert [(f.gone, f.form_missing) for f in trashed.forms] == [(3, True)]
+        assert store.exports.count_submissions(ExportFilter(form_id=form)) == 2
+        assert store.exports.count_submissions(ExportFilter(form_id=form, include_gone=True)) == 5
+        assert {d.reason for d in store.deletions.since(0)} == {"reconciled"} and len(store.deletions.since(0)) == 3
+        view = store.schema(form).name
+        with store.database.engine.connect() as conn:
+            assert conn.execute(text(f'SELECT COUNT(*) FROM "{view}"')).scalar_one() == 2
+
+        assert (await sandbox.rpc("forms.restore", {"formId": form})).status == 200
+        back = await reconcile(fc, store)
+        assert [(f.gone, f.back) for f in back.forms] == [(0, 3)]
+        assert store.exports.count_submissions(ExportFilter(form_id=form)) == 5
+        assert _ids(store) == stored, "reconcile marks, never removes"
+
+
+def test_the_purge_job_takes_forms_and_says_what_it_did():
+    from pydantic import ValidationError
+
+    from pipelines.jobs import PARAMS, summarise
+    from pipelines.purge import FormPurge, PurgeReport
+
+    assert PARAMS["purge"].model_validate({"form": ["form_1"]}).model_dump() == {"form": ["form_1"]}
+    with pytest.raises(ValidationError):  # an unknown key is refused
+        PARAMS["purge"].model_validate({"days": 3})
+    report = PurgeReport(dry_run=False, service_now=0, calls=2,
+                         forms=[FormPurge(form_id="form_1", draft_days=30, submission_days=7, submissions=3)])
+    assert summarise("purge", report) == "removed 3 submissions past their retention (1 forms read, 2 calls)"
