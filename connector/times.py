@@ -9,6 +9,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any, overload
 
 SERVICE_FORMAT = "%Y-%m-%d %H:%M:%S"  # submissions.list's naive strings, in UTC
+_NOT_A_TIME = "expected a time: epoch ms, 'YYYY-MM-DD HH:MM:SS' (UTC) or ISO 8601"
 
 
 @overload
@@ -22,15 +23,19 @@ def utc(value: Any) -> datetime | None:
     anything else."""
     if value is None:
         return None
-    if isinstance(value, bool):
-        raise ValueError(f"not a time: {value!r}")
-    if isinstance(value, int | float):
-        return _EPOCH + timedelta(milliseconds=value)  # exact for integers, unlike a float of seconds
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        try:
+            return _EPOCH + timedelta(milliseconds=value)  # exact for integers, unlike a float of seconds
+        except OverflowError:
+            raise ValueError("a time out of range: epoch ms of the years 1 to 9999 expected") from None
     if isinstance(value, str):
-        value = datetime.fromisoformat(value.strip())
+        try:
+            value = datetime.fromisoformat(value.strip())
+        except ValueError:
+            raise ValueError(_NOT_A_TIME) from None
     if isinstance(value, datetime):
         return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
-    raise ValueError(f"not a time: {value!r}")
+    raise ValueError(_NOT_A_TIME)
 
 
 @overload

@@ -35,8 +35,13 @@ def test_utc_reads_every_wire_form(value: object, expected: datetime | None) -> 
 
 @pytest.mark.parametrize("value", ["yesterday", "2026-13-01 00:00:00", True, [1]])
 def test_utc_refuses_what_is_no_time(value: object) -> None:
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match=r"expected a time: epoch ms, 'YYYY-MM-DD HH:MM:SS' \(UTC\) or ISO 8601"):
         utc(value)
+
+
+def test_utc_refuses_epoch_ms_beyond_what_a_datetime_holds() -> None:
+    with pytest.raises(ValueError, match="a time out of range"):
+        utc(2**63)
 
 
 def test_to_ms_and_to_service_write_the_wire_forms() -> None:
