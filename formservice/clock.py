@@ -76,7 +76,8 @@ def from_ms(value: int | datetime | None) -> datetime | None:
 
 def to_ms(when: datetime) -> int:
     """An aware (or naive UTC) datetime as epoch ms."""
-    return ((when.replace(tzinfo=UTC) if when.tzinfo is None else when) - _EPOCH) // _ONE_MS
+    aware = when.replace(tzinfo=UTC) if when.tzinfo is None else when
+    return (aware - _EPOCH) // _ONE_MS
 
 
 _Ms = TypeVar("_Ms", int, int | None)

@@ -9,6 +9,9 @@ import pytest
 
 from connector.models import Event, RequestRecord, Submission
 from connector.times import to_ms, to_service, utc
+from formservice.clock import from_ms
+from formservice.clock import to_ms as service_to_ms
+from formservice.sandbox.models import ClockResult, DeliveryItem
 
 MOMENT = datetime(2026, 3, 4, 5, 6, 7, 123000, tzinfo=UTC)
 MOMENT_MS = 1772600767123
@@ -72,3 +75,17 @@ def test_models_give_datetimes_and_keep_the_wire() -> None:
     event = Event.model_validate({"id": "evt_1", "type": "request.completed",
                                   "createdAt": "2026-03-04T07:06:07.123+02:00"})
     assert event.created_at == MOMENT and event.created_at.tzinfo is UTC
+
+
+def test_the_sandbox_helpers_results_give_datetimes_and_keep_epoch_ms_on_the_wire() -> None:
+    assert from_ms(MOMENT_MS) == MOMENT and from_ms(None) is None and service_to_ms(MOMENT) == MOMENT_MS
+    assert from_ms(MOMENT.replace(tzinfo=None)) == MOMENT
+    with pytest.raises(ValueError, match="expected epoch ms"):
+        from_ms("2026-03-04")  # type: ignore[call-overload]
+    clock = ClockResult.model_validate({"now": MOMENT_MS, "offsetMs": 5})
+    assert (clock.now, clock.now_ms, clock.offset_ms) == (MOMENT, MOMENT_MS, 5)
+    assert clock.model_dump(mode="json") == {"now": MOMENT_MS, "offsetMs": 5}
+    waiting = DeliveryItem.model_validate({"id": "d", "kind": "callback", "targetUrl": "http://x", "state": "done",
+                                           "attemptCount": 1, "nextAttemptAt": None, "subscriptionId": None,
+                                           "attempts": []})
+    assert waiting.next_attempt_at is None and waiting.next_attempt_at_ms is None
