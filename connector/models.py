@@ -12,10 +12,38 @@ from __future__ import annotations
 
 from datetime import datetime
 from functools import cache
-from typing import TYPE_CHECKING, Any, Generic, TypeVar
+from typing import TYPE_CHECKING, Annotated, Any, ClassVar, Generic, Self, TypeVar, overload
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, PlainSerializer, model_validator
 from pydantic.alias_generators import to_camel
+
+from .times import to_ms, to_service, utc
+
+# Every timestamp attribute is an aware UTC datetime; each keeps its wire form when dumped.
+WireMs = Annotated[datetime, BeforeValidator(utc), PlainSerializer(to_ms, return_type=int)]
+"""A time the wire sends as epoch ms (the request, form and link methods)."""
+ServiceTime = Annotated[datetime, BeforeValidator(utc), PlainSerializer(to_service, return_type=str)]
+"""A time the wire sends as a naive ``YYYY-MM-DD HH:MM:SS`` string in UTC (submissions.list)."""
+IsoTime = Annotated[datetime, BeforeValidator(utc)]
+"""A time the wire sends as ISO 8601 (events)."""
+
+
+class EpochMs:
+    """The epoch-ms integer of a time attribute: ``created_at_ms`` reads ``created_at``
+    (None when it is None)."""
+
+    def __set_name__(self, owner: type, name: str) -> None:
+        self._field = name.removesuffix("_ms")
+
+    @overload
+    def __get__(self, obj: None, owner: type) -> Self: ...
+    @overload
+    def __get__(self, obj: object, owner: type) -> int | None: ...
+    def __get__(self, obj: object | None, owner: type) -> Self | int | None:
+        if obj is None:
+            return self
+        moment: datetime | None = getattr(obj, self._field)
+        return to_ms(moment)
 
 
 class WireModel(BaseModel):
@@ -62,8 +90,8 @@ class EventSubmission(WireModel):
 
     id: str
     respondent_email: str | None = None
-    submitted_at: datetime | None = None
-    updated_at: datetime | None = None
+    submitted_at: IsoTime | None = None
+    updated_at: IsoTime | None = None
     edit_count: int = 0
     pdf_url: str | None = None
     language: str | None = None
@@ -89,10 +117,10 @@ class EventRequest(WireModel):
     recipient: EventRecipient | None = None
     metadata: dict[str, Any] | None = None
     context: dict[str, Any] | None = None
-    created_at: datetime | None = None
-    completed_at: datetime | None = None
-    expired_at: datetime | None = None
-    canceled_at: datetime | None = None
+    created_at: IsoTime | None = None
+    completed_at: IsoTime | None = None
+    expired_at: IsoTime | None = None
+    canceled_at: IsoTime | None = None
     cancel_reason: str | None = None
 
 
@@ -114,7 +142,7 @@ class Event(WireModel):
 
     id: str
     type: str
-    created_at: datetime
+    created_at: IsoTime
     api_version: str | None = None
     test: bool = False
     data: EventData = Field(default_factory=EventData)
@@ -167,17 +195,22 @@ class MethodList(WireModel):
 
 
 class Form(WireModel):
-    """An item of ``forms.list`` (timestamps in epoch ms); only ``id`` is required."""
+    """An item of ``forms.list``; only ``id`` is required. Times are aware UTC datetimes
+    (``created_at``), their epoch ms in ``*_ms`` (``created_at_ms``)."""
 
     id: str
     name: str = ""
     folder_id: str | None = None
     workspace_id: str | None = None
     is_published: bool = False
-    published_at: int | None = None
-    unpublished_at: int | None = None
-    created_at: int | None = None
-    last_edited_at: int | None = None
+    published_at: WireMs | None = None
+    published_at_ms: ClassVar[EpochMs] = EpochMs()
+    unpublished_at: WireMs | None = None
+    unpublished_at_ms: ClassVar[EpochMs] = EpochMs()
+    created_at: WireMs | None = None
+    created_at_ms: ClassVar[EpochMs] = EpochMs()
+    last_edited_at: WireMs | None = None
+    last_edited_at_ms: ClassVar[EpochMs] = EpochMs()
     emoji: str | None = None
 
 
@@ -197,7 +230,8 @@ class FormDetail(Form):
     cover: dict[str, Any] | None = None
     logo: dict[str, Any] | None = None
     is_deleted: bool = False
-    trashed_at: int | None = None
+    trashed_at: WireMs | None = None
+    trashed_at_ms: ClassVar[EpochMs] = EpochMs()
     preview_url: str | None = None
 
 
@@ -207,7 +241,8 @@ class FormCreated(WireModel):
     workspace_id: str | None = None
     folder_id: str | None = None
     is_published: bool = False
-    created_at: int | None = None
+    created_at: WireMs | None = None
+    created_at_ms: ClassVar[EpochMs] = EpochMs()
     preview_url: str | None = None
 
 
@@ -228,7 +263,8 @@ class FormPublished(WireModel):
 
     id: str | None = None
     is_published: bool = True
-    published_at: int | None = None
+    published_at: WireMs | None = None
+    published_at_ms: ClassVar[EpochMs] = EpochMs()
     snapshot_id: str | None = None
     already_published: bool = False
     warning: str | None = None  # published with content blocks but no questions
@@ -237,7 +273,8 @@ class FormPublished(WireModel):
 class FormUnpublished(WireModel):
     id: str | None = None
     is_published: bool = False
-    unpublished_at: int | None = None
+    unpublished_at: WireMs | None = None
+    unpublished_at_ms: ClassVar[EpochMs] = EpochMs()
     already_unpublished: bool = False
 
 
@@ -246,7 +283,8 @@ class FormTrashed(WireModel):
 
     id: str | None = None
     is_deleted: bool = True
-    trashed_at: int | None = None
+    trashed_at: WireMs | None = None
+    trashed_at_ms: ClassVar[EpochMs] = EpochMs()
     revoked_share_links: int = 0
     already_trashed: bool = False
 
@@ -259,7 +297,8 @@ class Folder(WireModel):
     id: str
     name: str = ""
     workspace_id: str | None = None
-    created_at: int | None = None
+    created_at: WireMs | None = None
+    created_at_ms: ClassVar[EpochMs] = EpochMs()
     form_count: int = 0
 
 
@@ -347,7 +386,8 @@ class FormSettings(WireModel):
     default_from_address: str | None = None
     from_address: str | None = None
     payment: PaymentStatus | None = None
-    fixed_deletion_at: int | None = None
+    fixed_deletion_at: WireMs | None = None
+    fixed_deletion_at_ms: ClassVar[EpochMs] = EpochMs()
 
 
 class TranslationEntry(WireModel):
@@ -367,14 +407,15 @@ class SubmissionTranslation(WireModel):
 
 
 class Submission(WireModel):
-    """An item of ``submissions.list``; timestamps are ``YYYY-MM-DD HH:MM:SS`` strings.
+    """An item of ``submissions.list``; times are aware UTC datetimes (the wire's naive
+    ``YYYY-MM-DD HH:MM:SS`` strings are UTC).
     ``isCompleted`` and ``createdAt`` are required: sync pages and stores by them."""
 
     id: str
-    submitted_at: str | None = None
+    submitted_at: ServiceTime | None = None
     is_completed: bool
-    created_at: str
-    updated_at: str | None = None
+    created_at: ServiceTime
+    updated_at: ServiceTime | None = None
     edit_count: int = 0
     respondent_email: str | None = None
     request_id: str | None = None
@@ -472,13 +513,16 @@ class RequestCreated(WireModel):
     delivery_status: str | None = None
     external_id: str | None = None
     deduplicated: bool = False
-    created_at: int | None = None
-    expires_at: int | None = None
+    created_at: WireMs | None = None
+    created_at_ms: ClassVar[EpochMs] = EpochMs()
+    expires_at: WireMs | None = None
+    expires_at_ms: ClassVar[EpochMs] = EpochMs()
 
 
 class TimelineEntry(WireModel):
     id: str | None = None
-    at: int | None = None
+    at: WireMs | None = None
+    at_ms: ClassVar[EpochMs] = EpochMs()
     type: str = ""
     delivery_status: str | None = None
     attempt_count: int | None = None
@@ -511,19 +555,31 @@ class RequestRecord(WireModel):
     delivery: str | None = None
     delivery_status: str | None = None
     has_callback: bool = False
-    callback_failed_at: int | None = None
+    callback_failed_at: WireMs | None = None
+    callback_failed_at_ms: ClassVar[EpochMs] = EpochMs()
     url: str | None = None
-    expires_at: int | None = None
-    created_at: int | None = None
-    updated_at: int | None = None
-    opened_at: int | None = None
-    started_at: int | None = None
-    last_activity_at: int | None = None
-    completed_at: int | None = None
-    expired_at: int | None = None
-    canceled_at: int | None = None
-    data_purged_at: int | None = None
-    reminder_due_at: int | None = None
+    expires_at: WireMs | None = None
+    expires_at_ms: ClassVar[EpochMs] = EpochMs()
+    created_at: WireMs | None = None
+    created_at_ms: ClassVar[EpochMs] = EpochMs()
+    updated_at: WireMs | None = None
+    updated_at_ms: ClassVar[EpochMs] = EpochMs()
+    opened_at: WireMs | None = None
+    opened_at_ms: ClassVar[EpochMs] = EpochMs()
+    started_at: WireMs | None = None
+    started_at_ms: ClassVar[EpochMs] = EpochMs()
+    last_activity_at: WireMs | None = None
+    last_activity_at_ms: ClassVar[EpochMs] = EpochMs()
+    completed_at: WireMs | None = None
+    completed_at_ms: ClassVar[EpochMs] = EpochMs()
+    expired_at: WireMs | None = None
+    expired_at_ms: ClassVar[EpochMs] = EpochMs()
+    canceled_at: WireMs | None = None
+    canceled_at_ms: ClassVar[EpochMs] = EpochMs()
+    data_purged_at: WireMs | None = None
+    data_purged_at_ms: ClassVar[EpochMs] = EpochMs()
+    reminder_due_at: WireMs | None = None
+    reminder_due_at_ms: ClassVar[EpochMs] = EpochMs()
     canceled_by: str | None = None
     cancel_reason: str | None = None
     reminder_step: int = 0
@@ -547,7 +603,8 @@ class DocumentUpload(WireModel):
     content_type: str
     size: int | None = None
     upload_url: str
-    expires_at: int | None = None
+    expires_at: WireMs | None = None
+    expires_at_ms: ClassVar[EpochMs] = EpochMs()
 
 
 class DocumentUploaded(WireModel):
@@ -558,7 +615,8 @@ class DocumentUploaded(WireModel):
     content_type: str | None = None
     size: int | None = None
     sha256: str | None = None
-    uploaded_at: int | None = None
+    uploaded_at: WireMs | None = None
+    uploaded_at_ms: ClassVar[EpochMs] = EpochMs()
 
 
 # -- share links and webhooks ----------------------------------------------------------------------
@@ -570,8 +628,10 @@ class ShareLink(WireModel):
     url: str | None = None
     name: str | None = None
     revoked: bool = False
-    revoked_at: int | None = None
-    created_at: int | None = None
+    revoked_at: WireMs | None = None
+    revoked_at_ms: ClassVar[EpochMs] = EpochMs()
+    created_at: WireMs | None = None
+    created_at_ms: ClassVar[EpochMs] = EpochMs()
 
 
 class WebhookSubscription(WireModel):
@@ -584,7 +644,8 @@ class WebhookSubscription(WireModel):
     event_type: str = "submission_created"
     idle_window: str | None = None
     status: str = "active"
-    created_at: int | None = None
+    created_at: WireMs | None = None
+    created_at_ms: ClassVar[EpochMs] = EpochMs()
 
 
 class WebhookDeleted(WireModel):

@@ -382,11 +382,11 @@ async def _cancel_and_expire(w: _World, records: dict[str, RequestRecord], ids: 
         await w.api.cancel_request(target.id, reason=CANCEL_REASON)
         canceled = 1
     target = by_ext.get(EXPIRE_EXTERNAL_ID)
-    if target is not None and target.status == "pending" and target.expires_at is not None:
-        now = (await w.helpers.clock_get()).now
-        if target.expires_at >= now:
+    if target is not None and target.status == "pending" and target.expires_at_ms is not None:
+        now = (await w.helpers.clock_get()).now_ms
+        if target.expires_at_ms >= now:
             # The test clock jumps past the request's expiresAt; the sandbox expires it at once.
-            await w.helpers.clock_advance(target.expires_at - now + 1000)
+            await w.helpers.clock_advance(target.expires_at_ms - now + 1000)
             await w.renew_token()
         expired = 1
     return canceled, expired
@@ -528,7 +528,7 @@ async def run_demo(out: Path, *, console: Console | None = None, progress: bool 
             with steps.step(5):
                 delivered = await _deliver(w, set(ids))
             with steps.step(6):
-                now = (await w.helpers.clock_get()).now
+                now = (await w.helpers.clock_get()).now_ms
                 polled = await poll_once(w.api, store, form_id=w.form_id, now_ms=now)
                 synced = await sync_form(w.api, store, w.form_id)
                 this_run["polled_updates"] = polled.updated

@@ -101,8 +101,8 @@ async def _walk(client: FormClient, form_id: str, status: str, wanted: dict[str,
                 left.discard(rec.id)
                 found.append(rec)
         last = page.items[-1] if page.items else None
-        passed = (floor is not None and last is not None and last.created_at is not None
-                  and (last.created_at, last.id) <= floor)
+        passed = (floor is not None and last is not None and last.created_at_ms is not None
+                  and (last.created_at_ms, last.id) <= floor)
         if not page.has_more or not page.next_cursor or passed:
             break
         cursor = page.next_cursor

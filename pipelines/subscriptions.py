@@ -99,7 +99,7 @@ class SubscriptionRow(BaseModel):
 def _row(form_id: str, sub: WebhookSubscription) -> SubscriptionRow:
     return SubscriptionRow(formId=form_id, subscriptionId=sub.subscription_id, eventType=sub.event_type,
                            idleWindow=sub.idle_window, targetUrl=sub.target_url, provider=sub.provider,
-                           createdAt=sub.created_at)
+                           createdAt=sub.created_at_ms)
 
 
 class SubscriptionReport(BaseModel):

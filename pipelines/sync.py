@@ -38,6 +38,7 @@ from connector import models
 from connector.client import UNSET, FormClient
 from connector.field_lists import learn_field_lists
 from connector.store import Store, SyncMark
+from connector.times import to_service, utc
 
 PAGE = 100
 
@@ -76,7 +77,7 @@ def _show(mark: SyncMark | None) -> str | None:
 
 def _below(item: models.Submission, mark: SyncMark) -> bool:
     """Whether the walk has reached the old mark at ``item`` (see the module docstring)."""
-    return item.id == mark.submission_id or item.created_at < mark.created_at
+    return item.id == mark.submission_id or item.created_at < utc(mark.created_at)
 
 
 def _behind(newest: SyncMark, old: SyncMark) -> bool:
@@ -103,7 +104,7 @@ async def sync_form(client: FormClient, store: Store, form_id: str, *, full: boo
             page = await client.list_submissions(form_id, include_drafts=include_drafts, limit=PAGE,
                                                  cursor=cursor or UNSET)
             if newest is None and page.items:
-                newest = SyncMark(page.items[0].created_at, page.items[0].id)
+                newest = SyncMark(to_service(page.items[0].created_at), page.items[0].id)
             fresh: list[models.Submission] = []
             reached = False
             for item in page.items:

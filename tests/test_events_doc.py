@@ -61,7 +61,7 @@ async def bodies(sandbox: Any, client: Any, receiver: Any) -> dict[str, dict[str
                                            context={"case_id": "C-77"}, callback_url=receiver.callback_url)
     await sandbox.helpers.requests_complete(approval.id, {"reviewer": "Grace Hopper", "decision": "approve",
                                                           "comments": "Looks right."})
-    now = (await sandbox.helpers.clock_get()).now
+    now = (await sandbox.helpers.clock_get()).now_ms
     expiring = await client.create_request(form_id, external_id="crm-1002", expires_at=now + 60_000)
     await sandbox.helpers.clock_advance(60_001)
     canceled = await client.create_request(form_id, external_id="crm-1003")

@@ -31,7 +31,7 @@ async def test_the_typed_helpers_drive_the_sandbox(formsync_client, formsync_san
     helpers = formsync_sandbox.helpers
     before = await helpers.clock_get()
     moved = await helpers.clock_advance(60_000)
-    assert moved.now >= before.now + 60_000 and moved.offset_ms == before.offset_ms + 60_000
+    assert moved.now_ms >= before.now_ms + 60_000 and moved.offset_ms == before.offset_ms + 60_000
     form = formsync_sandbox.workspace("pro")["forms"]["Contact"]
     created = await formsync_client.create_request(form, recipient={"email": "grace@example.test"}, delivery="email")
     await helpers.deliveries_flush()  # does the due time-driven work first: the invitation goes out

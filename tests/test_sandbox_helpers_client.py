@@ -52,7 +52,7 @@ async def test_helpers_results_read_in_snake_case_and_keep_the_wire_names(sandbo
     async with SandboxHelpers(sandbox.base_url, sandbox.pro.token) as helpers:
         moved = await helpers.clock_advance(1_000)
         assert moved.offset_ms == moved.offsetMs == 1_000  # the camelCase name still reads
-        assert moved.model_dump() == {"now": moved.now, "offsetMs": 1_000}  # the wire's names
+        assert moved.model_dump() == {"now": moved.now_ms, "offsetMs": 1_000}  # the wire's names
         made = await helpers.submissions_create(sandbox.pro.forms["Contact"], {"name": "Ada", "email": "a@example.test"})
         assert made.is_completed and made.form_id == sandbox.pro.forms["Contact"]
         [event] = (await helpers.events_list(type="submission.completed")).items

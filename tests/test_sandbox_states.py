@@ -32,10 +32,10 @@ async def test_requests_open_and_start_set_the_funnels_opened_and_started(sandbo
     again = await sandbox.helpers.requests_open(req_id)
     assert again.opened_at == opened.opened_at, "a later open changes nothing"
     started = await sandbox.helpers.requests_start(req_id, {"name": "Ada"})
-    assert started.started_at is not None and started.started_at > started.opened_at  # type: ignore[operator]
+    assert started.started_at is not None and opened.opened_at is not None and started.started_at > opened.opened_at
     assert started.last_activity_at == started.started_at and started.status == "pending"
     record = (await sandbox.rpc("requests.get", {"requestId": req_id})).data
-    assert record["openedAt"] == opened.opened_at and record["startedAt"] == started.started_at
+    assert record["openedAt"] == opened.opened_at_ms and record["startedAt"] == started.started_at_ms
     assert len(_entries(record, "opened")) == 1 and len(_entries(record, "started")) == 1
 
     fresh = await _request(sandbox)  # started without an open first: the page was opened to start it

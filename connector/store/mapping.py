@@ -12,12 +12,13 @@ import time
 import zlib
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any, Literal
 
 from pydantic import BaseModel, ValidationError
 
 from ..models import Event, EventRequest, RequestRecord, Submission, WireModel
+from ..times import to_ms, utc
 
 Source = Literal["callback", "webhook", "poll", "sync"]
 SOURCES: tuple[str, ...] = ("callback", "webhook", "poll", "sync")
@@ -102,9 +103,6 @@ class EventRows:
 # Pure mapping: timestamps, long-form answers, events and reads to rows
 # ======================================================================================
 
-_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
-
-
 INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1  # the widest integer column of every supported database
 
 
@@ -129,14 +127,7 @@ def event_integer_problem(event: Event) -> str | None:
 
 def epoch_ms(dt: datetime) -> int:
     """A datetime as epoch milliseconds; a naive datetime is taken as UTC."""
-    if dt.tzinfo is None:
-        dt = dt.replace(tzinfo=UTC)
-    d = dt - _EPOCH  # days may be negative, seconds and microseconds never: the sum floors
-    return d.days * 86_400_000 + d.seconds * 1000 + d.microseconds // 1000
-
-
-def _opt_ms(dt: datetime | None) -> int | None:
-    return None if dt is None else epoch_ms(dt)
+    return to_ms(dt)
 
 
 def list_ts_ms(value: str | None, where: str = "timestamp") -> int | None:
@@ -148,11 +139,7 @@ def list_ts_ms(value: str | None, where: str = "timestamp") -> int | None:
     if not isinstance(value, str):
         raise ValueError(problem)
     try:
-        return epoch_ms(datetime.strptime(value, "%Y-%m-%d %H:%M:%S"))
-    except ValueError:
-        pass
-    try:
-        return epoch_ms(datetime.fromisoformat(value))
+        return to_ms(utc(value))
     except ValueError:
         raise ValueError(problem) from None
 
@@ -370,7 +357,7 @@ def event_to_rows(event: Event | Incoming, *, now: int | None = None) -> EventRo
         body = json.dumps(ev.model_dump(mode="json", exclude_unset=True), ensure_ascii=False).encode()
     else:
         body = inc.body.encode("utf-8", "surrogateescape") if isinstance(inc.body, str) else inc.body
-    created = epoch_ms(ev.created_at)
+    created = to_ms(ev.created_at)
     out = EventRows(raw={
         "id": ev.id, "type": ev.type, "source": inc.source, "created_at": created,
         "api_version": ev.api_version, "test": ev.test,
@@ -398,8 +385,8 @@ def _event_submission(inc: Incoming, now: int, created: int) -> dict[str, Any] |
     s = data.submission
     row = {
         "id": s.id, "form_id": data.form.id, "form_name": data.form.name, "snapshot_id": data.form.snapshot_id,
-        "respondent_email": s.respondent_email, "submitted_at": _opt_ms(s.submitted_at),
-        "updated_at": _opt_ms(s.updated_at), "edit_count": s.edit_count, "is_completed": True,
+        "respondent_email": s.respondent_email, "submitted_at": to_ms(s.submitted_at),
+        "updated_at": to_ms(s.updated_at), "edit_count": s.edit_count, "is_completed": True,
         "language": s.language, "answers": data.answers or {}, "display": data.display or {},
         "pdf_url": s.pdf_url, "source": inc.source, "last_event_id": ev.id, "observed_at": created,
         "stored_at": now,
@@ -443,7 +430,7 @@ def _event_request_columns(r: EventRequest) -> dict[str, Any]:
     for name, col in _EVENT_REQUEST_FIELDS:
         if name in present:
             value = getattr(r, name)
-            row[col] = epoch_ms(value) if isinstance(value, datetime) else value
+            row[col] = to_ms(value) if isinstance(value, datetime) else value
     if "recipient" in present:
         recipient = r.recipient
         row["recipient_email"] = recipient.email if recipient is not None else None
@@ -497,18 +484,16 @@ def _item_row(it: Submission, where: str, form_id: str, form_name: str | None, s
     present = it.model_fields_set
     row: dict[str, Any] = {
         "id": it.id, "form_id": form_id, "is_completed": it.is_completed,
-        "submitted_at": list_ts_ms(it.submitted_at, f"{where}.submittedAt"),
+        "submitted_at": to_ms(it.submitted_at),
         "answers": it.answers or {}, "display": it.display or {}, "source": source, "last_event_id": None,
         "observed_at": now, "stored_at": now,
     }
     if form_name is not None:
         row["form_name"] = form_name
-    optional = {"createdAt": "created_at", "updatedAt": "updated_at", "editCount": "edit_count",
-                "respondentEmail": "respondent_email", "requestId": "request_id"}
-    for wire, col in optional.items():
+    for col in ("created_at", "updated_at", "edit_count", "respondent_email", "request_id"):
         if col in present:  # the column's name is the model's attribute
             value = getattr(it, col)
-            row[col] = list_ts_ms(value, f"{where}.{wire}") if wire.endswith("At") else value
+            row[col] = to_ms(value) if isinstance(value, datetime) else value
     if row.get("edit_count", 0) is None:
         row["edit_count"] = 0
     if problem := integer_problem(row, where):

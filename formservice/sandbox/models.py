@@ -4,12 +4,14 @@ client (which sends and reads them)."""
 
 from __future__ import annotations
 
+from datetime import datetime
 from functools import cache
-from typing import TYPE_CHECKING, Annotated, Any, Literal
+from typing import TYPE_CHECKING, Annotated, Any, ClassVar, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, PlainSerializer
 from pydantic.alias_generators import to_camel
 
+from ..clock import MsOf, from_ms, to_ms
 from ..domain.base import Params, Result
 from ..faults import FaultPlan, FaultsView
 
@@ -32,6 +34,10 @@ class HelperResult(Result):
             return super().__getattr__(name)
 
 
+Ms = Annotated[datetime, BeforeValidator(from_ms), PlainSerializer(to_ms, return_type=int)]
+"""A time: an aware UTC datetime in Python, epoch ms on the wire (its ``*_ms`` keeps the integer)."""
+
+
 @cache
 def _wire_names(model: type[BaseModel]) -> dict[str, str]:
     """The model's camelCase wire names -> its attribute names (those that differ)."""
@@ -50,13 +56,15 @@ class AdvanceParams(Params):
 
 
 class ClockResult(HelperResult):
-    now: int
+    now: Ms
+    now_ms: ClassVar[MsOf[int]] = MsOf()
     offset_ms: int
 
 
 class ResetResult(HelperResult):
     reset: bool
-    now: int
+    now: Ms
+    now_ms: ClassVar[MsOf[int]] = MsOf()
 
 
 class FlushedAttempt(HelperResult):
@@ -88,8 +96,10 @@ class TokenView(HelperResult):
     name: str
     kind: str
     prefix: str
-    created_at: int
-    expires_at: int
+    created_at: Ms
+    created_at_ms: ClassVar[MsOf[int]] = MsOf()
+    expires_at: Ms
+    expires_at_ms: ClassVar[MsOf[int]] = MsOf()
     token: str | None = None
 
 
@@ -155,7 +165,8 @@ class CallsParams(Params):
 
 
 class CallItem(HelperResult):
-    at: int
+    at: Ms
+    at_ms: ClassVar[MsOf[int]] = MsOf()
     method: str
 
 
@@ -224,11 +235,16 @@ class CompletedRequest(HelperResult):
     url: str | None = None
     recipient: dict[str, Any] | None = None
     metadata: dict[str, Any] | None = None
-    created_at: int | None = None
-    opened_at: int | None = None
-    started_at: int | None = None
-    last_activity_at: int | None = None
-    completed_at: int | None = None
+    created_at: Ms | None = None
+    created_at_ms: ClassVar[MsOf[int | None]] = MsOf()
+    opened_at: Ms | None = None
+    opened_at_ms: ClassVar[MsOf[int | None]] = MsOf()
+    started_at: Ms | None = None
+    started_at_ms: ClassVar[MsOf[int | None]] = MsOf()
+    last_activity_at: Ms | None = None
+    last_activity_at_ms: ClassVar[MsOf[int | None]] = MsOf()
+    completed_at: Ms | None = None
+    completed_at_ms: ClassVar[MsOf[int | None]] = MsOf()
     answers: dict[str, Any] | None = None
     display: dict[str, Any] | None = None
     timeline: list[dict[str, Any]] | None = None
@@ -262,7 +278,8 @@ class UpdatedSubmission(HelperResult):
     id: str
     form_id: str
     edit_count: int
-    updated_at: int | None = None
+    updated_at: Ms | None = None
+    updated_at_ms: ClassVar[MsOf[int | None]] = MsOf()
     answers: dict[str, Any] = {}
 
 
@@ -286,7 +303,8 @@ class MailItem(HelperResult):
     status: str
     request_id: str | None
     submission_id: str | None
-    created_at: int
+    created_at: Ms
+    created_at_ms: ClassVar[MsOf[int]] = MsOf()
 
 
 class MailList(HelperResult):
@@ -300,7 +318,8 @@ class EventsParams(Params):
 
 
 class AttemptItem(HelperResult):
-    at: int
+    at: Ms
+    at_ms: ClassVar[MsOf[int]] = MsOf()
     status: int | None
     error: str | None
     signature: str | None
@@ -313,7 +332,8 @@ class DeliveryItem(HelperResult):
     target_url: str
     state: str
     attempt_count: int
-    next_attempt_at: int | None
+    next_attempt_at: Ms | None
+    next_attempt_at_ms: ClassVar[MsOf[int | None]] = MsOf()
     subscription_id: str | None
     attempts: list[AttemptItem]
 
@@ -323,7 +343,8 @@ class EventItem(HelperResult):
 
     id: str
     type: str
-    created_at: int
+    created_at: Ms
+    created_at_ms: ClassVar[MsOf[int]] = MsOf()
     test: bool
     request_id: str | None
     submission_id: str | None

@@ -310,9 +310,9 @@ async def _one(client: FormClient, r: CampaignRow, action: Action, reason: str |
         return None
     report.done += 1
     if action == "remind":  # the answer's time: its updatedAt, where the service moves it, or its Date
-        reminded[r.request_id] = max(rec.updated_at or 0, client.service_clock.known_now() or report.now or 0)
-    if rec.updated_at is not None:  # the service's own time (a sandbox's test clock included)
-        report.first_at = rec.updated_at if report.first_at is None else min(report.first_at, rec.updated_at)
+        reminded[r.request_id] = max(rec.updated_at_ms or 0, client.service_clock.known_now() or report.now or 0)
+    if (updated := rec.updated_at_ms) is not None:  # the service's own time (a sandbox's test clock included)
+        report.first_at = updated if report.first_at is None else min(report.first_at, updated)
     return rec
 
 

@@ -64,17 +64,17 @@ async def sent_job(sandbox: Sandbox, tmp_path: Path, ws: str = "pro", n: int = 3
 
 async def test_the_sandbox_date_is_its_test_clock_and_the_client_reads_it(sandbox: Sandbox) -> None:
     await sandbox.helpers.clock_advance(3 * DAY)
-    service = (await sandbox.helpers.clock_get()).now
+    service = (await sandbox.helpers.clock_get()).now_ms
     async with sandbox.http.get(f"{sandbox.base_url}/healthz") as resp:
         said = int(parsedate_to_datetime(resp.headers["Date"]).timestamp() * 1000)
     assert service - 1000 <= said <= service + 1000  # the test clock, 3 days ahead of this machine's
     # As the hosted service is read (no sandbox helper): the Date of one HEAD, whole seconds.
     dated = await service_now(sandbox.base_url)
-    assert service - 1000 <= dated <= (await sandbox.helpers.clock_get()).now
+    assert service - 1000 <= dated <= (await sandbox.helpers.clock_get()).now_ms
     async with FormClient(sandbox.base_url, sandbox.pro.token) as fc:
-        before = (await sandbox.helpers.clock_get()).now
+        before = (await sandbox.helpers.clock_get()).now_ms
         exact = await fc.service_now()  # a sandbox on this machine: its test clock, to the millisecond
-        assert before <= exact <= (await sandbox.helpers.clock_get()).now and fc.stats["calls"] == 0
+        assert before <= exact <= (await sandbox.helpers.clock_get()).now_ms and fc.stats["calls"] == 0
         await sandbox.helpers.clock_advance(DAY)
         await fc.list_workspaces()  # an answer whose Date disagrees moves the client's idea of the time
         assert (fc.service_clock.known_now() or 0) >= before + DAY - 1000
@@ -100,7 +100,7 @@ async def test_remind_speaks_on_the_service_clock(sandbox: Sandbox, tmp_path: Pa
     assert idle.exit_code == 0, idle.output
     lines = idle.output.splitlines()
     assert lines[0].startswith("campaign spring: 3 pending requests as of ") and "(the service's time)" in lines[0]
-    assert _day(lines[0]) == (await sandbox.helpers.clock_get()).now // DAY  # the service's date, 3 days ahead
+    assert _day(lines[0]) == (await sandbox.helpers.clock_get()).now_ms // DAY  # the service's date, 3 days ahead
     assert lines[-1] == "done: reminded 3 of 3 pending requests"
     assert {r.last_reminded_at is not None for r in store.campaign.rows("spring")} == {True}
 
@@ -143,7 +143,7 @@ async def test_close_then_remind_says_the_campaign_is_closed_and_the_page_is_as_
     html = tmp_path / "spring.html"
     page = await formsync("campaign", "page", "spring", "--out", str(html), "--config", str(cfg), token=token)
     assert page.exit_code == 0, page.output
-    as_of = (await sandbox.helpers.clock_get()).now
+    as_of = (await sandbox.helpers.clock_get()).now_ms
     from datetime import UTC, datetime
 
     stamp = datetime.fromtimestamp(as_of / 1000, UTC).strftime("%Y-%m-%d")

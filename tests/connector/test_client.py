@@ -451,7 +451,7 @@ async def test_request_methods(sandbox):
         assert isinstance(created, models.RequestCreated)
         assert (created.status, created.externalId, created.deduplicated) == ("pending", "row-7", False)
         assert created.url.startswith(f"{sandbox.base_url}/r/")
-        assert created.expiresAt == int(expires.timestamp() * 1000)
+        assert created.expires_at == expires and created.expires_at_ms == int(expires.timestamp() * 1000)
 
         record = await fc.get_request(created.id)
         assert isinstance(record, models.RequestRecord)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from sqlmodel import select
 
+from ...clock import from_ms
 from ...domain import auth
 from ...domain.base import Ctx
 from ...errors import ApiError, not_found
@@ -29,8 +30,8 @@ from .registry import helper
 
 def token_view(row: ApiToken, value: str | None = None) -> TokenView:
     """A token as the helpers show it; its value only when just minted."""
-    v = TokenView(id=row.id, name=row.name, kind=row.kind, prefix=row.prefix, created_at=row.created_at,
-                  expires_at=row.expires_at)
+    v = TokenView(id=row.id, name=row.name, kind=row.kind, prefix=row.prefix, created_at=from_ms(row.created_at),
+                  expires_at=from_ms(row.expires_at))
     if value is not None:
         v.token = value
     return v

@@ -4,6 +4,7 @@ call log and the injected faults."""
 from __future__ import annotations
 
 from ...agent.tools import TOOLS
+from ...clock import from_ms
 from ...domain.base import METHODS, Ctx
 from ...domain.misc import MethodList, listing
 from ...errors import ApiError
@@ -32,13 +33,13 @@ def clock_advance(ctx: Ctx, p: AdvanceParams) -> ClockResult:
     now = svc.advance_clock(p.ms)
     if svc.worker is not None:
         ctx.after_commit.append(svc.worker.tick)
-    return ClockResult(now=now, offset_ms=svc.clock.offset_ms)
+    return ClockResult(now=from_ms(now), offset_ms=svc.clock.offset_ms)
 
 
 @helper("clock.get")
 def clock_get(ctx: Ctx, p: NoParams) -> ClockResult:
     """The test clock's current time."""
-    return ClockResult(now=ctx.service.now(), offset_ms=ctx.service.clock.offset_ms)
+    return ClockResult(now=from_ms(ctx.service.now()), offset_ms=ctx.service.clock.offset_ms)
 
 
 @helper("reset")
@@ -54,7 +55,7 @@ async def reset(service: Service, p: NoParams) -> ResetResult:
         raise ApiError("CONFLICT", "This sandbox's data dir was seeded before reset existed, so no copy of its "
                        "seeded state was kept; start the sandbox on a new --data-dir to use reset.",
                        reason="NO_SEED_STATE") from None
-    return ResetResult(reset=True, now=service.now())
+    return ResetResult(reset=True, now=from_ms(service.now()))
 
 
 @helper("deliveries.flush")
@@ -80,7 +81,7 @@ def limits_set(ctx: Ctx, p: LimitsParams) -> LimitsView:
 def calls_list(ctx: Ctx, p: CallsParams) -> CallList:
     """The API calls this token made (counted on the server), optionally since a time or
     of one method: what poll and sync cost assertions count."""
-    items = [CallItem(at=at, method=m) for at, tok, m in ctx.service.call_log
+    items = [CallItem(at=from_ms(at), method=m) for at, tok, m in ctx.service.call_log
              if tok == ctx.token.id and (p.since is None or at >= p.since) and (p.method in (None, m))]
     return CallList(count=len(items), items=items)
 

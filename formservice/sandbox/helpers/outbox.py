@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from sqlmodel import col, select
 
+from ...clock import from_ms
 from ...domain.base import Ctx
 from ...tables import Delivery, DeliveryAttempt, Event, Mail
 from ..models import (
@@ -30,7 +31,7 @@ def mail_list(ctx: Ctx, p: MailParams) -> MailList:
     rows = ctx.session.exec(stmt.order_by(col(Mail.created_at))).all()
     return MailList(items=[MailItem(id=m.id, kind=m.kind, to=m.to, from_=m.sender, subject=m.subject, body=m.body,
                                     status=m.status, request_id=m.request_id, submission_id=m.submission_id,
-                                    created_at=m.created_at) for m in rows])
+                                    created_at=from_ms(m.created_at)) for m in rows])
 
 
 @helper("events.list")
@@ -44,7 +45,7 @@ def events_list(ctx: Ctx, p: EventsParams) -> EventList:
     if p.formId is not None:
         stmt = stmt.where(Event.form_id == p.formId)
     return EventList(items=[
-        EventItem(id=ev.id, type=ev.type, created_at=ev.created_at, test=ev.test, request_id=ev.request_id,
+        EventItem(id=ev.id, type=ev.type, created_at=from_ms(ev.created_at), test=ev.test, request_id=ev.request_id,
                   submission_id=ev.submission_id, payload=ev.payload, deliveries=deliveries_of(ctx, ev.id))
         for ev in ctx.session.exec(stmt.order_by(col(Event.created_at))).all()])
 
@@ -56,8 +57,8 @@ def deliveries_of(ctx: Ctx, event_id: str) -> list[DeliveryItem]:
         attempts = ctx.session.exec(select(DeliveryAttempt).where(DeliveryAttempt.delivery_id == d.id)
                                     .order_by(col(DeliveryAttempt.id))).all()
         out.append(DeliveryItem(id=d.id, kind=d.kind, target_url=d.target_url, state=d.state,
-                                attempt_count=d.attempt_count, next_attempt_at=d.next_attempt_at,
+                                attempt_count=d.attempt_count, next_attempt_at=from_ms(d.next_attempt_at),
                                 subscription_id=d.subscription_id,
-                                attempts=[AttemptItem(at=a.at, status=a.status, error=a.error, signature=a.signature,
+                                attempts=[AttemptItem(at=from_ms(a.at), status=a.status, error=a.error, signature=a.signature,
                                                       duration_ms=a.duration_ms) for a in attempts]))
     return out

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from ...clock import from_ms
 from ...domain import events, sharelinks
 from ...domain import requests as req_domain
 from ...domain import submissions as subs_domain
@@ -129,5 +130,5 @@ def submissions_update(ctx: Ctx, p: UpdateParams) -> UpdatedSubmission:
     if state is not None:
         raise sharelinks.link_closed(state)
     sub = sharelinks.edit_submission(ctx.session, form, sub, p.answers, ctx.now, ctx.base_url, field="submissionId")
-    return UpdatedSubmission(id=sub.id, form_id=form.id, edit_count=sub.edit_count, updated_at=sub.updated_at,
+    return UpdatedSubmission(id=sub.id, form_id=form.id, edit_count=sub.edit_count, updated_at=from_ms(sub.updated_at),
                              answers=sub.answers or {})
