@@ -78,7 +78,7 @@ def write_sheet(path: Path, rows: int) -> None:
 async def phase(sb: SandboxProcess, helpers: SandboxHelpers, store: Store, action: str, n: int, limit: int,
                 window_ms: int) -> tuple[bool, list[str]]:
     """Run one action paced at the limit; its figures, and whether it kept every promise."""
-    since = (await helpers.clock_get()).now
+    since = (await helpers.clock_get()).now_ms
     trips = RoundTrips("requests.remind" if action == "remind" else "requests.cancel")
     client_log = logging.getLogger("formsync.client")
     client_log.setLevel(logging.DEBUG)
@@ -91,7 +91,7 @@ async def phase(sb: SandboxProcess, helpers: SandboxHelpers, store: Store, actio
         refused = fc.stats["rate_limited"]
     client_log.removeHandler(trips)
     mean_trip = statistics.fmean(trips.seconds) if trips.seconds else 0.0
-    times = sorted(c.at for c in (await helpers.calls_list(since=since)).items)
+    times = sorted(c.at_ms for c in (await helpers.calls_list(since=since)).items)
     budget = n + math.ceil(n / 100) + 1
     gaps = [times[k] - times[k - limit] for k in range(limit, len(times))]
     rate = limit / (statistics.fmean(gaps) / 1000) if gaps else float("nan")

@@ -103,7 +103,7 @@ async def run(limit: int, window_ms: int, windows: int) -> int:
                 refused = fc.stats["rate_limited"]
             store.close()
             calls = await helpers.calls_list(method="requests.create")
-    times = sorted(c.at for c in calls.items)
+    times = sorted(c.at_ms for c in calls.items)
     rate = (len(times) - limit) / ((times[-1] - times[limit - 1]) / 1000)
     ideal = limit / (window_ms / 1000)
     fullest = most_in_window(times, window_ms)

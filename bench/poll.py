@@ -65,7 +65,7 @@ async def measure(n: int, tmp: str) -> tuple[list[int], bool]:
                 if cycle == 2:
                     for c in created[:: n // CANCELED][:CANCELED]:
                         await fc.cancel_request(c["id"], reason="bench")
-                since = (await helpers.clock_get()).now
+                since = (await helpers.clock_get()).now_ms
                 report = await poll_once(fc, store)
                 counted = await server_calls(helpers, since)
                 total = sum(counted.values())

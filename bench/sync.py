@@ -56,7 +56,7 @@ async def measure(k: int, tmp: str) -> tuple[int, bool]:
                 sb.base_url, sb.token(), calls_per_minute=100_000, creates_per_minute=100_000) as fc:
             helpers = sb.helpers(http)
             await helpers.limits_set(calls_per_minute=100_000, creates_per_minute=100_000)
-            since = (await helpers.clock_get()).now
+            since = (await helpers.clock_get()).now_ms
             walk = asyncio.create_task(sync_form(fc, store, form))
             arrived = 0
             while not walk.done() and arrived < ARRIVALS:

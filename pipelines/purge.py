@@ -34,7 +34,7 @@ class Retention:
 def retention_of(doc: FormSettings) -> Retention:
     """The retention a ``formSettings.get`` answer sets."""
     return Retention(doc.settings.draft_retention_days, doc.settings.submission_retention_days,
-                     doc.fixed_deletion_at)
+                     doc.fixed_deletion_at_ms)
 
 
 def past_retention(retention: Retention, now: int, rows: Iterable[SubmissionTimes]) -> list[str]:

@@ -24,8 +24,8 @@ class Target(str, Enum):
 def deploy(
     target: Annotated[Target, typer.Argument(help="systemd: the units of formsync receive and formsync run; "
                                                   "nginx: the site in front of the receiver.")],
-    config: Annotated[Path, typer.Option(help="The TOML settings file the services run with ([receiver] port "
-                                              "and path, [store], [deploy]); the units name it.")],
+    config: Annotated[Path, typer.Option(help="The TOML settings file the services run with (\\[receiver] port "
+                                              "and path, \\[store], \\[deploy]); the units name it.")],
     out: Annotated[Path, typer.Option(help="The directory to write the files in (made if missing).")] = Path("."),
 ) -> None:
     """Write the systemd units or the nginx site for this installation: ports, addresses

@@ -81,7 +81,7 @@ class Campaign(RuleBasedStateMachine):
         return self.loop.run_until_complete(work)
 
     def now(self) -> int:
-        return self.run(self.sandbox.helpers.clock_get()).now
+        return self.run(self.sandbox.helpers.clock_get()).now_ms
 
     def teardown(self) -> None:
         self.run(self.client.__aexit__(None, None, None))
@@ -150,7 +150,7 @@ class Campaign(RuleBasedStateMachine):
                 self.suppressed_at.setdefault(email, now)
         mails = self.run(self.sandbox.helpers.mail_list()).items
         late = [(m.to, m.kind) for m in mails if m.to.lower() in self.suppressed_at
-                and m.created_at > self.suppressed_at[m.to.lower()]]
+                and m.created_at_ms > self.suppressed_at[m.to.lower()]]
         assert late == [], "mail after the address was suppressed"
         for job in JOBS:
             ids = {r.request_id for r in self.store.campaign.rows(job) if r.request_id}
