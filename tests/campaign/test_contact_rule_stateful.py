@@ -135,7 +135,7 @@ class Campaign(RuleBasedStateMachine):
         """Every reminder this step sent went to a request still pending (the clock does not move within a step)."""
         mails = self.run(self.sandbox.helpers.mail_list()).items
         for m in mails:
-            if m.kind == "reminder" and m.created_at >= since and m.request_id:
+            if m.kind == "reminder" and m.created_at_ms >= since and m.request_id:
                 record = self.run(self.client.get_request(m.request_id))
                 if record.status != "pending":
                     self.reminded_not_pending.append(m.request_id)
