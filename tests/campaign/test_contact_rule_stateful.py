@@ -3,8 +3,8 @@ over loopback) with a SQLite store: send (two jobs, sent again), suppress, bounc
 (recipients on ``bounce.test``), poll, remind, advance the clock, complete, close. After
 every step: no suppressed or bounced address has a mail dated after its suppression, no
 email has two invitations in one job, no suppressed address is left with a pending
-request, the funnel, ``formsync status`` and the job's record agree, and nothing that was
-not pending is reminded."""
+request, the funnel, ``formsync status``, the page, the export and the job's record agree,
+and nothing that was not pending is reminded."""
 
 from __future__ import annotations
 
@@ -13,6 +13,7 @@ import csv
 import itertools
 from collections import Counter
 from collections.abc import Coroutine
+from html import escape
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -24,10 +25,11 @@ from hypothesis.stateful import RuleBasedStateMachine, invariant, rule, run_stat
 from connector.client import FormClient
 from connector.settings import load_settings
 from connector.store import Store
-from pipelines.campaign import act, read_campaign
+from pipelines.campaign import act, read_campaign, write_page
 from pipelines.campaign import suppress as suppression_list
+from pipelines.campaign.export import export_campaign
 from pipelines.outreach import run_outreach
-from pipelines.outreach.counts import recorded_counts
+from pipelines.outreach.counts import RunCounts, recorded_counts, row_states
 from pipelines.poll import poll_once
 from pipelines.status import collect_status
 from tests.conftest import Sandbox, start_sandbox
@@ -177,6 +179,25 @@ class Campaign(RuleBasedStateMachine):
             assert run is not None and status[job].last_run == run and status[job].funnel == f
             assert f.rows == run.rows == f.sent + f.rejected + f.suppressed + f.not_sent
             assert (f.sent, f.rejected, f.suppressed) == (run.sent_total, run.rejected, run.suppressed)
+            self._page_and_export_agree(job, run)
+
+    def _page_and_export_agree(self, job: str, run: RunCounts) -> None:
+        """The page shows the job record's row states, and the export has one row per sheet
+        row with the same sent and suppressed figures."""
+        f = read_campaign(self.store, job).funnel
+        page = self.dir / f"{job}.html"
+        write_page(self.store, job, page, self.now())
+        html = page.read_text(encoding="utf-8")
+        for words, n in row_states(run):
+            assert f"<tr><td>{escape(words)}</td><td class=n>{n:,}</td></tr>" in html, (job, words, n)
+        assert f"<th>sheet rows</th><th class=n>{run.rows:,}</th>" in html
+        out = self.dir / f"{job}.csv"
+        export_campaign(self.store, job, "csv", out)
+        with out.open(newline="", encoding="utf-8") as fh:
+            rows = list(csv.DictReader(fh))
+        assert len(rows) == f.rows, (job, len(rows), f.rows)
+        assert sum(1 for r in rows if r["request_id"]) == f.sent
+        assert sum(1 for r in rows if r["status"] == "suppressed") == f.suppressed
 
 
 def test_the_contact_rule_holds_through_a_campaign(tmp_path: Path) -> None:
