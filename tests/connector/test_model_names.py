@@ -3,6 +3,8 @@ and arguments, camelCase JSON in and out, and the camelCase attribute still read
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
+
 import pytest
 
 from connector import models
@@ -13,7 +15,8 @@ RECORD = {"id": "req_1", "status": "pending", "externalId": "crm-42", "createdAt
 
 def test_a_record_reads_in_snake_case_and_dumps_the_wire_names() -> None:
     r = models.RequestRecord.model_validate(RECORD)
-    assert (r.external_id, r.created_at, r.readonly_keys) == ("crm-42", 1, ["email"])
+    assert (r.external_id, r.created_at_ms, r.readonly_keys) == ("crm-42", 1, ["email"])
+    assert r.created_at == datetime(1970, 1, 1, 0, 0, 0, 1000, tzinfo=UTC), "an aware UTC datetime"
     assert r.externalId == r.external_id, "the camelCase attribute still reads"
     dumped = r.model_dump(exclude_unset=True)
     assert dumped == {k: v for k, v in RECORD.items() if k != "someFutureField"}, "unknown fields are ignored"
