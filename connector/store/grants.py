@@ -9,6 +9,7 @@ from collections.abc import Callable
 from typing import Any
 
 from sqlalchemy import update
+from sqlalchemy.exc import IntegrityError
 from sqlmodel import col
 
 from .database import Database
@@ -96,7 +97,15 @@ class GrantRows:
             return True
 
     def note_token_use(self, fingerprint: str, kind: str) -> int:
-        """Record a use of the static token ``fingerprint``; returns when it was first used."""
+        """Record a use of the static token ``fingerprint``; returns when it was first used.
+        Processes noting the same token at once all succeed: an insert that loses the race
+        to another's is done again as an update of the row that won."""
+        try:
+            return self._note_use(fingerprint, kind)
+        except IntegrityError:
+            return self._note_use(fingerprint, kind)
+
+    def _note_use(self, fingerprint: str, kind: str) -> int:
         now = self._clock()
         with self._db.session() as s:
             row = s.get(TokenUse, fingerprint)

@@ -280,3 +280,33 @@ async def test_four_os_processes_refresh_at_once_and_the_chain_survives(db_url: 
         await sandbox.helpers.clock_advance(2 * 3600 * 1000)
         source = GrantTokens(store, sandbox.base_url, KEY, key_where="k")
         assert await workspace_via(source, sandbox.base_url) == sandbox.pro.id, "the chain goes on"
+
+
+def test_processes_noting_a_static_tokens_use_at_once_all_succeed(db_url: str) -> None:
+    """Jobs that start together each record the static token's use: the one row is made
+    once, its first use kept, and no job fails on the race (a unique key refused before)."""
+    import threading
+
+    with Store(db_url) as store:
+        store.migrate()
+    stores = [Store(db_url) for _ in range(8)]
+    start, failures, firsts = threading.Barrier(8), [], []
+
+    def note(s: Store) -> None:
+        start.wait()
+        try:
+            firsts.append(s.grants.note_token_use("fp_1", "api"))
+        except Exception as e:  # the failure this test is about
+            failures.append(repr(e))
+
+    try:
+        threads = [threading.Thread(target=note, args=(s,)) for s in stores]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(30)
+        assert failures == [] and len(firsts) == 8
+        assert len(set(firsts)) == 1 and stores[0].grants.token_first_used("fp_1") == firsts[0]
+    finally:
+        for s in stores:
+            s.close()

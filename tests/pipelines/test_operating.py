@@ -53,7 +53,8 @@ def test_status_reads_the_store_without_a_token_though_jobs_call_the_service(tmp
     cfg, store = _config(tmp_path, POLL)
     done = _status(cfg)
     assert done.exit_code == 0, done.output
-    assert "every 300 s" in done.stdout and "service.token" not in done.output
+    assert "every 300 s" in done.stdout and "not set" not in done.output, "no token asked for"
+    assert "Service token: none (set service.token or run formsync login)" in done.stdout  # said, not required
     # ``formsync run`` with the same file still refuses: its jobs would call the service.
     run = CliRunner().invoke(app, ["run", "--config", str(cfg)], env=_clean())
     assert run.exit_code == 2 and "service.token is not set" in run.output
