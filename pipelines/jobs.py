@@ -379,8 +379,7 @@ def summarise(kind: str, report: BaseModel) -> str:
 
         return f"{r.job}: {action_outcome(r)}; {r.calls} calls"
     if kind == "files":
-        said = f"{r.archived} files archived ({r.bytes:,} bytes), {r.already} already"
-        return f"done: {said}" + (f"; {r.failed} could not be fetched" if r.failed else "")
+        return str(r.outcome())
     if kind == "purge":
         return str(r.outcome())
     return str(report)[:200]

@@ -49,6 +49,11 @@ class ArchiveReport(BaseModel):
     bytes: int = 0  # fetched by this run
     problems: list[ArchiveProblem] = []
 
+    def outcome(self) -> str:
+        """The run in one line, as the command's last line and a scheduled run's summary say it."""
+        said = f"done: {self.archived} files archived ({self.bytes:,} bytes), {self.already} already"
+        return said + (f"; {self.failed} could not be fetched" if self.failed else "")
+
 
 class LocationError(Exception):
     """The location cannot be written: its URL, and what to check."""

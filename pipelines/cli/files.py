@@ -43,10 +43,7 @@ def files(
                                                concurrency=concurrency, on_file=on_file))
             except LocationError as e:
                 raise WorkFailed(str(e), where="--to") from None
-        typer.echo(f"done: {report.archived} files archived ({report.bytes:,} bytes), {report.already} already; "
-                   f"{report.failed} could not be fetched" if report.failed else
-                   f"done: {report.archived} files archived ({report.bytes:,} bytes), {report.already} already",
-                   err=True)
+        typer.echo(report.outcome(), err=True)
         for p in report.problems[:10]:
             typer.echo(f"  {p.submission_id} {p.path}: {p.problem}", err=True)
         print_report(report)
