@@ -62,10 +62,10 @@ def test_the_settings_page_has_every_setting_with_its_type_default_and_variable(
         if fields is None:  # [[jobs]]: a list of JobSettings
             continue
         for name in fields:
-            assert f"| `{section}.{name}` |" in text, (section, name)
+            assert f"| `{section}.{name}`<br>`FORMSYNC_{section.upper()}__{name.upper()}` |" in text, (section, name)
             assert f"`FORMSYNC_{section.upper()}__{name.upper()}`" in text
-    assert "| `jobs.kind` |" in text and "(file only)" in text
-    assert "| `store.url` | `str` | `sqlite:///formsync.db` |" in text
+    assert "| `jobs.kind`<br>(file only) |" in text
+    assert "| `store.url`<br>`FORMSYNC_STORE__URL` | `str`<br>default: `sqlite:///formsync.db` |" in text
 
 
 def test_every_setting_says_what_it_is_and_no_note_names_a_setting_that_is_gone():
@@ -181,9 +181,12 @@ def served(site: Path) -> Iterator[str]:
 @pytest.mark.browser
 async def test_the_site_reads_in_chromium(served: str, page):  # noqa: F811
     ARTIFACTS.mkdir(exist_ok=True)
+    await page.set_viewport_size({"width": 1400, "height": 1000})  # wide enough for the nav beside the page
     for path, heading, name in [("index.html", "formsync", "front"), ("python.html", "Using formsync from Python",
                                                                        "guide"),
-                                ("reference/commands.html", "Commands", "reference")]:
+                                ("reference/commands.html", "Commands", "reference"),
+                                ("reference/settings.html", "Settings", "settings"),
+                                ("reference/data-types.html", "Data types", "data-types")]:
         resp = await page.goto(f"{served}/{path}")
         assert resp is not None and resp.status == 200, path
         assert heading in await page.locator("article h1").first.inner_text()

@@ -24,7 +24,10 @@ from .helptext import plain
 
 
 def _cell(text: str) -> str:
-    return " ".join(text.split()).replace("|", "\\|")
+    """Text as one table cell: one line, its pipes escaped outside code spans (the table
+    reads a pipe inside backticks as text, and would show the backslash)."""
+    parts = " ".join(text.split()).split("`")
+    return "`".join(p if i % 2 else p.replace("|", "\\|") for i, p in enumerate(parts))
 
 
 # -- commands ------------------------------------------------------------------------------------
@@ -164,12 +167,13 @@ def _default(f: FieldInfo) -> str:
 
 def _section(name: str, model: type[BaseModel], env: str) -> list[str]:
     doc = " ".join(inspect.cleandoc(model.__dict__.get("__doc__") or "").split())  # its own, not inherited
+    # Three columns, the variable under the setting, so a reader's screen holds the table.
     lines = [f"## `[{name}]`", "", *([doc, ""] if doc else []),
-             "| Setting | Type | Default | Environment variable | What it is |", "|---|---|---|---|---|"]
+             "| Setting and environment variable | Type and default | What it is |", "|---|---|---|"]
     comments = field_comments(model)
     for field, info in model.model_fields.items():
         var = f"`{env}{name.upper()}__{field.upper()}`" if env else "(file only)"
-        lines.append(f"| `{name}.{field}` | `{_cell(_type_name(info.annotation))}` | {_default(info)} | {var} | "
+        lines.append(f"| `{name}.{field}`<br>{var} | {_cell(f'`{_type_name(info.annotation)}`')}<br>default: {_default(info)} | "
                      f"{_cell(info.description or comments.get(field) or _NOTES.get(f'{name}.{field}', ''))} |")
     return [*lines, ""]
 
@@ -328,7 +332,7 @@ def _event_block(path: str, model: type[BaseModel]) -> list[str]:
         sub = _model_of(info.annotation)
         if sub is not None:
             nested.append((f"{path}.{wire}", sub))
-        lines.append(f"| `{wire}` | `{name}` | `{_cell(_wire_type(info.annotation))}` | "
+        lines.append(f"| `{wire}` | `{name}` | {_cell(f'`{_wire_type(info.annotation)}`')} | "
                      f"{'yes' if info.is_required() else 'no'} |")
     lines.append("")
     for sub_path, sub in nested:
