@@ -1,8 +1,12 @@
 """The reference pages of the documentation site, made from the code so they cannot drift:
 every command and option (from the Typer app), every setting with its type, default and
 environment variable (from the pydantic settings models, described by the comment above
-each field), and the exit codes (from ``ExitCode``). The site's build calls these
-(``scripts/mkdocs_hooks.py``); they print what ``--help`` prints, without Rich markup."""
+each field, else by ``_NOTES``), the exit codes (from ``ExitCode``), the events (the types
+``connector.webhooks`` subscribes to and the envelope ``connector.models.Event`` reads) and
+the data contract's types (each field type's columns from ``connector.store.schema``, each
+column type as the views, Arrow, dlt, CSV, XLSX and pandas write it, from their mappers).
+The site's build calls these (``scripts/mkdocs_hooks.py``); the commands print what
+``--help`` prints, without Rich markup."""
 
 from __future__ import annotations
 
