@@ -30,15 +30,23 @@ def front_page(readme: str, docs: set[str]) -> str:
 
 def on_files(files: Files, config: Any) -> Files:
     from pipelines.cli import app
-    from pipelines.cli.reference import commands_markdown, exit_codes_markdown, settings_markdown
+    from pipelines.cli.reference import (
+        commands_markdown,
+        data_types_markdown,
+        events_markdown,
+        exit_codes_markdown,
+        settings_markdown,
+    )
 
-    docs = {f.src_uri for f in files}
     pages = {
-        "index.md": front_page((ROOT / "README.md").read_text(encoding="utf-8"), docs),
         "reference/commands.md": commands_markdown(app),
         "reference/settings.md": settings_markdown(),
         "reference/exit-codes.md": exit_codes_markdown(),
+        "reference/events.md": events_markdown(),
+        "reference/data-types.md": data_types_markdown(),
     }
+    docs = {f.src_uri for f in files} | set(pages)  # the front page links to generated pages too
+    pages["index.md"] = front_page((ROOT / "README.md").read_text(encoding="utf-8"), docs)
     for uri, content in pages.items():
         files.append(File.generated(config, uri, content=content))
     return files

@@ -5,10 +5,13 @@ from __future__ import annotations
 
 import functools
 import http.server
+import json
 import os
+import re
 import subprocess
 import sys
 import threading
+import typing
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -20,8 +23,11 @@ from pipelines.cli import app
 from pipelines.cli.errors import ExitCode
 from pipelines.cli.helptext import summary
 from pipelines.cli.reference import (
+    _NOTES,
     command_paths,
     commands_markdown,
+    data_types_markdown,
+    events_markdown,
     exit_codes_markdown,
     field_comments,
     plain,
@@ -56,10 +62,62 @@ def test_the_settings_page_has_every_setting_with_its_type_default_and_variable(
         if fields is None:  # [[jobs]]: a list of JobSettings
             continue
         for name in fields:
-            assert f"| `{section}.{name}` |" in text, (section, name)
+            assert f"| `{section}.{name}`<br>`FORMSYNC_{section.upper()}__{name.upper()}` |" in text, (section, name)
             assert f"`FORMSYNC_{section.upper()}__{name.upper()}`" in text
-    assert "| `jobs.kind` |" in text and "(file only)" in text
-    assert "| `store.url` | `str` | `sqlite:///formsync.db` |" in text
+    assert "| `jobs.kind`<br>(file only) |" in text
+    assert "| `store.url`<br>`FORMSYNC_STORE__URL` | `str`<br>default: `sqlite:///formsync.db` |" in text
+
+
+def test_every_setting_says_what_it_is_and_no_note_names_a_setting_that_is_gone():
+    text = settings_markdown()
+    blank = [line.split(" | ")[0] for line in text.splitlines() if line.startswith("| `") and line.endswith("|  |")]
+    assert not blank, f"say what these are (a comment above the field, or pipelines/cli/reference.py's notes): {blank}"
+    settings = {f"{section}.{name}" for section, info in Settings.model_fields.items()
+                for name in getattr(info.annotation, "model_fields", None)
+                or next(a for a in typing.get_args(info.annotation) if isinstance(a, type)).model_fields}
+    assert set(_NOTES) <= settings, f"notes of settings that are gone: {set(_NOTES) - settings}"
+
+
+def test_the_events_page_has_every_type_and_every_field_the_guides_bodies_hold():
+    from connector.webhooks import EVENT_TYPES
+    from tests.test_events_doc import DOC
+
+    text = events_markdown()
+    for event_type, delivered in EVENT_TYPES.items():
+        assert f"| `{event_type}` | `{delivered}` |" in text
+    documented: dict[str, set[str]] = {}
+    for block in re.split(r"^### ", text, flags=re.M)[1:]:
+        path = block.split("`")[1]
+        documented[path] = set(re.findall(r"^\| `(\w+)` \|", block, re.M))
+
+    def walk(path: str, value: object) -> list[str]:
+        if not isinstance(value, dict) or path.endswith((".answers", ".display", ".metadata", ".context")):
+            return []
+        missing = [f"{path}.{k}" for k in value if k not in documented.get(path, set())]
+        return missing + [m for k, v in value.items() for m in walk(f"{path}.{k}", v)]
+
+    bodies = re.findall(r"```json\n(.*?)```", DOC.read_text(encoding="utf-8"), re.S)
+    assert len(bodies) == 7
+    missing = [m for body in bodies for m in walk("event", json.loads(body))]
+    assert not missing, f"fields a real body holds that connector.models does not read: {sorted(set(missing))}"
+
+
+def test_the_data_types_page_has_every_field_type_and_each_type_in_every_destination():
+    from connector.store import SQL_TYPES
+    from connector.store.schema import LOGICAL_TYPES
+    from formservice.domain.fieldtypes import FIELD_TYPES
+    from pipelines.load import DLT_TYPES
+
+    text = data_types_markdown()
+    for field_type in FIELD_TYPES:
+        assert f"`{field_type}`" in text, field_type
+    for t in LOGICAL_TYPES:
+        sql = [line for line in text.splitlines() if line.startswith(f"| `{t}` | {SQL_TYPES['sqlite'][t]} |")]
+        assert sql and all(SQL_TYPES[db][t] in sql[0] for db in SQL_TYPES), t
+        files = [line for line in text.splitlines() if line.startswith(f"| `{t}` | `")]
+        assert files and f"| `{DLT_TYPES[t]}` |" in files[0], t
+    assert "| `matrix` | `f_r1` text, `f_r2` text |" in text
+    assert "`documents` | none" in text
 
 
 def test_field_comments_are_the_lines_just_above_each_field():
@@ -79,6 +137,8 @@ def test_the_exit_codes_page_has_every_code():
     for code in ExitCode:
         assert f"| `{code.value}` | `{code.name}` |" in text
     assert "usage or configuration error" in text
+    for code in ExitCode:
+        assert f"- **`{code.value}`**: " in text, f"say when {code.name} ends a command"
 
 
 def test_plain_drops_rich_markup_and_keeps_brackets_that_are_words():
@@ -121,9 +181,12 @@ def served(site: Path) -> Iterator[str]:
 @pytest.mark.browser
 async def test_the_site_reads_in_chromium(served: str, page):  # noqa: F811
     ARTIFACTS.mkdir(exist_ok=True)
+    await page.set_viewport_size({"width": 1400, "height": 1000})  # wide enough for the nav beside the page
     for path, heading, name in [("index.html", "formsync", "front"), ("python.html", "Using formsync from Python",
                                                                        "guide"),
-                                ("reference/commands.html", "Commands", "reference")]:
+                                ("reference/commands.html", "Commands", "reference"),
+                                ("reference/settings.html", "Settings", "settings"),
+                                ("reference/data-types.html", "Data types", "data-types")]:
         resp = await page.goto(f"{served}/{path}")
         assert resp is not None and resp.status == 200, path
         assert heading in await page.locator("article h1").first.inner_text()

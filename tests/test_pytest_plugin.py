@@ -93,9 +93,9 @@ def test_the_fixtures_work_in_each_pytest_asyncio_mode(mode: str, tmp_path: Path
     assert f"{len(tests)} passed" in done.stdout, done.stdout
 
 
-def test_the_readme_example_is_a_test_as_written(tmp_path: Path) -> None:
-    readme = (Path(__file__).resolve().parent.parent / "README.md").read_text()
-    section = readme[readme.index("### In your pytest suite"):]
+def test_the_guides_example_is_a_test_as_written(tmp_path: Path) -> None:
+    guide = (Path(__file__).resolve().parent.parent / "docs" / "sandbox.md").read_text()
+    section = guide[guide.index("## In your pytest suite"):]
     example = re.search(r"```python\n(.*?)```", section, re.S)
     assert example is not None
     done = run_user_suite(tmp_path, "strict", {"test_readme.py": example.group(1)})

@@ -1,5 +1,5 @@
 """Every ``formsync`` command ends the same way for the same mistake: the exit code of the
-table in README.md ("Exit codes") and one line on stderr naming what is wrong and where,
+exit codes reference (docs site, from ``ExitCode``) and one line on stderr naming what is wrong and where,
 with no traceback and no secret."""
 
 from __future__ import annotations
