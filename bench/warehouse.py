@@ -40,8 +40,8 @@ from typing import Any
 import pyarrow as pa
 
 from connector.store import Store
-from pipelines.export import export, table_streams
-from pipelines.load import DEFAULT_DATASET, dlt_columns, dlt_settings, load, nested_as_json
+from pipelines.export.load import DEFAULT_DATASET, dlt_columns, dlt_settings, load, nested_as_json
+from pipelines.export.write import export, table_streams
 
 sys.path.insert(0, str(Path(__file__).parent))
 from export import RAW_SQL, ROWS_PER_SUBMISSION, answers_of, build_store, hwm_kib, machine_load  # noqa: E402

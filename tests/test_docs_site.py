@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 import typer
 
-from connector.settings import Settings
+from connector.config.settings import Settings
 from pipelines.cli import app
 from pipelines.cli.errors import ExitCode
 from pipelines.cli.helptext import summary

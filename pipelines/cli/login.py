@@ -33,9 +33,9 @@ def login(
     Example: [bold]formsync login --config formsync.toml --no-browser --port 8790[/bold]
     """
     with command(config) as ctx:
-        from connector.grant import now_ms
-        from connector.keyfile import load_key
-        from pipelines.login import LoginOptions, LoginRefused, login
+        from connector.client.grant import now_ms
+        from connector.config.keyfile import load_key
+        from pipelines.connect.login import LoginOptions, LoginRefused, login
 
         settings = ctx.settings()
         if settings.service.token is not None:

@@ -123,7 +123,7 @@ def _section(name: str, model: type[BaseModel], env: str) -> list[str]:
 
 def settings_markdown() -> str:
     """Every setting: its TOML section and key, type, default, environment variable and meaning."""
-    from connector.settings import Settings
+    from connector.config.settings import Settings
 
     prefix = str(Settings.model_config.get("env_prefix", ""))
     lines = ["# Settings", "", "Every setting, from the settings models (`connector/settings.py`). A setting "

@@ -6,9 +6,9 @@ import zlib
 
 import pytest
 
-from connector.agent import AgentClient, AgentToolError
-from connector.client import FormClient
-from connector.pacing import DEFAULT_MARGIN
+from connector.client.agent import AgentClient, AgentToolError
+from connector.client.pacing import DEFAULT_MARGIN
+from connector.client.rpc import FormClient
 
 
 def tiny_pdf() -> bytes:

@@ -9,7 +9,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from connector.delivery import (
+from connector.receiver.delivery import (
     MAX_JSON_DEPTH,
     RefusalError,
     _parse_json,

@@ -17,11 +17,11 @@ import pytest
 from pydantic import SecretStr
 from sqlmodel import select
 
-from connector.client import FormClient
-from connector.grant import GrantError, GrantTokens, now_ms
-from connector.keyfile import KeyFileError, unseal
+from connector.client.grant import GrantError, GrantTokens, now_ms
+from connector.client.rpc import FormClient
+from connector.config.keyfile import KeyFileError, unseal
 from connector.store import Store
-from pipelines.login import LoginOptions, LoginResult, login
+from pipelines.connect.login import LoginOptions, LoginResult, login
 from tests.spec.test_oauth import decide
 
 DAY_MS = 24 * 3600 * 1000

@@ -12,9 +12,9 @@ import pyarrow.parquet as pq
 import pytest
 
 from connector.store import Store
-from pipelines import export as export_mod
-from pipelines import frames
-from pipelines.export import export
+from pipelines.export import frames
+from pipelines.export import write as export_mod
+from pipelines.export.write import export
 from tests.connector.conftest import db_url, mysql_database, pg_database  # noqa: F401  (fixtures)
 from tests.connector.test_store import T0, events, req_completed, sub_event
 
