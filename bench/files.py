@@ -7,7 +7,7 @@ A sandbox in its own process holds ``--files`` files of ``--kib`` KiB of random 
 form's file field; a SQLite store in a temporary directory gets them by a full sync.
 Then, each in a fresh process, alternately, ``--repeat`` times:
 
-* ours: ``pipelines.archive.archive_files`` into an empty folder (the store read, each
+* ours: ``pipelines.lifecycle.archive.archive_files`` into an empty folder (the store read, each
   file streamed to a temporary name with its sha256, its size checked, moved to its
   sha256 name, every file recorded in the store);
 * bare: the same URLs (read from the same store beforehand, not charged) fetched by an

@@ -87,10 +87,10 @@ def test_plain_drops_rich_markup_and_keeps_brackets_that_are_words():
 
 
 def test_the_front_page_links_into_the_site_and_names_other_files():
-    readme = ("See [the events](docs/events.md#headers), [the sheet](pipelines/data/demo/contacts.csv), "
+    readme = ("See [the events](docs/events.md#headers), [the sheet](pipelines/cli/data/contacts.csv), "
               "[`config/x.toml`](config/x.toml) and [dlt](https://dlthub.com).")
     assert front_page(readme, {"events.md"}) == (
-        "See [the events](events.md#headers), the sheet (`pipelines/data/demo/contacts.csv`), "
+        "See [the events](events.md#headers), the sheet (`pipelines/cli/data/contacts.csv`), "
         "`config/x.toml` and [dlt](https://dlthub.com).")
 
 

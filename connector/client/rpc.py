@@ -66,7 +66,7 @@ UNSAFE_METHODS = frozenset({"requests.create", "forms.create", "folders.create",
 
 class TokenSource(Protocol):
     """Where a client gets its token when it is not one static token (the stored grant,
-    ``connector.grant.GrantTokens``): ``key`` names the source for its shared pacer."""
+    ``connector.client.grant.GrantTokens``): ``key`` names the source for its shared pacer."""
 
     key: str
 
@@ -232,7 +232,7 @@ class FormClient:
     async def service_now(self) -> int:
         """The service's time now (epoch ms): on a sandbox on this machine its test clock
         (``clock.get``); else from the ``Date`` of the last answer, or of one ``HEAD``
-        when none came yet (see ``connector.clock``). Every decision about the service's
+        when none came yet (see ``connector.client.clock``). Every decision about the service's
         state reads it."""
         session, _ = self._ready()
         try:

@@ -43,13 +43,13 @@ Answers are JSON: ``{"ok": true, "status", "eventId", "type"}``, or ``{"ok": fal
 "error": {"code", "message", "details"?}}`` (503 adds ``Retry-After``). A 2xx is only
 ever sent after the event's transaction has committed. Concurrent
 deliveries are group-committed: a single writer task hands up to ``max_batch`` verified
-deliveries to its committer, in a process of its own by default (``connector.committer``)
+deliveries to its committer, in a process of its own by default (``connector.receiver.committer``)
 or in a worker thread, which reads each body (``parse_event``: an event no database can store is set aside, a
 400 comes back for a body that is not an event) and stores the events with one ``Store.store_events``
 call; each waiter is then answered with its own outcome. Log lines carry the event id, type, source and
 outcome, never a header value, secret or body; a refusal is logged once per cause and path
 (then once an hour with the count held back), a signature refusal with the secret setting
-tried and what to check (``connector.refusals``).
+tried and what to check (``connector.receiver.refusals``).
 """
 
 from __future__ import annotations
@@ -534,7 +534,7 @@ def create_receiver_app(store: Store, settings: ReceiverSettings, *, custom_sche
     that for a store with its own clock or behaviour). ``service`` with a token (or
     ``tokens``, the stored grant) lets the receiver read a form's ``fields.list`` in the
     background when an answer names a key the store has no descriptor for
-    (``connector.field_lists``); without one it logs the forms holding such keys back.
+    (``connector.client.field_lists``); without one it logs the forms holding such keys back.
     ``collectors`` add their metrics to ``/metrics`` (``formsync receive``
     and ``run`` add the store's: jobs, scheduler). Raises ``ValueError`` for a configuration that cannot work (a malformed
     secret, a custom scheme without its definition)."""

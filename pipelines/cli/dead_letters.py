@@ -1,5 +1,5 @@
 """``formsync dead-letters list|export|replay``: the correctly signed events the receiver
-set aside because no database can store them (connector/replay.py)."""
+set aside because no database can store them (connector/receiver/replay.py)."""
 
 from __future__ import annotations
 

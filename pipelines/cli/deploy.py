@@ -1,5 +1,5 @@
 """``formsync deploy systemd|nginx``: the units and the site written from the settings
-(``pipelines.deploy``), for the real install."""
+(``pipelines.operate.deploy``), for the real install."""
 
 from __future__ import annotations
 

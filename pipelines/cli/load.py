@@ -1,4 +1,4 @@
-"""``formsync load``: the store into a warehouse through dlt (``pipelines.load``), with a
+"""``formsync load``: the store into a warehouse through dlt (``pipelines.export.load``), with a
 progress bar of the rows read and their rate."""
 
 from __future__ import annotations

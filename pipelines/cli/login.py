@@ -1,5 +1,5 @@
 """``formsync login`` and ``formsync logout``: the sign-in every command, the scheduler and
-the receivers use when no ``service.token`` is set (see ``pipelines.login``)."""
+the receivers use when no ``service.token`` is set (see ``pipelines.connect.login``)."""
 
 from __future__ import annotations
 

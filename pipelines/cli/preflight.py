@@ -1,5 +1,5 @@
 """What ``formsync run`` checks of each job before anything starts, beyond its params'
-shape (``pipelines.jobs.check_jobs``): the files the job reads or writes. Each problem is
+shape (``pipelines.operate.jobs.check_jobs``): the files the job reads or writes. Each problem is
 a ``UsageError`` naming the job, so a schedule never starts only to fail at 2 a.m."""
 
 from __future__ import annotations

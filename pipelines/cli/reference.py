@@ -126,7 +126,7 @@ def settings_markdown() -> str:
     from connector.config.settings import Settings
 
     prefix = str(Settings.model_config.get("env_prefix", ""))
-    lines = ["# Settings", "", "Every setting, from the settings models (`connector/settings.py`). A setting "
+    lines = ["# Settings", "", "Every setting, from the settings models (`connector/config/settings.py`). A setting "
              "is read from the TOML file given with `--config`, or from its environment variable (which wins); "
              "`[[jobs]]` entries are read from the file only.", ""]
     for name, info in Settings.model_fields.items():

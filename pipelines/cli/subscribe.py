@@ -1,5 +1,5 @@
 """``formsync subscribe list|create|secret|remove|check``: the receiver's webhook
-subscriptions (``pipelines.subscriptions``) from the command line. Reports are one line of
+subscriptions (``pipelines.connect.subscriptions``) from the command line. Reports are one line of
 JSON on stdout; a signing secret made here is handed over once, as the line the receiver
 reads (stdout, or ``--secret-file`` with mode 0600)."""
 

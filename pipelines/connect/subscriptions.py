@@ -3,7 +3,7 @@ same target, event type and idle window is kept, not doubled), remove, and check
 signed delivery reaches the receiver and verifies.
 
 The rules are pure (:func:`event_type_of`, :func:`check_target`; the secrets file's in
-``connector.secrets_file``, the service's own lists in ``connector.webhooks``); the service is reached through
+``connector.config.secrets_file``, the service's own lists in ``connector.client.webhooks``); the service is reached through
 ``connector.client.FormClient`` and the receiver with one signed POST per secret
 (:func:`check_receiver`). The signing secret is chosen by the caller, as the automation
 connectors do (``whsec_`` + 64 hex), and is never returned by the service.

@@ -2,7 +2,7 @@
 very record batches the file export writes (``pipelines.export.table_batches``), so a
 frame has the columns, order and types of the export for the same arguments. The wide
 table is one form's table (``connector.store.schema``), typed from its field list as
-``pipelines.columns.PANDAS_TYPES`` says:
+``pipelines.export.columns.PANDAS_TYPES`` says:
 
 * times (``submitted_at``, ``created_at``, ...) are timezone-aware datetimes (UTC);
 * numbers are nullable ``Float64`` (``Int64`` for rating and scale), booleans nullable
@@ -12,7 +12,7 @@ table is one form's table (``connector.store.schema``), typed from its field lis
   of dicts; payments and bookings their parsed JSON.
 
 ``wide``, ``long`` and ``requests`` return one frame; ``iter_wide``, ``iter_long`` and
-``iter_requests`` yield one frame per batch of ``pipelines.export.CHUNK_ROWS`` rows, for
+``iter_requests`` yield one frame per batch of ``pipelines.export.write.CHUNK_ROWS`` rows, for
 stores larger than memory."""
 
 from __future__ import annotations

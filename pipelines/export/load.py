@@ -43,7 +43,7 @@ DUCKDB_FILE = "formsync.duckdb"  # the default destination: an embedded DuckDB i
 DEFAULT_DATASET = "formsync_data"  # not "formsync": DuckDB names the file's catalog after it
 WORK_DIR = "formsync-dlt"
 EXTRA_MISSING = "formsync load needs the warehouse extra: pip install 'formsync[warehouse]'"
-# The data contract's logical types as dlt's (``pipelines.columns`` holds the Arrow and
+# The data contract's logical types as dlt's (``pipelines.export.columns`` holds the Arrow and
 # pandas ones, ``connector.store.views`` the SQL ones).
 DLT_TYPES: dict[str, str] = {"text": "text", "number": "double", "integer": "bigint", "boolean": "bool",
                              "date": "date", "time": "time", "timestamp": "timestamp", "keys": "json",

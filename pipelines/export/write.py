@@ -654,7 +654,7 @@ def table_batches(store: Store, table: Table, *, form_id: str | None = None, sin
                   ) -> Iterator[tuple[pa.Schema, tuple[Column, ...] | None, Iterator[pa.RecordBatch]]]:
     """The Arrow schema, the columns (the data contract's, for the wide table) and the
     record batches of one table, exactly as ``export`` writes them (same arguments), for
-    readers other than the file writers (``pipelines.frames``). The wide table is one
+    readers other than the file writers (``pipelines.export.frames``). The wide table is one
     form's: without ``form_id``, the store must hold one form only (else a
     ``ValueError`` naming them)."""
     if table not in TABLES:

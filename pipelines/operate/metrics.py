@@ -1,7 +1,7 @@
 """The store's state as Prometheus metrics: the scheduler's heartbeat, each job's last run,
 outreach progress, requests by status, the events set aside and the problems ``formsync status`` reports.
 
-The same figures as ``formsync status`` (one report, :func:`pipelines.status.collect_status`),
+The same figures as ``formsync status`` (one report, :func:`pipelines.operate.status.collect_status`),
 read at each scrape: served on the receiver's ``/metrics`` by ``formsync receive`` and
 ``formsync run``, and written in the text format by ``formsync status --format prometheus``
 (for node_exporter's textfile collector). ``config/alerts/formsync-rules.yml`` alerts on them.

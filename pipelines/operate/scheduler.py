@@ -358,7 +358,7 @@ async def serve(settings: Settings, store: Store, *, stop: asyncio.Event | None 
     """Run the configured jobs (and the receiver when enabled) until SIGINT, SIGTERM or
     ``stop``. The store must be migrated. The jobs are checked first (``ConfigError``).
     ``on_state`` hears ``waiting`` and ``leading``; ``on_receiver_ready`` the receiver's URL.
-    ``tokens`` (the stored grant, ``connector.grant.stored_grant``) serves every job and the
+    ``tokens`` (the stored grant, ``connector.client.grant.stored_grant``) serves every job and the
     receiver when ``service.token`` is not set."""
     from connector.process.signals import stop_on_signals
     from connector.receiver.app import run_receiver

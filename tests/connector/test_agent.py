@@ -1,4 +1,4 @@
-"""connector.agent against the sandbox's agent endpoint over loopback."""
+"""connector.client.agent against the sandbox's agent endpoint over loopback."""
 
 from __future__ import annotations
 

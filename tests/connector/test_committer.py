@@ -1,4 +1,4 @@
-"""The receiver's committers (``connector.committer``): a batch mixing events and bodies
+"""The receiver's committers (``connector.receiver.committer``): a batch mixing events and bodies
 that are not, and for the store process what happens when it dies, when its receiver
 is killed or interrupted. The receiver's own tests (test_receiver.py) run through it too."""
 
@@ -34,7 +34,7 @@ def store_processes(parent: int) -> list[int]:
                 cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
             except OSError:
                 continue  # it ended meanwhile
-            if b"connector.committer" in cmdline:
+            if b"connector.receiver.committer" in cmdline:
                 found.append(int(pid))
     return found
 

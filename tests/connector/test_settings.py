@@ -1,4 +1,4 @@
-"""connector.settings: the documented example file, TOML plus FORMSYNC_* environment,
+"""connector.config.settings: the documented example file, TOML plus FORMSYNC_* environment,
 secrets as SecretStr that never print, and clear errors for bad settings."""
 
 from __future__ import annotations
