@@ -28,7 +28,7 @@ if TYPE_CHECKING:
     from .rpc import safe_to_repeat as safe_to_repeat
 
 __all__ = [
-    "CREATE_METHODS", "UNSAFE_METHODS", "UNSET", "FormClient", "TokenSource", "Unset", "api", "backoff_delay",
+    "CREATE_METHODS", "FormClient", "TokenSource", "UNSAFE_METHODS", "UNSET", "Unset", "api", "backoff_delay",
     "jsonable", "params_of", "safe_to_repeat",
 ]
 

@@ -32,7 +32,7 @@ _SOURCES: dict[str, str] = {
 }
 
 __all__ = [
-    "DEFAULT_MAX_BATCH", "MAX_JSON_DEPTH", "Channel", "Receiver", "ReceiverMetrics", "create_receiver_app",
+    "Channel", "DEFAULT_MAX_BATCH", "MAX_JSON_DEPTH", "Receiver", "ReceiverMetrics", "create_receiver_app",
     "event_paths", "parse_event", "run_receiver",
 ]
 
