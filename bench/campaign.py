@@ -43,12 +43,12 @@ from pathlib import Path
 import aiohttp
 from sandbox_process import SandboxProcess, most_in_window
 
-from connector.client import FormClient
+from connector.client.rpc import FormClient
 from connector.store import Store
 from formservice.sandbox.client import SandboxHelpers
 from pipelines.campaign import ActionReport, act
 from pipelines.outreach import run_outreach
-from pipelines.poll import poll_once
+from pipelines.sync.poll import poll_once
 
 ROOMY = 100_000
 

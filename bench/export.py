@@ -50,7 +50,7 @@ import xlsxwriter
 from sqlalchemy import insert
 
 from connector.store import Store, SubmissionRow, answer_rows
-from pipelines.export import export, xlsx_columns
+from pipelines.export.write import export, xlsx_columns
 
 T0 = 1_780_000_000_000
 ROWS_PER_SUBMISSION = 17

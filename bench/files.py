@@ -7,7 +7,7 @@ A sandbox in its own process holds ``--files`` files of ``--kib`` KiB of random 
 form's file field; a SQLite store in a temporary directory gets them by a full sync.
 Then, each in a fresh process, alternately, ``--repeat`` times:
 
-* ours: ``pipelines.archive.archive_files`` into an empty folder (the store read, each
+* ours: ``pipelines.lifecycle.archive.archive_files`` into an empty folder (the store read, each
   file streamed to a temporary name with its sha256, its size checked, moved to its
   sha256 name, every file recorded in the store);
 * bare: the same URLs (read from the same store beforehand, not charged) fetched by an
@@ -51,9 +51,9 @@ CHUNK = 256 * 1024
 def _prepare(sb: SandboxProcess, files: int, kib: int, work: Path) -> str:
     """Files in the sandbox, answers naming them, synced into a store; the store's URL.
     Made over HTTP while it runs: a file's URL names the address it was made at."""
-    from connector.client import FormClient
+    from connector.client.rpc import FormClient
     from connector.store import Store
-    from pipelines.sync import sync_form
+    from pipelines.sync.submissions import sync_form
 
     form = sb.form("Everything")
     url = f"sqlite:///{work / 'store.db'}"
@@ -82,7 +82,7 @@ def _prepare(sb: SandboxProcess, files: int, kib: int, work: Path) -> str:
 
 def _urls(store_url: str) -> list[str]:
     from connector.store import Store
-    from pipelines.archive import file_refs
+    from pipelines.lifecycle.archive import file_refs
 
     store = Store(store_url)
     fields = store.archive.file_fields()
@@ -123,7 +123,7 @@ def side(args: argparse.Namespace) -> None:
         done = asyncio.run(_bare(urls, out, args.concurrency))
     else:
         from connector.store import Store
-        from pipelines.archive import archive_files
+        from pipelines.lifecycle.archive import archive_files
 
         store = Store(args.store)
         forms = json.loads(args.forms) if args.forms else None

@@ -35,7 +35,7 @@ from pathlib import Path
 import aiohttp
 from sandbox_process import SandboxProcess, most_in_window
 
-from connector.client import FormClient
+from connector.client.rpc import FormClient
 from connector.store import Store
 from pipelines.outreach import run_outreach
 

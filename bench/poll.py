@@ -29,10 +29,10 @@ from collections import Counter
 import aiohttp
 from sandbox_process import SandboxProcess
 
-from connector.client import FormClient
+from connector.client.rpc import FormClient
 from connector.store import Store
 from formservice.sandbox.client import SandboxHelpers
-from pipelines.poll import poll_once, stored_pending
+from pipelines.sync.poll import poll_once, stored_pending
 
 CANCELED = 10
 

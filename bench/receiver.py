@@ -163,7 +163,7 @@ def run_load(url: str, duration: float, concurrency: int, ids_out: Path) -> dict
 async def serve_bare(max_body: int) -> None:
     from aiohttp import web
 
-    from connector.receiver import parse_event
+    from connector.receiver.app import parse_event
     from connector.signing import verify
 
     async def handle(request: web.Request) -> web.Response:
@@ -196,8 +196,8 @@ async def serve_bare(max_body: int) -> None:
 async def serve_nostore() -> None:
     """The real receiver application with a store that writes nothing: what the
     receiver costs without its database (a diagnostic, ``--with-nostore``)."""
-    from connector.receiver import run_receiver
-    from connector.settings import ReceiverSettings
+    from connector.config.settings import ReceiverSettings
+    from connector.receiver.app import run_receiver
     from connector.store import Store, StoreOutcome
 
     class NoStore(Store):

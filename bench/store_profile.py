@@ -25,7 +25,7 @@ from receiver import EVENT_ID, PG, event_template  # noqa: E402
 
 
 def batches(n: int, size: int, run: str) -> list[list[object]]:
-    from connector.receiver import parse_event
+    from connector.receiver.app import parse_event
     from connector.store import Incoming
 
     template = event_template()

@@ -30,9 +30,9 @@ import aiohttp
 from sandbox_process import SandboxProcess
 from sqlmodel import select
 
-from connector.client import FormClient
+from connector.client.rpc import FormClient
 from connector.store import Store, SubmissionRow
-from pipelines.sync import sync_form
+from pipelines.sync.submissions import sync_form
 
 ARRIVALS = 30
 

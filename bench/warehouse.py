@@ -6,7 +6,7 @@ Run: ``.venv/bin/python bench/warehouse.py [--rows 1000000] [--new 1000] [--repe
 Fills a SQLite store as ``bench/export.py`` does (submissions of 17 answer rows each,
 the form's field list recorded) until it holds ``--rows`` answer rows. Then:
 
-* **load**: ``pipelines.load.load`` into a fresh ``formsync.duckdb`` (the form's wide
+* **load**: ``pipelines.export.load.load`` into a fresh ``formsync.duckdb`` (the form's wide
   table merged on ``submission_id``, the long answers table delete-insert per
   submission, requests) beside the bare path, what a user writes instead: the same rows
   read from the store with the same queries (one plain sqlite3 read each, charged to it)
@@ -40,8 +40,8 @@ from typing import Any
 import pyarrow as pa
 
 from connector.store import Store
-from pipelines.export import export, table_streams
-from pipelines.load import DEFAULT_DATASET, dlt_columns, dlt_settings, load, nested_as_json
+from pipelines.export.load import DEFAULT_DATASET, dlt_columns, dlt_settings, load, nested_as_json
+from pipelines.export.write import export, table_streams
 
 sys.path.insert(0, str(Path(__file__).parent))
 from export import RAW_SQL, ROWS_PER_SUBMISSION, answers_of, build_store, hwm_kib, machine_load  # noqa: E402

@@ -12,9 +12,11 @@ from typing import TYPE_CHECKING
 from .lazy import lazy_exports
 
 if TYPE_CHECKING:
-    from .agent import AgentClient as AgentClient
-    from .agent import AgentToolError as AgentToolError
-    from .client import FormClient as FormClient
+    from .client.agent import AgentClient as AgentClient
+    from .client.agent import AgentToolError as AgentToolError
+    from .client.rpc import FormClient as FormClient
+    from .config.settings import Settings as Settings
+    from .config.settings import load_settings as load_settings
     from .errors import ApiError as ApiError
     from .errors import AuthRateLimited as AuthRateLimited
     from .errors import Conflict as Conflict
@@ -29,11 +31,10 @@ if TYPE_CHECKING:
     from .errors import UnexpectedResult as UnexpectedResult
     from .errors import UpgradeRequired as UpgradeRequired
     from .errors import ValidationError as ValidationError
-    from .receiver import Receiver as Receiver
-    from .receiver import create_receiver_app as create_receiver_app
-    from .receiver import run_receiver as run_receiver
-    from .settings import Settings as Settings
-    from .settings import load_settings as load_settings
+    from .receiver.app import Receiver as Receiver
+    from .receiver.app import create_receiver_app as create_receiver_app
+    from .receiver.app import run_receiver as run_receiver
+    from .receiver.tls import TlsSettingError as TlsSettingError
     from .signing import CustomScheme as CustomScheme
     from .signing import SigningConfigError as SigningConfigError
     from .signing import Verification as Verification
@@ -42,22 +43,21 @@ if TYPE_CHECKING:
     from .signing import sign_standard as sign_standard
     from .signing import verify as verify
     from .store import Store as Store
-    from .tls import TlsSettingError as TlsSettingError
 
 # Each public name and the module that defines it.
 _SOURCES: dict[str, str] = {
-    "AgentClient": "agent", "AgentToolError": "agent",
-    "FormClient": "client",
+    "AgentClient": "client.agent", "AgentToolError": "client.agent",
+    "FormClient": "client.rpc",
     "ApiError": "errors", "AuthRateLimited": "errors", "Conflict": "errors", "Forbidden": "errors",
     "FormsyncError": "errors", "InternalError": "errors", "MethodNotFound": "errors", "NotFound": "errors",
     "RateLimited": "errors", "TransportError": "errors", "Unauthorized": "errors", "UnexpectedResult": "errors",
     "UpgradeRequired": "errors", "ValidationError": "errors",
-    "Receiver": "receiver", "create_receiver_app": "receiver", "run_receiver": "receiver",
-    "Settings": "settings", "load_settings": "settings",
+    "Receiver": "receiver.app", "create_receiver_app": "receiver.app", "run_receiver": "receiver.app",
+    "Settings": "config.settings", "load_settings": "config.settings",
     "CustomScheme": "signing", "SigningConfigError": "signing", "Verification": "signing",
     "sign_custom": "signing", "sign_formstep": "signing", "sign_standard": "signing", "verify": "signing",
     "Store": "store",
-    "TlsSettingError": "tls",
+    "TlsSettingError": "receiver.tls",
 }
 
 __all__ = [

@@ -14,9 +14,9 @@ import os
 import sys
 from typing import NoReturn
 
+from .config.settings import load_settings
+from .receiver.tls import server_context
 from .serving import CONFIG_ENV
-from .settings import load_settings
-from .tls import server_context
 
 __all__ = ["bind", "certfile", "keyfile", "worker_class"]
 

@@ -21,9 +21,9 @@ from pathlib import Path
 
 from aiohttp import web
 
-from .grant import key_path, stored_grant
-from .receiver import create_receiver_app
-from .settings import load_settings
+from .client.grant import key_path, stored_grant
+from .config.settings import load_settings
+from .receiver.app import create_receiver_app
 from .store import Store
 
 __all__ = ["CONFIG_ENV", "receiver_app"]

@@ -52,7 +52,7 @@ async def formsync_sandbox(tmp_path: Path) -> AsyncIterator[SandboxHandle]:
 @async_fixture
 async def formsync_client(formsync_sandbox: SandboxHandle) -> AsyncIterator[Any]:
     """A FormClient for the sandbox's Pro workspace, with pacing that matches its limits."""
-    from connector.client import FormClient
+    from connector.client.rpc import FormClient
 
     async with FormClient(formsync_sandbox.base_url, formsync_sandbox.workspace("pro")["token"]) as client:
         yield client

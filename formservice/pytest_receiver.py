@@ -55,8 +55,8 @@ class ReceiverHandle:
         """Subscribe :attr:`webhook_url` to ``event_types`` (``webhooks.create`` names such
         as ``submission_created``; default: every type but ``submission_abandoned``) on
         ``form_id``, signed with :attr:`webhook_secret`."""
-        from connector.client import FormClient
-        from connector.webhooks import ABANDONED, DEFAULT_EVENTS, DEFAULT_PROVIDER
+        from connector.client.rpc import FormClient
+        from connector.client.webhooks import ABANDONED, DEFAULT_EVENTS, DEFAULT_PROVIDER
 
         made = []
         async with FormClient(self.sandbox.base_url, self.sandbox.workspace(self.plan)["token"]) as fc:
@@ -136,10 +136,10 @@ async def formsync_receiver(formsync_sandbox: SandboxHandle, tmp_path: Path) -> 
     """A receiver on a free loopback port storing into SQLite in the test's tmp_path
     (``formsync-receiver.db``): callbacks verified with the sandbox workspaces' signing
     secrets, webhook deliveries with a secret of its own (``subscribe`` uses it)."""
-    from connector.receiver import create_receiver_app, event_paths
-    from connector.settings import ReceiverSettings
+    from connector.client.webhooks import new_secret
+    from connector.config.settings import ReceiverSettings
+    from connector.receiver.app import create_receiver_app, event_paths
     from connector.store import Store
-    from connector.webhooks import new_secret
 
     store = Store(f"sqlite:///{tmp_path / 'formsync-receiver.db'}")
     store.migrate()

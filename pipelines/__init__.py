@@ -1,9 +1,13 @@
-"""Jobs built on the connector: outreach, polling, sync, export, load, scheduling, and the CLI.
+"""Jobs built on the connector, one folder per journey: ``export/`` (files, frames, views,
+the warehouse), ``sync/`` (sync, poll, reconcile), ``outreach/`` and ``campaign/``,
+``lifecycle/`` (files archived, purge, erase), ``operate/`` (scheduler, jobs, status,
+health, metrics, notices, deploy), ``connect/`` (login, webhook subscriptions) and
+``cli/`` (the ``formsync`` command and its demo).
 
 Each job is importable from here (``from pipelines import run_outreach, poll_once``),
 imported on first use so the ``formsync`` CLI starts without loading them all. The export
-function keeps its module's name, so it is ``pipelines.export.export`` (a package
-attribute named ``export`` is the module once the module is imported)."""
+function is ``pipelines.export.export`` (the ``export`` package names it; its module is
+``pipelines.export.write``), and ``from pipelines import frames`` gives the frames module."""
 
 from __future__ import annotations
 
@@ -12,30 +16,37 @@ from typing import TYPE_CHECKING
 from connector.lazy import lazy_exports
 
 if TYPE_CHECKING:
-    from .export import ExportReport as ExportReport
-    from .load import LoadReport as LoadReport
-    from .load import warehouse_source as warehouse_source
+    from .export.load import LoadReport as LoadReport
+    from .export.load import warehouse_source as warehouse_source
+    from .export.write import ExportReport as ExportReport
+    from .operate.scheduler import SchedulerOptions as SchedulerOptions
+    from .operate.scheduler import serve as serve
+    from .operate.status import StatusReport as StatusReport
+    from .operate.status import collect_status as collect_status
     from .outreach import OutreachReport as OutreachReport
     from .outreach import run_outreach as run_outreach
-    from .poll import PollReport as PollReport
-    from .poll import poll_once as poll_once
-    from .scheduler import SchedulerOptions as SchedulerOptions
-    from .scheduler import serve as serve
-    from .status import StatusReport as StatusReport
-    from .status import collect_status as collect_status
-    from .sync import SyncAllReport as SyncAllReport
-    from .sync import SyncReport as SyncReport
-    from .sync import sync_all as sync_all
-    from .sync import sync_form as sync_form
+    from .sync.poll import PollReport as PollReport
+    from .sync.poll import poll_once as poll_once
+    from .sync.submissions import SyncAllReport as SyncAllReport
+    from .sync.submissions import SyncReport as SyncReport
+    from .sync.submissions import sync_all as sync_all
+    from .sync.submissions import sync_form as sync_form
 
 # Each public name and the module that defines it.
 _SOURCES: dict[str, str] = {
-    "ExportReport": "export", "LoadReport": "load", "warehouse_source": "load",
+    "ExportReport": "export.write", "LoadReport": "export.load", "warehouse_source": "export.load",
     "OutreachReport": "outreach", "run_outreach": "outreach",
-    "PollReport": "poll", "poll_once": "poll",
-    "SchedulerOptions": "scheduler", "serve": "scheduler",
-    "StatusReport": "status", "collect_status": "status",
-    "SyncAllReport": "sync", "SyncReport": "sync", "sync_all": "sync", "sync_form": "sync",
+    "PollReport": "sync.poll", "poll_once": "sync.poll",
+    "SchedulerOptions": "operate.scheduler", "serve": "operate.scheduler",
+    "StatusReport": "operate.status", "collect_status": "operate.status",
+    "SyncAllReport": "sync.submissions", "SyncReport": "sync.submissions",
+    "sync_all": "sync.submissions", "sync_form": "sync.submissions",
+}
+
+# Modules that sat here before the folders by journey, still reachable by their short
+# names (``from pipelines import frames``, ``pipelines.poll.poll_once``).
+_MODULES: dict[str, str] = {
+    "frames": "export.frames", "poll": "sync.poll", "scheduler": "operate.scheduler", "status": "operate.status",
 }
 
 __all__ = [
@@ -45,4 +56,4 @@ __all__ = [
 ]
 
 
-__getattr__, __dir__ = lazy_exports(__name__, _SOURCES, globals())
+__getattr__, __dir__ = lazy_exports(__name__, _SOURCES, globals(), _MODULES)

@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 import typer
 
-from connector.settings import Settings
+from connector.config.settings import Settings
 from pipelines.cli import app
 from pipelines.cli.errors import ExitCode
 from pipelines.cli.helptext import summary
@@ -79,7 +79,7 @@ def test_every_setting_says_what_it_is_and_no_note_names_a_setting_that_is_gone(
 
 
 def test_the_events_page_has_every_type_and_every_field_the_guides_bodies_hold():
-    from connector.webhooks import EVENT_TYPES
+    from connector.client.webhooks import EVENT_TYPES
     from tests.test_events_doc import DOC
 
     text = events_markdown()
@@ -106,7 +106,7 @@ def test_the_data_types_page_has_every_field_type_and_each_type_in_every_destina
     from connector.store import SQL_TYPES
     from connector.store.schema import LOGICAL_TYPES
     from formservice.domain.fieldtypes import FIELD_TYPES
-    from pipelines.load import DLT_TYPES
+    from pipelines.export.load import DLT_TYPES
 
     text = data_types_markdown()
     for field_type in FIELD_TYPES:
@@ -147,10 +147,10 @@ def test_plain_drops_rich_markup_and_keeps_brackets_that_are_words():
 
 
 def test_the_front_page_links_into_the_site_and_names_other_files():
-    readme = ("See [the events](docs/events.md#headers), [the sheet](pipelines/data/demo/contacts.csv), "
+    readme = ("See [the events](docs/events.md#headers), [the sheet](pipelines/cli/data/contacts.csv), "
               "[`config/x.toml`](config/x.toml) and [dlt](https://dlthub.com).")
     assert front_page(readme, {"events.md"}) == (
-        "See [the events](events.md#headers), the sheet (`pipelines/data/demo/contacts.csv`), "
+        "See [the events](events.md#headers), the sheet (`pipelines/cli/data/contacts.csv`), "
         "`config/x.toml` and [dlt](https://dlthub.com).")
 
 

@@ -1,6 +1,9 @@
 """The public surface of the two library packages: ``connector`` and ``pipelines`` each
 list in ``__all__`` what a user imports, every listed name resolves, nothing private is
-listed, and importing a package alone stays light (the CLI imports it on every start)."""
+listed, and importing a package alone stays light (the CLI imports it on every start).
+The folders that took a module's place (``connector.client``, ``connector.receiver``,
+``pipelines.export``, ``pipelines.sync``) offer what the module offered, the same way, and
+the paths the documentation and a deployment name keep working."""
 
 from __future__ import annotations
 
@@ -14,6 +17,8 @@ from types import ModuleType
 import pytest
 
 PACKAGES = ["connector", "pipelines"]
+# Folders named as the module they replaced: each re-exports that module's names.
+SUBPACKAGES = ["connector.client", "connector.receiver", "pipelines.export", "pipelines.sync"]
 # Libraries only some names need: a bare ``import connector`` must not load them.
 HEAVY = ["aiohttp", "httpx", "mcp", "sqlalchemy", "sqlmodel", "pyarrow", "pandas", "apscheduler"]
 
@@ -22,19 +27,24 @@ def package(name: str) -> ModuleType:
     return importlib.import_module(name)
 
 
-def type_checking_imports(module: ModuleType) -> set[str]:
-    """The names the module imports under ``if TYPE_CHECKING:`` (what a type checker sees)."""
+def type_checking_sources(module: ModuleType) -> dict[str, str]:
+    """Each name the module imports under ``if TYPE_CHECKING:`` (what a type checker
+    sees) and the module it comes from, absolute."""
     tree = ast.parse(Path(module.__file__ or "").read_text())
-    names: set[str] = set()
+    names: dict[str, str] = {}
     for node in tree.body:
         if isinstance(node, ast.If) and isinstance(node.test, ast.Name) and node.test.id == "TYPE_CHECKING":
             for imp in node.body:
-                assert isinstance(imp, ast.ImportFrom)
-                names.update(a.asname or a.name for a in imp.names)
+                assert isinstance(imp, ast.ImportFrom) and imp.level == 1
+                names.update({a.asname or a.name: f"{module.__name__}.{imp.module}" for a in imp.names})
     return names
 
 
-@pytest.mark.parametrize("name", PACKAGES)
+def type_checking_imports(module: ModuleType) -> set[str]:
+    return set(type_checking_sources(module))
+
+
+@pytest.mark.parametrize("name", PACKAGES + SUBPACKAGES)
 def test_all_is_sorted_public_and_without_repeats(name: str) -> None:
     names = package(name).__all__
     assert names == sorted(names)
@@ -54,19 +64,59 @@ def test_every_listed_name_resolves_to_the_packages_own_object(name: str) -> Non
     assert set(pkg.__all__) <= set(dir(pkg))
 
 
-@pytest.mark.parametrize("name", PACKAGES)
+@pytest.mark.parametrize("name", PACKAGES + SUBPACKAGES)
 def test_type_checkers_see_the_same_names(name: str) -> None:
     assert type_checking_imports(package(name)) == set(package(name).__all__)
 
 
-@pytest.mark.parametrize("name", PACKAGES)
+@pytest.mark.parametrize("name", PACKAGES + SUBPACKAGES)
 def test_an_unknown_name_is_an_attribute_error(name: str) -> None:
     with pytest.raises(AttributeError, match="no_such_name"):
         _ = package(name).no_such_name
 
 
-@pytest.mark.parametrize("name", PACKAGES)
+@pytest.mark.parametrize("name", PACKAGES + SUBPACKAGES)
 def test_importing_the_package_loads_no_heavy_library(name: str) -> None:
     probe = f"import sys, {name}; print(' '.join(m for m in {HEAVY!r} if m in sys.modules))"
     out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == ""
+
+
+@pytest.mark.parametrize("name", SUBPACKAGES)
+def test_a_folders_names_are_its_modules_objects(name: str) -> None:
+    pkg = package(name)
+    for attr, source in type_checking_sources(pkg).items():
+        assert getattr(pkg, attr) is getattr(importlib.import_module(source), attr), (attr, source)
+    star: dict[str, object] = {}
+    exec(f"from {name} import *", star)
+    assert set(star) - {"__builtins__"} == set(pkg.__all__)
+
+
+def test_the_documented_paths_keep_working() -> None:
+    """What README.md, docs/ and a deployment name, after the modules moved into folders."""
+    from connector.client import FormClient
+    from connector.receiver import parse_event
+    from pipelines import frames, poll
+    from pipelines.export import export
+    from pipelines.sync import sync_form
+
+    assert export.__module__ == "pipelines.export.write" and callable(export)
+    assert package("pipelines.export").export is export  # the function, not a module
+    assert frames.__name__ == "pipelines.export.frames" and callable(frames.iter_wide)
+    assert poll.poll_once is package("pipelines.sync.poll").poll_once
+    assert package("pipelines").status.collect_status is package("pipelines.operate.status").collect_status
+    assert sync_form.__module__ == "pipelines.sync.submissions"
+    assert FormClient.__module__ == "connector.client.rpc"
+    assert parse_event.__module__ == "connector.receiver.delivery"
+    assert package("connector.signing").verify is package("connector").verify
+    from formservice.sandbox.runner import SandboxServer
+
+    assert SandboxServer.__module__ == "formservice.sandbox.runner"
+
+
+def test_gunicorns_paths_keep_working() -> None:
+    """``gunicorn -c python:connector.gunicorn_conf 'connector.serving:receiver_app'``, as
+    docs/deploy.md and the units people wrote from it name them."""
+    probe = "import connector.gunicorn_conf, connector.serving; print(callable(connector.serving.receiver_app))"
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "True"

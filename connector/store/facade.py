@@ -16,7 +16,7 @@ from sqlalchemy import delete, select, text
 from sqlalchemy.engine import Connection, make_url
 from sqlalchemy.exc import ArgumentError, DBAPIError, IntegrityError, OperationalError
 
-from ..keyfile import default_key_file, load_key
+from ..config.keyfile import default_key_file, load_key
 from ..models import Event
 from .archive import ArchiveStore
 from .campaign import CampaignReads

@@ -1,6 +1,6 @@
 """The sign-in kept by ``formsync login`` (``store.grants``) and the first use of each
 static token (``formsync_token_uses``). Rows hold secrets only as the store's key sealed
-them (``connector.grant`` seals and opens them); each write is one short transaction, so
+them (``connector.client.grant`` seals and opens them); each write is one short transaction, so
 a new token pair is durable the moment ``save_tokens`` returns."""
 
 from __future__ import annotations

@@ -10,6 +10,10 @@ from sqlalchemy import MetaData, Table, select
 
 from .database import Database
 
+# The table the scheduler keeps its jobs in and ``formsync status`` reads their next runs
+# from. Not "formsync_*": the store's migrations own those names; APScheduler creates this one.
+JOBSTORE_TABLE = "apscheduler_formsync_jobs"
+
 
 class ScheduledJobs:
     """The scheduled jobs repository (``store.scheduled_jobs``)."""

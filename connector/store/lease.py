@@ -12,7 +12,7 @@ from __future__ import annotations
 import logging
 import time
 
-from ..repeats import RepeatedWarning
+from ..process.repeats import RepeatedWarning
 from .database import Database
 from .leader import LOCK_NAME, LeaderLock, holder_id
 from .tables import SchedulerLease

@@ -17,7 +17,7 @@ from sqlalchemy.dialects import postgresql as pg_dialect
 from sqlalchemy.engine import Connection, Engine, make_url
 from sqlmodel import create_engine
 
-from ..repeats import RepeatedWarning
+from ..process.repeats import RepeatedWarning
 from .network import libpq_params
 from .tables import EVENTS, REQUESTS, SUBMISSIONS
 from .writer import SQLWriter

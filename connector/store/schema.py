@@ -4,7 +4,7 @@
 ``formsync_form_fields``) into ordered columns, each with a name, a logical type and the
 source of its value. Every reader of a form's answers is generated from it: the typed
 view on each database (``views``), and the wide export, its Arrow (Parquet), CSV and XLSX
-cells and the pandas frames (``pipelines.columns``). No type is ever inferred from the
+cells and the pandas frames (``pipelines.export.columns``). No type is ever inferred from the
 answers, so two exports of one form have the same columns and types whatever was
 answered in between.
 

@@ -260,7 +260,7 @@ class SchedulerLease(StoreModel, table=True):
 class OAuthGrant(StoreModel, table=True):
     """The sign-in of ``formsync login`` to one service: the OAuth client it registered
     (kept after ``logout``), and while signed in, the workspace, the access token and the
-    one-use refresh token. Secrets are sealed with the store's key (``connector.keyfile``,
+    one-use refresh token. Secrets are sealed with the store's key (``connector.config.keyfile``,
     ``key_id`` names the key); ``generation`` grows with each new token pair, so a process
     sees that another refreshed before it. ``failure`` holds why a refresh was refused for
     good (``invalid_grant``): the chain is gone and ``formsync login`` is needed."""
@@ -286,7 +286,7 @@ class OAuthGrant(StoreModel, table=True):
 
 class TokenUse(StoreModel, table=True):
     """When formsync first (and last) used a static ``service.token``, by its fingerprint
-    (``connector.pacing.token_key``), never the token: an API token lasts 30 days from
+    (``connector.client.pacing.token_key``), never the token: an API token lasts 30 days from
     its making, so its first use bounds how long it has left."""
 
     __tablename__ = "formsync_token_uses"

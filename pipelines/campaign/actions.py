@@ -14,12 +14,12 @@ from typing import Any, Literal
 from pydantic import BaseModel
 
 from connector import errors, models
-from connector.client import FormClient
+from connector.client.rpc import FormClient
 from connector.store import Store
 from connector.store.campaign import CampaignRow
 
 from ..outreach.contact import Recipient, contact_refusals
-from ..poll import poll_once
+from ..sync.poll import poll_once
 
 MAX_REMINDERS = 8  # what the service allows per request (notes, section 1)
 SPACING_MS = 10 * 60_000  # one manual reminder per request per 10 minutes (notes, section 1)

@@ -54,7 +54,7 @@ def invalid_rows(outcome: Mapping[str, Any] | None) -> int:
 
 def write_page(store: Store, job: str, out: Path, now_ms: int, *, form_name: str | None = None) -> Campaign:
     """Write the campaign's HTML page to ``out`` (made complete, then renamed into place),
-    as of ``now_ms``: the service's time (``connector.clock``), the clock its chart runs on;
+    as of ``now_ms``: the service's time (``connector.client.clock``), the clock its chart runs on;
     ``form_name`` (as the service names the form now) over the name the store knows."""
     c = read_campaign(store, job)
     html = campaign_page(c.funnel, c.form_id, c.rounds, cumulative_completions(c.rows), now_ms,

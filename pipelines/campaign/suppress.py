@@ -10,7 +10,7 @@ from typing import Literal
 
 from pydantic import BaseModel
 
-from connector.client import FormClient
+from connector.client.rpc import FormClient
 from connector.store import Store
 
 from ..outreach.suppression import Canceled, cancel_blocked

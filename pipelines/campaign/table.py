@@ -17,7 +17,7 @@ import xlsxwriter
 
 from connector.store.campaign import CampaignRow
 
-from ..export import TIMESTAMP, XLSX_FORMATS, dated_kind, neutralise, neutralise_array, xlsx_columns
+from ..export.write import TIMESTAMP, XLSX_FORMATS, dated_kind, neutralise, neutralise_array, xlsx_columns
 from ..outreach.formats import DATES, NUMBERS, read_as
 
 NOT_SENT = "not sent"  # a sheet row without a request: rejected, or not sent yet

@@ -20,8 +20,8 @@ from .errors import ExitCode, UsageError
 from .options import ConfigOption
 
 if TYPE_CHECKING:
-    from connector.settings import Settings
-    from pipelines.status import StatusReport
+    from connector.config.settings import Settings
+    from pipelines.operate.status import StatusReport
 
 
 def poll(
@@ -35,7 +35,7 @@ def poll(
     Example: [bold]formsync poll --config formsync.toml --form form_123[/bold]
     """
     with command(config) as ctx:
-        from pipelines.poll import poll_once
+        from pipelines.sync.poll import poll_once
 
         ctx.service_settings()  # a missing token is said before the database is created
         store = ctx.store()
@@ -62,9 +62,9 @@ def sync(
     Example: [bold]formsync sync --config formsync.toml --form form_123 --full[/bold]
     """
     with command(config) as ctx:
-        from connector.client import FormClient
-        from pipelines.reconcile import reconcile as run_reconcile
-        from pipelines.sync import sync_all, sync_form
+        from connector.client.rpc import FormClient
+        from pipelines.sync.reconcile import reconcile as run_reconcile
+        from pipelines.sync.submissions import sync_all, sync_form
 
         if reconcile and (full or drafts):
             raise UsageError("--reconcile reads every id already: it takes no --full or --drafts",
@@ -121,7 +121,7 @@ def export(
     Example: [bold]formsync export --since-last nightly --out 'exports/{form}-{date}.parquet'[/bold]
     """
     with command(config) as ctx:
-        from pipelines.export import check_out_template, export_files
+        from pipelines.export.write import check_out_template, export_files
 
         if cursors or reset is not None:
             _export_cursors(ctx.store(), reset)
@@ -213,7 +213,7 @@ def views(
     Example: [bold]formsync views --config formsync.toml[/bold]
     """
     with command(config) as ctx:
-        from pipelines.views import refresh_views
+        from pipelines.export.views import refresh_views
 
         store = ctx.store()
         if ctx.settings().service.token is None and not ctx.signed_in():
@@ -313,9 +313,9 @@ def status(
     with command(config) as ctx:
         if format not in ("text", "prometheus"):
             raise UsageError(f"unknown format {format!r}", where="--format", hint="use text or prometheus")
-        from pipelines.health import problems
-        from pipelines.jobs import check_jobs
-        from pipelines.status import collect_status
+        from pipelines.operate.health import problems
+        from pipelines.operate.jobs import check_jobs
+        from pipelines.operate.status import collect_status
 
         settings = ctx.settings()
         check_jobs(settings, to_run=False)
@@ -324,7 +324,7 @@ def status(
         found = problems(report)
         _show_status(report, format, ctx.store_url())
         if notify and found:
-            from pipelines.notify import send_problems
+            from pipelines.operate.notify import send_problems
 
             ctx.run(send_problems(settings.notify, store, found))
         for p in found:
@@ -338,13 +338,13 @@ def status(
 
 def _show_status(report: StatusReport, format: str, store_url: str) -> None:
     if format == "prometheus":
-        from pipelines.metrics import render
+        from pipelines.operate.metrics import render
 
         sys.stdout.buffer.write(render(report))
         return
     from rich.console import Console
 
-    from pipelines.status import render_status
+    from pipelines.operate.status import render_status
 
     if report.store_empty:
         typer.echo(f"note: the store {store_url} is new or empty: nothing has run against it yet", err=True)
@@ -367,7 +367,7 @@ def demo(
     with command(log_level=logging.WARNING) as ctx:
         from rich.console import Console
 
-        from pipelines.demo import render_summary, run_demo
+        from pipelines.cli.demo import render_summary, run_demo
 
         console = Console()
         # What the demo cannot do (a port, the disk, a call refused) ends it with one line; the

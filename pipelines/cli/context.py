@@ -19,9 +19,9 @@ from pydantic import BaseModel
 from .errors import UsageError, WorkFailed, explain, first_line, scrub
 
 if TYPE_CHECKING:
-    from connector.client import FormClient
-    from connector.grant import GrantTokens
-    from connector.settings import Settings
+    from connector.client.grant import GrantTokens
+    from connector.client.rpc import FormClient
+    from connector.config.settings import Settings
     from connector.store import Store
 
 T = TypeVar("T")
@@ -81,13 +81,13 @@ class Context:
 
     def key_file(self) -> Path:
         """The store's key file: ``store.key_file``, else beside the database or the settings."""
-        from connector.grant import key_path
+        from connector.client.grant import key_path
 
         return key_path(self.settings().store, self.config)
 
     def grant(self) -> GrantTokens | None:
         """The stored grant's token source, when ``service.token`` is not set and a sign-in is stored."""
-        from connector.grant import stored_grant
+        from connector.client.grant import stored_grant
 
         if self.settings().service.token is not None:
             return None  # the token wins; the store is not opened for it
@@ -162,8 +162,8 @@ class Context:
     def with_client(self, work: Callable[[FormClient], Awaitable[T]], **overrides: Any) -> T:
         """Run ``work`` with a service client made from the settings (``overrides`` on
         top, e.g. ``max_retries``); the settings must hold ``service.token``, or the store a sign-in."""
-        from connector.client import FormClient
-        from connector.grant import note_token_use
+        from connector.client.grant import note_token_use
+        from connector.client.rpc import FormClient
 
         service = self.service_settings().service
         source = self.grant()  # None with service.token
@@ -188,7 +188,7 @@ def load_checked(config: Path | None) -> Settings:
     from pydantic import ValidationError
     from pydantic_settings import SettingsError
 
-    from connector.settings import Settings, SettingsFileError, load_settings, read_toml
+    from connector.config.settings import Settings, SettingsFileError, load_settings, read_toml
 
     from .config_errors import describe
 
@@ -240,7 +240,7 @@ def _json_variable(section: str, environ: Any) -> str:
 def note_defaults(settings: Settings) -> None:
     """One line on stderr naming the database and service a command without ``--config``
     uses, when either is the built-in default."""
-    from connector.settings import ServiceSettings, StoreSettings
+    from connector.config.settings import ServiceSettings, StoreSettings
 
     parts = []
     if settings.store.url == StoreSettings().url:

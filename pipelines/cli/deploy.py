@@ -1,5 +1,5 @@
 """``formsync deploy systemd|nginx``: the units and the site written from the settings
-(``pipelines.deploy``), for the real install."""
+(``pipelines.operate.deploy``), for the real install."""
 
 from __future__ import annotations
 
@@ -34,7 +34,7 @@ def deploy(
     Example: [bold]formsync deploy systemd --config /etc/formsync/formsync.toml --out /etc/systemd/system[/bold]
     """
     with command(config) as ctx:
-        from pipelines.deploy import DeployError, nginx_site, systemd_units
+        from pipelines.operate.deploy import DeployError, nginx_site, systemd_units
 
         settings = ctx.settings()
         where = config.resolve()

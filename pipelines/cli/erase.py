@@ -33,7 +33,7 @@ def erase(
     """
     with command(config) as ctx:
         person = _person(email, external_id)
-        from pipelines.erase import erase_person
+        from pipelines.lifecycle.erase import erase_person
 
         receipt = erase_person(ctx.store(), person, dry_run=dry_run)
         for line in receipt.text():

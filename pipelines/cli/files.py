@@ -33,7 +33,7 @@ def files(
         if not 1 <= concurrency <= 64:
             raise UsageError(f"--concurrency {concurrency} is out of range", where="--concurrency",
                              hint="use 1 to 64")
-        from pipelines.archive import LocationError, archive_files
+        from pipelines.lifecycle.archive import LocationError, archive_files
 
         settings = ctx.settings()
         store = ctx.store()

@@ -1,4 +1,4 @@
-"""``formsync load``: the store into a warehouse through dlt (``pipelines.load``), with a
+"""``formsync load``: the store into a warehouse through dlt (``pipelines.export.load``), with a
 progress bar of the rows read and their rate."""
 
 from __future__ import annotations
@@ -37,10 +37,10 @@ def load_command(
         from importlib.util import find_spec
 
         if find_spec("dlt") is None:
-            from pipelines.load import EXTRA_MISSING
+            from pipelines.export.load import EXTRA_MISSING
 
             raise UsageError(EXTRA_MISSING)
-        from pipelines.load import LoadFailed, LoadSettingError, load
+        from pipelines.export.load import LoadFailed, LoadSettingError, load
 
         settings = ctx.settings().load
         store = ctx.store()

@@ -1,5 +1,5 @@
 """``formsync login`` and ``formsync logout``: the sign-in every command, the scheduler and
-the receivers use when no ``service.token`` is set (see ``pipelines.login``)."""
+the receivers use when no ``service.token`` is set (see ``pipelines.connect.login``)."""
 
 from __future__ import annotations
 
@@ -33,9 +33,9 @@ def login(
     Example: [bold]formsync login --config formsync.toml --no-browser --port 8790[/bold]
     """
     with command(config) as ctx:
-        from connector.grant import now_ms
-        from connector.keyfile import load_key
-        from pipelines.login import LoginOptions, LoginRefused, login
+        from connector.client.grant import now_ms
+        from connector.config.keyfile import load_key
+        from pipelines.connect.login import LoginOptions, LoginRefused, login
 
         settings = ctx.settings()
         if settings.service.token is not None:

@@ -16,13 +16,13 @@ from typing import TYPE_CHECKING
 
 import typer
 
-from connector.signals import stop_on_signals
+from connector.process.signals import stop_on_signals
 
 from .context import Context, print_report
 from .errors import ExitCode, Failure
 
 if TYPE_CHECKING:
-    from connector.client import FormClient
+    from connector.client.rpc import FormClient
     from pipelines.outreach import OutreachReport, Prepared, SheetOptions
 
 

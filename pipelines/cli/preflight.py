@@ -1,5 +1,5 @@
 """What ``formsync run`` checks of each job before anything starts, beyond its params'
-shape (``pipelines.jobs.check_jobs``): the files the job reads or writes. Each problem is
+shape (``pipelines.operate.jobs.check_jobs``): the files the job reads or writes. Each problem is
 a ``UsageError`` naming the job, so a schedule never starts only to fail at 2 a.m."""
 
 from __future__ import annotations
@@ -11,13 +11,13 @@ from typing import TYPE_CHECKING, Any
 from .errors import UsageError, first_line
 
 if TYPE_CHECKING:
-    from pipelines.jobs import OutreachParams
+    from pipelines.operate.jobs import OutreachParams
 
 
 def check_job_files(params: dict[str, Any], where: str) -> None:
     """Every outreach job's sheet exists and reads; every export job's directory exists
     (it is made when missing) and is writable."""
-    from pipelines.jobs import ExportParams, OutreachParams
+    from pipelines.operate.jobs import ExportParams, OutreachParams
 
     for job_id, p in params.items():
         if isinstance(p, OutreachParams):

@@ -10,8 +10,8 @@ from .context import command, print_report
 from .options import ConfigOption
 
 if TYPE_CHECKING:
-    from connector.client import FormClient
-    from pipelines.purge import PurgeReport
+    from connector.client.rpc import FormClient
+    from pipelines.lifecycle.purge import PurgeReport
 
 
 def purge(
@@ -31,7 +31,7 @@ def purge(
     Example: [bold]formsync purge --config formsync.toml --dry-run[/bold]
     """
     with command(config) as ctx:
-        from pipelines.purge import purge as run_purge
+        from pipelines.lifecycle.purge import purge as run_purge
 
         ctx.service_settings()
         store = ctx.store()

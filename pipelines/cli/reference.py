@@ -2,7 +2,7 @@
 every command and option (from the Typer app), every setting with its type, default and
 environment variable (from the pydantic settings models, described by the comment above
 each field, else by ``_NOTES``), the exit codes (from ``ExitCode``), the events (the types
-``connector.webhooks`` subscribes to and the envelope ``connector.models.Event`` reads) and
+``connector.client.webhooks`` subscribes to and the envelope ``connector.models.Event`` reads) and
 the data contract's types (each field type's columns from ``connector.store.schema``, each
 column type as the views, Arrow, dlt, CSV, XLSX and pandas write it, from their mappers).
 The site's build calls these (``scripts/mkdocs_hooks.py``); the commands print what
@@ -184,10 +184,10 @@ def _section(name: str, model: type[BaseModel], env: str) -> list[str]:
 
 def settings_markdown() -> str:
     """Every setting: its TOML section and key, type, default, environment variable and meaning."""
-    from connector.settings import Settings
+    from connector.config.settings import Settings
 
     prefix = str(Settings.model_config.get("env_prefix", ""))
-    lines = ["# Settings", "", "Every setting, from the settings models (`connector/settings.py`). A setting "
+    lines = ["# Settings", "", "Every setting, from the settings models (`connector/config/settings.py`). A setting "
              "is read from the TOML file given with `--config` (`config/formsync.example.toml` documents every one), "
              "or from its environment variable `FORMSYNC_<SECTION>__<NAME>`, which wins over the file; "
              "`[[jobs]]` entries are read from the file only.", "",
@@ -346,13 +346,13 @@ def _event_block(path: str, model: type[BaseModel]) -> list[str]:
 
 def events_markdown() -> str:
     """The event types a subscription takes and the ``type`` each delivers (from
-    ``connector.webhooks``), and every field of the envelope the receiver reads (from
+    ``connector.client.webhooks``), and every field of the envelope the receiver reads (from
     ``connector.models.Event``)."""
+    from connector.client.webhooks import ABANDONED, DEFAULT_EVENTS, EVENT_TYPES, IDLE_WINDOWS
     from connector.models import Event
-    from connector.webhooks import ABANDONED, DEFAULT_EVENTS, EVENT_TYPES, IDLE_WINDOWS
 
     lines = ["# Events", "", "Every event type and every field of the envelope the receiver reads, from the "
-             "connector's code (`connector/webhooks.py`, `connector/models.py`). A real body of each type, as "
+             "connector's code (`connector/client/webhooks.py`, `connector/models.py`). A real body of each type, as "
              "the sandbox delivers it, is in the guide [Events: what the receiver gets](../events.md).", "",
              "## Event types", "",
              "| Subscription `eventType` | Delivered `type` | `formsync subscribe create` by default |",
@@ -402,8 +402,8 @@ def data_types_markdown() -> str:
     from connector.store import SQL_TYPES, Column
     from connector.store.schema import LOGICAL_TYPES, OWN
 
-    from ..columns import CSV_FORMS, CSV_READ_TYPES, PANDAS_TYPES, XLSX_FORMS, arrow_type
-    from ..load import DLT_TYPES
+    from ..export.columns import CSV_FORMS, CSV_READ_TYPES, PANDAS_TYPES, XLSX_FORMS, arrow_type
+    from ..export.load import DLT_TYPES
 
     member = Column("m", "text")
     lines = ["# Data types", "", "The data contract: a form's table is a function of its field list, never of "

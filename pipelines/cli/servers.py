@@ -108,9 +108,9 @@ def receive(
     Example: [bold]formsync receive --config formsync.toml --port 8788 --db sqlite:///events.db[/bold]
     """
     with command(config, log_level=logging.INFO if verbose else logging.WARNING) as ctx:
-        from connector.receiver import event_paths, run_receiver
-        from connector.tls import server_context
-        from pipelines.metrics import StoreCollector
+        from connector.receiver.app import event_paths, run_receiver
+        from connector.receiver.tls import server_context
+        from pipelines.operate.metrics import StoreCollector
 
         rs, service = ctx.settings().receiver, ctx.settings().service
         server_context(rs.tls_cert, rs.tls_key)  # a TLS file that cannot serve: said before anything starts
@@ -145,14 +145,14 @@ def run(
     Example: [bold]formsync run --config formsync.toml[/bold]
     """
     with command(config, log_level=logging.DEBUG if verbose else logging.INFO) as ctx:
-        from pipelines.jobs import check_jobs
-        from pipelines.scheduler import SchedulerOptions, serve
+        from pipelines.operate.jobs import check_jobs
+        from pipelines.operate.scheduler import SchedulerOptions, serve
 
         settings = ctx.settings()
         # Before anything starts, not even the database (a sign-in is looked for, never made).
         check_job_files(check_jobs(settings, signed_in=ctx.signed_in()), ctx.where)
         if settings.receiver.enabled:
-            from connector.tls import server_context
+            from connector.receiver.tls import server_context
 
             server_context(settings.receiver.tls_cert, settings.receiver.tls_key)
         if not settings.jobs and not settings.receiver.enabled:

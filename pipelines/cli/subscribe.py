@@ -1,5 +1,5 @@
 """``formsync subscribe list|create|secret|remove|check``: the receiver's webhook
-subscriptions (``pipelines.subscriptions``) from the command line. Reports are one line of
+subscriptions (``pipelines.connect.subscriptions``) from the command line. Reports are one line of
 JSON on stdout; a signing secret made here is handed over once, as the line the receiver
 reads (stdout, or ``--secret-file`` with mode 0600)."""
 
@@ -20,8 +20,8 @@ from .helptext import summary
 from .options import ConfigOption
 
 if TYPE_CHECKING:
-    from connector.client import FormClient
-    from pipelines.subscriptions import ServiceCheck
+    from connector.client.rpc import FormClient
+    from pipelines.connect.subscriptions import ServiceCheck
 
 T = TypeVar("T")
 
@@ -42,7 +42,7 @@ SecretFileOption = Annotated[Path | None, typer.Option(
 @contextmanager
 def _as_usage() -> Iterator[None]:
     """A subscription the service would refuse, said as a usage error naming the option."""
-    from pipelines.subscriptions import SubscriptionError
+    from pipelines.connect.subscriptions import SubscriptionError
 
     try:
         yield
@@ -52,7 +52,7 @@ def _as_usage() -> Iterator[None]:
 
 def _with_forms(ctx: Context, forms: list[str] | None, work: Callable[[FormClient, list[str]], Awaitable[T]]) -> T:
     """Run ``work`` with the client and the form ids: ``forms``, or every form of the workspace."""
-    from pipelines.subscriptions import workspace_forms
+    from pipelines.connect.subscriptions import workspace_forms
 
     workspace = ctx.service_settings().service.workspace_id
 
@@ -75,7 +75,7 @@ def _hand_over(secrets: list[str], secret_file: Path | None, text: str, what: st
     """Print the secrets line on stdout, or set it in ``secret_file`` (``text``, its lines
     read before, kept around it) readable by its owner only, and say so on stderr. The file
     is replaced whole or not at all."""
-    from connector.secrets_file import secrets_line, with_secrets
+    from connector.config.secrets_file import secrets_line, with_secrets
 
     if secret_file is None:
         typer.echo(secrets_line(secrets))
@@ -101,7 +101,7 @@ def _known(ctx: Context, secret_file: Path | None) -> tuple[list[str], str]:
     """The signing secrets that exist (the settings' and those ``secret_file`` holds, by the
     secrets file's one rule) and the file's text ("" when there is none yet). A file whose
     secrets cannot be read is a ``UsageError``, and nothing is written."""
-    from connector.secrets_file import SecretsFileError, file_secrets, signing_secrets
+    from connector.config.secrets_file import SecretsFileError, file_secrets, signing_secrets
 
     if secret_file is not None:
         _check_writable(secret_file)  # refused before anything is made
@@ -130,7 +130,7 @@ def list_(config: ConfigOption = None, form: FormsOption = None,
     Example: [bold]formsync subscribe list --config formsync.toml --url https://data.example.com/formsync/events/webhooks[/bold]
     """
     with command(config) as ctx:
-        from pipelines.subscriptions import list_subscriptions
+        from pipelines.connect.subscriptions import list_subscriptions
 
         print_report(_with_forms(ctx, form, lambda fc, ids: list_subscriptions(fc, ids, url)))
 
@@ -157,8 +157,8 @@ def create(
     Example: [bold]formsync subscribe create --config formsync.toml --url https://data.example.com/formsync/events/webhooks --all-forms[/bold]
     """
     with command(config) as ctx:
-        from connector.webhooks import new_secret
-        from pipelines.subscriptions import (
+        from connector.client.webhooks import new_secret
+        from pipelines.connect.subscriptions import (
             SubscriptionReport,
             make_subscriptions,
             plan_subscriptions,
@@ -198,7 +198,7 @@ def secret(config: ConfigOption = None, secret_file: SecretFileOption = None) ->
     Example: [bold]formsync subscribe secret --config formsync.toml --secret-file /etc/formsync/webhook.env[/bold]
     """
     with command(config) as ctx:
-        from connector.webhooks import new_secret
+        from connector.client.webhooks import new_secret
 
         known, text = _known(ctx, secret_file)
         _hand_over([*known, new_secret()], secret_file, text,
@@ -217,7 +217,7 @@ def remove(url: UrlOption, config: ConfigOption = None, form: FormsOption = None
     Example: [bold]formsync subscribe remove --config formsync.toml --url https://data.example.com/formsync/events/webhooks[/bold]
     """
     with command(config) as ctx:
-        from pipelines.subscriptions import remove_subscriptions
+        from pipelines.connect.subscriptions import remove_subscriptions
 
         print_report(_with_forms(ctx, form, lambda fc, ids: remove_subscriptions(fc, ids, url, event or [],
                                                                                  superseded=superseded)))
@@ -236,11 +236,7 @@ def check(url: UrlOption, config: ConfigOption = None, form: FormsOption = None,
     with command(config) as ctx:
         import aiohttp
 
-        from pipelines.subscriptions import (
-            check_receiver,
-            check_through_sandbox,
-            require_sandbox,
-        )
+        from pipelines.connect.subscriptions import check_receiver, check_through_sandbox, require_sandbox
 
         configured = _configured(ctx)
         if through_service:

@@ -9,7 +9,7 @@ import difflib
 from collections.abc import Mapping, Sequence
 from typing import Literal
 
-from connector.client import FormClient
+from connector.client.rpc import FormClient
 from connector.errors import Forbidden, NotFound
 from connector.models import FieldDescriptor
 

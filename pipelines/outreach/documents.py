@@ -9,7 +9,7 @@ import mimetypes
 from pathlib import Path
 from typing import Protocol
 
-from connector.client import FormClient
+from connector.client.rpc import FormClient
 
 from .columns import RowParams
 from .values import Problem

@@ -9,7 +9,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from connector.client import FormClient
+from connector.client.rpc import FormClient
 from connector.store import OutreachRow, Store
 from connector.store.ledger import Claim, PendingRow
 

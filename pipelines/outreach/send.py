@@ -8,7 +8,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from connector.client import FormClient
+from connector.client.rpc import FormClient
 from connector.errors import FormsyncError
 from connector.models import RequestCreated
 from connector.store import Store

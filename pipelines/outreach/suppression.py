@@ -15,7 +15,7 @@ from pathlib import Path
 from pydantic import BaseModel
 
 from connector import errors
-from connector.client import FormClient
+from connector.client.rpc import FormClient
 from connector.store import Store
 from connector.store.campaign import Suppressed
 

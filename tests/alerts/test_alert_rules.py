@@ -21,13 +21,13 @@ from aiohttp.test_utils import TestServer
 from prometheus_client import CollectorRegistry, generate_latest
 from typer.testing import CliRunner
 
-from connector.pacing import token_key
-from connector.receiver import create_receiver_app
-from connector.settings import ReceiverSettings, load_settings
+from connector.client.pacing import token_key
+from connector.config.settings import ReceiverSettings, load_settings
+from connector.receiver.app import create_receiver_app
 from connector.store import Store
 from connector.store.ledger import PendingRow
 from pipelines.cli import app
-from pipelines.metrics import StoreCollector
+from pipelines.operate.metrics import StoreCollector
 
 ROOT = Path(__file__).resolve().parents[2]
 RULES = ROOT / "config" / "alerts" / "formsync-rules.yml"

@@ -19,14 +19,14 @@ from typing import Any
 import pytest
 from typer.testing import CliRunner
 
-from connector.client import FormClient
-from connector.clock import service_now
-from connector.settings import load_settings
+from connector.client.clock import service_now
+from connector.client.rpc import FormClient
+from connector.config.settings import load_settings
 from connector.store import Store
 from pipelines.campaign import read_campaign
 from pipelines.cli import app
+from pipelines.operate.scheduler import serve
 from pipelines.outreach import run_outreach
-from pipelines.scheduler import serve
 from tests.conftest import Sandbox
 from tests.pipelines.test_scheduler import runs, wait_for
 

@@ -13,7 +13,7 @@ import openpyxl
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from connector.client import FormClient
+from connector.client.rpc import FormClient
 from connector.store import Store
 from pipelines.campaign import export_campaign
 from pipelines.campaign.table import typed_sheet_column

@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from connector.settings import load_settings
-from pipelines.jobs import ConfigError
-from pipelines.scheduler import serve
+from connector.config.settings import load_settings
+from pipelines.operate.jobs import ConfigError
+from pipelines.operate.scheduler import serve
 from tests.conftest import Sandbox
 from tests.pipelines.test_scheduler import runs, wait_for
 

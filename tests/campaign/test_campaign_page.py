@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 from typer.testing import CliRunner
 
-from connector.client import FormClient
+from connector.client.rpc import FormClient
 from connector.store import Store
 from connector.store.campaign import CampaignRow
 from pipelines.campaign import act, read_campaign

@@ -8,14 +8,14 @@ from pathlib import Path
 
 import pytest
 
+from connector.config.settings import JobSettings
 from connector.models import FieldDescriptor
-from connector.settings import JobSettings
 from connector.store.campaign import CampaignRow
 from pipelines.campaign.actions import parse_idle, pending_rows
 from pipelines.campaign.funnel import cumulative_completions, funnel, rounds
 from pipelines.campaign.page import campaign_page
 from pipelines.campaign.table import NOT_SENT, campaign_table
-from pipelines.jobs import ConfigError, parse_params
+from pipelines.operate.jobs import ConfigError, parse_params
 from pipelines.outreach import plan_rows
 from pipelines.outreach.suppression import apply_contact_rule, read_suppression_file
 

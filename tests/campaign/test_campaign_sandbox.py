@@ -19,12 +19,12 @@ import pandas as pd
 import pytest
 from typer.testing import CliRunner
 
-from connector.client import FormClient
+from connector.client.rpc import FormClient
 from connector.store import Store
+from formservice.sandbox.recipient import answer_request
 from pipelines.campaign import act, read_campaign
 from pipelines.cli import app
 from pipelines.outreach import run_outreach
-from pipelines.recipient import answer_request
 from tests.conftest import Sandbox
 from tests.pages.test_pages_browser import ARTIFACTS
 

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import pytest
 
-from connector.clock import ServiceClock, date_ms, on_this_machine
-from connector.settings import JobSettings
+from connector.client.clock import ServiceClock, date_ms, on_this_machine
+from connector.config.settings import JobSettings
 from connector.store.campaign import CampaignRow
 from pipelines.campaign.actions import (
     SPACING_MS,
@@ -20,7 +20,7 @@ from pipelines.campaign.actions import (
     too_soon_since,
 )
 from pipelines.campaign.words import action_lines, action_outcome, plan_refusal
-from pipelines.jobs import ConfigError, check_spacing, shortest_gap, trigger_for
+from pipelines.operate.jobs import ConfigError, check_spacing, shortest_gap, trigger_for
 
 T0 = 1_780_000_000_000  # 2026-05-28 20:26:40 UTC
 MIN = 60_000

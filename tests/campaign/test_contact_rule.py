@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from connector.client import FormClient
+from connector.client.rpc import FormClient
 from connector.store import Store
 from connector.store.campaign import CampaignRow
 from pipelines.campaign import act, read_campaign
@@ -24,7 +24,7 @@ from pipelines.cli import app
 from pipelines.outreach import run_outreach
 from pipelines.outreach.contact import Recipient, contact_refusals
 from pipelines.outreach.counts import RunCounts
-from pipelines.poll import poll_once
+from pipelines.sync.poll import poll_once
 from tests.conftest import Sandbox
 
 MINUTE = 60_000

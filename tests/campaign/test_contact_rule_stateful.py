@@ -22,16 +22,16 @@ from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, rule, run_state_machine_as_test
 
-from connector.client import FormClient
-from connector.settings import load_settings
+from connector.client.rpc import FormClient
+from connector.config.settings import load_settings
 from connector.store import Store
 from pipelines.campaign import act, read_campaign, write_page
 from pipelines.campaign import suppress as suppression_list
 from pipelines.campaign.export import export_campaign
+from pipelines.operate.status import collect_status
 from pipelines.outreach import run_outreach
 from pipelines.outreach.counts import RunCounts, recorded_counts, row_states
-from pipelines.poll import poll_once
-from pipelines.status import collect_status
+from pipelines.sync.poll import poll_once
 from tests.conftest import Sandbox, start_sandbox
 
 pytestmark = pytest.mark.slow  # about a minute: bounded by examples and steps below

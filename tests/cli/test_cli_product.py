@@ -11,7 +11,7 @@ import typer
 from pydantic import ValidationError
 from typer.testing import CliRunner
 
-from connector.settings import Settings
+from connector.config.settings import Settings
 from pipelines.cli import app
 from pipelines.cli.config_errors import describe, find_line
 from pipelines.cli.context import command

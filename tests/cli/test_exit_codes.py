@@ -139,14 +139,14 @@ def test_option_mistakes_are_one_line_and_exit_2(args: list[str], where: str | N
 
 def test_the_mapping_gives_each_kind_of_failure_its_code() -> None:
     from connector.errors import TransportError
-    from pipelines.demo import DemoError, OutDirError
-    from pipelines.jobs import ConfigError
+    from pipelines.cli.demo import DemoError, OutDirError
+    from pipelines.operate.jobs import ConfigError
 
     assert explain(KeyboardInterrupt()).code == ExitCode.INTERRUPTED == 130
     assert explain(OutDirError("x")).code == 2 and explain(ConfigError("x")).code == 2
     assert explain(DemoError("x")).code == 1 and explain(TransportError("x")).code == 1
     assert explain(ConnectionRefusedError(111, "refused")).code == 1 and explain(ValueError("bad")).code == 2
-    from connector.committer import StoreProcessError
+    from connector.receiver.committer import StoreProcessError
 
     no_process = explain(StoreProcessError("the receiver's store process could not be started: no room"))
     assert no_process.code == 1 and not no_process.bug and "store_process = false" in (no_process.hint or "")

@@ -16,7 +16,7 @@ from typing import Any
 
 from typer.testing import CliRunner, Result
 
-from connector.keyfile import create_key
+from connector.config.keyfile import create_key
 from connector.store import Store
 from pipelines.cli import app
 from pipelines.cli.errors import ExitCode

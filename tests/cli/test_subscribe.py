@@ -25,14 +25,10 @@ import pytest
 from click.testing import Result
 from typer.testing import CliRunner
 
-from connector.secrets_file import secrets_line
-from connector.webhooks import DEFAULT_EVENTS
+from connector.client.webhooks import DEFAULT_EVENTS
+from connector.config.secrets_file import secrets_line
 from pipelines.cli import app
-from pipelines.subscriptions import (
-    SubscriptionError,
-    check_target,
-    event_type_of,
-)
+from pipelines.connect.subscriptions import SubscriptionError, check_target, event_type_of
 
 FORMSYNC = Path(sys.executable).parent / "formsync"
 LINE = re.compile(r"^FORMSYNC_RECEIVER__WEBHOOK_SECRETS='(\[.*\])'$")

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from connector.secrets_file import SecretsFileError, file_secrets, signing_secrets, with_secrets
+from connector.config.secrets_file import SecretsFileError, file_secrets, signing_secrets, with_secrets
 from pipelines.cli import app
 from tests.cli.test_subscribe import FORMSYNC, LINE, World, free_port, serving
 from tests.deploy.certs import make_cert

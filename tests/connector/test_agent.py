@@ -1,4 +1,4 @@
-"""connector.agent against the sandbox's agent endpoint over loopback."""
+"""connector.client.agent against the sandbox's agent endpoint over loopback."""
 
 from __future__ import annotations
 
@@ -6,9 +6,9 @@ import zlib
 
 import pytest
 
-from connector.agent import AgentClient, AgentToolError
-from connector.client import FormClient
-from connector.pacing import DEFAULT_MARGIN
+from connector.client.agent import AgentClient, AgentToolError
+from connector.client.pacing import DEFAULT_MARGIN
+from connector.client.rpc import FormClient
 
 
 def tiny_pdf() -> bytes:

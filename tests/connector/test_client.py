@@ -28,8 +28,8 @@ from aiohttp.test_utils import TestServer
 from pydantic import SecretStr
 
 from connector import errors, models
-from connector.client import FormClient
-from connector.settings import ServiceSettings
+from connector.client.rpc import FormClient
+from connector.config.settings import ServiceSettings
 from formservice.domain.base import METHODS
 from formservice.service import import_domain
 

@@ -1,4 +1,4 @@
-"""The receiver's committers (``connector.committer``): a batch mixing events and bodies
+"""The receiver's committers (``connector.receiver.committer``): a batch mixing events and bodies
 that are not, and for the store process what happens when it dies, when its receiver
 is killed or interrupted. The receiver's own tests (test_receiver.py) run through it too."""
 
@@ -17,8 +17,8 @@ from typing import Any
 import aiohttp
 import pytest
 
-from connector.committer import ProcessCommitter, StoreProcessError, ThreadCommitter, committer_for
-from connector.delivery import Delivery, Refusal
+from connector.receiver.committer import ProcessCommitter, StoreProcessError, ThreadCommitter, committer_for
+from connector.receiver.delivery import Delivery, Refusal
 from connector.store import Store, StoreOutcome
 
 from .conftest import pg_connect
@@ -34,7 +34,7 @@ def store_processes(parent: int) -> list[int]:
                 cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
             except OSError:
                 continue  # it ended meanwhile
-            if b"connector.committer" in cmdline:
+            if b"connector.receiver.committer" in cmdline:
                 found.append(int(pid))
     return found
 
@@ -170,16 +170,16 @@ async def test_batches_waiting_for_the_store_process_share_one_transaction(tmp_p
 async def test_a_body_the_reader_breaks_on_is_answered_500_and_its_batch_stored(sqlite_store, monkeypatch):
     """A reader bug (stood in for by a patched ``parse_event``: no real body is known to
     cause one) costs that delivery a 500, not the batch or the store process."""
-    import connector.delivery
+    import connector.receiver.delivery
 
-    real = connector.delivery.parse_event
+    real = connector.receiver.delivery.parse_event
 
     def broken_on_one(raw: bytes) -> Any:
         if b"evt_boom" in raw:
             raise RuntimeError("a bug")
         return real(raw)
 
-    monkeypatch.setattr(connector.delivery, "parse_event", broken_on_one)
+    monkeypatch.setattr(connector.receiver.delivery, "parse_event", broken_on_one)
     committer = ThreadCommitter(sqlite_store)
     results = await committer.commit([Delivery(encode(envelope(e)), "webhook", 1) for e in ("evt_ok", "evt_boom")])
     assert results[0] == StoreOutcome("evt_ok", "request.completed", "stored")

@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from connector.delivery import parse_event
-from connector.replay import replay_dead_letters
+from connector.receiver.delivery import parse_event
+from connector.receiver.replay import replay_dead_letters
 from connector.store import Incoming, Store, Unstorable
 
 from .test_receiver import (

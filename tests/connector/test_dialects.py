@@ -21,10 +21,10 @@ from aiohttp.test_utils import TestServer
 from sqlmodel import select
 
 from connector import errors
-from connector.client import FormClient
+from connector.client.rpc import FormClient
 from connector.store import RequestRow, Store
-from pipelines.poll import poll_once
-from pipelines.sync import sync_all
+from pipelines.sync.poll import poll_once
+from pipelines.sync.submissions import sync_all
 from tests.conftest import Sandbox
 
 PNG = b"\x89PNG\r\n\x1a\n" + bytes(range(120))

@@ -13,13 +13,13 @@ import fsspec
 import pytest
 from sqlalchemy import select
 
-from connector.keyfile import KeyFileError
+from connector.config.keyfile import KeyFileError
 from connector.models import Event
 from connector.store import METADATA, ExportFilter, Store, SubmissionRow, Unstorable
 from connector.store.erasure import Person, erasure_hash
 from connector.store.ledger import PendingRow
 from connector.store.tables import ArchivedFile
-from pipelines.erase import erase_person
+from pipelines.lifecycle.erase import erase_person
 from pipelines.outreach.suppression import suppressed_addresses
 
 from .test_store import T0, Clock, item, poll_record, req_completed

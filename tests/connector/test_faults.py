@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from connector import errors
-from connector.client import FormClient
+from connector.client.rpc import FormClient
 from tests.conftest import Sandbox
 
 FAST = {"callsPerMinute": 10000, "createsPerMinute": 10000}

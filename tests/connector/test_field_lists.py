@@ -15,9 +15,9 @@ import pytest
 from rich.console import Console
 from sqlmodel import select
 
-from connector.settings import ServiceSettings, Settings
+from connector.config.settings import ServiceSettings, Settings
 from connector.store import FormField, Store
-from pipelines.status import collect_status, render_status
+from pipelines.operate.status import collect_status, render_status
 from tests.conftest import Sandbox
 
 from .test_receiver import flush, receiver_settings, running

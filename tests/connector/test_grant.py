@@ -1,4 +1,4 @@
-"""The grant (``connector.grant``): a sign-in made by approving the sandbox's consent page
+"""The grant (``connector.client.grant``): a sign-in made by approving the sandbox's consent page
 over HTTP, kept sealed in the store on every database, and the token chain it gives
 surviving weeks on the sandbox's clock, four processes refreshing at once, a refusal for
 good, and a changed key."""
@@ -17,11 +17,11 @@ import pytest
 from pydantic import SecretStr
 from sqlmodel import select
 
-from connector.client import FormClient
-from connector.grant import GrantError, GrantTokens, now_ms
-from connector.keyfile import KeyFileError, unseal
+from connector.client.grant import GrantError, GrantTokens, now_ms
+from connector.client.rpc import FormClient
+from connector.config.keyfile import KeyFileError, unseal
 from connector.store import Store
-from pipelines.login import LoginOptions, LoginResult, login
+from pipelines.connect.login import LoginOptions, LoginResult, login
 from tests.spec.test_oauth import decide
 
 DAY_MS = 24 * 3600 * 1000
@@ -145,9 +145,9 @@ async def test_another_key_opens_nothing(tmp_path: Path, sandbox: Any) -> None:
 # the token endpoint's answer and the commit.
 CHILD = r"""
 import asyncio, os, signal, sys
-from connector import oauth
+from connector.client import oauth
 from connector.client import FormClient
-from connector.grant import GrantTokens
+from connector.client.grant import GrantTokens
 from connector.store import Store
 from connector.store.grants import GrantRows
 
@@ -248,7 +248,7 @@ async def test_the_client_is_registered_once_and_again_when_the_service_removed_
 USER = r"""
 import asyncio, sys
 from connector.client import FormClient
-from connector.grant import GrantTokens
+from connector.client.grant import GrantTokens
 from connector.store import Store
 
 url, base = sys.argv[1:3]

@@ -10,7 +10,7 @@ import traceback
 import pytest
 
 from connector import errors, models
-from connector.client import FormClient
+from connector.client.rpc import FormClient
 
 from .conftest import Target
 

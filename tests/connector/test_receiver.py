@@ -32,8 +32,8 @@ from pydantic import SecretStr
 from sqlalchemy import func
 from sqlmodel import SQLModel, select
 
-from connector.receiver import create_receiver_app, event_paths, run_receiver
-from connector.settings import ReceiverSettings
+from connector.config.settings import ReceiverSettings
+from connector.receiver.app import create_receiver_app, event_paths, run_receiver
 from connector.signing import GITHUB, custom_headers, formstep_headers, sign_formstep, standard_headers
 from connector.store import RawEvent, RequestRow, Store, SubmissionRow, answer_tuples, request_answers
 

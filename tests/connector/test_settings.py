@@ -1,4 +1,4 @@
-"""connector.settings: the documented example file, TOML plus FORMSYNC_* environment,
+"""connector.config.settings: the documented example file, TOML plus FORMSYNC_* environment,
 secrets as SecretStr that never print, and clear errors for bad settings."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from pydantic import BaseModel, SecretStr, ValidationError
 
-from connector.settings import JobSettings, Settings, load_settings
+from connector.config.settings import JobSettings, Settings, load_settings
 from connector.signing import GITHUB, CustomScheme
 
 EXAMPLE = Path(__file__).parents[2] / "config" / "formsync.example.toml"

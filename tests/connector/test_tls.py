@@ -14,9 +14,9 @@ from pathlib import Path
 import aiohttp
 import pytest
 
-from connector.receiver import run_receiver
+from connector.receiver.app import run_receiver
+from connector.receiver.tls import TlsSettingError, server_context
 from connector.store import Store
-from connector.tls import TlsSettingError, server_context
 from tests.deploy.certs import Cert, make_cert, other_key
 
 from .test_receiver import CB_SECRET, encode, envelope, events_in, receiver_settings, signed

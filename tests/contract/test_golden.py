@@ -21,7 +21,7 @@ from typing import Any
 import pytest
 
 from connector import errors, models
-from connector.receiver import parse_event
+from connector.receiver.app import parse_event
 from connector.signing import verify
 from tests.spec.test_webhooks import Receiver
 

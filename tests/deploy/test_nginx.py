@@ -21,7 +21,7 @@ import aiohttp
 import pytest
 from aiohttp import web
 
-from connector.receiver import create_receiver_app
+from connector.receiver.app import create_receiver_app
 from connector.store import Store
 from tests.connector.test_receiver import encode, envelope, receiver_settings, signed
 from tests.deploy.certs import Cert, make_cert

@@ -25,7 +25,7 @@ from pathlib import Path
 import pytest
 from sqlmodel import select
 
-from connector.client import FormClient
+from connector.client.rpc import FormClient
 from connector.store import OutreachRow, Store
 from pipelines.outreach import run_outreach
 from tests.pipelines.test_outreach import sheet_rows, write_csv

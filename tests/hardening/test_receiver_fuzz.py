@@ -26,7 +26,7 @@ from typing import Any
 
 import pytest
 
-from connector.receiver import event_paths
+from connector.receiver.app import event_paths
 from connector.signing import LEGACY_SIGNATURE_HEADER, sign_formstep, standard_headers
 from connector.store import Store
 from tests.connector.test_receiver import (
@@ -462,7 +462,7 @@ def test_the_generator_is_seeded_and_its_deliveries_differ_from_a_valid_one() ->
     b = generate(random.Random(7), 300, t)
     assert [(d.family, d.case, d.body, d.headers) for d in a] == [(d.family, d.case, d.body, d.headers) for d in b]
     assert {d.family for d in a} == {f.__name__.replace("_", " ") for f, _ in FAMILIES}
-    from connector.receiver import parse_event
+    from connector.receiver.app import parse_event
     rng = random.Random(1)
     for _ in range(50):
         parse_event(_body(rng))  # raises if a base body were not a valid event

@@ -284,7 +284,7 @@ def test_a_settings_error_names_the_setting_but_never_echoes_its_value(tmp_path:
     place and what is wrong, without the value (pydantic would print it by default)."""
     from pydantic import ValidationError
 
-    from connector.settings import load_settings
+    from connector.config.settings import load_settings
 
     bad = tmp_path / "bad.toml"
     bad.write_text(f'[receiver]\ncallback_secrets = "{WEBHOOK_SECRET}"\n[service]\ntokn = "{WRONG_TOKEN}"\n')

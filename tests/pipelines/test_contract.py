@@ -22,15 +22,15 @@ import yaml
 from sqlalchemy import text
 from typer.testing import CliRunner
 
-from connector.settings import Settings
+from connector.config.settings import Settings
 from connector.store import Store
 from formservice.domain import fieldtypes as ft
-from pipelines import frames
 from pipelines.cli import app
-from pipelines.columns import type_table
-from pipelines.export import export
-from pipelines.jobs import parse_params
-from pipelines.scheduler import JobRuntime
+from pipelines.export import frames
+from pipelines.export.columns import type_table
+from pipelines.export.write import export
+from pipelines.operate.jobs import parse_params
+from pipelines.operate.scheduler import JobRuntime
 from tests.connector.conftest import db_url, mysql_database, pg_database  # noqa: F401  (fixtures)
 from tests.pipelines.test_export import T0, sub_event
 

@@ -17,8 +17,8 @@ import pyarrow as pa
 import pytest
 
 from connector.store import Store
-from pipelines.columns import decimal_cells
-from pipelines.export import export, schema_file
+from pipelines.export.columns import decimal_cells
+from pipelines.export.write import export, schema_file
 from tests.pipelines.test_export import DAY, T0, sub_event
 
 FORM = "form_nightly"

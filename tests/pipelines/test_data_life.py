@@ -14,13 +14,13 @@ import pytest
 from sqlalchemy import select, text
 from typer.testing import CliRunner
 
-from connector.client import FormClient
+from connector.client.rpc import FormClient
 from connector.store import ExportFilter, Store, SubmissionRow
 from connector.store.submissions import SubmissionTimes
 from pipelines.cli import app
-from pipelines.purge import DAY_MS, Retention, past_retention
-from pipelines.reconcile import reconcile
-from pipelines.sync import sync_form
+from pipelines.lifecycle.purge import DAY_MS, Retention, past_retention
+from pipelines.sync.reconcile import reconcile
+from pipelines.sync.submissions import sync_form
 from tests.conftest import Sandbox
 
 
@@ -120,8 +120,8 @@ async def test_reconcile_marks_a_trashed_forms_submissions_and_unmarks_them_when
 def test_the_purge_job_takes_forms_and_says_what_it_did():
     from pydantic import ValidationError
 
-    from pipelines.jobs import PARAMS, summarise
-    from pipelines.purge import FormPurge, PurgeReport
+    from pipelines.lifecycle.purge import FormPurge, PurgeReport
+    from pipelines.operate.jobs import PARAMS, summarise
 
     assert PARAMS["purge"].model_validate({"form": ["form_1"]}).model_dump() == {"form": ["form_1"]}
     with pytest.raises(ValidationError):  # an unknown key is refused

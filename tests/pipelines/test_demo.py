@@ -22,8 +22,9 @@ from rich.console import Console
 from sqlalchemy import create_engine, text
 from typer.testing import CliRunner
 
+from formservice.sandbox.recipient import answer_request, fill, form_data, parse_page_form
 from pipelines.cli import app
-from pipelines.demo import (
+from pipelines.cli.demo import (
     CANCEL_EXTERNAL_ID,
     DEMO_SHEET,
     EXPIRE_EXTERNAL_ID,
@@ -42,7 +43,6 @@ from pipelines.demo import (
     to_answer,
 )
 from pipelines.outreach import read_sheet
-from pipelines.recipient import answer_request, fill, form_data, parse_page_form
 from tests.conftest import Sandbox
 
 FORMSYNC = Path(sys.executable).parent / "formsync"
@@ -164,7 +164,7 @@ def test_demo_runs_end_to_end_and_a_second_run_sends_nothing(tmp_path: Path) -> 
 
 async def test_an_interrupted_run_is_finished_by_the_next_one(tmp_path: Path, monkeypatch: pytest.MonkeyPatch
                                                                ) -> None:
-    import pipelines.demo as demo
+    import pipelines.cli.demo as demo
 
     answered: list[str] = []
     real_answer = demo.answer_request

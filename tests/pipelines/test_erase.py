@@ -11,10 +11,10 @@ from typing import Any
 from sqlalchemy import select
 from typer.testing import CliRunner
 
-from connector.client import FormClient
+from connector.client.rpc import FormClient
 from connector.store import Store, SubmissionRow
 from pipelines.cli import app
-from pipelines.sync import sync_form
+from pipelines.sync.submissions import sync_form
 from tests.conftest import Sandbox
 
 ADA = "ada@example.com"

@@ -21,9 +21,9 @@ from typer.testing import CliRunner
 
 from connector.models import Event
 from connector.store import RequestRow, Store, SubmissionRow, answer_rows
-from pipelines import export as export_mod
 from pipelines.cli import app
-from pipelines.export import export, neutralise
+from pipelines.export import write as export_mod
+from pipelines.export.write import export, neutralise
 
 # Each test that uses the sandbox runs in both its dialects (tests/conftest.py).
 pytestmark = pytest.mark.dialects
@@ -539,8 +539,8 @@ async def test_export_of_a_store_synced_from_the_sandbox_reads_back_cell_by_cell
         sandbox: Any, tmp_path: Path) -> None:
     """The store filled by the sync and poll pipelines over loopback HTTP (not by hand),
     exported as XLSX and CSV, read back with openpyxl and pandas, compared with the store."""
-    from connector.client import FormClient
-    from pipelines.sync import sync_form
+    from connector.client.rpc import FormClient
+    from pipelines.sync.submissions import sync_form
 
     form = sandbox.pro.forms["Contact"]
     for i, name in enumerate(["=1+1", "+33 6 12 34 56 78", "Ann", "@home", "-5"]):
@@ -586,8 +586,8 @@ def expected_synced(store: Store, form: str) -> list[dict[str, Any]]:
 
 
 async def test_cli_export_display_has_titles_and_labels_from_the_store(sandbox: Any, tmp_path: Path) -> None:
-    from connector.client import FormClient
-    from pipelines.sync import sync_form
+    from connector.client.rpc import FormClient
+    from pipelines.sync.submissions import sync_form
 
     form = sandbox.pro.forms["Contact"]
     store = Store(f"sqlite:///{tmp_path / 'labels.db'}")

@@ -16,11 +16,11 @@ import pyarrow.parquet as pq
 import pytest
 from typer.testing import CliRunner
 
-from connector.settings import JobSettings
+from connector.config.settings import JobSettings
 from connector.store import Store
 from pipelines.cli import app
-from pipelines.export import export, export_files, out_path, slug
-from pipelines.jobs import ConfigError, parse_params
+from pipelines.export.write import export, export_files, out_path, slug
+from pipelines.operate.jobs import ConfigError, parse_params
 from tests.items import list_item
 
 FORM_A, FORM_B = "form_a", "form_b"

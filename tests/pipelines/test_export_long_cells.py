@@ -15,12 +15,12 @@ import pyarrow.parquet as pq
 import pytest
 from sqlalchemy import insert, select
 
-import pipelines.export as export_module
+import pipelines.export.write as export_module
 from connector.store import Store, SubmissionRow
 from connector.store.exports import long_rows
 from connector.store.tables import SUBMISSIONS
-from pipelines import long_json
-from pipelines.export import export, neutralise
+from pipelines.export import long_json
+from pipelines.export.write import export, neutralise
 from tests.connector.conftest import db_url, mysql_database, pg_database  # noqa: F401  (fixtures)
 from tests.connector.test_long_answers import CASES
 

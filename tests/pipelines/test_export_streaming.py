@@ -24,10 +24,10 @@ from sqlalchemy import insert
 from typer.testing import CliRunner
 
 from connector.store import OWN, Store, SubmissionRow, answer_rows, answer_tuples
-from pipelines import export as export_mod
 from pipelines.cli import app
-from pipelines.columns import json_cells
-from pipelines.export import export, neutralise, neutralise_array
+from pipelines.export import write as export_mod
+from pipelines.export.columns import json_cells
+from pipelines.export.write import export, neutralise, neutralise_array
 from tests.connector.conftest import db_url, mysql_database, pg_database  # noqa: F401  (fixtures)
 from tests.pipelines.test_export import T0, read_csv, read_sheet, sub_event
 
@@ -183,7 +183,7 @@ def test_formula_text_neutralised_in_csv_and_xlsx_over_batches(tmp_path: Path,
 
 async def test_cli_wide_columns_follow_the_stored_field_list_with_no_service_call(sandbox: Any,
                                                                                    tmp_path: Path) -> None:
-    from connector.client import FormClient
+    from connector.client.rpc import FormClient
 
     form = sandbox.pro.forms["Contact"]
     async with FormClient(sandbox.base_url, sandbox.pro.token) as fc:

@@ -14,7 +14,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from connector.store import Store
-from pipelines.export import export
+from pipelines.export.write import export
 from tests.connector.conftest import db_url, mysql_database, pg_database  # noqa: F401  (fixtures)
 from tests.connector.test_store import T0, events, sub_event
 

@@ -12,11 +12,11 @@ from typing import Any
 import pytest
 from sqlmodel import select
 
-from connector.client import FormClient
+from connector.client.rpc import FormClient
 from connector.store import OutreachRow, Store
 from pipelines.outreach import run_outreach
-from pipelines.poll import poll_once
-from pipelines.sync import sync_form
+from pipelines.sync.poll import poll_once
+from pipelines.sync.submissions import sync_form
 from tests.conftest import Sandbox
 from tests.connector.test_faults import MIXED_RULES, QUICK, set_faults
 from tests.pipelines.test_outreach import sheet_rows, write_csv

@@ -13,14 +13,14 @@ from typing import Any
 import fsspec
 from typer.testing import CliRunner
 
-from connector.client import FormClient
+from connector.client.rpc import FormClient
 from connector.store import Store
 from connector.store.archive import FileFields
-from pipelines.archive import archive_files, file_refs
-from pipelines.archive.download import PARTIAL
-from pipelines.archive.refs import refusal, same_origin
 from pipelines.cli import app
-from pipelines.sync import sync_form
+from pipelines.lifecycle.archive import archive_files, file_refs
+from pipelines.lifecycle.archive.download import PARTIAL
+from pipelines.lifecycle.archive.refs import refusal, same_origin
+from pipelines.sync.submissions import sync_form
 from tests.conftest import Sandbox
 
 # -- which files an answer names (pure) ---------------------------------------------------------

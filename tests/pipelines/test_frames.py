@@ -1,4 +1,4 @@
-"""pandas frames of the store (``pipelines.frames``): typed from the form's field list,
+"""pandas frames of the store (``pipelines.export.frames``): typed from the form's field list,
 the same rows, columns and types as the file export, and frames per batch."""
 
 from __future__ import annotations
@@ -12,9 +12,9 @@ import pyarrow.parquet as pq
 import pytest
 
 from connector.store import Store
-from pipelines import export as export_mod
-from pipelines import frames
-from pipelines.export import export
+from pipelines.export import frames
+from pipelines.export import write as export_mod
+from pipelines.export.write import export
 from tests.connector.conftest import db_url, mysql_database, pg_database  # noqa: F401  (fixtures)
 from tests.connector.test_store import T0, events, req_completed, sub_event
 
@@ -75,7 +75,7 @@ def test_frames_hold_what_the_file_export_writes(store: Store, tmp_path: Path,
         df = make(store)
         assert list(df.columns) == list(written.columns) and len(df) == len(written)
         assert df["form_id"].tolist() == written["form_id"].tolist()
-        if table == "wide":  # the frame's dtypes are the Arrow types' (pipelines.columns.PANDAS_TYPES)
+        if table == "wide":  # the frame's dtypes are the Arrow types' (pipelines.export.columns.PANDAS_TYPES)
             want = {"double": "Float64", "int64": "Int64", "bool": "boolean", "string": "string"}
             types = {f.name: str(f.type) for f in pq.read_schema(tmp_path / "wide.parquet")}
             types["pay"] = "json"  # JSON text in Parquet, its parsed value in the frame

@@ -17,12 +17,12 @@ import duckdb
 import pytest
 from typer.testing import CliRunner
 
-from connector.settings import JobSettings, load_settings
+from connector.config.settings import JobSettings, load_settings
 from connector.store import OWN, Column, Store
 from pipelines.cli import app
-from pipelines.jobs import LoadParams, parse_params, summarise
-from pipelines.load import DLT_TYPES, LoadReport, dlt_column, load
-from pipelines.scheduler import SchedulerOptions, serve
+from pipelines.export.load import DLT_TYPES, LoadReport, dlt_column, load
+from pipelines.operate.jobs import LoadParams, parse_params, summarise
+from pipelines.operate.scheduler import SchedulerOptions, serve
 from tests.connector.conftest import PG_HOST, PG_PORT, PG_USER, pg_connect
 from tests.items import list_item
 

@@ -13,8 +13,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from connector.store.exports import long_rows
-from pipelines import long_json
-from pipelines.long_json import long_batch
+from pipelines.export import long_json
+from pipelines.export.long_json import long_batch
 
 FILE = {"name": "cv.pdf", "url": "http://files.example/cv.pdf", "size": 100, "type": "application/pdf"}
 KEYS = ["name", "age", "q", "grid", "people", "cv", "colors", "pay", "a.b", 'q"x', "é", "", "z"]

@@ -17,14 +17,14 @@ from aiohttp import web
 from aiohttp.test_utils import TestServer
 from typer.testing import CliRunner
 
-from connector.settings import NotifySettings, load_settings
+from connector.config.settings import NotifySettings, load_settings
 from connector.store import Store
 from connector.store.ledger import PendingRow
 from pipelines.cli import app
-from pipelines.health import problems
-from pipelines.notify import Notice, payload, send
-from pipelines.scheduler import serve
-from pipelines.status import JobStatus, OutreachProgress, SchedulerState, StatusReport
+from pipelines.operate.health import problems
+from pipelines.operate.notify import Notice, payload, send
+from pipelines.operate.scheduler import serve
+from pipelines.operate.status import JobStatus, OutreachProgress, SchedulerState, StatusReport
 
 NOW = 1_800_000_000_000
 MIN = 60_000

@@ -15,7 +15,7 @@ import pytest
 from sqlmodel import select
 from typer.testing import CliRunner
 
-from connector.client import FormClient
+from connector.client.rpc import FormClient
 from connector.models import FieldDescriptor, Option
 from connector.store import OutreachRow, RequestRow, Store
 from pipelines.cli import app
@@ -29,7 +29,7 @@ from pipelines.outreach import (
     run_outreach,
     validate_row,
 )
-from pipelines.poll import poll_once
+from pipelines.sync.poll import poll_once
 from tests.conftest import Sandbox
 
 # Each test that uses the sandbox runs in both its dialects (tests/conftest.py).

@@ -20,9 +20,9 @@ import pytest
 from openpyxl import Workbook
 from sqlmodel import col, select
 
-from connector.settings import load_settings
+from connector.config.settings import load_settings
 from connector.store import JobRun, Store
-from pipelines.scheduler import serve
+from pipelines.operate.scheduler import serve
 from tests.conftest import Sandbox
 
 FORMSYNC = Path(sys.executable).parent / "formsync"

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from openpyxl import Workbook
 
-from connector.client import FormClient
+from connector.client.rpc import FormClient
 from connector.store import Store
 from pipelines.outreach import SheetError, SheetOptions, load_sheet, run_outreach
 from pipelines.outreach.sheet import binary_kind, delimiter_problem, fitting_delimiter, sniff_delimiter

@@ -13,11 +13,11 @@ from pathlib import Path
 
 import pytest
 
-from connector.client import FormClient
+from connector.client.rpc import FormClient
 from connector.store import Store
 from pipelines.outreach import run_outreach
-from pipelines.poll import poll_once
-from pipelines.sync import sync_form
+from pipelines.sync.poll import poll_once
+from pipelines.sync.submissions import sync_form
 from tests.conftest import Sandbox
 from tests.pipelines.test_poll_sync import FAST, create_pending
 

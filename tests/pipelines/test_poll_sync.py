@@ -15,11 +15,11 @@ from sqlmodel import select
 from typer.testing import CliRunner
 
 from connector import errors
-from connector.client import FormClient
+from connector.client.rpc import FormClient
 from connector.store import RequestRow, Store, SubmissionRow
 from pipelines.cli import app
-from pipelines.poll import poll_once
-from pipelines.sync import stream_of, sync_all, sync_form
+from pipelines.sync.poll import poll_once
+from pipelines.sync.submissions import stream_of, sync_all, sync_form
 from tests.conftest import Sandbox
 
 # Each test that uses the sandbox runs in both its dialects (tests/conftest.py).

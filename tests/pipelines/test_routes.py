@@ -14,14 +14,14 @@ from typing import Any
 
 import pytest
 
-from connector.client import FormClient
-from connector.field_lists import learn_field_lists
+from connector.client.field_lists import learn_field_lists
+from connector.client.rpc import FormClient
 from connector.models import Event
 from connector.store import Store
 from connector.store.responses import is_provisional
-from pipelines.export import export
-from pipelines.poll import poll_once
-from pipelines.sync import sync_form
+from pipelines.export.write import export
+from pipelines.sync.poll import poll_once
+from pipelines.sync.submissions import sync_form
 from tests.conftest import Sandbox
 
 pytestmark = pytest.mark.dialects

@@ -24,12 +24,13 @@ from sqlalchemy import MetaData, Table, select
 from sqlmodel import col
 from typer.testing import CliRunner
 
+from connector.config.settings import load_settings
 from connector.models import Event
-from connector.settings import load_settings
 from connector.store import AdvisoryLock, JobRun, LeaseLock, NamedLock, OutreachRow, RequestRow, Store
+from connector.store.jobstore import JOBSTORE_TABLE
 from pipelines.cli import app
-from pipelines.jobs import check_jobs, trigger_for
-from pipelines.scheduler import JOBSTORE_TABLE, SchedulerOptions, serve
+from pipelines.operate.jobs import check_jobs, trigger_for
+from pipelines.operate.scheduler import SchedulerOptions, serve
 from tests.conftest import Sandbox
 from tests.connector.conftest import db_url, mysql_database, pg_database  # noqa: F401  (fixtures)
 
@@ -625,7 +626,7 @@ params = {{ format = "csv", out = "{tmp_path / 'n.csv'}" }}
 
 
 def _received(store: Store) -> str:
-    from pipelines.status import collect_status
+    from pipelines.operate.status import collect_status
 
     newest = collect_status(load_settings(None, store={"url": store.url}), store).newest_event_at
     assert newest is not None

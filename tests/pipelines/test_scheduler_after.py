@@ -13,10 +13,11 @@ from sqlalchemy import MetaData, Table
 from sqlalchemy import select as sa_select
 from sqlmodel import select
 
-from connector.settings import load_settings
+from connector.config.settings import load_settings
 from connector.store import ExportFilter, Store, SubmissionRow
-from pipelines.jobs import schedule_text
-from pipelines.scheduler import JOBSTORE_TABLE, SchedulerOptions, serve
+from connector.store.jobstore import JOBSTORE_TABLE
+from pipelines.operate.jobs import schedule_text
+from pipelines.operate.scheduler import SchedulerOptions, serve
 from tests.conftest import Sandbox
 from tests.connector.conftest import db_url, mysql_database, pg_database, store  # noqa: F401  (fixtures)
 from tests.pipelines.test_scheduler import config, fast, runs, wait_for  # noqa: F401  (fast: a fixture)

@@ -7,7 +7,7 @@ import time
 
 from rich.console import Console
 
-from pipelines.status import (
+from pipelines.operate.status import (
     FormRequests,
     JobStatus,
     OutreachProgress,

@@ -13,12 +13,12 @@ from typing import Any
 
 from typer.testing import CliRunner, Result
 
-from connector.pacing import token_key
+from connector.client.pacing import token_key
 from connector.store import Store
 from pipelines.cli import app
 from pipelines.cli.errors import ExitCode
-from pipelines.health import credential_problems
-from pipelines.status import Credentials, StatusReport
+from pipelines.operate.health import credential_problems
+from pipelines.operate.status import Credentials, StatusReport
 
 DAY_MS = 24 * 3600 * 1000
 NOW = 1_800_000_000_000

@@ -16,8 +16,8 @@ from pipelines.cli import app
 
 
 async def test_views_command_types_columns_from_fields_list(sandbox: Any, tmp_path: Path) -> None:
-    from connector.client import FormClient
-    from pipelines.sync import sync_form
+    from connector.client.rpc import FormClient
+    from pipelines.sync.submissions import sync_form
 
     form = sandbox.pro.forms["Contact"]
     url = f"sqlite:///{tmp_path / 'views.db'}"
@@ -59,8 +59,8 @@ def test_views_command_without_a_token_types_nothing_from_answers(tmp_path: Path
     assert [c["field_key"] for c in listed["columns"] if c["field_key"]] == []  # held back until fields.list
     from rich.console import Console
 
-    from connector.settings import Settings
-    from pipelines.status import collect_status, render_status
+    from connector.config.settings import Settings
+    from pipelines.operate.status import collect_status, render_status
 
     with Store(url) as store:
         console = Console(width=100, record=True)

@@ -13,8 +13,8 @@ import pyarrow as pa
 import pytest
 
 from connector.store import StoredField, form_schema
-from pipelines import wide_json
-from pipelines.wide_json import field_arrays
+from pipelines.export import wide_json
+from pipelines.export.wide_json import field_arrays
 
 FIELDS = [StoredField("name", "text"), StoredField("age", "number"), StoredField("stars", "rating"),
           StoredField("ok", "switch"), StoredField("day", "date"), StoredField("at", "time"),
