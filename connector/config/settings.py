@@ -202,12 +202,16 @@ class NotifySettings(Section):
         return v
 
 
+# The kinds of scheduled job; the scheduler (pipelines/operate/jobs.py) runs each.
+JobKind = Literal["outreach", "poll", "sync", "export", "load", "remind", "close", "files", "purge"]
+
+
 class JobSettings(Section):
-    """A scheduled job: an outreach, poll, sync, export or load run on a cron or an interval,
+    """A scheduled job (one of ``JobKind``) run on a cron or an interval,
     and/or each time the run of the job named by ``after`` finishes."""
 
     id: str = Field(min_length=1, max_length=100)
-    kind: Literal["outreach", "poll", "sync", "export", "load", "remind", "close"]
+    kind: JobKind
     cron: str | None = None
     interval_seconds: int | None = Field(None, ge=1)
     after: str | None = Field(None, min_length=1)

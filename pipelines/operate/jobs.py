@@ -21,7 +21,6 @@ from connector.config.settings import JobSettings, Settings
 if TYPE_CHECKING:
     from pipelines.outreach.sheet import SheetOptions
 
-KINDS: tuple[str, ...] = ("outreach", "poll", "sync", "export", "load", "remind", "close", "files", "purge")
 # Jobs that talk to the service and so need [service] token.
 NEEDS_TOKEN = frozenset({"outreach", "poll", "sync", "remind", "close", "purge"})
 

@@ -110,3 +110,18 @@ def test_bad_settings_name_the_setting_and_what_is_accepted(tmp_path, text, wher
 def test_a_missing_file_is_an_error_not_the_defaults(tmp_path):
     with pytest.raises(FileNotFoundError, match="does not exist"):
         load_settings(tmp_path / "nope.toml")
+
+
+def test_every_job_kind_the_settings_accept_is_one_the_scheduler_runs(tmp_path):
+    """The file's `kind` and the scheduler's params table name the same kinds: a kind the
+    scheduler runs (files, purge, ...) is never refused by the settings, and the settings
+    accept no kind the scheduler would not know."""
+    from typing import get_args
+
+    from connector.config.settings import JobKind
+    from pipelines.operate.jobs import PARAMS
+
+    assert set(get_args(JobKind)) == set(PARAMS)
+    path = tmp_path / "formsync.toml"
+    path.write_text("".join(f'[[jobs]]\nid = "{k}"\nkind = "{k}"\ninterval_seconds = 3600\n\n' for k in PARAMS))
+    assert [j.kind for j in load_settings(path).jobs] == list(PARAMS)
