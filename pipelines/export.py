@@ -180,7 +180,7 @@ def _incremental(store: Store, since_last: str | None, table: str, f: ExportFilt
     when there is none). Read inside the export's snapshot."""
     if since_last is None:
         return f, None
-    old = store.export_cursors.get(since_last, table, f.form_id)
+    old = store.exports.cursor(since_last, table, f.form_id)
     f = replace(f, after=None if old is None else old.arrival)
     last = store.exports.last_arrival(f, table)
     arrival = last if last is not None else -1 if old is None else old.arrival

@@ -21,6 +21,7 @@ from typing import Any
 from sqlalchemy import Select, Text, cast, func, select
 from sqlalchemy.orm import Session
 
+from .cursors import CursorMark, cursor_mark, cursor_query
 from .database import Database
 from .mapping import answer_count, answer_tuples
 from .tables import REQUESTS, SUBMISSIONS
@@ -150,13 +151,26 @@ class ExportReads:
         value = self._scalar(stmt)
         return None if value is None else int(value)
 
+    def cursor(self, name: str, table: str, form_id: str | None) -> CursorMark | None:
+        """``store.export_cursors.get``, read in this thread's snapshot while one is open
+        (no transaction of its own)."""
+        row = self._first(cursor_query(name, table, form_id))
+        return None if row is None else cursor_mark(row)
+
     def _scalar(self, stmt: Select[Any]) -> Any:
         """``stmt``'s one value, read in this thread's snapshot while one is open."""
+        row = self._first(stmt)
+        return None if row is None else row[0]
+
+    def _first(self, stmt: Select[Any]) -> Any:
+        """``stmt``'s first row (None when there is none), read in this thread's snapshot
+        while one is open. On the session's connection: an incremental export of a few
+        rows makes these reads, and the ORM's own execution costs more than they do."""
         pinned: Session | None = getattr(self._pinned, "session", None)
         if pinned is not None:
-            return pinned.execute(stmt).scalar_one()
+            return pinned.connection().execute(stmt).first()
         with self._db.reader() as s:
-            return s.execute(stmt).scalar_one()
+            return s.connection().execute(stmt).first()
 
     def requests(self, f: ExportFilter, columns: Sequence[str], *, batch_rows: int) -> Iterator[Batch]:
         """Request rows ``(id, *columns, metadata)`` in creation order."""
