@@ -180,9 +180,8 @@ def _incremental(store: Store, since_last: str | None, table: str, f: ExportFilt
     when there is none). Read inside the export's snapshot."""
     if since_last is None:
         return f, None
-    old = store.exports.cursor(since_last, table, f.form_id)
+    old, last = store.exports.since_cursor(since_last, table, f)
     f = replace(f, after=None if old is None else old.arrival)
-    last = store.exports.last_arrival(f, table)
     arrival = last if last is not None else -1 if old is None else old.arrival
     return f, CursorMark(since_last, table, f.form_id or ALL_FORMS, arrival, 0, 1 if old is None else old.run + 1)
 

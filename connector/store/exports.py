@@ -24,7 +24,7 @@ from sqlalchemy.orm import Session
 from .cursors import CursorMark, cursor_mark, cursor_query
 from .database import Database
 from .mapping import answer_count, answer_tuples
-from .tables import REQUESTS, SUBMISSIONS
+from .tables import EXPORT_CURSORS, REQUESTS, SUBMISSIONS
 
 Batch = Sequence[tuple[Any, ...]]
 
@@ -144,18 +144,19 @@ class ExportReads:
         """The last arrival place among the rows ``f`` selects of ``table`` (``wide`` and
         ``long`` read submissions; ``requests``); None when there is none. Inside a
         ``snapshot``, read in it: the place of the last row the snapshot's reads give."""
-        if table == "requests":
-            stmt = _requests_of(select(func.max(REQUESTS.c.arrival)), f)
-        else:
-            stmt = _submissions_of(select(func.max(SUBMISSIONS.c.arrival)), f)
-        value = self._scalar(stmt)
+        value = self._scalar(_last_place(f, table))
         return None if value is None else int(value)
 
-    def cursor(self, name: str, table: str, form_id: str | None) -> CursorMark | None:
-        """``store.export_cursors.get``, read in this thread's snapshot while one is open
-        (no transaction of its own)."""
-        row = self._first(cursor_query(name, table, form_id))
-        return None if row is None else cursor_mark(row)
+    def since_cursor(self, name: str, table: str, f: ExportFilter) -> tuple[CursorMark | None, int | None]:
+        """The cursor of ``name`` for ``table`` and ``f``'s form (``store.export_cursors.get``)
+        and the ``last_arrival`` of the rows ``f`` selects placed after it, read in this
+        thread's snapshot while one is open; with a cursor, in one statement (an
+        incremental export of a few rows pays for each)."""
+        last = _last_place(f, table).where(_arrival(table) > EXPORT_CURSORS.c.arrival).scalar_subquery()
+        row = self._first(cursor_query(name, table, f.form_id).add_columns(last))
+        if row is None:
+            return None, self.last_arrival(f, table)
+        return cursor_mark(row), None if row[-1] is None else int(row[-1])
 
     def _scalar(self, stmt: Select[Any]) -> Any:
         """``stmt``'s one value, read in this thread's snapshot while one is open."""
@@ -205,6 +206,17 @@ class ExportReads:
                 del rows  # the reader has it: memory holds one batch, not two, while the next is read
         finally:
             cursor.close()
+
+
+def _arrival(table: str) -> Any:
+    """The arrival place column of an export's ``table`` (``wide`` and ``long`` read submissions)."""
+    return REQUESTS.c.arrival if table == "requests" else SUBMISSIONS.c.arrival
+
+
+def _last_place(f: ExportFilter, table: str) -> Select[Any]:
+    """The last arrival place among the rows ``f`` selects of ``table``."""
+    of = _requests_of if table == "requests" else _submissions_of
+    return of(select(func.max(_arrival(table))), f)
 
 
 def _submissions_of(stmt: Select[Any], f: ExportFilter) -> Select[Any]:
