@@ -170,8 +170,8 @@ def main() -> int:
         if args.only in (None, "since_last"):
             inc, whole = bench_since_last(tmp, args.rows, args.new, args.repeat)
             since_ratio = inc / whole
-            print(f"export --since-last of {args.new:,} new answer rows on a store of {args.rows:,}: {inc:.3f} s; "
-                  f"a store of {args.new:,} whole: {whole:.3f} s; ratio {since_ratio:.2f} "
+            print(f"export --since-last of {args.new:,} new answer rows on a store of {args.rows:,}: "
+                  f"{inc * 1000:.2f} ms; a store of {args.new:,} whole: {whole * 1000:.2f} ms; ratio {since_ratio:.2f} "
                   f"(goal {GOALS['since_last']}) (load {machine_load()})")
             worst.append(since_ratio / GOALS["since_last"])
     print(f"ratio {max(worst):.2f}")

@@ -133,8 +133,9 @@ def _matching(docs: Columns, own: dict[str, list[Piece]], texts: pa.Array, plain
         styled = {k: v if _scalar(docs[k].type) else pieces(docs[k], plain, True) for k, v in own.items()} \
             if compact else own
         ok |= _matching_in(docs, styled, texts, compact, ok)
-        if ok.all():
-            break
+        left = np.flatnonzero(~ok)[:_ORDER_PROBES]
+        if not any(_compact(texts[int(i)].as_py()) != first for i in left):
+            break  # none left seems written the other way (an odd one is decoded instead)
     return ok
 
 
