@@ -19,11 +19,12 @@ from dataclasses import dataclass
 from typing import Any
 
 from sqlalchemy import Select, Text, cast, func, select
-from sqlalchemy.orm import Session
+from sqlalchemy.engine import Connection
 
 from .cursors import CursorMark, cursor_mark, cursor_query
 from .database import Database
 from .mapping import answer_count, answer_tuples
+from .sqlite import READ_OPTION
 from .tables import EXPORT_CURSORS, REQUESTS, SUBMISSIONS
 
 Batch = Sequence[tuple[Any, ...]]
@@ -55,7 +56,7 @@ class ExportReads:
 
     def __init__(self, db: Database) -> None:
         self._db = db
-        self._pinned = threading.local()  # the session of this thread's snapshot, while one is open
+        self._pinned = threading.local()  # the connection of this thread's snapshot, while one is open
 
     @contextmanager
     def snapshot(self) -> Iterator[None]:
@@ -64,19 +65,22 @@ class ExportReads:
         then and none committed after, whatever is written meanwhile (a snapshot:
         REPEATABLE READ on PostgreSQL and MySQL/MariaDB, one read transaction on SQLite).
         An export made inside one is consistent across its reads and tables."""
-        if getattr(self._pinned, "session", None) is not None:  # already inside one
+        if getattr(self._pinned, "conn", None) is not None:  # already inside one
             yield
             return
-        with self._db.reader() as s:
-            options = {} if self._db.engine.dialect.name == "sqlite" else {"isolation_level": "REPEATABLE READ"}
-            conn = s.connection(execution_options=options)
+        options: dict[str, Any] = {READ_OPTION: True}  # no write lock on SQLite
+        if self._db.engine.dialect.name != "sqlite":
+            options["isolation_level"] = "REPEATABLE READ"
+        # A connection, not an ORM session: an incremental export of a few rows pays for
+        # what its snapshot sets up. Closing it ends the read transaction.
+        with self._db.engine.execution_options(**options).connect() as conn:
             # The snapshot is taken at the transaction's first read of a table, here.
             conn.execute(select(SUBMISSIONS.c.id).limit(1)).all()
-            self._pinned.session = s
+            self._pinned.conn = conn
             try:
                 yield
             finally:
-                self._pinned.session = None
+                self._pinned.conn = None
 
     def wide_rows(self, f: ExportFilter, *, display: bool, batch_rows: int) -> Iterator[Batch]:
         """Submission rows ``(id, form_id, request_id, external_id, submitted_at,
@@ -165,11 +169,11 @@ class ExportReads:
 
     def _first(self, stmt: Select[Any]) -> Any:
         """``stmt``'s first row (None when there is none), read in this thread's snapshot
-        while one is open. On the session's connection: an incremental export of a few
+        while one is open. On a connection, not the ORM: an incremental export of a few
         rows makes these reads, and the ORM's own execution costs more than they do."""
-        pinned: Session | None = getattr(self._pinned, "session", None)
+        pinned: Connection | None = getattr(self._pinned, "conn", None)
         if pinned is not None:
-            return pinned.connection().execute(stmt).first()
+            return pinned.execute(stmt).first()
         with self._db.reader() as s:
             return s.connection().execute(stmt).first()
 
@@ -185,16 +189,15 @@ class ExportReads:
         return _submissions_of(select(t.id, t.form_id, *documents), f).order_by(t.submitted_at, t.id)
 
     def _batches(self, stmt: Select[Any], batch_rows: int) -> Iterator[Batch]:
-        pinned: Session | None = getattr(self._pinned, "session", None)
+        pinned: Connection | None = getattr(self._pinned, "conn", None)
         if pinned is not None:
             yield from self._read(pinned, stmt, batch_rows)
             return
         with self._db.reader() as s:
-            yield from self._read(s, stmt, batch_rows)
+            yield from self._read(s.connection(), stmt, batch_rows)
 
-    def _read(self, s: Session, stmt: Select[Any], batch_rows: int) -> Iterator[Batch]:
-        """``stmt``'s rows in batches, read in the session's transaction."""
-        conn = s.connection()
+    def _read(self, conn: Connection, stmt: Select[Any], batch_rows: int) -> Iterator[Batch]:
+        """``stmt``'s rows in batches, read in the connection's transaction."""
         compiled = stmt.compile(dialect=conn.dialect, compile_kwargs={"render_postcompile": True})
         params: Any = (tuple(compiled.params[k] for k in compiled.positiontup or ())
                        if compiled.positional else compiled.params)
