@@ -7,7 +7,10 @@ from pathlib import Path
 import pytest
 
 from connector.store import Store
-from tests.connector.conftest import pg_database  # noqa: F401  (a fresh PostgreSQL database, for the load's destination)
+
+# pg_database: a fresh PostgreSQL database, for the load's destination; db_url (with
+# mysql_database): each database in turn, for the tests run on every database.
+from tests.connector.conftest import db_url, mysql_database, pg_database  # noqa: F401
 
 
 @pytest.fixture
