@@ -7,10 +7,7 @@ from pathlib import Path
 import pytest
 
 from connector.store import Store
-
-# pg_database: a fresh PostgreSQL database, for the load's destination; db_url (with
-# mysql_database): each database in turn, for the tests run on every database.
-from tests.connector.conftest import db_url, mysql_database, pg_database  # noqa: F401
+from tests.connector.conftest import pg_database  # noqa: F401  (a fresh PostgreSQL database, for the load's destination)
 
 
 @pytest.fixture

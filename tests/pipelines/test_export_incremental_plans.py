@@ -21,7 +21,7 @@ from sqlalchemy import event, insert
 
 from connector.store import RequestRow, Store, SubmissionRow
 from pipelines.export import export
-from tests.connector.conftest import PG_HOST, PG_PORT, PG_USER
+from tests.connector.conftest import PG_HOST, PG_PORT, PG_USER, db_url, mysql_database  # noqa: F401  (fixtures)
 from tests.items import list_item
 
 FORMS = ("form_a", "form_b")
@@ -254,7 +254,7 @@ def test_an_incremental_exports_work_does_not_grow_with_the_store(tmp_path: Path
     assert big <= small * 1.1 + 10, f"the same new rows cost {small} and {big} hundred steps"
 
 
-def test_the_rows_after_the_cursor_on_every_database(db_url: str, tmp_path: Path) -> None:
+def test_the_rows_after_the_cursor_on_every_database(db_url: str, tmp_path: Path) -> None:  # noqa: F811
     """The cursor and the last place after it, read in one statement, on SQLite,
     PostgreSQL and MariaDB: each run writes exactly the rows stored since the last."""
     store = Store(db_url)
