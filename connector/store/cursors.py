@@ -39,7 +39,7 @@ class ExportCursors:
 
     def get(self, name: str, table: str, form_id: str | None) -> CursorMark | None:
         """The cursor of ``name`` for one table and form (None: every form); None before
-        the first export under that name (``store.exports.cursor`` reads it in an
+        the first export under that name (``store.exports.since_cursor`` reads it in an
         export's snapshot)."""
         with self._db.reader() as s:
             row = s.connection().execute(cursor_query(name, table, form_id)).first()
