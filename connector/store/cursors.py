@@ -9,7 +9,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import Update, delete, select, update
+from sqlalchemy import Select, Update, delete, insert, select, update
 
 from .database import Database
 from .mapping import now_ms
@@ -39,10 +39,11 @@ class ExportCursors:
 
     def get(self, name: str, table: str, form_id: str | None) -> CursorMark | None:
         """The cursor of ``name`` for one table and form (None: every form); None before
-        the first export under that name."""
+        the first export under that name (``store.exports.since_cursor`` reads it in an
+        export's snapshot)."""
         with self._db.reader() as s:
-            row = s.get(ExportCursor, (name, table, form_id or ALL_FORMS))
-            return None if row is None else _mark(row)
+            row = s.connection().execute(cursor_query(name, table, form_id)).first()
+            return None if row is None else cursor_mark(row)
 
     def list(self, name: str | None = None) -> list[CursorMark]:
         """Every cursor (of ``name`` only, when given), by name, table and form."""
@@ -50,20 +51,25 @@ class ExportCursors:
         if name is not None:
             stmt = stmt.where(ExportCursor.name == name)  # type: ignore[arg-type]
         with self._db.reader() as s:
-            return [_mark(r) for r in s.execute(stmt).scalars()]
+            return [cursor_mark(r) for r in s.execute(stmt).scalars()]
 
     def advance(self, marks: Sequence[CursorMark], now: int | None = None) -> None:
         """Store ``marks`` (after their files are complete), all in one transaction;
         ``now`` (epoch ms) is when, by default the current time."""
+        if not marks:
+            return
         now = now if now is not None else now_ms()
-        with self._db.session() as s:
+        c = EXPORT_CURSORS.c
+        # Core statements on one connection: an incremental export of a few rows pays
+        # for this transaction, so no ORM unit of work is set up for it.
+        with self._db.engine.begin() as conn:
             for m in marks:
-                row = s.get(ExportCursor, (m.name, m.table, m.form_id))
-                if row is None:
-                    s.add(ExportCursor(name=m.name, table_name=m.table, form_id=m.form_id, arrival=m.arrival,
-                                       row_count=m.rows, run=m.run, updated_at=now))
-                else:
-                    row.arrival, row.row_count, row.run, row.updated_at = m.arrival, m.rows, m.run, now
+                values = {"arrival": m.arrival, "row_count": m.rows, "run": m.run, "updated_at": now}
+                changed: Any = conn.execute(update(EXPORT_CURSORS).where(
+                    c.name == m.name, c.table_name == m.table, c.form_id == m.form_id).values(**values))
+                if changed.rowcount == 0:
+                    conn.execute(insert(EXPORT_CURSORS).values(name=m.name, table_name=m.table, form_id=m.form_id,
+                                                               **values))
 
     def reset(self, name: str) -> int:
         """Forget every cursor of ``name``: its next export writes every row again. How many were forgotten."""
@@ -86,5 +92,13 @@ def rewind_statement(form_id: str) -> Update:
     return update(EXPORT_CURSORS).where(EXPORT_CURSORS.c.form_id == form_id).values(arrival=-1)
 
 
-def _mark(row: ExportCursor) -> CursorMark:
+def cursor_query(name: str, table: str, form_id: str | None) -> Select[Any]:
+    """The cursor row of ``name`` for one table and form (None: every form), as ``cursor_mark`` reads it."""
+    c = EXPORT_CURSORS.c
+    return (select(c.name, c.table_name, c.form_id, c.arrival, c.row_count, c.run)
+            .where(c.name == name, c.table_name == table, c.form_id == (form_id or ALL_FORMS)))
+
+
+def cursor_mark(row: Any) -> CursorMark:
+    """A cursor row (``ExportCursor``, or a row of ``cursor_query``) as a ``CursorMark``."""
     return CursorMark(row.name, row.table_name, row.form_id, row.arrival, row.row_count, row.run)

@@ -19,11 +19,13 @@ from dataclasses import dataclass
 from typing import Any
 
 from sqlalchemy import Select, Text, cast, func, select
-from sqlalchemy.orm import Session
+from sqlalchemy.engine import Connection
 
+from .cursors import CursorMark, cursor_mark, cursor_query
 from .database import Database
 from .mapping import answer_count, answer_tuples
-from .tables import REQUESTS, SUBMISSIONS
+from .sqlite import READ_OPTION
+from .tables import EXPORT_CURSORS, REQUESTS, SUBMISSIONS
 
 Batch = Sequence[tuple[Any, ...]]
 
@@ -54,7 +56,7 @@ class ExportReads:
 
     def __init__(self, db: Database) -> None:
         self._db = db
-        self._pinned = threading.local()  # the session of this thread's snapshot, while one is open
+        self._pinned = threading.local()  # the connection of this thread's snapshot, while one is open
 
     @contextmanager
     def snapshot(self) -> Iterator[None]:
@@ -63,19 +65,22 @@ class ExportReads:
         then and none committed after, whatever is written meanwhile (a snapshot:
         REPEATABLE READ on PostgreSQL and MySQL/MariaDB, one read transaction on SQLite).
         An export made inside one is consistent across its reads and tables."""
-        if getattr(self._pinned, "session", None) is not None:  # already inside one
+        if getattr(self._pinned, "conn", None) is not None:  # already inside one
             yield
             return
-        with self._db.reader() as s:
-            options = {} if self._db.engine.dialect.name == "sqlite" else {"isolation_level": "REPEATABLE READ"}
-            conn = s.connection(execution_options=options)
+        options: dict[str, Any] = {READ_OPTION: True}  # no write lock on SQLite
+        if self._db.engine.dialect.name != "sqlite":
+            options["isolation_level"] = "REPEATABLE READ"
+        # A connection, not an ORM session: an incremental export of a few rows pays for
+        # what its snapshot sets up. Closing it ends the read transaction.
+        with self._db.engine.execution_options(**options).connect() as conn:
             # The snapshot is taken at the transaction's first read of a table, here.
             conn.execute(select(SUBMISSIONS.c.id).limit(1)).all()
-            self._pinned.session = s
+            self._pinned.conn = conn
             try:
                 yield
             finally:
-                self._pinned.session = None
+                self._pinned.conn = None
 
     def wide_rows(self, f: ExportFilter, *, display: bool, batch_rows: int) -> Iterator[Batch]:
         """Submission rows ``(id, form_id, request_id, external_id, submitted_at,
@@ -143,20 +148,34 @@ class ExportReads:
         """The last arrival place among the rows ``f`` selects of ``table`` (``wide`` and
         ``long`` read submissions; ``requests``); None when there is none. Inside a
         ``snapshot``, read in it: the place of the last row the snapshot's reads give."""
-        if table == "requests":
-            stmt = _requests_of(select(func.max(REQUESTS.c.arrival)), f)
-        else:
-            stmt = _submissions_of(select(func.max(SUBMISSIONS.c.arrival)), f)
-        value = self._scalar(stmt)
+        value = self._scalar(_last_place(f, table))
         return None if value is None else int(value)
+
+    def since_cursor(self, name: str, table: str, f: ExportFilter) -> tuple[CursorMark | None, int | None]:
+        """The cursor of ``name`` for ``table`` and ``f``'s form (``store.export_cursors.get``)
+        and the ``last_arrival`` of the rows ``f`` selects placed after it, read in this
+        thread's snapshot while one is open; with a cursor, in one statement (an
+        incremental export of a few rows pays for each)."""
+        last = _last_place(f, table).where(_arrival(table) > EXPORT_CURSORS.c.arrival).scalar_subquery()
+        row = self._first(cursor_query(name, table, f.form_id).add_columns(last))
+        if row is None:
+            return None, self.last_arrival(f, table)
+        return cursor_mark(row), None if row[-1] is None else int(row[-1])
 
     def _scalar(self, stmt: Select[Any]) -> Any:
         """``stmt``'s one value, read in this thread's snapshot while one is open."""
-        pinned: Session | None = getattr(self._pinned, "session", None)
+        row = self._first(stmt)
+        return None if row is None else row[0]
+
+    def _first(self, stmt: Select[Any]) -> Any:
+        """``stmt``'s first row (None when there is none), read in this thread's snapshot
+        while one is open. On a connection, not the ORM: an incremental export of a few
+        rows makes these reads, and the ORM's own execution costs more than they do."""
+        pinned: Connection | None = getattr(self._pinned, "conn", None)
         if pinned is not None:
-            return pinned.execute(stmt).scalar_one()
+            return pinned.execute(stmt).first()
         with self._db.reader() as s:
-            return s.execute(stmt).scalar_one()
+            return s.connection().execute(stmt).first()
 
     def requests(self, f: ExportFilter, columns: Sequence[str], *, batch_rows: int) -> Iterator[Batch]:
         """Request rows ``(id, *columns, metadata)`` in creation order."""
@@ -170,16 +189,15 @@ class ExportReads:
         return _submissions_of(select(t.id, t.form_id, *documents), f).order_by(t.submitted_at, t.id)
 
     def _batches(self, stmt: Select[Any], batch_rows: int) -> Iterator[Batch]:
-        pinned: Session | None = getattr(self._pinned, "session", None)
+        pinned: Connection | None = getattr(self._pinned, "conn", None)
         if pinned is not None:
             yield from self._read(pinned, stmt, batch_rows)
             return
         with self._db.reader() as s:
-            yield from self._read(s, stmt, batch_rows)
+            yield from self._read(s.connection(), stmt, batch_rows)
 
-    def _read(self, s: Session, stmt: Select[Any], batch_rows: int) -> Iterator[Batch]:
-        """``stmt``'s rows in batches, read in the session's transaction."""
-        conn = s.connection()
+    def _read(self, conn: Connection, stmt: Select[Any], batch_rows: int) -> Iterator[Batch]:
+        """``stmt``'s rows in batches, read in the connection's transaction."""
         compiled = stmt.compile(dialect=conn.dialect, compile_kwargs={"render_postcompile": True})
         params: Any = (tuple(compiled.params[k] for k in compiled.positiontup or ())
                        if compiled.positional else compiled.params)
@@ -191,6 +209,17 @@ class ExportReads:
                 del rows  # the reader has it: memory holds one batch, not two, while the next is read
         finally:
             cursor.close()
+
+
+def _arrival(table: str) -> Any:
+    """The arrival place column of an export's ``table`` (``wide`` and ``long`` read submissions)."""
+    return REQUESTS.c.arrival if table == "requests" else SUBMISSIONS.c.arrival
+
+
+def _last_place(f: ExportFilter, table: str) -> Select[Any]:
+    """The last arrival place among the rows ``f`` selects of ``table``."""
+    of = _requests_of if table == "requests" else _submissions_of
+    return of(select(func.max(_arrival(table))), f)
 
 
 def _submissions_of(stmt: Select[Any], f: ExportFilter) -> Select[Any]:

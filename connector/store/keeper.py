@@ -12,7 +12,7 @@ import threading
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from sqlalchemy import and_, insert, select, update
+from sqlalchemy import Select, and_, func, insert, select, update
 from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.exc import IntegrityError
 
@@ -250,10 +250,9 @@ class ViewKeeper:
             return self.view_of(conn, form_id)
 
     def answered_forms(self) -> list[str]:
-        """The forms with at least one stored submission, by id."""
+        """The forms with at least one stored submission, by id (``answered_forms_query``)."""
         with self.reads.connect() as conn:
-            return list(conn.execute(select(SUBMISSIONS.c.form_id).distinct().order_by(SUBMISSIONS.c.form_id))
-                        .scalars())
+            return list(conn.execute(answered_forms_query()).scalars())
 
     def forms(self) -> list[str]:
         """The forms with a field list, by id."""
@@ -348,3 +347,16 @@ def set_state(conn: Connection, form_id: str, **values: Any) -> None:
                 conn.execute(insert(FORM_SCHEMAS).values(form_id=form_id, **values))
         except IntegrityError:
             conn.execute(update(FORM_SCHEMAS).where(where).values(values))
+
+
+def answered_forms_query() -> Select[Any]:
+    """The distinct form ids of the stored submissions, ascending, read as a skip over the
+    index on ``(form_id, arrival)``: each step seeks the next form id, so the read costs
+    one lookup per form, not one per row (``SELECT DISTINCT`` reads the whole index)."""
+    t = SUBMISSIONS
+    forms = select(func.min(t.c.form_id).label("form_id")).cte("answered", recursive=True)
+    later = t.alias("later")
+    step = (select(select(func.min(later.c.form_id)).where(later.c.form_id > forms.c.form_id).scalar_subquery())
+            .where(forms.c.form_id.is_not(None)))
+    forms = forms.union_all(step)
+    return select(forms.c.form_id).where(forms.c.form_id.is_not(None))

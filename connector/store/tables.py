@@ -14,6 +14,7 @@ from sqlalchemy import (
     CheckConstraint,
     Column,
     ForeignKey,
+    Index,
     LargeBinary,
     MetaData,
     Select,
@@ -87,9 +88,11 @@ class SubmissionRow(StoreModel, table=True):
     """One row per submission id: its newest known version."""
 
     __tablename__ = "formsync_submissions"
+    # A form's rows in arrival order: an incremental export of one form reads its new rows only.
+    __table_args__ = (Index("ix_formsync_submissions_form_id_arrival", "form_id", "arrival"),)
 
     id: str = Field(primary_key=True)  # sub_…
-    form_id: str = Field(index=True)
+    form_id: str
     form_name: str | None = None
     snapshot_id: str | None = None
     request_id: str | None = Field(default=None, index=True)
@@ -122,9 +125,10 @@ class RequestRow(StoreModel, table=True):
     ``request_answers`` reads them from there."""
 
     __tablename__ = "formsync_requests"
+    __table_args__ = (Index("ix_formsync_requests_form_id_arrival", "form_id", "arrival"),)  # as submissions'
 
     id: str = Field(primary_key=True)  # req_…
-    form_id: str | None = Field(default=None, index=True)  # unknown when only an expiry/cancel event was seen
+    form_id: str | None = None  # unknown when only an expiry/cancel event was seen
     workspace_id: str | None = None
     status: str = Field(index=True)  # pending | completed | expired | canceled
     delivery_status: str | None = None

@@ -2,7 +2,8 @@
 object each) read at once by Arrow's C++ JSON reader, and Arrow values written as the
 JSON text ``json.dumps(value, ensure_ascii=False)`` writes (what the long table's
 ``value_json`` holds), value by value, with null where a value cannot be written
-exactly that way."""
+exactly that way; or ``compact``, without the space after each ``,`` and ``:`` (the
+text the store writes, ``connector.store.writer.json_text``)."""
 
 from __future__ import annotations
 
@@ -122,8 +123,13 @@ def joined(parts: list[Piece], n: int) -> pa.Array:
     return out if isinstance(out, pa.Array) else pa.array([out.as_py()] * n, pa.string())
 
 
-def pieces(col: pa.Array, plain: bool) -> list[Piece]:
-    """``json_texts`` of ``col`` as pieces to be joined."""
+def _separators(compact: bool) -> tuple[str, str]:
+    """Between items or members, and between a member's name and its value."""
+    return (",", ":") if compact else (", ", ": ")
+
+
+def pieces(col: pa.Array, plain: bool, compact: bool = False) -> list[Piece]:
+    """``json_texts`` of ``col`` as pieces to be joined (``compact``: no space after a separator)."""
     t = col.type
     if pa.types.is_string(t):
         return ['"', col if plain else escaped(col), '"']
@@ -134,10 +140,12 @@ def pieces(col: pa.Array, plain: bool) -> list[Piece]:
     if pa.types.is_float64(t):
         return [float_texts(col)]
     if pa.types.is_list(t):
-        items = json_texts(list_items(col), plain)
-        return ["[", pc.binary_join(pa.ListArray.from_arrays(_offsets(col), items, mask=col.is_null()), ", "), "]"]
+        values = list_items(col)
+        items = joined(pieces(values, plain, compact), len(values))
+        listed = pa.ListArray.from_arrays(_offsets(col), items, mask=col.is_null())
+        return ["[", pc.binary_join(listed, _separators(compact)[0]), "]"]
     if pa.types.is_struct(t):
-        parts = object_pieces([(f.name, col.field(j)) for j, f in enumerate(t)], plain)
+        parts = object_pieces([(f.name, col.field(j)) for j, f in enumerate(t)], plain, compact=compact)
         return [_valid_only(joined(parts, len(col)), col)] if col.null_count else parts
     return [pa.nulls(len(col), pa.string())]
 
@@ -147,14 +155,15 @@ def _valid_only(texts: pa.Array, col: pa.Array) -> pa.Array:
 
 
 def object_pieces(members: list[tuple[str, pa.Array]], plain: bool,
-                  known: dict[str, list[Piece]] | None = None) -> list[Piece]:
+                  known: dict[str, list[Piece]] | None = None, *, compact: bool = False) -> list[Piece]:
     """The pieces of objects with ``members`` (name, values) in that order, a null value
-    left out; ``known`` holds pieces of members already made."""
+    left out; ``known`` holds pieces of members already made (in the same style)."""
     parts: list[Piece] = []
-    leading = bool(members) and members[0][1].null_count > 0  # then an object may start with ", "
+    comma, colon = _separators(compact)
+    leading = bool(members) and members[0][1].null_count > 0  # then an object may start with a comma
     for i, (name, value) in enumerate(members):
-        own = (known or {}).get(name) or pieces(value, plain)
-        head = (", " if i or leading else "") + _to_json(name) + ": "
+        own = (known or {}).get(name) or pieces(value, plain, compact)
+        head = (comma if i or leading else "") + _to_json(name) + colon
         if value.null_count:
             text = joined([head, *own], len(value))
             parts.append(pc.if_else(pc.is_valid(value), text, ""))
@@ -162,7 +171,7 @@ def object_pieces(members: list[tuple[str, pa.Array]], plain: bool,
             parts += [head, *own]
     if not leading:
         return ["{", *parts, "}"]
-    return ["{", pc.utf8_slice_codeunits(joined(parts, len(members[0][1])), 2), "}"]
+    return ["{", pc.utf8_slice_codeunits(joined(parts, len(members[0][1])), len(comma)), "}"]
 
 
 def _offsets(col: pa.ListArray) -> pa.Array:

@@ -7,8 +7,8 @@ The rows are exactly those ``connector.store.long_rows`` makes: each value as pl
 text (a text answer as it is, anything else as its JSON text), no instance, row key or
 member key (null) where the answer is not in a group, a matrix row or a group member.
 A submission's rows are made here only when its answers document is the very text its
-parsed columns write back (``json.dumps``, keys in the reader's order, null members
-left out), which settles what the columns alone cannot tell: key order (a matrix row's
+parsed columns write back (compact as the store writes it, or as ``json.dumps`` does;
+keys in the reader's order, null members left out), which settles what the columns alone cannot tell: key order (a matrix row's
 or a group member's display segment is found by its place), JSON nulls against absent
 keys, a number's kind. Any other submission (and one with a display that is not text)
 gets its rows from ``long_rows``; they are merged in submission order."""
@@ -67,7 +67,7 @@ def long_batch(part: Batch, wanted: frozenset[str] | None) -> pa.RecordBatch | N
         return None
     plain = not (np.frombuffer(lines, dtype=np.uint8) == ord("\\")).any()  # no text to escape
     own = {k: pieces(col, plain) for k, col in docs.items()}
-    exact = _matching(docs, own, texts) & ~odd & _text_display(shown, len(part))
+    exact = _matching(docs, own, texts, plain) & ~odd & _text_display(shown, len(part))
     clean = np.flatnonzero(exact)
     rows = _Rows(plain)
     if len(clean) < len(part):
@@ -122,19 +122,44 @@ def _scalar(t: pa.DataType) -> bool:
     return not pa.types.is_list(t) and not pa.types.is_struct(t)
 
 
-def _matching(docs: Columns, own: dict[str, list[Piece]], texts: pa.Array) -> np.ndarray:
-    """Where the columns write each document back as its text: first with the keys in
-    the reader's order, then in the orders of the first documents that did not match."""
+def _matching(docs: Columns, own: dict[str, list[Piece]], texts: pa.Array, plain: bool) -> np.ndarray:
+    """Where the columns write each document back as its text, in the style the first
+    document seems written in (the store's compact text, or ``json.dumps``'s), then,
+    for the documents left, in the other (a store holding rows of both)."""
+    first = _compact(texts[0].as_py()) if len(texts) else False
+    ok = np.zeros(len(texts), dtype=bool)
+    for compact in (first, not first):
+        # A list's or a record's text differs: made again without spaces.
+        styled = {k: v if _scalar(docs[k].type) else pieces(docs[k], plain, True) for k, v in own.items()} \
+            if compact else own
+        ok |= _matching_in(docs, styled, texts, compact, ok)
+        left = np.flatnonzero(~ok)[:_ORDER_PROBES]
+        if not any(_compact(texts[int(i)].as_py()) != first for i in left):
+            break  # none left seems written the other way (an odd one is decoded instead)
+    return ok
+
+
+def _compact(text: str) -> bool:
+    """Whether a document's text seems compact: its first member's name not followed by ``": "``."""
+    name_end = text.find('":')
+    return name_end >= 0 and not text.startswith(" ", name_end + 2)
+
+
+def _matching_in(docs: Columns, own: dict[str, list[Piece]], texts: pa.Array, compact: bool,
+                 done: np.ndarray) -> np.ndarray:
+    """Where the columns write each document back as its text in one style: first with
+    the keys in the reader's order, then in the orders of the first documents (not
+    ``done``) that did not match."""
     order = list(docs)
-    ok = _rebuilt_equal(docs, own, order, texts)
+    ok = _rebuilt_equal(docs, own, order, texts, compact)
     tried: set[tuple[str, ...]] = {tuple(order)}
-    for i in np.flatnonzero(~ok)[:_ORDER_PROBES]:
+    for i in np.flatnonzero(~(ok | done))[:_ORDER_PROBES]:
         if len(tried) > _ORDER_TRIES:
             break
         keys = None if ok[i] else _keys_of(texts[int(i)].as_py(), own)
         if keys is not None and tuple(keys) not in tried:
             tried.add(tuple(keys))
-            ok |= _rebuilt_equal(docs, own, keys + [k for k in order if k not in keys], texts)
+            ok |= _rebuilt_equal(docs, own, keys + [k for k in order if k not in keys], texts, compact)
     return ok
 
 
@@ -146,8 +171,9 @@ def _keys_of(text: str, own: dict[str, list[Piece]]) -> list[str] | None:
     return list(doc) if isinstance(doc, dict) and all(k in own for k in doc) else None
 
 
-def _rebuilt_equal(docs: Columns, own: dict[str, list[Piece]], order: list[str], texts: pa.Array) -> np.ndarray:
-    rebuilt = joined(object_pieces([(k, docs[k]) for k in order], True, own), len(texts))
+def _rebuilt_equal(docs: Columns, own: dict[str, list[Piece]], order: list[str], texts: pa.Array,
+                   compact: bool) -> np.ndarray:
+    rebuilt = joined(object_pieces([(k, docs[k]) for k in order], True, own, compact=compact), len(texts))
     ok = np.asarray(pc.equal(rebuilt, texts).fill_null(False))
     left = np.flatnonzero(~ok)
     if len(left):  # the store escapes text past ASCII (\\uXXXX), the columns hold it decoded

@@ -180,9 +180,8 @@ def _incremental(store: Store, since_last: str | None, table: str, f: ExportFilt
     when there is none). Read inside the export's snapshot."""
     if since_last is None:
         return f, None
-    old = store.export_cursors.get(since_last, table, f.form_id)
+    old, last = store.exports.since_cursor(since_last, table, f)
     f = replace(f, after=None if old is None else old.arrival)
-    last = store.exports.last_arrival(f, table)
     arrival = last if last is not None else -1 if old is None else old.arrival
     return f, CursorMark(since_last, table, f.form_id or ALL_FORMS, arrival, 0, 1 if old is None else old.run + 1)
 
@@ -679,7 +678,9 @@ def _write(tables: list[TableStream], fmt: Format, out: Path) -> ExportReport:
     try:
         with _collector_paused():
             rows = _write_tables(tables, fmt, tmp)
-        os.replace(tmp, out)
+        # An incremental export's cursor moves once this returns: the file must outlive a
+        # power cut first, or the rows it holds would be skipped by the next run.
+        _replace(tmp, out, durable=any(t.mark is not None for t in tables))
     finally:
         tmp.unlink(missing_ok=True)
     if fmt == "csv":
@@ -688,6 +689,20 @@ def _write(tables: list[TableStream], fmt: Format, out: Path) -> ExportReport:
                         columns={t.name: [str(n) for n in t.schema.names] for t in tables},
                         files={t.name: str(out) for t in tables},
                         cursors=[replace(t.mark, rows=rows[t.name]) for t in tables if t.mark is not None])
+
+
+def _replace(tmp: Path, out: Path, *, durable: bool) -> None:
+    """Rename the complete ``tmp`` to ``out``; ``durable``: its bytes and the rename on disk first."""
+    if durable:
+        with open(tmp, "rb+") as f:
+            os.fsync(f.fileno())
+    os.replace(tmp, out)
+    if durable:
+        fd = os.open(out.parent, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
 
 
 def _write_tables(tables: list[TableStream], fmt: Format, out: Path) -> dict[str, int]:

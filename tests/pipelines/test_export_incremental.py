@@ -81,6 +81,31 @@ def test_the_cursor_moves_only_when_every_file_is_complete(store: Store, tmp_pat
     assert [(m.table, m.form_id, m.rows, m.run) for m in store.export_cursors.list()] == [("wide", FORM_A, 1, 1)]
 
 
+def test_the_file_is_on_disk_before_the_cursor_moves(store: Store, tmp_path: Path,
+                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    """The file's bytes and its name are synced before the cursor commits: after a power cut
+    the cursor never points past rows no file holds. A whole export (no cursor) skips the
+    syncs. ``os.fsync`` is wrapped (it still runs) to see what is synced and when."""
+    import os
+
+    store.upsert_submissions([list_item("sub_1", {"q": "a"})], FORM_A)
+    seen: list[str] = []
+    real_fsync = os.fsync
+
+    def fsync(fd: int) -> None:
+        seen.append(os.readlink(f"/proc/self/fd/{fd}"))
+        real_fsync(fd)
+
+    monkeypatch.setattr(os, "fsync", fsync)
+    real_advance = store.export_cursors.advance
+    monkeypatch.setattr(store.export_cursors, "advance", lambda marks: (seen.append("cursor"), real_advance(marks)))
+    export(store, "parquet", tmp_path / "whole.parquet")
+    assert seen == [], "a whole export moves no cursor and pays for no sync"
+    export(store, "parquet", tmp_path / "night.parquet", since_last="nightly")
+    assert seen[-1] == "cursor" and seen[-2] == str(tmp_path), seen
+    assert seen[-3].startswith(str(tmp_path / ".night.parquet.")), "the file's bytes, before its rename"
+
+
 def test_cursors_per_table_and_form_and_a_form_rewound(store: Store, tmp_path: Path) -> None:
     store.upsert_submissions([list_item("sub_a", {"q": "a"})], FORM_A)
     store.upsert_submissions([list_item("sub_b", {"q": "b"})], FORM_B)

@@ -13,6 +13,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from connector.store.exports import long_rows
+from connector.store.writer import json_text
 from pipelines.export import long_json
 from pipelines.export.long_json import long_batch
 
@@ -66,9 +67,11 @@ def batches(draw: Any) -> list[tuple[Any, ...]]:
         display = {k: _shown(v, draw) for k, v in answers.items() if draw(st.integers(0, 5))}
         if draw(st.integers(0, 9)) == 0:
             display = dict(reversed(display.items()))
-        text = json.dumps(answers, ensure_ascii=draw(st.booleans()))
+        # as the store writes them (compact), or as json.dumps does (rows stored by older versions)
+        text = json_text(answers) if draw(st.booleans()) else json.dumps(answers, ensure_ascii=draw(st.booleans()))
+        shown = json_text(display) if draw(st.booleans()) else json.dumps(display)
         rows.append((f"sub_{i}", "form_a", None if not answers and draw(st.booleans()) else text,
-                     json.dumps(display) if display or draw(st.booleans()) else None))
+                     shown if display or draw(st.booleans()) else None))
     return rows
 
 
@@ -84,8 +87,8 @@ def test_arrow_rows_are_the_decoded_rows(part: list[tuple[Any, ...]], wanted: fr
         assert _rows(got) == long_rows(part, wanted)
 
 
-def _part(docs: list[tuple[dict[str, Any], dict[str, Any]]]) -> list[tuple[Any, ...]]:
-    return [(f"sub_{i}", "form_a", json.dumps(a), json.dumps(d)) for i, (a, d) in enumerate(docs)]
+def _part(docs: list[tuple[dict[str, Any], dict[str, Any]]], dumps: Any = json.dumps) -> list[tuple[Any, ...]]:
+    return [(f"sub_{i}", "form_a", dumps(a), dumps(d)) for i, (a, d) in enumerate(docs)]
 
 
 BENCH_LIKE = [({"name": f"P{i}", "age": i, "grid": {"speed": "good", "price": "bad"},
@@ -115,18 +118,34 @@ def test_odd_submissions_keep_their_place(odd: tuple[dict[str, Any], dict[str, A
     assert _rows(got) == long_rows(part, None)
 
 
-def test_documents_of_the_store_are_shaped_by_arrow(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Documents as the store writes them (keys in one order, no nulls) need no decoding."""
+@pytest.mark.parametrize("dumps", [json_text, json.dumps], ids=["store", "json.dumps"])
+def test_documents_of_the_store_are_shaped_by_arrow(monkeypatch: pytest.MonkeyPatch, dumps: Any) -> None:
+    """Documents as the store writes them (compact text, keys in one order, no nulls), or as
+    older versions wrote them (``json.dumps``), need no decoding."""
     def decoded(*_: Any) -> None:
         raise AssertionError("a submission was decoded")
 
-    part = _part(BENCH_LIKE) + [(f"sub_x{i}", "form_a", json.dumps(a), json.dumps(d)) for i, (a, d) in enumerate([
+    part = _part(BENCH_LIKE, dumps) + [(f"sub_x{i}", "form_a", dumps(a), dumps(d)) for i, (a, d) in enumerate([
         ({"name": "é \"q\" \\ 日本 😀 tab\tnl\n", "age": 2**40}, {"name": "x", "age": None}),
         ({"grid": {"speed": "a, b"}, "colors": []}, {"grid": "Speed: A, B"}),
     ])]
     monkeypatch.setattr(long_json, "long_rows", decoded)
     got = long_batch(part, None)
     assert got is not None and got.num_rows == 5 * 12 + 4
+    assert _rows(got) == long_rows(part, None)
+
+
+def test_a_batch_of_both_texts_is_shaped_by_arrow(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A store holding rows written compact and rows written by json.dumps: neither is decoded."""
+    def decoded(*_: Any) -> None:
+        raise AssertionError("a submission was decoded")
+
+    part = [row for i, pair in enumerate(zip(_part(BENCH_LIKE), _part(BENCH_LIKE, json_text), strict=True))
+            for row in (pair if i % 2 else pair[::-1])]
+    assert '": ' not in part[0][2] and '": ' in part[1][2]
+    monkeypatch.setattr(long_json, "long_rows", decoded)
+    got = long_batch(part, None)
+    assert got is not None and got.num_rows == 10 * 12
     assert _rows(got) == long_rows(part, None)
 
 
