@@ -4,7 +4,7 @@ same lookups). An incremental export of one form (``--since-last`` with ``--form
 every wide table), its last place and the form's newest name are then read from the
 new rows only; on ``form_id`` alone they read every row of the form.
 
-Revision ID: 0019
+Revision ID: 0017
 Revises: 0016
 """
 
@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from alembic import op
 
-revision = "0019"
+revision = "0017"
 down_revision = "0016"
 branch_labels = None
 depends_on = None
