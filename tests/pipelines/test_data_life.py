@@ -85,7 +85,8 @@ async def test_purge_applies_the_forms_retention_on_the_services_clock(sandbox: 
 
 
 async def test_reconcile_marks_a_trashed_forms_submissions_and_unmarks_them_when_restored(sandbox: Sandbox,
-                                                                                           store: Store):
+                                                                                           store: Store,
+                                                                                           tmp_path: Path):
     form = sandbox.pro.forms["Contact"]
     async with FormClient(sandbox.base_url, sandbox.pro.token) as fc:
         await sync_form(fc, store, form, full=True, include_drafts=True)
@@ -109,12 +110,37 @@ async def test_reconcile_marks_a_trashed_forms_submissions_and_unmarks_them_when
         view = store.schema(form).name
         with store.database.engine.connect() as conn:
             assert conn.execute(text(f'SELECT COUNT(*) FROM "{view}"')).scalar_one() == 2
+        await _gone_ones_only_when_asked(sandbox, store, form, tmp_path)
 
         assert (await sandbox.rpc("forms.restore", {"formId": form})).status == 200
         back = await reconcile(fc, store)
         assert [(f.gone, f.back) for f in back.forms] == [(0, 3)]
         assert store.exports.count_submissions(ExportFilter(form_id=form)) == 5
         assert _ids(store) == stored, "reconcile marks, never removes"
+
+
+async def _gone_ones_only_when_asked(sandbox: Sandbox, store: Store, form: str, tmp_path: Path) -> None:
+    """``formsync export --include-gone`` and the frames' ``include_gone`` read the marked rows too."""
+    import pandas as pd
+
+    from pipelines import frames
+
+    cfg = tmp_path / "formsync.toml"
+    cfg.write_text(f'[service]\nbase_url = "{sandbox.base_url}"\ntoken = "{sandbox.pro.token}"\n'
+                   f'[store]\nurl = "{store.url}"\n')
+    for flags, rows in (([], 2), (["--include-gone"], 5)):
+        out = tmp_path / f"wide{len(flags)}.csv"
+        res = await _cli("export", "--config", str(cfg), "--form", form, "--out", str(out), *flags)
+        assert res.exit_code == 0, res.output
+        assert len(pd.read_csv(out)) == rows
+        res = await _cli("export", "--config", str(cfg), "--form", form, "--table", "long", "--out",
+                         str(tmp_path / "long.csv"), *flags)
+        assert json.loads(res.stdout.strip().splitlines()[-1])["rows"]["long"] > 0
+    assert len(frames.wide(store, form=form)) == 2
+    assert len(frames.wide(store, form=form, include_gone=True)) == 5
+    gone = set(frames.long(store, form=form, include_gone=True).submission_id) - set(
+        frames.long(store, form=form).submission_id)
+    assert len(gone) == 3
 
 
 def test_the_purge_job_takes_forms_and_says_what_it_did():
