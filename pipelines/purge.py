@@ -3,7 +3,9 @@ to the store on the service's clock, as the service purges: drafts past
 ``draftRetentionDays`` since their last activity, completed submissions past
 ``submissionRetentionDays`` since they were submitted (or all of them once the form's fixed
 deletion date has passed, when it has no retention days), with their events, archived files
-(bytes only when no other answer uses them) and their requests' answers."""
+(bytes only when no other answer uses them) and their requests' answers; and the answers of
+each request the service says it purged (``dataPurgedAt``, kept from ``requests.get``) once
+the service's clock has passed it, whatever the form's settings say now."""
 
 from __future__ import annotations
 
@@ -94,10 +96,15 @@ async def purge(client: FormClient, store: Store, form_ids: Sequence[str] | None
     calls_before = client.stats["calls"]
     report = PurgeReport(dry_run=dry_run, service_now=await client.service_now())
     try:
-        for form_id in form_ids if form_ids is not None else store.answered_forms():
+        now = report.service_now
+        forms = form_ids if form_ids is not None else sorted({*store.answered_forms(), *store.requests.purged_forms(now)})
+        for form_id in forms:
             retention = retention_of(await client.get_form_settings(form_id))
-            doomed = past_retention(retention, report.service_now, store.submissions.times(form_id))
-            found = store.remove_submissions({sid: form_id for sid in doomed}, reason="purge", dry_run=dry_run)
+            purged = store.requests.data_purged(form_id, now)  # what the service purged, whatever its settings now
+            doomed = {*past_retention(retention, now, store.submissions.times(form_id)),
+                      *(sid for _, sid in purged if sid is not None)}
+            found = store.remove_submissions({sid: form_id for sid in sorted(doomed)}, reason="purge",
+                                             dry_run=dry_run, cleared=[rid for rid, _ in purged])
             if not dry_run:
                 remove_files(found.locations)
             report.forms.append(FormPurge(

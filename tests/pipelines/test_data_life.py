@@ -84,6 +84,50 @@ async def test_purge_applies_the_forms_retention_on_the_services_clock(sandbox: 
     store.close()
 
 
+async def test_purge_removes_the_request_answers_the_service_purged_on_its_clock(sandbox: Sandbox, tmp_path: Path):
+    db = f"sqlite:///{tmp_path}/purge.db"
+    ws = sandbox.business
+    form = ws.forms["Contact"]
+    cfg = tmp_path / "formsync.toml"
+    cfg.write_text(f'[service]\nbase_url = "{sandbox.base_url}"\ntoken = "{ws.token}"\n[store]\nurl = "{db}"\n')
+    store = Store(db)
+    store.migrate()
+    helpers = sandbox.helpers_for("business")
+    answers = {"name": "Old", "email": "old@example.test", "topic": "sales"}
+    async with FormClient(sandbox.base_url, ws.token) as fc:
+        await fc.update_form_settings(form, submissionRetentionDays=1)
+        old = await fc.create_request(form, recipient={"email": "old@example.test"})
+        await helpers.requests_complete(old.id, answers)
+        store.upsert_requests([await fc.get_request(old.id)])  # its answers, as requests.get reads them
+        assert store.requests.answers([old.id])[old.id][0] == answers
+        await helpers.clock_advance(2 * DAY_MS)  # the service purges the answers, and says when
+        young = await fc.create_request(form, recipient={"email": "young@example.test"})
+        await helpers.requests_complete(young.id, {**answers, "name": "Young"})
+        # The retention is lifted afterwards: only dataPurgedAt says what the service purged.
+        await fc.update_form_settings(form, submissionRetentionDays=None)
+        store.upsert_requests([await fc.get_request(old.id), await fc.get_request(young.id)])
+    with store.database.engine.connect() as conn:
+        purged_at = conn.execute(text("SELECT data_purged_at FROM formsync_requests WHERE id = :i"),
+                                 {"i": old.id}).scalar_one()
+    assert isinstance(purged_at, int)
+    assert store.requests.answers([old.id])[old.id][0] == answers, "not purged on its own"
+
+    res = await _cli("purge", "--config", str(cfg), "--dry-run")
+    assert res.exit_code == 0, res.output
+    assert "would remove 1 submissions past their retention" in res.output
+    assert store.requests.answers([old.id])[old.id][0] == answers
+    res = await _cli("purge", "--config", str(cfg))
+    assert res.exit_code == 0, res.output
+    report = json.loads(res.stdout.strip().splitlines()[-1])
+    assert [(f["submissions"], f["request_answers"]) for f in report["forms"]] == [(1, 1)]
+    kept = store.requests.answers([old.id, young.id])
+    assert kept[old.id] == (None, None) and kept[young.id][0]["name"] == "Young"
+    assert [(d.kind, d.reason) for d in store.deletions.since(0)] == [("submission", "purge")]
+    res = await _cli("purge", "--config", str(cfg))  # nothing left to purge
+    assert json.loads(res.stdout.strip().splitlines()[-1])["forms"][0]["submissions"] == 0
+    store.close()
+
+
 async def test_reconcile_marks_a_trashed_forms_submissions_and_unmarks_them_when_restored(sandbox: Sandbox,
                                                                                            store: Store,
                                                                                            tmp_path: Path):
