@@ -43,6 +43,7 @@ from connector.store import ALL_FORMS, OWN, Column, CursorMark, ExportFilter, St
 from connector.store.exports import long_rows
 from connector.store.schema import display_schema
 
+from .archive.columns import Located, archived_fields, with_archived
 from .columns import TIMESTAMP, arrow_schema, csv_schema, text_cells
 from .long_json import LONG_SCHEMA, long_batch
 from .wide_json import wide_batch
@@ -215,15 +216,18 @@ def _wide_stream(store: Store, name: str, form_id: str, *, since: datetime | dat
     f, mark = _incremental(store, since_last, "wide", ExportFilter(form_id=form_id, since_ms=_since_ms(since),
                                                                    include_gone=include_gone))
     labels = any(c.source == "label" for c in columns)
+    files = archived_fields(columns)
 
     def shaped() -> Iterator[pa.RecordBatch]:
         # The next batch is read from the database while this one is shaped (Arrow's
         # reader and kernels free the interpreter lock). A submission's documents hold
         # about 16 answers: a fifth of CHUNK_ROWS at a time keeps two batches small.
+        read = bool(files) and store.exports.any_archived(form_id)  # nothing archived: no read per batch
         with ThreadPoolExecutor(1) as pool:
             ahead: Future[pa.RecordBatch] | None = None
             for part in store.exports.wide_rows(f, display=labels, batch_rows=max(1, CHUNK_ROWS // 5)):
-                job = pool.submit(wide_batch, part, columns, schema)
+                kept = store.exports.archived([r[0] for r in part], files) if read else {} if files else None
+                job = pool.submit(_wide_shaped, part, columns, schema, kept)
                 del part
                 if ahead is not None:
                     yield ahead.result()
@@ -233,6 +237,13 @@ def _wide_stream(store: Store, name: str, form_id: str, *, since: datetime | dat
 
     return TableStream(name, schema, lambda: _regrouped(shaped(), schema, CHUNK_ROWS),
                        lambda: store.exports.count_submissions(f), columns, mark, form_slug(store, form_id))
+
+
+def _wide_shaped(part: Sequence[tuple[Any, ...]], columns: Sequence[Column], schema: pa.Schema,
+                 located: Located | None) -> pa.RecordBatch:
+    """A wide batch, its file fields' archived locations filled in when any file is archived."""
+    batch = wide_batch(part, columns, schema)
+    return batch if located is None else with_archived(batch, columns, located)
 
 
 def _regrouped(batches: Iterator[pa.RecordBatch], schema: pa.Schema, rows: int) -> Iterator[pa.RecordBatch]:

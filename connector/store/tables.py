@@ -456,6 +456,7 @@ ARRIVALS: Table = ArrivalCounter.__table__  # type: ignore[attr-defined]
 EXPORT_CURSORS: Table = ExportCursor.__table__  # type: ignore[attr-defined]
 ERASURES: Table = Erasure.__table__  # type: ignore[attr-defined]
 DELETIONS: Table = Deletion.__table__  # type: ignore[attr-defined]
+ARCHIVED: Table = ArchivedFile.__table__  # type: ignore[attr-defined]
 METADATA = StoreModel.metadata  # what the migrations build
 
 

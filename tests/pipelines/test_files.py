@@ -153,3 +153,51 @@ async def test_the_command_says_what_it_did_and_exits_3_when_files_are_in_its_re
     res = await _cli("files", "--config", str(cfg), "--to", str(blocker / "sub"), "--quiet")
     assert res.exit_code == 1 and f"cannot write to {blocker / 'sub'}" in res.output
     assert res.output.count("\n") <= 3, "one line, no traceback"
+
+
+async def test_the_archived_locations_are_beside_the_urls_in_views_exports_frames_and_loads(
+        sandbox: Sandbox, store: Store, tmp_path: Path, monkeypatch: Any):
+    import duckdb
+    import openpyxl
+    import pandas as pd
+    import pyarrow.parquet as pq
+    from sqlalchemy import text
+
+    from pipelines import frames
+    from pipelines.export import export
+    from pipelines.load import load
+
+    h = sandbox.helpers
+    a = await h.files_create("a.pdf", b"%PDF a", "application/pdf")
+    b = await h.files_create("b.pdf", b"%PDF b", "application/pdf")
+    gone = {**a.model_dump(), "url": sandbox.base_url + "/api/storage/0000-missing", "name": "gone.pdf"}
+    form = await _stored(sandbox, store, [{"attachment": [a.model_dump(), gone, b.model_dump()]}])
+    schema = store.schema(form)
+    assert [c.name for c in schema.columns if c.field_key == "attachment"] == ["attachment", "attachment__archived"]
+    frame = frames.wide(store, form=form)
+    assert frame["attachment__archived"].tolist() == [[None, None, None]], "nothing archived yet"
+
+    out = tmp_path / "archive"
+    report = await archive_files(store, sandbox.base_url, str(out))
+    assert (report.archived, report.failed) == (2, 1)
+    where = [f"file://{out}/{hashlib.sha256(x).hexdigest()}" for x in (b"%PDF a", b"%PDF b")]
+    expected = [where[0], None, where[1]]  # item for item beside the answer's files
+
+    with store.database.engine.connect() as conn:
+        cell = conn.execute(text(f'SELECT attachment__archived FROM "{schema.name}"')).scalar_one()
+    assert json.loads(cell) == expected
+    assert frames.wide(store, form=form)["attachment__archived"].tolist() == [expected]
+    export(store, "parquet", tmp_path / "w.parquet", form_id=form)
+    assert pq.read_table(tmp_path / "w.parquet").column("attachment__archived").to_pylist() == [expected]
+    export(store, "csv", tmp_path / "w.csv", form_id=form)
+    assert json.loads(pd.read_csv(tmp_path / "w.csv")["attachment__archived"][0]) == expected
+    export(store, "xlsx", tmp_path / "w.xlsx", form_id=form)
+    sheet = openpyxl.load_workbook(tmp_path / "w.xlsx").active
+    header = [c.value for c in sheet[1]]
+    assert json.loads(sheet.cell(2, header.index("attachment__archived") + 1).value) == expected
+
+    monkeypatch.chdir(tmp_path)
+    assert load(store).rows[schema.name] == 1
+    with duckdb.connect(str(tmp_path / "formsync.duckdb"), read_only=True) as con:
+        loaded = con.sql(f"SELECT attachment__archived FROM formsync_data.{schema.name}").fetchone()
+    assert loaded is not None and json.loads(loaded[0]) == expected
