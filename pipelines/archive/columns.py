@@ -38,9 +38,10 @@ def with_archived(batch: pa.RecordBatch, columns: Sequence[Column], located: Loc
     ids = batch.column(0).to_pylist()
     arrays = list(batch.columns)
     for i, c in enumerate(columns):
-        if c.source != "archived" or c.field_key not in answer:
+        key = c.field_key
+        if c.source != "archived" or key is None or key not in answer:
             continue
-        files = batch.column(answer[c.field_key]).to_pylist()
-        arrays[i] = pa.array([locations(sid, c.field_key, f, located) for sid, f in zip(ids, files, strict=True)],
+        files = batch.column(answer[key]).to_pylist()
+        arrays[i] = pa.array([locations(sid, key, f, located) for sid, f in zip(ids, files, strict=True)],
                              batch.schema.field(i).type)
     return pa.RecordBatch.from_arrays(arrays, names=names)

@@ -3,7 +3,9 @@ folder or any fsspec URL, each kept once under the sha256 of its bytes.
 
 A file is written under a temporary name and moved to its final name only once its
 bytes are whole and their size matches the answer, so a killed run leaves no half file
-(the next run clears the temporary folder and fetches what is not recorded). Downloads
+(the next run clears the temporary folder and fetches what is not recorded). A local
+folder (or ``file://``) is written with plain file calls and ``os.replace`` (no fsync: a
+killed process loses nothing the rename has not made whole); any other URL through fsspec. Downloads
 are not API calls: they spend no call budget, run at most ``concurrency`` at once, and
 back off on 429 and 5xx. A file that cannot be fetched is a row of the report, fetched
 again by the next run, never a stop."""

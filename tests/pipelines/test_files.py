@@ -52,6 +52,17 @@ def test_only_the_services_own_host_is_fetched():
     assert "not on the service's host (svc)" in (refusal(ref, "http://svc") or "")
 
 
+def test_the_archived_locations_follow_the_answers_files_item_for_item():
+    from pipelines.archive.columns import locations
+
+    located = {("s", "cv", 0): ("http://svc/1", "file:///a/1"), ("s", "cv", 1): ("http://svc/old", "file:///a/9"),
+               ("s", "cv", 2): ("http://svc/3", "s3://b/3")}
+    files: list[dict[str, object]] = [{"url": "http://svc/1"}, {"url": "http://svc/2"}, {"url": "http://svc/3"}]
+    assert locations("s", "cv", files, located) == ["file:///a/1", None, "s3://b/3"]
+    assert locations("s", "cv", None, located) is None
+    assert locations("t", "cv", files[:1], located) == [None]
+
+
 # -- archiving from the sandbox ---------------------------------------------------------------
 
 
