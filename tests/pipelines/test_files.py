@@ -22,6 +22,7 @@ from pipelines.archive.refs import refusal, same_origin
 from pipelines.cli import app
 from pipelines.sync import sync_form
 from tests.conftest import Sandbox
+from tests.connector.conftest import db_url, mysql_database, pg_database  # noqa: F401  (fixtures)
 
 # -- which files an answer names (pure) ---------------------------------------------------------
 
@@ -212,3 +213,36 @@ async def test_the_archived_locations_are_beside_the_urls_in_views_exports_frame
     with duckdb.connect(str(tmp_path / "formsync.duckdb"), read_only=True) as con:
         loaded = con.sql(f"SELECT attachment__archived FROM formsync_data.{schema.name}").fetchone()
     assert loaded is not None and json.loads(loaded[0]) == expected
+
+
+def test_an_incremental_export_reads_the_archived_locations_on_every_database(db_url: str,  # noqa: F811
+                                                                              tmp_path: Path, monkeypatch: Any):
+    """The locations are read while the snapshot's streamed read is open (on MySQL its
+    connection can run nothing else): every batch gets them, none is cut short."""
+    import pyarrow.parquet as pq
+
+    import pipelines.export as pe
+    from connector.store.tables import ArchivedFile
+    from tests.connector.test_store import events, sub_event
+
+    store = Store(db_url)
+    store.migrate()
+
+    def f(n: int) -> dict[str, Any]:
+        return {"name": "x", "type": "application/pdf", "size": 3, "url": f"http://svc/api/storage/{n}"}
+
+    store.store_events(events(*[sub_event(f"evt_{i}", f"sub_{i:02}", answers={"cv": [f(i), f(i + 100)]})
+                                for i in range(30)]))
+    store.record_fields("form_contact", [{"key": "cv", "type": "file"}])
+    store.archive.record([ArchivedFile(submission_id=f"sub_{i:02}", field_key="cv", instance=-1, member="", idx=0,
+                                       form_id="form_contact", name="x", url=f"http://svc/api/storage/{i}", size=3,
+                                       sha256="ab" * 32, location=f"file:///kept/{i}", archived_at=1)
+                          for i in range(30)])
+    monkeypatch.setattr(pe, "CHUNK_ROWS", 25)  # several batches while the stream is open
+    out = tmp_path / "w.parquet"
+    report = pe.export(store, "parquet", out, form_id="form_contact", since_last="nightly")
+    assert report.rows == {"wide": 30}
+    got = dict(zip(*[pq.read_table(out).column(c).to_pylist() for c in ("submission_id", "cv__archived")],
+                   strict=True))
+    assert got == {f"sub_{i:02}": [f"file:///kept/{i}", None] for i in range(30)}
+    store.close()
