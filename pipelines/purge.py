@@ -4,8 +4,9 @@ to the store on the service's clock, as the service purges: drafts past
 ``submissionRetentionDays`` since they were submitted (or all of them once the form's fixed
 deletion date has passed, when it has no retention days), with their events, archived files
 (bytes only when no other answer uses them) and their requests' answers; and the answers of
-each request the service says it purged (``dataPurgedAt``, kept from ``requests.get``) once
-the service's clock has passed it, whatever the form's settings say now."""
+each request the service says it purged (``dataPurgedAt``, read by ``requests.list`` and
+kept on the request's row) once the service's clock has passed it, whatever the form's
+settings say now."""
 
 from __future__ import annotations
 
@@ -100,7 +101,9 @@ async def purge(client: FormClient, store: Store, form_ids: Sequence[str] | None
         forms = form_ids if form_ids is not None else sorted({*store.answered_forms(), *store.requests.purged_forms(now)})
         for form_id in forms:
             retention = retention_of(await client.get_form_settings(form_id))
-            purged = store.requests.data_purged(form_id, now)  # what the service purged, whatever its settings now
+            # What the service purged of the requests' answers, whatever the form's settings say now.
+            purged = store.requests.data_purged(form_id, now, await _purged_requests(client, store, form_id, now,
+                                                                                     dry_run))
             doomed = {*past_retention(retention, now, store.submissions.times(form_id)),
                       *(sid for _, sid in purged if sid is not None)}
             found = store.remove_submissions({sid: form_id for sid in sorted(doomed)}, reason="purge",
@@ -114,3 +117,17 @@ async def purge(client: FormClient, store: Store, form_ids: Sequence[str] | None
     finally:
         report.calls = int(client.stats["calls"] - calls_before)
     return report
+
+
+async def _purged_requests(client: FormClient, store: Store, form_id: str, now: int, dry_run: bool) -> list[str]:
+    """The form's completed requests the service says it purged the answers of by ``now``
+    (``requests.list``, one call per 100; none when the store holds no such answers),
+    their ``dataPurgedAt`` kept in the store unless ``dry_run``."""
+    if not store.requests.holds_answers(form_id):
+        return []
+    purged = [r async for r in client.iter_requests(form_id=form_id, status="completed")
+              if (at := r.data_purged_at_ms) is not None and at <= now]
+    if purged and not dry_run:
+        store.upsert_requests(purged)
+    return [r.id for r in purged]
+

@@ -105,21 +105,23 @@ async def test_purge_removes_the_request_answers_the_service_purged_on_its_clock
         await helpers.requests_complete(young.id, {**answers, "name": "Young"})
         # The retention is lifted afterwards: only dataPurgedAt says what the service purged.
         await fc.update_form_settings(form, submissionRetentionDays=None)
-        store.upsert_requests([await fc.get_request(old.id), await fc.get_request(young.id)])
-    with store.database.engine.connect() as conn:
-        purged_at = conn.execute(text("SELECT data_purged_at FROM formsync_requests WHERE id = :i"),
-                                 {"i": old.id}).scalar_one()
-    assert isinstance(purged_at, int)
-    assert store.requests.answers([old.id])[old.id][0] == answers, "not purged on its own"
+        store.upsert_requests([await fc.get_request(young.id)])
 
+    def purged_at() -> Any:
+        with store.database.engine.connect() as conn:
+            return conn.execute(text("SELECT data_purged_at FROM formsync_requests WHERE id = :i"),
+                                {"i": old.id}).scalar_one()
+
+    assert purged_at() is None and store.requests.answers([old.id])[old.id][0] == answers, "not purged here yet"
     res = await _cli("purge", "--config", str(cfg), "--dry-run")
     assert res.exit_code == 0, res.output
-    assert "would remove 1 submissions past their retention" in res.output
-    assert store.requests.answers([old.id])[old.id][0] == answers
+    assert "would remove 1 submissions past their retention (1 forms read, 2 calls)" in res.output
+    assert store.requests.answers([old.id])[old.id][0] == answers and purged_at() is None, "a dry run changes nothing"
     res = await _cli("purge", "--config", str(cfg))
     assert res.exit_code == 0, res.output
     report = json.loads(res.stdout.strip().splitlines()[-1])
     assert [(f["submissions"], f["request_answers"]) for f in report["forms"]] == [(1, 1)]
+    assert isinstance(purged_at(), int), "the service's dataPurgedAt is kept"
     kept = store.requests.answers([old.id, young.id])
     assert kept[old.id] == (None, None) and kept[young.id][0]["name"] == "Young"
     assert [(d.kind, d.reason) for d in store.deletions.since(0)] == [("submission", "purge")]
