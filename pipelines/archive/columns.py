@@ -7,6 +7,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from connector.store.schema import Column
 
@@ -35,13 +36,19 @@ def with_archived(batch: pa.RecordBatch, columns: Sequence[Column], located: Loc
     ``archived`` column filled in from its field's file list."""
     names = batch.schema.names
     answer = {c.field_key: i for i, c in enumerate(columns) if c.source == "answer" and c.type == "records"}
-    ids = batch.column(0).to_pylist()
+    ids = batch.column(0).to_pylist() if located else []
     arrays = list(batch.columns)
     for i, c in enumerate(columns):
         key = c.field_key
         if c.source != "archived" or key is None or key not in answer:
             continue
-        files = batch.column(answer[key]).to_pylist()
+        records = batch.column(answer[key])
+        if not located:  # nothing archived: a null beside each file, made in Arrow
+            offsets = pc.subtract(records.offsets, records.offsets[0])
+            arrays[i] = pa.ListArray.from_arrays(offsets, pa.nulls(len(records.flatten()), pa.string()),
+                                                 mask=records.is_null())
+            continue
+        files = records.to_pylist()
         arrays[i] = pa.array([locations(sid, key, f, located) for sid, f in zip(ids, files, strict=True)],
                              batch.schema.field(i).type)
     return pa.RecordBatch.from_arrays(arrays, names=names)
