@@ -12,7 +12,7 @@ import sqlalchemy as sa
 from alembic import op
 
 revision = "0018"
-down_revision = "0016"  # TEMPORARY: "0017" once the revision of that number is merged
+down_revision = "0017"
 branch_labels = None
 depends_on = None
 
