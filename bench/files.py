@@ -8,8 +8,8 @@ form's file field; a SQLite store in a temporary directory gets them by a full s
 Then, each in a fresh process, alternately, ``--repeat`` times:
 
 * ours: ``pipelines.lifecycle.archive.archive_files`` into an empty folder (the store read, each
-  file streamed to a temporary name with its sha256, its size checked, moved to its
-  sha256 name, every file recorded in the store);
+  file streamed to a temporary name with its sha256, its size checked, ``os.replace``d
+  to its sha256 name, the files recorded in the store a batch at a time);
 * bare: the same URLs (read from the same store beforehand, not charged) fetched by an
   aiohttp session with the same concurrency, each streamed to a temporary file with its
   sha256 and renamed to it, nothing recorded.

@@ -4,17 +4,20 @@ each file archived (``formsync_archived_files``)."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from sqlalchemy import delete, insert, tuple_
 from sqlmodel import col, select
 
 from .database import Database
 from .tables import ArchivedFile, FormField, SubmissionRow
 
 FILE_TYPES = ("file", "signature")
-_BATCH = 500  # submissions read at a time
+_BATCH = 500  # submissions read (files recorded) at a time
+_PLACE = (col(ArchivedFile.submission_id), col(ArchivedFile.field_key), col(ArchivedFile.instance),
+          col(ArchivedFile.member), col(ArchivedFile.idx))
 
 
 @dataclass(frozen=True)
@@ -80,13 +83,18 @@ class ArchiveStore:
         with self._db.reader() as s:
             return {(a.submission_id, a.field_key, a.instance, a.member, a.idx): a for a in s.exec(query).all()}
 
-    def record(self, files: Sequence[ArchivedFile]) -> None:
-        """Record archived files (a file archived again replaces its row)."""
+    def record(self, files: Sequence[ArchivedFile | Mapping[str, Any]]) -> None:
+        """Record archived files (rows, or their columns' values) in one transaction (a
+        file archived again replaces its row)."""
         if not files:
             return
+        values = [f.model_dump() if isinstance(f, ArchivedFile) else dict(f) for f in files]
+        keys = [(v["submission_id"], v["field_key"], v["instance"], v["member"], v["idx"]) for v in values]
+        rows = list(dict(zip(keys, values, strict=True)).values())
         with self._db.session() as s:
-            for f in files:
-                s.merge(f)
+            for part in range(0, len(keys), _BATCH):  # a few hundred bound keys per statement
+                s.execute(delete(ArchivedFile).where(tuple_(*_PLACE).in_(keys[part:part + _BATCH])))
+            s.execute(insert(ArchivedFile), rows)
 
     def count(self) -> int:
         """How many files are archived (0 before the table exists)."""

@@ -22,13 +22,13 @@ from sqlalchemy import Table, delete, func, or_, select, update
 from sqlalchemy.engine import Connection
 
 from .tables import (
+    ARCHIVED,
     DEAD_LETTERS,
     DELETIONS,
     ERASURES,
     EVENTS,
     REQUESTS,
     SUBMISSIONS,
-    ArchivedFile,
     JobRun,
     OutreachRow,
     Suppression,
@@ -37,7 +37,6 @@ from .tables import (
 ERASED = "[erased]"  # what an address becomes in a job run's text
 _BATCH = 500
 _EMAIL = re.compile(r"[A-Za-z0-9._%+'-]+@[A-Za-z0-9.-]+\.[A-Za-z]{2,}")
-ARCHIVED: Table = ArchivedFile.__table__  # type: ignore[attr-defined]
 JOB_RUNS: Table = JobRun.__table__  # type: ignore[attr-defined]
 OUTREACH_ROWS: Table = OutreachRow.__table__  # type: ignore[attr-defined]
 SUPPRESSIONS: Table = Suppression.__table__  # type: ignore[attr-defined]

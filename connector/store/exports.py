@@ -25,7 +25,7 @@ from .cursors import CursorMark, cursor_mark, cursor_query
 from .database import Database
 from .mapping import answer_count, answer_tuples
 from .sqlite import READ_OPTION
-from .tables import EXPORT_CURSORS, REQUESTS, SUBMISSIONS
+from .tables import ARCHIVED, EXPORT_CURSORS, REQUESTS, SUBMISSIONS
 
 Batch = Sequence[tuple[Any, ...]]
 
@@ -176,6 +176,28 @@ class ExportReads:
             return pinned.execute(stmt).first()
         with self._db.reader() as s:
             return s.connection().execute(stmt).first()
+
+    # The archived-files reads run beside a snapshot, on a connection of their own: they
+    # come while a streamed read holds the snapshot's (MySQL's cannot run two at once).
+
+    def any_archived(self, form_id: str) -> bool:
+        """Whether ``formsync files`` archived any file of ``form_id``."""
+        a = ARCHIVED.c
+        with self._db.reader() as s:
+            return bool(s.connection().execute(select(select(a.idx).where(a.form_id == form_id).exists())).scalar())
+
+    def archived(self, ids: Sequence[str], fields: Sequence[str]) -> dict[tuple[str, str, int], tuple[str, str]]:
+        """Where the files of the top-level ``fields`` of submissions ``ids`` are archived:
+        ``(submission, field, index) -> (url, location)``."""
+        a = ARCHIVED.c
+        out: dict[tuple[str, str, int], tuple[str, str]] = {}
+        with self._db.reader() as s:
+            for start in range(0, len(ids), 500):  # a few hundred bound ids per statement
+                stmt = select(a.submission_id, a.field_key, a.idx, a.url, a.location).where(
+                    a.submission_id.in_(list(ids[start:start + 500])), a.field_key.in_(list(fields)),
+                    a.instance == -1)
+                out.update({(sid, key, idx): (url, where) for sid, key, idx, url, where in s.connection().execute(stmt)})
+        return out
 
     def requests(self, f: ExportFilter, columns: Sequence[str], *, batch_rows: int) -> Iterator[Batch]:
         """Request rows ``(id, *columns, metadata)`` in creation order."""

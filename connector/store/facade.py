@@ -337,15 +337,18 @@ class Store:
 
         return self._write(work)
 
-    def remove_submissions(self, submissions: Mapping[str, str], *, reason: str, dry_run: bool = False) -> Found:
+    def remove_submissions(self, submissions: Mapping[str, str], *, reason: str, dry_run: bool = False,
+                           cleared: Sequence[str] = ()) -> Found:
         """Remove stored submissions (id -> form id) with their events and archived-file
-        rows, and clear their requests' answers, logging each removal with ``reason``
-        (``purge``), in one transaction; with ``dry_run``, only find them. The archived
-        files' bytes at ``Found.locations`` (used by no other answer) are the caller's."""
+        rows, and clear their requests' answers (and those of the requests ``cleared``),
+        logging each removal with ``reason`` (``purge``), in one transaction; with
+        ``dry_run``, only find them. The archived files' bytes at ``Found.locations`` (used
+        by no other answer) are the caller's."""
         now = self.clock()
 
         def work(conn: Connection) -> Found:
             found = find_submissions(conn, submissions)
+            found.cleared = sorted(set(found.cleared) | set(cleared))
             if not dry_run:
                 remove_rows(conn, found, reason, now)
             return found

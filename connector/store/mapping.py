@@ -312,7 +312,7 @@ _REQUEST_FIELDS = {
     "completedAt": "completed_at", "expiredAt": "expired_at", "canceledAt": "canceled_at",
     "cancelReason": "cancel_reason", "updatedAt": "updated_at", "submissionId": "submission_id",
     "answers": "answers", "display": "display", "openedAt": "opened_at", "startedAt": "started_at",
-    "lastActivityAt": "last_activity_at", "remindersSent": "reminders_sent",
+    "lastActivityAt": "last_activity_at", "remindersSent": "reminders_sent", "dataPurgedAt": "data_purged_at",
 }
 _TERMINAL_TIME = {"completed": "completed_at", "expired": "expired_at", "canceled": "canceled_at"}
 

@@ -41,7 +41,7 @@ REQUEST_MERGE = Merge(
     keep=frozenset(),
     fill=frozenset({"form_id", "workspace_id", "external_id", "metadata", "context", "recipient_email",
                     "recipient_name", "language", "url", "created_at", "expires_at", "delivery_status",
-                    "opened_at", "started_at", "last_activity_at", "reminders_sent"}),
+                    "opened_at", "started_at", "last_activity_at", "reminders_sent", "data_purged_at"}),
 )
 
 

@@ -3,16 +3,17 @@ counts, what the demo checks."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import func
+from sqlalchemy import and_, func, or_
+from sqlalchemy import select as core_select
 from sqlmodel import col, select
 
 from .database import Database
 from .exports import json_value
-from .tables import REQUESTS, RequestRow, request_answers
+from .tables import REQUESTS, SUBMISSIONS, RequestRow, request_answers
 
 
 @dataclass(frozen=True)
@@ -80,3 +81,37 @@ class RequestReads:
         stmt = request_answers().where(REQUESTS.c.id.in_(list(ids)))
         with self._db.reader() as s:
             return {rid: (json_value(a), json_value(d)) for rid, a, d in s.connection().execute(stmt)}
+
+    def data_purged(self, form_id: str, now: int, also: Sequence[str] = ()) -> list[tuple[str, str | None]]:
+        """``(request id, submission id)`` of the form's requests whose answers the service
+        purged (``dataPurgedAt``) by ``now`` (its clock, epoch ms), or that it says so of
+        now (``also``), and that still hold answers here: on their own row, or on their
+        submission's (None when none is stored)."""
+        r, s = REQUESTS.c, SUBMISSIONS.c
+        stored = core_select(s.id).where(s.id == r.submission_id).exists()
+        purged = and_(r.data_purged_at.is_not(None), r.data_purged_at <= now)
+        stmt = (core_select(r.id, r.submission_id, stored).where(
+            r.form_id == form_id, or_(purged, r.id.in_(list(also))) if also else purged,
+            or_(r.answers.is_not(None), stored)).order_by(r.id))
+        with self._db.reader() as sess:
+            return [(rid, sid if has else None) for rid, sid, has in sess.connection().execute(stmt)]
+
+    def holds_answers(self, form_id: str) -> bool:
+        """Whether the store holds answers of a completed request of ``form_id`` that the
+        service has not been seen to purge (what ``formsync purge`` asks the service about)."""
+        r, s = REQUESTS.c, SUBMISSIONS.c
+        stored = core_select(s.id).where(s.id == r.submission_id).exists()
+        stmt = core_select(core_select(r.id).where(r.form_id == form_id, r.status == "completed",
+                                                   r.data_purged_at.is_(None),
+                                                   or_(r.answers.is_not(None), stored)).exists())
+        with self._db.reader() as sess:
+            return bool(sess.connection().execute(stmt).scalar())
+
+    def purged_forms(self, now: int) -> list[str]:
+        """The forms with requests whose answers the service purged by ``now``."""
+        r = REQUESTS.c
+        stmt = (core_select(r.form_id).where(r.form_id.is_not(None), r.data_purged_at.is_not(None),
+                                        r.data_purged_at <= now).distinct().order_by(r.form_id))
+        with self._db.reader() as sess:
+            return [str(f) for f in sess.connection().execute(stmt).scalars()]
+

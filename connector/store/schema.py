@@ -17,7 +17,10 @@ The rules (docs/your-data.md, "The data contract"):
   ``<name>_label``, the labels as the service's display text;
 * a matrix is one text column per row, ``<name>_<row>``, holding the column key;
 * a repeating group and a file list (file, signature) are ``records``: lists of objects
-  whose members are typed by the member descriptors (a file: name, type, size, url);
+  whose members are typed by the member descriptors (a file: name, type, size, url); a
+  file list has ``<name>__archived`` beside it (``keys``): where ``formsync files`` keeps
+  each file's bytes, item for item in the answer's order, null for a file not archived
+  (or archived from another URL than the answer's now);
 * number and calculated fields are ``number`` (one floating type always); rating and scale
   ``integer``; date ``date``; time ``time``; switch ``boolean``; hidden text;
 * payment, booking and any type this distribution does not know are ``json``;
@@ -39,8 +42,10 @@ LogicalType = Literal["text", "number", "integer", "boolean", "date", "time", "t
 LOGICAL_TYPES: tuple[str, ...] = ("text", "number", "integer", "boolean", "date", "time", "timestamp", "keys",
                                   "records", "json")
 # Where a column's value comes from: the submission row (or its request's), the answer of
-# its field, the answer's display text, or one row of a matrix answer.
-Source = Literal["own", "answer", "label", "row"]
+# its field, the answer's display text, one row of a matrix answer, or where ``formsync
+# files`` archived the answer's files (``formsync_archived_files``).
+Source = Literal["own", "answer", "label", "row", "archived"]
+ARCHIVED_SUFFIX = "__archived"  # a file field's column of archived locations: ``<name>__archived``
 VIEW_PREFIX = "formsync_"
 LEGACY_PREFIX = "formsync_form_"  # the views' names before they were named from the form's name
 MAX_NAME = 63  # PostgreSQL's identifier limit (MySQL's is 64)
@@ -215,7 +220,9 @@ def field_columns(f: StoredField, names: _Names | None = None) -> list[Column]:
         return [Column(names.take(base), "records", "answer", key, members=tuple(_member(m) for m in f.shape),
                        title=title)]
     if t in FILE_TYPES:
-        return [Column(names.take(base), "records", "answer", key, members=FILE_MEMBERS, title=title)]
+        name = names.take(base, ARCHIVED_SUFFIX)
+        return [Column(name, "records", "answer", key, members=FILE_MEMBERS, title=title),
+                Column(name + ARCHIVED_SUFFIX, "keys", "archived", key, title=title)]
     return [Column(names.take(base), _SCALAR_TYPES.get(t, "json"), "answer", key, title=title)]
 
 

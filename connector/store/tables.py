@@ -148,6 +148,9 @@ class RequestRow(StoreModel, table=True):
     expired_at: int | None = Field(default=None, sa_type=BigInteger)
     canceled_at: int | None = Field(default=None, sa_type=BigInteger)
     cancel_reason: str | None = None
+    # When the service purged the request's answers (its retention): ``formsync purge``
+    # removes them here too once the service's clock has passed it.
+    data_purged_at: int | None = Field(default=None, sa_type=BigInteger)
     # The campaign's funnel (requests.get / requests.list; events do not carry them).
     opened_at: int | None = Field(default=None, sa_type=BigInteger)
     started_at: int | None = Field(default=None, sa_type=BigInteger)
@@ -457,6 +460,7 @@ ARRIVALS: Table = ArrivalCounter.__table__  # type: ignore[attr-defined]
 EXPORT_CURSORS: Table = ExportCursor.__table__  # type: ignore[attr-defined]
 ERASURES: Table = Erasure.__table__  # type: ignore[attr-defined]
 DELETIONS: Table = Deletion.__table__  # type: ignore[attr-defined]
+ARCHIVED: Table = ArchivedFile.__table__  # type: ignore[attr-defined]
 METADATA = StoreModel.metadata  # what the migrations build
 
 

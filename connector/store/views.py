@@ -107,6 +107,32 @@ def _mysql_cell(doc: str, keys: tuple[str, ...], kind: str) -> str:
     }[kind]
 
 
+# A file field's archived locations (``<name>__archived``), item for item over the answer's
+# files: the archived file at the same index from the same URL, else null. ``{key}`` is the
+# field key as an SQL literal, ``{path}`` its JSON path.
+_ARCHIVED = "formsync_archived_files a ON a.submission_id = s.id AND a.field_key = {key} AND a.instance = -1 " \
+            "AND a.member = '' AND a.idx = {idx} AND a.url = {url}"
+_ARCHIVED_SQL = {
+    # json_group_array takes its rows in the order the inner query gives them
+    "sqlite": "CASE WHEN json_type(s.answers, {path}) = 'array' THEN (SELECT json_group_array(o.loc) FROM ("
+              "SELECT a.location AS loc FROM json_each(s.answers, {path}) j LEFT JOIN "
+              + _ARCHIVED.format(key="{key}", idx="j.key", url="json_extract(j.value, '$.url')")
+              + " ORDER BY j.key) o) END",
+    "postgresql": "CASE WHEN json_typeof(s.answers -> {key}) = 'array' THEN (SELECT COALESCE(jsonb_agg(a.location "
+                  "ORDER BY j.i), '[]'::jsonb) FROM json_array_elements(s.answers -> {key}) WITH ORDINALITY j(v, i) "
+                  "LEFT JOIN " + _ARCHIVED.format(key="{key}", idx="j.i - 1", url="j.v ->> 'url'") + ") END",
+    "mysql": "CASE WHEN JSON_TYPE(JSON_EXTRACT(s.answers, {path})) = 'ARRAY' THEN (SELECT COALESCE(JSON_ARRAYAGG("
+             "a.location ORDER BY j.i), JSON_ARRAY()) FROM JSON_TABLE(s.answers, {items} COLUMNS (i FOR ORDINALITY, "
+             "url TEXT PATH '$.url')) j LEFT JOIN " + _ARCHIVED.format(key="{key}", idx="j.i - 1", url="j.url")
+             + ") END",
+}
+
+
+def _archived_sql(dialect: str, key: str) -> str:
+    items = _lit("$" + '."' + key.replace("\\", "\\\\").replace('"', '\\"') + '"[*]')
+    return _ARCHIVED_SQL[dialect].format(key=_lit(key), path=_path(key), items=items)
+
+
 DIALECTS: dict[str, _Dialect] = {
     "sqlite": _Dialect('"', lambda c: f"strftime('%Y-%m-%d %H:%M:%f', {c} / 1000.0, 'unixepoch')",
                        lambda c: c, _sqlite_cell),
@@ -123,6 +149,8 @@ def column_sql(dialect: str, col: Column) -> str:
         sql = _OWN_SQL[col.name]
         return d.timestamp(sql) if col.type == "timestamp" else d.flag(sql) if col.type == "boolean" else sql
     assert col.field_key is not None
+    if col.source == "archived":
+        return _archived_sql(dialect, col.field_key)
     if col.source == "label":
         return d.cell("s.display", (col.field_key,), "text")
     keys = (col.field_key,) if col.row_key is None else (col.field_key, col.row_key)

@@ -100,6 +100,9 @@ def export(
     display: Annotated[bool, typer.Option("--display", help="The human-readable wide table: question titles as "
                                                             "headers, labels and display text as cells, numbers "
                                                             "kept numbers.")] = False,
+    include_gone: Annotated[bool, typer.Option("--include-gone", help="Also the submissions the service no longer "
+                                                                      "has (marked by formsync sync --reconcile), "
+                                                                      "left out by default.")] = False,
     since_last: Annotated[str | None, typer.Option("--since-last", metavar="NAME", help=(
         "Only the rows stored since the last export under NAME (its cursor moves once the files are complete); "
         "not with --since. An edited submission comes again."))] = None,
@@ -139,7 +142,8 @@ def export(
         store = ctx.store()
         make_out_dir(targets)
         reports = export_files(store, targets, since_last=since_last, table=table,  # type: ignore[arg-type]
-                               form_id=form, since=since_at, status=status, display=display)
+                               form_id=form, since=since_at, status=status, display=display,
+                               include_gone=include_gone)
         for report in reports:
             print_report(report)
         written = sum(sum(r.rows.values()) for r in reports)

@@ -58,32 +58,34 @@ def _one(frames: Iterator[pd.DataFrame]) -> pd.DataFrame:
 
 
 def iter_wide(store: Store, *, form: str | None = None, since: Since = None,
-              display: bool = False) -> Iterator[pd.DataFrame]:
+              display: bool = False, include_gone: bool = False) -> Iterator[pd.DataFrame]:
     """The wide table (one row per submission) of one form as frames of at most
     ``CHUNK_ROWS`` rows, every frame with the same columns and dtypes. Arguments as
     ``pipelines.export.export``: ``form`` (a form id; may be left out when the store
     holds one form), ``since`` (submitted at or after: a date, a datetime or an ISO
-    string; naive is UTC), ``display`` (the human-readable variant)."""
-    yield from _frames(store, "wide", form_id=form, since=_since(since), display=display)
+    string; naive is UTC), ``display`` (the human-readable variant), ``include_gone``
+    (the submissions the service no longer has, left out unless given)."""
+    yield from _frames(store, "wide", form_id=form, since=_since(since), display=display, include_gone=include_gone)
 
 
-def wide(store: Store, *, form: str | None = None, since: Since = None, display: bool = False) -> pd.DataFrame:
+def wide(store: Store, *, form: str | None = None, since: Since = None, display: bool = False,
+         include_gone: bool = False) -> pd.DataFrame:
     """The wide table as one frame (see ``iter_wide``)."""
-    return _one(iter_wide(store, form=form, since=since, display=display))
+    return _one(iter_wide(store, form=form, since=since, display=display, include_gone=include_gone))
 
 
 def iter_long(store: Store, *, form: str | None = None, since: Since = None,
-              fields: list[str] | None = None) -> Iterator[pd.DataFrame]:
+              fields: list[str] | None = None, include_gone: bool = False) -> Iterator[pd.DataFrame]:
     """The long table (one row per answer: field key, group instance, matrix row, group
     member, the value as plain text and its display text) as frames of at most
-    ``CHUNK_ROWS`` rows."""
-    yield from _frames(store, "long", form_id=form, since=_since(since), fields=fields)
+    ``CHUNK_ROWS`` rows; ``include_gone`` as ``iter_wide``."""
+    yield from _frames(store, "long", form_id=form, since=_since(since), fields=fields, include_gone=include_gone)
 
 
 def long(store: Store, *, form: str | None = None, since: Since = None,
-         fields: list[str] | None = None) -> pd.DataFrame:
+         fields: list[str] | None = None, include_gone: bool = False) -> pd.DataFrame:
     """The long table as one frame (see ``iter_long``)."""
-    return _one(iter_long(store, form=form, since=since, fields=fields))
+    return _one(iter_long(store, form=form, since=since, fields=fields, include_gone=include_gone))
 
 
 def iter_requests(store: Store, *, form: str | None = None, since: Since = None,

@@ -43,6 +43,7 @@ from connector.store import ALL_FORMS, OWN, Column, CursorMark, ExportFilter, St
 from connector.store.exports import long_rows
 from connector.store.schema import display_schema
 
+from ..lifecycle.archive.columns import Located, archived_fields, with_archived
 from .columns import TIMESTAMP, arrow_schema, csv_schema, text_cells
 from .long_json import LONG_SCHEMA, long_batch
 from .wide_json import wide_batch
@@ -209,19 +210,23 @@ def wide_schema(store: Store, form_id: str, *, display: bool = False) -> tuple[t
 
 
 def _wide_stream(store: Store, name: str, form_id: str, *, since: datetime | date | None,
-                 display: bool, since_last: str | None) -> TableStream:
+                 display: bool, since_last: str | None, include_gone: bool = False) -> TableStream:
     columns, schema = wide_schema(store, form_id, display=display)
-    f, mark = _incremental(store, since_last, "wide", ExportFilter(form_id=form_id, since_ms=_since_ms(since)))
+    f, mark = _incremental(store, since_last, "wide", ExportFilter(form_id=form_id, since_ms=_since_ms(since),
+                                                                   include_gone=include_gone))
     labels = any(c.source == "label" for c in columns)
+    files = archived_fields(columns)
 
     def shaped() -> Iterator[pa.RecordBatch]:
         # The next batch is read from the database while this one is shaped (Arrow's
         # reader and kernels free the interpreter lock). A submission's documents hold
         # about 16 answers: a fifth of CHUNK_ROWS at a time keeps two batches small.
+        read = bool(files) and store.exports.any_archived(form_id)  # nothing archived: no read per batch
         with ThreadPoolExecutor(1) as pool:
             ahead: Future[pa.RecordBatch] | None = None
             for part in store.exports.wide_rows(f, display=labels, batch_rows=max(1, CHUNK_ROWS // 5)):
-                job = pool.submit(wide_batch, part, columns, schema)
+                kept = store.exports.archived([r[0] for r in part], files) if read else {} if files else None
+                job = pool.submit(_wide_shaped, part, columns, schema, kept)
                 del part
                 if ahead is not None:
                     yield ahead.result()
@@ -231,6 +236,13 @@ def _wide_stream(store: Store, name: str, form_id: str, *, since: datetime | dat
 
     return TableStream(name, schema, lambda: _regrouped(shaped(), schema, CHUNK_ROWS),
                        lambda: store.exports.count_submissions(f), columns, mark, form_slug(store, form_id))
+
+
+def _wide_shaped(part: Sequence[tuple[Any, ...]], columns: Sequence[Column], schema: pa.Schema,
+                 located: Located | None) -> pa.RecordBatch:
+    """A wide batch, its file fields' archived locations filled in when any file is archived."""
+    batch = wide_batch(part, columns, schema)
+    return batch if located is None else with_archived(batch, columns, located)
 
 
 def _regrouped(batches: Iterator[pa.RecordBatch], schema: pa.Schema, rows: int) -> Iterator[pa.RecordBatch]:
@@ -250,7 +262,7 @@ def _regrouped(batches: Iterator[pa.RecordBatch], schema: pa.Schema, rows: int) 
 
 
 def _wide_streams(store: Store, *, form_id: str | None, since: datetime | date | None,
-                  display: bool, since_last: str | None = None) -> list[TableStream]:
+                  display: bool, since_last: str | None = None, include_gone: bool = False) -> list[TableStream]:
     """One wide table per form (``form_id``, or each form with stored submissions),
     named ``wide`` when there is one, by form id when there are several. With no form
     at all, one empty table of the submission's own columns."""
@@ -260,13 +272,14 @@ def _wide_streams(store: Store, *, form_id: str | None, since: datetime | date |
         return [TableStream("wide", schema, lambda: iter(()), lambda: 0, OWN)]
     # A sheet name holds 31 characters at most (form ids have 27).
     return [_wide_stream(store, "wide" if len(forms) == 1 else f[:31], f, since=since, display=display,
-                         since_last=since_last) for f in forms]
+                         since_last=since_last, include_gone=include_gone) for f in forms]
 
 
 def _long_stream(store: Store, *, form_id: str | None, since: datetime | date | None,
-                 fields: list[str] | None, since_last: str | None = None) -> TableStream:
+                 fields: list[str] | None, since_last: str | None = None, include_gone: bool = False) -> TableStream:
     f, mark = _incremental(store, since_last, "long", ExportFilter(
-        form_id=form_id, since_ms=_since_ms(since), fields=None if fields is None else tuple(fields)))
+        form_id=form_id, since_ms=_since_ms(since), fields=None if fields is None else tuple(fields),
+        include_gone=include_gone))
     return TableStream("long", LONG_SCHEMA, lambda: _long_batches(store, f), lambda: _count(store, f), None, mark,
                        _slug_of(store, form_id))
 
@@ -504,7 +517,7 @@ def _check(fmt: str, table: str, status: str | None) -> None:
 def export(store: Store, fmt: Format, out: Path, *, table: Table | Literal["all"] = "wide",
            form_id: str | None = None, since: datetime | date | None = None, status: str | None = None,
            display: bool = False, fields: list[str] | None = None, since_last: str | None = None,
-           advance: bool = True, at: datetime | None = None) -> ExportReport:
+           advance: bool = True, at: datetime | None = None, include_gone: bool = False) -> ExportReport:
     """Write one table of the store (``table``: ``wide``, ``long`` or ``requests``; ``all``
     writes the three as sheets of one XLSX workbook) to ``out`` as ``fmt``, streaming:
     memory is bounded by one batch of ``CHUNK_ROWS`` rows, not by the table.
@@ -519,7 +532,9 @@ def export(store: Store, fmt: Format, out: Path, *, table: Table | Literal["all"
 
     Filters: ``form_id``; ``since`` (submissions submitted, requests created, at or after
     it; a naive datetime or a date is UTC); ``status`` (requests only); ``fields`` (the
-    long table's answers of these field keys only). ``display`` writes the wide table's
+    long table's answers of these field keys only); ``include_gone`` (the submissions
+    the service no longer has, ``formsync sync --reconcile``, left out unless given;
+    requests have none). ``display`` writes the wide table's
     human-readable variant (``schema.display_schema``: question titles as headers,
     display text for choices and composite answers, numbers kept numbers).
 
@@ -539,7 +554,8 @@ def export(store: Store, fmt: Format, out: Path, *, table: Table | Literal["all"
         tables: list[TableStream] = []
         for name in list(TABLES) if table == "all" else [table]:
             tables += table_streams(store, name, form_id=form_id, since=since,  # type: ignore[arg-type]
-                                    status=status, display=display, fields=fields, since_last=since_last)
+                                    status=status, display=display, fields=fields, since_last=since_last,
+                                    include_gone=include_gone)
         report = _write_all(tables, fmt, Path(out), at)
     if advance and report.cursors:
         store.export_cursors.advance(report.cursors)
@@ -637,19 +653,22 @@ def _form_file(out: Path, form_id: str) -> Path:
 
 def table_streams(store: Store, name: Table, *, form_id: str | None = None, since: datetime | date | None = None,
                   status: str | None = None, display: bool = False, fields: list[str] | None = None,
-                  since_last: str | None = None) -> list[TableStream]:
+                  since_last: str | None = None, include_gone: bool = False) -> list[TableStream]:
     """The streams ``export`` writes for one table (same arguments): one per form for the
     wide table (none stored: one empty table of the submission's own columns)."""
     if name == "wide":
-        return _wide_streams(store, form_id=form_id, since=since, display=display, since_last=since_last)
+        return _wide_streams(store, form_id=form_id, since=since, display=display, since_last=since_last,
+                             include_gone=include_gone)
     if name == "long":
-        return [_long_stream(store, form_id=form_id, since=since, fields=fields, since_last=since_last)]
+        return [_long_stream(store, form_id=form_id, since=since, fields=fields, since_last=since_last,
+                             include_gone=include_gone)]
     return [_requests_stream(store, form_id=form_id, since=since, status=status, since_last=since_last)]
 
 
 @contextmanager
 def table_batches(store: Store, table: Table, *, form_id: str | None = None, since: datetime | date | None = None,
                   status: str | None = None, display: bool = False, fields: list[str] | None = None,
+                  include_gone: bool = False,
                   ) -> Iterator[tuple[pa.Schema, tuple[Column, ...] | None, Iterator[pa.RecordBatch]]]:
     """The Arrow schema, the columns (the data contract's, for the wide table) and the
     record batches of one table, exactly as ``export`` writes them (same arguments), for
@@ -660,7 +679,8 @@ def table_batches(store: Store, table: Table, *, form_id: str | None = None, sin
         raise ValueError(f"table must be one of {', '.join(TABLES)}, got {table!r}")
     if status is not None and status not in REQUEST_STATUSES:
         raise ValueError(f"status must be one of {', '.join(REQUEST_STATUSES)}, got {status!r}")
-    streams = table_streams(store, table, form_id=form_id, since=since, status=status, display=display, fields=fields)
+    streams = table_streams(store, table, form_id=form_id, since=since, status=status, display=display, fields=fields,
+                            include_gone=include_gone)
     if len(streams) > 1:
         raise ValueError(f"the store holds {len(streams)} forms ({', '.join(s.name for s in streams)}); a wide "
                          f"table holds one form's columns: give form")

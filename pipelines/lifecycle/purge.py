@@ -3,7 +3,10 @@ to the store on the service's clock, as the service purges: drafts past
 ``draftRetentionDays`` since their last activity, completed submissions past
 ``submissionRetentionDays`` since they were submitted (or all of them once the form's fixed
 deletion date has passed, when it has no retention days), with their events, archived files
-(bytes only when no other answer uses them) and their requests' answers."""
+(bytes only when no other answer uses them) and their requests' answers; and the answers of
+each request the service says it purged (``dataPurgedAt``, read by ``requests.list`` and
+kept on the request's row) once the service's clock has passed it, whatever the form's
+settings say now."""
 
 from __future__ import annotations
 
@@ -94,10 +97,17 @@ async def purge(client: FormClient, store: Store, form_ids: Sequence[str] | None
     calls_before = client.stats["calls"]
     report = PurgeReport(dry_run=dry_run, service_now=await client.service_now())
     try:
-        for form_id in form_ids if form_ids is not None else store.answered_forms():
+        now = report.service_now
+        forms = form_ids if form_ids is not None else sorted({*store.answered_forms(), *store.requests.purged_forms(now)})
+        for form_id in forms:
             retention = retention_of(await client.get_form_settings(form_id))
-            doomed = past_retention(retention, report.service_now, store.submissions.times(form_id))
-            found = store.remove_submissions({sid: form_id for sid in doomed}, reason="purge", dry_run=dry_run)
+            # What the service purged of the requests' answers, whatever the form's settings say now.
+            purged = store.requests.data_purged(form_id, now, await _purged_requests(client, store, form_id, now,
+                                                                                     dry_run))
+            doomed = {*past_retention(retention, now, store.submissions.times(form_id)),
+                      *(sid for _, sid in purged if sid is not None)}
+            found = store.remove_submissions({sid: form_id for sid in sorted(doomed)}, reason="purge",
+                                             dry_run=dry_run, cleared=[rid for rid, _ in purged])
             if not dry_run:
                 remove_files(found.locations)
             report.forms.append(FormPurge(
@@ -107,3 +117,17 @@ async def purge(client: FormClient, store: Store, form_ids: Sequence[str] | None
     finally:
         report.calls = int(client.stats["calls"] - calls_before)
     return report
+
+
+async def _purged_requests(client: FormClient, store: Store, form_id: str, now: int, dry_run: bool) -> list[str]:
+    """The form's completed requests the service says it purged the answers of by ``now``
+    (``requests.list``, one call per 100; none when the store holds no such answers),
+    their ``dataPurgedAt`` kept in the store unless ``dry_run``."""
+    if not store.requests.holds_answers(form_id):
+        return []
+    purged = [r async for r in client.iter_requests(form_id=form_id, status="completed")
+              if (at := r.data_purged_at_ms) is not None and at <= now]
+    if purged and not dry_run:
+        store.upsert_requests(purged)
+    return [r.id for r in purged]
+

@@ -233,3 +233,30 @@ def test_merge_field_list_keeps_types_places_listed_fields_and_marks_the_rest() 
     assert appeared and all(r["updated_at"] == 5 for r in rows_)
     assert merge_field_list({"a": row("a", "number")}, fields_from_list([{"key": "a", "type": "calculated"}]), {},
                             5)[0][0]["type"] == "calculated"  # same columns: no variant
+
+
+def test_a_file_fields_archived_locations_are_beside_its_urls_item_for_item(store: Store) -> None:
+    from connector.store.tables import ArchivedFile
+
+    def file(n: int) -> dict[str, Any]:
+        return {"name": f"f{n}.pdf", "type": "application/pdf", "size": 3, "url": f"http://svc/api/storage/{n}"}
+
+    fields = [{"key": "name", "type": "text"}, {"key": "cv", "type": "file", "title": "Your CV"}]
+    store.store_events(events(sub_event("evt_a", "sub_a", answers={"name": "A", "cv": [file(1), file(2), file(3)]}),
+                              sub_event("evt_b", "sub_b", answers={"name": "B", "cv": []}),
+                              sub_event("evt_c", "sub_c", answers={"name": "C"})))
+    name = store.record_fields("form_contact", fields).name
+
+    def archived(url_of: int, idx: int, where: str) -> ArchivedFile:
+        return ArchivedFile(submission_id="sub_a", field_key="cv", instance=-1, member="", idx=idx, form_id="form_contact",
+                            name="x", url=f"http://svc/api/storage/{url_of}", size=3, sha256="ab" * 32,
+                            location=where, archived_at=1)
+
+    def located() -> dict[str, Any]:
+        got = rows(store, f"SELECT submission_id, cv__archived FROM {name} ORDER BY submission_id")
+        return {sid: None if v is None else json.loads(v) if isinstance(v, str) else v for sid, v in got}
+
+    assert located() == {"sub_a": [None, None, None], "sub_b": [], "sub_c": None}
+    # the first and third archived; the second's row is of an older answer's URL: not this file
+    store.archive.record([archived(1, 0, "file:///a/1"), archived(9, 1, "file:///a/9"), archived(3, 2, "s3://b/3")])
+    assert located()["sub_a"] == ["file:///a/1", None, "s3://b/3"]

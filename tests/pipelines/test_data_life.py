@@ -84,8 +84,55 @@ async def test_purge_applies_the_forms_retention_on_the_services_clock(sandbox: 
     store.close()
 
 
+async def test_purge_removes_the_request_answers_the_service_purged_on_its_clock(sandbox: Sandbox, tmp_path: Path):
+    db = f"sqlite:///{tmp_path}/purge.db"
+    ws = sandbox.business
+    form = ws.forms["Contact"]
+    cfg = tmp_path / "formsync.toml"
+    cfg.write_text(f'[service]\nbase_url = "{sandbox.base_url}"\ntoken = "{ws.token}"\n[store]\nurl = "{db}"\n')
+    store = Store(db)
+    store.migrate()
+    helpers = sandbox.helpers_for("business")
+    answers = {"name": "Old", "email": "old@example.test", "topic": "sales"}
+    async with FormClient(sandbox.base_url, ws.token) as fc:
+        await fc.update_form_settings(form, submissionRetentionDays=1)
+        old = await fc.create_request(form, recipient={"email": "old@example.test"})
+        await helpers.requests_complete(old.id, answers)
+        store.upsert_requests([await fc.get_request(old.id)])  # its answers, as requests.get reads them
+        assert store.requests.answers([old.id])[old.id][0] == answers
+        await helpers.clock_advance(2 * DAY_MS)  # the service purges the answers, and says when
+        young = await fc.create_request(form, recipient={"email": "young@example.test"})
+        await helpers.requests_complete(young.id, {**answers, "name": "Young"})
+        # The retention is lifted afterwards: only dataPurgedAt says what the service purged.
+        await fc.update_form_settings(form, submissionRetentionDays=None)
+        store.upsert_requests([await fc.get_request(young.id)])
+
+    def purged_at() -> Any:
+        with store.database.engine.connect() as conn:
+            return conn.execute(text("SELECT data_purged_at FROM formsync_requests WHERE id = :i"),
+                                {"i": old.id}).scalar_one()
+
+    assert purged_at() is None and store.requests.answers([old.id])[old.id][0] == answers, "not purged here yet"
+    res = await _cli("purge", "--config", str(cfg), "--dry-run")
+    assert res.exit_code == 0, res.output
+    assert "would remove 1 submissions past their retention (1 forms read, 2 calls)" in res.output
+    assert store.requests.answers([old.id])[old.id][0] == answers and purged_at() is None, "a dry run changes nothing"
+    res = await _cli("purge", "--config", str(cfg))
+    assert res.exit_code == 0, res.output
+    report = json.loads(res.stdout.strip().splitlines()[-1])
+    assert [(f["submissions"], f["request_answers"]) for f in report["forms"]] == [(1, 1)]
+    assert isinstance(purged_at(), int), "the service's dataPurgedAt is kept"
+    kept = store.requests.answers([old.id, young.id])
+    assert kept[old.id] == (None, None) and kept[young.id][0]["name"] == "Young"
+    assert [(d.kind, d.reason) for d in store.deletions.since(0)] == [("submission", "purge")]
+    res = await _cli("purge", "--config", str(cfg))  # nothing left to purge
+    assert json.loads(res.stdout.strip().splitlines()[-1])["forms"][0]["submissions"] == 0
+    store.close()
+
+
 async def test_reconcile_marks_a_trashed_forms_submissions_and_unmarks_them_when_restored(sandbox: Sandbox,
-                                                                                           store: Store):
+                                                                                           store: Store,
+                                                                                           tmp_path: Path):
     form = sandbox.pro.forms["Contact"]
     async with FormClient(sandbox.base_url, sandbox.pro.token) as fc:
         await sync_form(fc, store, form, full=True, include_drafts=True)
@@ -109,12 +156,37 @@ async def test_reconcile_marks_a_trashed_forms_submissions_and_unmarks_them_when
         view = store.schema(form).name
         with store.database.engine.connect() as conn:
             assert conn.execute(text(f'SELECT COUNT(*) FROM "{view}"')).scalar_one() == 2
+        await _gone_ones_only_when_asked(sandbox, store, form, tmp_path)
 
         assert (await sandbox.rpc("forms.restore", {"formId": form})).status == 200
         back = await reconcile(fc, store)
         assert [(f.gone, f.back) for f in back.forms] == [(0, 3)]
         assert store.exports.count_submissions(ExportFilter(form_id=form)) == 5
         assert _ids(store) == stored, "reconcile marks, never removes"
+
+
+async def _gone_ones_only_when_asked(sandbox: Sandbox, store: Store, form: str, tmp_path: Path) -> None:
+    """``formsync export --include-gone`` and the frames' ``include_gone`` read the marked rows too."""
+    import pandas as pd
+
+    from pipelines import frames
+
+    cfg = tmp_path / "formsync.toml"
+    cfg.write_text(f'[service]\nbase_url = "{sandbox.base_url}"\ntoken = "{sandbox.pro.token}"\n'
+                   f'[store]\nurl = "{store.url}"\n')
+    for flags, rows in (([], 2), (["--include-gone"], 5)):
+        out = tmp_path / f"wide{len(flags)}.csv"
+        res = await _cli("export", "--config", str(cfg), "--form", form, "--out", str(out), *flags)
+        assert res.exit_code == 0, res.output
+        assert len(pd.read_csv(out)) == rows
+        res = await _cli("export", "--config", str(cfg), "--form", form, "--table", "long", "--out",
+                         str(tmp_path / "long.csv"), *flags)
+        assert json.loads(res.stdout.strip().splitlines()[-1])["rows"]["long"] > 0
+    assert len(frames.wide(store, form=form)) == 2
+    assert len(frames.wide(store, form=form, include_gone=True)) == 5
+    gone = set(frames.long(store, form=form, include_gone=True).submission_id) - set(
+        frames.long(store, form=form).submission_id)
+    assert len(gone) == 3
 
 
 def test_the_purge_job_takes_forms_and_says_what_it_did():

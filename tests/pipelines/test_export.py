@@ -66,7 +66,7 @@ FIELDS_B = [{"key": "decision", "type": "decision", "title": "Your decision",
             {"key": "age", "type": "text", "title": "Age"}]
 WIDE_A = ["submission_id", "form_id", "request_id", "external_id", "submitted_at", "updated_at", "respondent_email",
           "language", "completed", "edit_count", "stored_at", "name", "age", "colors", "colors_label", "grid_speed", "grid_price",
-          "people", "cv", "agree", "note"]
+          "people", "cv", "cv__archived", "agree", "note"]
 
 
 def sub_event(eid: str, sid: str, form: str, at: int, answers: dict[str, Any], display: dict[str, Any], *,
@@ -162,6 +162,8 @@ def expected_wide(store: Store, form: str = "form_a", *, display: bool = False) 
             elif t == "file":
                 rec[name] = None if v is None else [{m: float(c[m]) if m == "size" else c.get(m)
                                                     for m in ("name", "type", "size", "url")} for c in v]
+                if not display:  # none archived here: a null beside each file
+                    rec[f"{key}__archived"] = None if v is None else [None] * len(v)
             elif t == "group":
                 rec[name] = None if v is None else [{m["key"]: i.get(m["key"]) for m in f["members"]} for i in v]
             else:

@@ -22,6 +22,7 @@ from pipelines.lifecycle.archive.download import PARTIAL
 from pipelines.lifecycle.archive.refs import refusal, same_origin
 from pipelines.sync.submissions import sync_form
 from tests.conftest import Sandbox
+from tests.connector.conftest import db_url, mysql_database, pg_database  # noqa: F401  (fixtures)
 
 # -- which files an answer names (pure) ---------------------------------------------------------
 
@@ -50,6 +51,17 @@ def test_only_the_services_own_host_is_fetched():
     assert refusal(ref, "http://svc") == "the answer has no url"
     ref = file_refs("s", "f", {"cv": [_file("a", url="https://evil.example/x")]}, FileFields(("cv",), {}))[0]
     assert "not on the service's host (svc)" in (refusal(ref, "http://svc") or "")
+
+
+def test_the_archived_locations_follow_the_answers_files_item_for_item():
+    from pipelines.lifecycle.archive.columns import locations
+
+    located = {("s", "cv", 0): ("http://svc/1", "file:///a/1"), ("s", "cv", 1): ("http://svc/old", "file:///a/9"),
+               ("s", "cv", 2): ("http://svc/3", "s3://b/3")}
+    files: list[dict[str, object]] = [{"url": "http://svc/1"}, {"url": "http://svc/2"}, {"url": "http://svc/3"}]
+    assert locations("s", "cv", files, located) == ["file:///a/1", None, "s3://b/3"]
+    assert locations("s", "cv", None, located) is None
+    assert locations("t", "cv", files[:1], located) == [None]
 
 
 # -- archiving from the sandbox ---------------------------------------------------------------
@@ -153,3 +165,84 @@ async def test_the_command_says_what_it_did_and_exits_3_when_files_are_in_its_re
     res = await _cli("files", "--config", str(cfg), "--to", str(blocker / "sub"), "--quiet")
     assert res.exit_code == 1 and f"cannot write to {blocker / 'sub'}" in res.output
     assert res.output.count("\n") <= 3, "one line, no traceback"
+
+
+async def test_the_archived_locations_are_beside_the_urls_in_views_exports_frames_and_loads(
+        sandbox: Sandbox, store: Store, tmp_path: Path, monkeypatch: Any):
+    import duckdb
+    import openpyxl
+    import pandas as pd
+    import pyarrow.parquet as pq
+    from sqlalchemy import text
+
+    from pipelines import frames
+    from pipelines.export import export
+    from pipelines.export.load import load
+
+    h = sandbox.helpers
+    a = await h.files_create("a.pdf", b"%PDF a", "application/pdf")
+    b = await h.files_create("b.pdf", b"%PDF b", "application/pdf")
+    gone = {**a.model_dump(), "url": sandbox.base_url + "/api/storage/0000-missing", "name": "gone.pdf"}
+    form = await _stored(sandbox, store, [{"attachment": [a.model_dump(), gone, b.model_dump()]}])
+    schema = store.schema(form)
+    assert [c.name for c in schema.columns if c.field_key == "attachment"] == ["attachment", "attachment__archived"]
+    frame = frames.wide(store, form=form)
+    assert frame["attachment__archived"].tolist() == [[None, None, None]], "nothing archived yet"
+
+    out = tmp_path / "archive"
+    report = await archive_files(store, sandbox.base_url, str(out))
+    assert (report.archived, report.failed) == (2, 1)
+    where = [f"file://{out}/{hashlib.sha256(x).hexdigest()}" for x in (b"%PDF a", b"%PDF b")]
+    expected = [where[0], None, where[1]]  # item for item beside the answer's files
+
+    with store.database.engine.connect() as conn:
+        cell = conn.execute(text(f'SELECT attachment__archived FROM "{schema.name}"')).scalar_one()
+    assert json.loads(cell) == expected
+    assert frames.wide(store, form=form)["attachment__archived"].tolist() == [expected]
+    export(store, "parquet", tmp_path / "w.parquet", form_id=form)
+    assert pq.read_table(tmp_path / "w.parquet").column("attachment__archived").to_pylist() == [expected]
+    export(store, "csv", tmp_path / "w.csv", form_id=form)
+    assert json.loads(pd.read_csv(tmp_path / "w.csv")["attachment__archived"][0]) == expected
+    export(store, "xlsx", tmp_path / "w.xlsx", form_id=form)
+    sheet = openpyxl.load_workbook(tmp_path / "w.xlsx").active
+    header = [c.value for c in sheet[1]]
+    assert json.loads(sheet.cell(2, header.index("attachment__archived") + 1).value) == expected
+
+    monkeypatch.chdir(tmp_path)
+    assert load(store).rows[schema.name] == 1
+    with duckdb.connect(str(tmp_path / "formsync.duckdb"), read_only=True) as con:
+        loaded = con.sql(f"SELECT attachment__archived FROM formsync_data.{schema.name}").fetchone()
+    assert loaded is not None and json.loads(loaded[0]) == expected
+
+
+def test_an_incremental_export_reads_the_archived_locations_on_every_database(db_url: str,  # noqa: F811
+                                                                              tmp_path: Path, monkeypatch: Any):
+    """The locations are read while the snapshot's streamed read is open (on MySQL its
+    connection can run nothing else): every batch gets them, none is cut short."""
+    import pyarrow.parquet as pq
+
+    from pipelines.export import write as pe
+    from connector.store.tables import ArchivedFile
+    from tests.connector.test_store import events, sub_event
+
+    store = Store(db_url)
+    store.migrate()
+
+    def f(n: int) -> dict[str, Any]:
+        return {"name": "x", "type": "application/pdf", "size": 3, "url": f"http://svc/api/storage/{n}"}
+
+    store.store_events(events(*[sub_event(f"evt_{i}", f"sub_{i:02}", answers={"cv": [f(i), f(i + 100)]})
+                                for i in range(30)]))
+    store.record_fields("form_contact", [{"key": "cv", "type": "file"}])
+    store.archive.record([ArchivedFile(submission_id=f"sub_{i:02}", field_key="cv", instance=-1, member="", idx=0,
+                                       form_id="form_contact", name="x", url=f"http://svc/api/storage/{i}", size=3,
+                                       sha256="ab" * 32, location=f"file:///kept/{i}", archived_at=1)
+                          for i in range(30)])
+    monkeypatch.setattr(pe, "CHUNK_ROWS", 25)  # several batches while the stream is open
+    out = tmp_path / "w.parquet"
+    report = pe.export(store, "parquet", out, form_id="form_contact", since_last="nightly")
+    assert report.rows == {"wide": 30}
+    got = dict(zip(*[pq.read_table(out).column(c).to_pylist() for c in ("submission_id", "cv__archived")],
+                   strict=True))
+    assert got == {f"sub_{i:02}": [f"file:///kept/{i}", None] for i in range(30)}
+    store.close()

@@ -21,7 +21,7 @@ FIELDS = [StoredField("name", "text"), StoredField("age", "number"), StoredField
           StoredField("tags", "checkbox"), StoredField("grid", "matrix", shape=({"key": "a"}, {"key": "b"})),
           StoredField("people", "group", shape=({"key": "first", "type": "text"}, {"key": "n", "type": "number"})),
           StoredField("files", "file"), StoredField("pay", "payment")]
-COLUMNS = [c for c in form_schema("form_x", FIELDS).fields() if c.source != "label"]
+COLUMNS = [c for c in form_schema("form_x", FIELDS).fields() if c.source not in ("label", "archived")]  # read from answers
 
 BATCHES: list[list[dict[str, Any] | None]] = [
     [  # every type as its field takes it, some answers missing

@@ -3,7 +3,9 @@ folder or any fsspec URL, each kept once under the sha256 of its bytes.
 
 A file is written under a temporary name and moved to its final name only once its
 bytes are whole and their size matches the answer, so a killed run leaves no half file
-(the next run clears the temporary folder and fetches what is not recorded). Downloads
+(the next run clears the temporary folder and fetches what is not recorded). A local
+folder (or ``file://``) is written with plain file calls and ``os.replace`` (no fsync: a
+killed process loses nothing the rename has not made whole); any other URL through fsspec. Downloads
 are not API calls: they spend no call budget, run at most ``concurrency`` at once, and
 back off on 429 and 5xx. A file that cannot be fetched is a row of the report, fetched
 again by the next run, never a stop."""
@@ -11,7 +13,10 @@ again by the next run, never a stop."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import hashlib
+import os
+import time
 import uuid
 from collections.abc import Callable
 from typing import Any
@@ -20,14 +25,14 @@ import aiohttp
 from pydantic import BaseModel
 
 from connector.store import Store
-from connector.store.tables import ArchivedFile
 
 from .refs import FileRef, file_refs, location, refusal
 
 CHUNK = 256 * 1024  # bytes read and written at a time: memory is bounded by concurrency x CHUNK
 PARTIAL = ".formsync-partial"  # the temporary folder under the location
 ATTEMPTS = 5
-RECORD_EVERY = 50  # files recorded in the store per transaction
+RECORD_EVERY = 500  # files recorded in the store per transaction, at most
+RECORD_SECONDS = 2.0  # and at least this often while files arrive
 
 
 class ArchiveProblem(BaseModel):
@@ -83,10 +88,50 @@ def open_location(to: str, storage_options: dict[str, Any] | None = None) -> tup
     return fs, root
 
 
-async def _download(http: aiohttp.ClientSession, fs: Any, root: str, ref: FileRef) -> tuple[str, int]:
+class _Target:
+    """Where files are written: a local folder is written with plain file calls (a
+    temporary name in the location's partial folder, then ``os.replace``, atomic on one
+    file system: a file is complete or absent); any other fsspec URL through fsspec."""
+
+    def __init__(self, fs: Any, root: str) -> None:
+        self.fs, self.root = fs, root
+        self.local = "file" in _protocols(fs)
+        self.prefix = fs.unstrip_protocol(root).rstrip("/")
+
+    def location(self, digest: str) -> str:
+        """The URL a file's bytes are kept at, as the archived-files table records it."""
+        return f"{self.prefix}/{digest}"
+
+    def open_partial(self) -> tuple[str, Any]:
+        tmp = f"{self.root}/{PARTIAL}/{uuid.uuid4().hex}"
+        return tmp, open(tmp, "wb") if self.local else self.fs.open(tmp, "wb")  # noqa: SIM115
+
+    def discard(self, tmp: str) -> None:
+        if self.local:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(tmp)
+        elif self.fs.exists(tmp):
+            self.fs.rm(tmp)
+
+    def keep(self, tmp: str, digest: str) -> None:
+        """Move a whole file to its sha256 name (an equal file there already is the same bytes)."""
+        final = location(self.root, digest)
+        if self.local:
+            os.replace(tmp, final)
+        elif self.fs.exists(final):
+            self.fs.rm(tmp)
+        else:
+            self.fs.mv(tmp, final)
+
+
+def _protocols(fs: Any) -> tuple[str, ...]:
+    proto = fs.protocol
+    return (proto,) if isinstance(proto, str) else tuple(proto)
+
+
+async def _download(http: aiohttp.ClientSession, target: _Target, ref: FileRef) -> tuple[str, int]:
     """Fetch ``ref`` into the location; the sha256 and size of its bytes."""
     assert ref.url is not None
-    tmp = f"{root}/{PARTIAL}/{uuid.uuid4().hex}"
     for attempt in range(ATTEMPTS):
         try:
             async with http.get(ref.url) as resp:
@@ -98,37 +143,34 @@ async def _download(http: aiohttp.ClientSession, fs: Any, root: str, ref: FileRe
                 if resp.status != 200:
                     raise _Failed(f"HTTP {resp.status}" + (" (gone or expired)" if resp.status in (403, 404, 410)
                                                            else ""))
-                digest, size = await _write(resp, fs, tmp)
+                tmp, digest, size = await _write(resp, target)
                 break
         except (TimeoutError, aiohttp.ClientError) as e:
             if attempt == ATTEMPTS - 1:
                 raise _Failed(f"cannot download: {type(e).__name__} {e}".rstrip()) from None
             await asyncio.sleep(_retry_after(None, attempt))
     if ref.size is not None and size != ref.size:
-        fs.rm(tmp)
+        target.discard(tmp)
         raise _Failed(f"{size} bytes downloaded, the answer says {ref.size}")
-    final = location(root, digest)
-    if fs.exists(final):
-        fs.rm(tmp)
-    else:
-        fs.mv(tmp, final)
+    target.keep(tmp, digest)
     return digest, size
 
 
-async def _write(resp: aiohttp.ClientResponse, fs: Any, tmp: str) -> tuple[str, int]:
+async def _write(resp: aiohttp.ClientResponse, target: _Target) -> tuple[str, str, int]:
+    """Stream the body to a temporary name, hashing it on the way: that name, the sha256, the size."""
     h = hashlib.sha256()
     size = 0
+    tmp, out = target.open_partial()
     try:
-        with fs.open(tmp, "wb") as out:
+        with out:
             async for chunk in resp.content.iter_chunked(CHUNK):
                 h.update(chunk)
                 out.write(chunk)
                 size += len(chunk)
     except BaseException:
-        if fs.exists(tmp):
-            fs.rm(tmp)
+        target.discard(tmp)
         raise
-    return h.hexdigest(), size
+    return tmp, h.hexdigest(), size
 
 
 def _retry_after(header: str | None, attempt: int) -> float:
@@ -168,20 +210,21 @@ async def archive_files(store: Store, base_url: str, to: str, *, form_ids: list[
     """Fetch every stored file answer (of ``form_ids``) not archived yet into ``to``, and
     record each. ``on_file(total, done)`` is called once before the first download (``done``
     0) and after each one. Raises ``LocationError`` when ``to`` cannot be written."""
-    fs, root = open_location(to, storage_options)
-    report = ArchiveReport(location=fs.unstrip_protocol(root))
+    target = _Target(*open_location(to, storage_options))
+    report = ArchiveReport(location=target.prefix)
     todo = _todo(store, base_url, form_ids, report)
     finished = 0
     if on_file is not None:
         on_file(len(todo), finished)
     gate = asyncio.Semaphore(concurrency)
-    kept: list[ArchivedFile] = []
+    kept: list[dict[str, Any]] = []  # rows of the archived-files table, as plain values
+    recorded = time.monotonic()
 
     async def one(http: aiohttp.ClientSession, ref: FileRef) -> None:
-        nonlocal finished
+        nonlocal finished, recorded
         async with gate:
             try:
-                digest, size = await _download(http, fs, root, ref)
+                digest, size = await _download(http, target, ref)
             except _Failed as e:
                 _problem(report, ref, str(e))
                 digest, size = "", 0
@@ -192,13 +235,16 @@ async def archive_files(store: Store, base_url: str, to: str, *, form_ids: list[
             return
         report.archived += 1
         report.bytes += size
-        kept.append(ArchivedFile(submission_id=ref.submission_id, field_key=ref.field, instance=ref.instance,
-                                 member=ref.member, idx=ref.index, form_id=ref.form_id, name=ref.name,
-                                 url=ref.url or "", size=size, sha256=digest,
-                                 location=fs.unstrip_protocol(location(root, digest)), archived_at=store.clock()))
-        if len(kept) >= RECORD_EVERY:
+        kept.append({"submission_id": ref.submission_id, "field_key": ref.field, "instance": ref.instance,
+                     "member": ref.member, "idx": ref.index, "form_id": ref.form_id, "name": ref.name,
+                     "url": ref.url or "", "size": size, "sha256": digest, "location": target.location(digest),
+                     "archived_at": store.clock()})
+        # Recorded in batches (one transaction each), by count or by time: a killed run
+        # fetches again at most the last few seconds' files, whose bytes are whole already.
+        if len(kept) >= RECORD_EVERY or time.monotonic() - recorded >= RECORD_SECONDS:
             store.archive.record(kept)
             kept.clear()
+            recorded = time.monotonic()
 
     timeout = aiohttp.ClientTimeout(total=None, sock_connect=15, sock_read=60)
     async with aiohttp.ClientSession(timeout=timeout) as http:
