@@ -10,6 +10,12 @@ replaced per submission (delete-insert on ``submission_id``: answers an edit rem
 disappear); requests merge on ``request_id``; the campaign rows are replaced whole. A
 field added to a form arrives as a new nullable column (dlt's schema evolution).
 
+Deletions reach the warehouse too: the submissions and requests that ``formsync purge``,
+``formsync erase`` and ``formsync sync --reconcile`` removed (``store.deletions``, read
+past its own cursor, ``deletions``) are sent as rows flagged ``_formsync_deleted`` (dlt's
+``hard_delete`` hint), so the destination drops their rows from the form's table, the
+long table and the requests.
+
 dlt is configured here, never from the home directory: its pipeline state and working
 files live in ``formsync-dlt/`` beside a SQLite store (in the working directory for a
 server database), its telemetry is off, its log lines have formsync's format and its
@@ -34,7 +40,7 @@ from sqlalchemy.engine import make_url
 from connector.store import ALL_FORMS, Column, CursorMark, Store
 
 from .columns import json_cells
-from .export import TableStream, table_streams
+from .export import TableStream, table_streams, wide_schema
 
 if TYPE_CHECKING:
     from dlt.extract.source import DltSource
@@ -48,6 +54,10 @@ EXTRA_MISSING = "formsync load needs the warehouse extra: pip install 'formsync[
 DLT_TYPES: dict[str, str] = {"text": "text", "number": "double", "integer": "bigint", "boolean": "bool",
                              "date": "date", "time": "time", "timestamp": "timestamp", "keys": "json",
                              "records": "json", "json": "json"}
+DELETED = "_formsync_deleted"  # true on a row that removes its key's rows from the destination
+_DELETED_HINT: dict[str, Any] = {"data_type": "bool", "nullable": True, "hard_delete": True}
+DELETIONS = "deletions"  # the deletion log's cursor, beside the tables' (``export_cursors``)
+_LOG_PAGE = 10_000
 LOG_FORMAT = "{asctime} {levelname} {name}: {message}"  # formsync's (pipelines.cli.context), in "{" style
 # dlt's notices that the Arrow batches' types differ from the hints (the hints win, as
 # meant) and that DuckDB keeps the time zone over the millisecond precision: expected.
@@ -88,11 +98,13 @@ def load_failure(exc: BaseException, destination: str) -> Exception:
 
 class LoadReport(BaseModel):
     """What ``load`` sent: rows per table (of the destination), the destination, the
-    dataset, whether it was a dry run, and the seconds it took."""
+    dataset, whether it was a dry run, the seconds it took, and the rows it deleted per
+    table (the submissions or requests named, whether the destination still held them)."""
 
     destination: str
     dataset: str
     rows: dict[str, int]
+    deleted: dict[str, int] = {}
     dry_run: bool = False
     seconds: float = 0.0
 
@@ -132,27 +144,81 @@ def work_dir(store: Store) -> Path:
 
 
 @dataclass(frozen=True)
+class Deletions:
+    """The removals logged since the last load under a cursor: submission ids per form,
+    request ids, and where the deletion log's cursor goes once they are passed on."""
+
+    submissions: dict[str, list[str]]
+    requests: list[str]
+    mark: CursorMark | None
+
+
+def read_deletions(store: Store, name: str) -> Deletions:
+    """The deletion log's submissions and requests past the cursor ``name`` (all of it the
+    first time: a delete of a row the destination never had does nothing), less the
+    submissions a reconcile marked and then found again (their form restored)."""
+    old = store.export_cursors.get(name, DELETIONS, None)
+    after = 0 if old is None else old.arrival
+    logged = []
+    while page := store.deletions.since(after, kinds=("submission", "request"), limit=_LOG_PAGE):
+        logged += page
+        after = int(page[-1].id or after)
+        if len(page) < _LOG_PAGE:
+            break
+    back = store.deletions.restored([d.item_id for d in logged if d.kind == "submission"])
+    submissions: dict[str, dict[str, None]] = {}
+    for d in logged:
+        if d.kind == "submission" and d.form_id and d.item_id not in back:
+            submissions.setdefault(d.form_id, {})[d.item_id] = None
+    requests = list(dict.fromkeys(d.item_id for d in logged if d.kind == "request"))
+    mark = None if not logged else CursorMark(name, DELETIONS, ALL_FORMS, after, len(logged),
+                                              1 if old is None else old.run + 1)
+    return Deletions({f: list(ids) for f, ids in submissions.items()}, requests, mark)
+
+
+@dataclass(frozen=True)
 class _Table:
-    """One destination table: its name, the store's rows as a stream, how dlt writes it."""
+    """One destination table: its name, the store's rows as a stream, how dlt writes it,
+    its key and the keys whose rows are to be deleted."""
 
     name: str
     stream: TableStream
     write: dict[str, Any]
+    key: str = "submission_id"
+    deleted: Sequence[str] = ()
 
 
-def _tables(store: Store, name: str) -> list[_Table]:
-    tables = []
+def _merged(columns: dict[str, Any], key: str) -> dict[str, Any]:
+    return {"write_disposition": "merge", "primary_key": key, "columns": {**columns, DELETED: _DELETED_HINT}}
+
+
+def _form_tables(store: Store, name: str, deleted: dict[str, list[str]]) -> list[_Table]:
+    """A table per form with rows stored, and per form with deletions only (all its rows
+    removed from the store: its deletions still go to its table)."""
+    tables, seen = [], set()
     for stream in table_streams(store, "wide", since_last=name):
         if stream.mark is None or stream.mark.form_id == ALL_FORMS:  # no form at all: nothing to load
             continue
-        tables.append(_Table(store.schema(stream.mark.form_id).name, stream, {
-            "write_disposition": "merge", "primary_key": "submission_id",
-            "columns": dlt_columns(stream.columns or ())}))
+        form = stream.mark.form_id
+        seen.add(form)
+        tables.append(_Table(store.schema(form).name, stream, _merged(dlt_columns(stream.columns or ()),
+                                                                       "submission_id"), deleted=deleted.get(form, ())))
+    for form, ids in deleted.items():
+        if form not in seen:
+            columns, schema = wide_schema(store, form)
+            stream = TableStream(store.schema(form).name, schema, lambda: iter(()), lambda: 0, columns)
+            tables.append(_Table(stream.name, stream, _merged(dlt_columns(columns), "submission_id"), deleted=ids))
+    return tables
+
+
+def _tables(store: Store, name: str, deletions: Deletions) -> list[_Table]:
     [long] = table_streams(store, "long", since_last=name)
     [requests] = table_streams(store, "requests", since_last=name)
-    return [*tables, _Table("answers", long, {"write_disposition": {"disposition": "merge", "strategy": "delete-insert"},
-                                              "merge_key": "submission_id"}),
-            _Table("requests", requests, {"write_disposition": "merge", "primary_key": "request_id"})]
+    every = [sid for ids in deletions.submissions.values() for sid in ids]
+    answers = {"write_disposition": {"disposition": "merge", "strategy": "delete-insert"},
+               "merge_key": "submission_id", "columns": {DELETED: _DELETED_HINT}}
+    return [*_form_tables(store, name, deletions.submissions), _Table("answers", long, answers, deleted=every),
+            _Table("requests", requests, _merged({}, "request_id"), "request_id", deletions.requests)]
 
 
 @dataclass
@@ -163,11 +229,18 @@ class WarehouseSource:
     source: DltSource
     rows: dict[str, int]
     _tables: list[_Table]
+    _deletions: Deletions | None = None
 
     def marks(self) -> list[CursorMark]:
         """Where the cursors go once the load completed (``store.export_cursors.advance``)."""
-        return [replace(t.stream.mark, rows=self.rows.get(t.name, 0)) for t in self._tables
-                if t.stream.mark is not None]
+        marks = [replace(t.stream.mark, rows=self.rows.get(t.name, 0)) for t in self._tables
+                 if t.stream.mark is not None]
+        return marks if self._deletions is None or self._deletions.mark is None else [*marks, self._deletions.mark]
+
+    @property
+    def deleted(self) -> dict[str, int]:
+        """The keys sent as deletions per table (none: left out)."""
+        return {t.name: len(t.deleted) for t in self._tables if t.deleted}
 
 
 def nested_as_json(batch: pa.RecordBatch) -> pa.RecordBatch:
@@ -180,17 +253,30 @@ def nested_as_json(batch: pa.RecordBatch) -> pa.RecordBatch:
     return pa.RecordBatch.from_arrays(arrays, names=batch.schema.names)
 
 
+def _flagged(batch: pa.RecordBatch) -> pa.RecordBatch:
+    """``batch`` (``nested_as_json``'s) with the deletion flag, unset: rows to keep."""
+    return batch.append_column(pa.field(DELETED, pa.bool_()), pa.nulls(batch.num_rows, pa.bool_()))
+
+
+def _deletion_batch(schema: pa.Schema, key: str, ids: Sequence[str]) -> pa.RecordBatch:
+    """Rows of ``schema`` (``_flagged``'s) that delete ``ids``: the key and the flag set."""
+    n = len(ids)
+    return pa.RecordBatch.from_arrays([pa.array(ids, f.type) if f.name == key else pa.array([True] * n, f.type)
+                                       if f.name == DELETED else pa.nulls(n, f.type) for f in schema], schema=schema)
+
+
 def warehouse_source(store: Store, name: str, *, on_rows: Callable[[str, int], None] | None = None,
-                     ) -> WarehouseSource:
+                     deletions: Deletions | None = None) -> WarehouseSource:
     """The dlt source of the store's rows stored since the last load under the cursor
     ``name``: for teams that run their own dlt pipeline. Make and run it inside ``with
     store.exports.snapshot():`` (one consistent read), then pass ``marks()`` to
     ``store.export_cursors.advance``. Rows are counted into ``on_rows(table, rows)`` as
-    they are read."""
+    they are read. ``deletions`` (``read_deletions``, read before the snapshot) are sent
+    as hard deletes."""
     import dlt
     from dlt.common.schema import Schema
 
-    tables = _tables(store, name)
+    tables = _tables(store, name, deletions or Deletions({}, [], None))
     rows: dict[str, int] = {}
 
     def rows_of(t: _Table) -> Iterator[pa.RecordBatch]:
@@ -199,7 +285,10 @@ def warehouse_source(store: Store, name: str, *, on_rows: Callable[[str, int], N
             rows[t.name] += batch.num_rows
             if on_rows is not None:
                 on_rows(t.name, batch.num_rows)
-            yield nested_as_json(batch)
+            yield _flagged(nested_as_json(batch))
+        if t.deleted:
+            empty = pa.RecordBatch.from_pylist([], schema=t.stream.schema)
+            yield _deletion_batch(_flagged(nested_as_json(empty)).schema, t.key, t.deleted)
 
     def campaign_rows() -> Iterator[dict[str, Any]]:
         for job in store.campaign.jobs():
@@ -211,7 +300,7 @@ def warehouse_source(store: Store, name: str, *, on_rows: Callable[[str, int], N
         resources = [dlt.resource(rows_of(t), name=t.name, **t.write) for t in tables]
         return [*resources, dlt.resource(campaign_rows(), name="campaign_rows", write_disposition="replace")]
 
-    return WarehouseSource(formsync(), rows, tables)
+    return WarehouseSource(formsync(), rows, tables, deletions)
 
 
 @contextmanager
@@ -266,11 +355,15 @@ def load(store: Store, *, destination: str | None = None, dataset: str | None = 
     dest_name, dataset = destination or "duckdb", dataset or DEFAULT_DATASET
     name = cursor_name(dest_name, dataset)
     started = datetime.now(UTC)
+    # Read before the snapshot: a removal committed after it is left for the next load,
+    # so no row of this load's snapshot is deleted by it.
+    deletions = read_deletions(store, name)
     with dlt_settings(where), store.exports.snapshot():
         if dry_run:
-            counts = {t.name: t.stream.count() for t in _tables(store, name)}
-            return LoadReport(destination=dest_name, dataset=dataset, rows=counts, dry_run=True)
-        made = warehouse_source(store, name, on_rows=on_rows)
+            tables = _tables(store, name, deletions)
+            return LoadReport(destination=dest_name, dataset=dataset, rows={t.name: t.stream.count() for t in tables},
+                              deleted={t.name: len(t.deleted) for t in tables if t.deleted}, dry_run=True)
+        made = warehouse_source(store, name, on_rows=on_rows, deletions=deletions)
         try:
             pipeline = dlt.pipeline(pipeline_name=pipeline_name(dest_name, dataset), pipelines_dir=str(where / "pipelines"),
                                     destination=destination_of(destination), dataset_name=dataset)
@@ -280,5 +373,5 @@ def load(store: Store, *, destination: str | None = None, dataset: str | None = 
         except Exception as e:  # dlt's errors are many classes; each becomes one line of ours
             raise load_failure(e, dest_name) from e
     store.export_cursors.advance(made.marks())
-    return LoadReport(destination=dest_name, dataset=dataset, rows=made.rows,
+    return LoadReport(destination=dest_name, dataset=dataset, rows=made.rows, deleted=made.deleted,
                       seconds=round((datetime.now(UTC) - started).total_seconds(), 3))
