@@ -229,13 +229,13 @@ class WarehouseSource:
     source: DltSource
     rows: dict[str, int]
     _tables: list[_Table]
-    _deletions: Deletions | None = None
+    _deletion_mark: CursorMark | None = None  # the deletion log's cursor once passed on
 
     def marks(self) -> list[CursorMark]:
         """Where the cursors go once the load completed (``store.export_cursors.advance``)."""
         marks = [replace(t.stream.mark, rows=self.rows.get(t.name, 0)) for t in self._tables
                  if t.stream.mark is not None]
-        return marks if self._deletions is None or self._deletions.mark is None else [*marks, self._deletions.mark]
+        return marks if self._deletion_mark is None else [*marks, self._deletion_mark]
 
     @property
     def deleted(self) -> dict[str, int]:
@@ -271,12 +271,14 @@ def warehouse_source(store: Store, name: str, *, on_rows: Callable[[str, int], N
     ``name``: for teams that run their own dlt pipeline. Make and run it inside ``with
     store.exports.snapshot():`` (one consistent read), then pass ``marks()`` to
     ``store.export_cursors.advance``. Rows are counted into ``on_rows(table, rows)`` as
-    they are read. ``deletions`` (``read_deletions``, read before the snapshot) are sent
-    as hard deletes."""
+    they are read. The deletion log's removals past the cursor are sent as hard deletes:
+    ``deletions``, best read with ``read_deletions`` before the snapshot begins (read
+    here when not given, a removal committed meanwhile may meet its row's last edit)."""
     import dlt
     from dlt.common.schema import Schema
 
-    tables = _tables(store, name, deletions or Deletions({}, [], None))
+    deletions = deletions if deletions is not None else read_deletions(store, name)
+    tables = _tables(store, name, deletions)
     rows: dict[str, int] = {}
 
     def rows_of(t: _Table) -> Iterator[pa.RecordBatch]:
@@ -300,7 +302,7 @@ def warehouse_source(store: Store, name: str, *, on_rows: Callable[[str, int], N
         resources = [dlt.resource(rows_of(t), name=t.name, **t.write) for t in tables]
         return [*resources, dlt.resource(campaign_rows(), name="campaign_rows", write_disposition="replace")]
 
-    return WarehouseSource(formsync(), rows, tables, deletions)
+    return WarehouseSource(formsync(), rows, tables, deletions.mark)
 
 
 @contextmanager
