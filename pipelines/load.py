@@ -16,6 +16,11 @@ past its own cursor, ``deletions``) are sent as rows flagged ``_formsync_deleted
 ``hard_delete`` hint), so the destination drops their rows from the form's table, the
 long table and the requests.
 
+A load's memory does not grow with what it sends: the store is read in batches, handed
+to dlt a part of ``PART_ROWS`` rows at a time (a load package each, loaded one after
+the other, so the destination's staging and merge hold one part), and Arrow's buffers
+come from malloc, which gives freed batches back (``_malloc_for_arrow``).
+
 dlt is configured here, never from the home directory: its pipeline state and working
 files live in ``formsync-dlt/`` beside a SQLite store (in the working directory for a
 server database), its telemetry is off, its log lines have formsync's format and its
@@ -46,6 +51,7 @@ if TYPE_CHECKING:
     from dlt.extract.source import DltSource
 
 DUCKDB_FILE = "formsync.duckdb"  # the default destination: an embedded DuckDB in the working directory
+PART_ROWS = 500_000  # rows per load package: what a load holds is bounded by a part, not by all it sends
 DEFAULT_DATASET = "formsync_data"  # not "formsync": DuckDB names the file's catalog after it
 WORK_DIR = "formsync-dlt"
 EXTRA_MISSING = "formsync load needs the warehouse extra: pip install 'formsync[warehouse]'"
@@ -221,15 +227,70 @@ def _tables(store: Store, name: str, deletions: Deletions) -> list[_Table]:
             _Table("requests", requests, _merged({}, "request_id"), "request_id", deletions.requests)]
 
 
+class _Feed:
+    """The tables' batches (``batches_of`` each), handed out as one dlt source or as
+    successive parts of a bounded number of rows (whole batches), each part taking up
+    where the last one stopped."""
+
+    def __init__(self, tables: list[_Table], batches_of: Callable[[_Table], Iterator[pa.RecordBatch]],
+                 make: Callable[[list[Any]], DltSource], campaign: Callable[[], Iterator[dict[str, Any]]]) -> None:
+        self._tables, self._make, self._campaign = tables, make, campaign
+        self._left = {t.name: batches_of(t) for t in tables}  # generators: nothing is read before a part asks
+        self._done: set[str] = set()
+        self._budget: float = 0
+
+    def _take(self, name: str) -> Iterator[pa.RecordBatch]:
+        while self._budget > 0:
+            batch = next(self._left[name], None)
+            if batch is None:
+                self._done.add(name)
+                return
+            self._budget -= batch.num_rows
+            yield batch
+
+    def source(self, rows: float, first: bool) -> DltSource:
+        """A source of the next ``rows`` rows or so (the campaign rows, replaced whole,
+        with the ``first``)."""
+        import dlt
+
+        self._budget = rows
+        resources = [dlt.resource(self._take(t.name), name=t.name, **t.write) for t in self._tables
+                     if t.name not in self._done]
+        if first:
+            resources.append(dlt.resource(self._campaign(), name="campaign_rows", write_disposition="replace"))
+        return self._make(resources)
+
+    def finished(self) -> bool:
+        return len(self._done) == len(self._tables)
+
+
 @dataclass
 class WarehouseSource:
     """A dlt source of the store (``source``), the rows read from it so far per table
-    (``rows``) and the cursors' marks once it has been read (``marks()``)."""
+    (``rows``) and the cursors' marks once it has been read (``marks()``). ``parts(rows)``
+    gives the same rows as successive sources instead, for runs of bounded size."""
 
-    source: DltSource
     rows: dict[str, int]
     _tables: list[_Table]
+    _feed: _Feed
     _deletion_mark: CursorMark | None = None  # the deletion log's cursor once passed on
+    _whole: DltSource | None = None
+
+    @property
+    def source(self) -> DltSource:
+        """Every row in one source (made once)."""
+        if self._whole is None:
+            self._whole = self._feed.source(float("inf"), True)
+        return self._whole
+
+    def parts(self, rows: int) -> Iterator[DltSource]:
+        """The rows as successive sources of about ``rows`` rows each: run each one before
+        taking the next (a part is read while it runs), so what a run holds (the batches in
+        dlt's files, the destination's staging and merge) is bounded by ``rows``."""
+        first = True
+        while first or not self._feed.finished():
+            yield self._feed.source(rows, first)
+            first = False
 
     def marks(self) -> list[CursorMark]:
         """Where the cursors go once the load completed (``store.export_cursors.advance``)."""
@@ -297,12 +358,27 @@ def warehouse_source(store: Store, name: str, *, on_rows: Callable[[str, int], N
             for row in store.campaign.rows(job):
                 yield {"job": job, **asdict(row)}
 
-    @dlt.source(schema=Schema("formsync", normalizers={"names": "direct"}))
-    def formsync() -> list[Any]:
-        resources = [dlt.resource(rows_of(t), name=t.name, **t.write) for t in tables]
-        return [*resources, dlt.resource(campaign_rows(), name="campaign_rows", write_disposition="replace")]
+    def make(resources: list[Any]) -> DltSource:
+        @dlt.source(schema=Schema("formsync", normalizers={"names": "direct"}))
+        def formsync() -> list[Any]:
+            return resources
 
-    return WarehouseSource(formsync(), rows, tables, deletions.mark)
+        return formsync()
+
+    return WarehouseSource(rows, tables, _Feed(tables, rows_of, make, campaign_rows), deletions.mark)
+
+
+@contextmanager
+def _malloc_for_arrow() -> Iterator[None]:
+    """Arrow's buffers from the C library's malloc while a load runs: mimalloc (Arrow's
+    default pool) keeps the pages of the batches freed for reuse, so a load's resident
+    memory grew with the rows it sent; malloc hands a large buffer back once it is freed."""
+    before = pa.default_memory_pool()
+    pa.set_memory_pool(pa.system_memory_pool())
+    try:
+        yield
+    finally:
+        pa.set_memory_pool(before)
 
 
 @contextmanager
@@ -360,7 +436,7 @@ def load(store: Store, *, destination: str | None = None, dataset: str | None = 
     # Read before the snapshot: a removal committed after it is left for the next load,
     # so no row of this load's snapshot is deleted by it.
     deletions = read_deletions(store, name)
-    with dlt_settings(where), store.exports.snapshot():
+    with dlt_settings(where), _malloc_for_arrow(), store.exports.snapshot():
         if dry_run:
             tables = _tables(store, name, deletions)
             return LoadReport(destination=dest_name, dataset=dataset, rows={t.name: t.stream.count() for t in tables},
@@ -371,7 +447,12 @@ def load(store: Store, *, destination: str | None = None, dataset: str | None = 
                                     destination=destination_of(destination), dataset_name=dataset)
             if pipeline.has_pending_data:  # a failed load's: its rows come again, the cursors did not move
                 pipeline.drop_pending_packages()
-            pipeline.run(made.source)
+            # A load package per part (dlt loads them one by one, each with its own
+            # staging and merge); normalised and loaded once all are extracted.
+            for part in made.parts(PART_ROWS):
+                pipeline.extract(part)
+            pipeline.normalize()
+            pipeline.load()
         except Exception as e:  # dlt's errors are many classes; each becomes one line of ours
             raise load_failure(e, dest_name) from e
     store.export_cursors.advance(made.marks())
