@@ -284,9 +284,10 @@ class WarehouseSource:
         return self._whole
 
     def parts(self, rows: int) -> Iterator[DltSource]:
-        """The rows as successive sources of about ``rows`` rows each: run each one before
-        taking the next (a part is read while it runs), so what a run holds (the batches in
-        dlt's files, the destination's staging and merge) is bounded by ``rows``."""
+        """The rows as successive sources of about ``rows`` rows each: extract (or run) each
+        one before taking the next (a part is read while it is extracted), so what a load
+        package holds (dlt's batches and files, the destination's staging and merge) is
+        bounded by ``rows``."""
         first = True
         while first or not self._feed.finished():
             yield self._feed.source(rows, first)
@@ -445,6 +446,8 @@ def load(store: Store, *, destination: str | None = None, dataset: str | None = 
         try:
             pipeline = dlt.pipeline(pipeline_name=pipeline_name(dest_name, dataset), pipelines_dir=str(where / "pipelines"),
                                     destination=destination_of(destination), dataset_name=dataset)
+            if pipeline.config.restore_from_destination:  # as dlt's run does first
+                pipeline.sync_destination()
             if pipeline.has_pending_data:  # a failed load's: its rows come again, the cursors did not move
                 pipeline.drop_pending_packages()
             # A load package per part (dlt loads them one by one, each with its own
