@@ -18,7 +18,8 @@ from connector.store import Store
 from connector.store.erasure import Person
 from pipelines.cli import app
 from pipelines.erase import erase_person
-from pipelines.load import DELETED, load
+from pipelines.jobs import summarise
+from pipelines.load import DELETED, LoadReport, load
 from tests.connector.conftest import PG_HOST, PG_PORT, PG_USER, pg_connect
 from tests.items import list_item
 
@@ -132,3 +133,8 @@ def test_deletions_reach_postgresql(store: Store, pg_database: str, monkeypatch:
     loads = _loads(query, "forms")
     assert load(store, destination="postgres", dataset="forms").deleted == {}
     assert _loads(query, "forms") == loads
+
+
+def test_a_scheduled_loads_summary_names_what_it_deleted() -> None:
+    report = LoadReport(destination="duckdb", dataset="forms", rows={"answers": 0}, deleted={"answers": 2})
+    assert summarise("load", report) == "loaded into duckdb/forms (answers 0; deleted answers 2)"
