@@ -107,6 +107,12 @@ def test_a_restored_submission_is_not_deleted_and_an_emptied_form_still_is(store
     assert load(store).deleted == {}
     assert _remaining(query, table, dataset)[0] == ["sub_1", "sub_2", "sub_3", "sub_4"]
 
+    store.reconcile(FORM, {"sub_1", "sub_2", "sub_4"})  # sub_3 gone, loaded as a deletion...
+    assert load(store).deleted == {table: 1, "answers": 1}
+    store.reconcile(FORM, {"sub_1", "sub_2", "sub_3", "sub_4"})  # ...then its form restored: it comes back
+    assert load(store).rows == {table: 1, "answers": 2, "requests": 0}
+    assert _remaining(query, table, dataset)[:2] == (["sub_1", "sub_2", "sub_3", "sub_4"],) * 2
+
     # every submission of the form purged: no form stream is left, its deletions still go
     store.remove_submissions({f"sub_{i}": FORM for i in range(1, 5)}, reason="purge")
     assert load(store).deleted == {table: 4, "answers": 4}
