@@ -51,6 +51,9 @@ if TYPE_CHECKING:
     from dlt.extract.source import DltSource
 
 DUCKDB_FILE = "formsync.duckdb"  # the default destination: an embedded DuckDB in the working directory
+# The embedded DuckDB's memory_limit: with parts of PART_ROWS, a merge's working memory fits
+# (128MB did not, for 500,000 answer rows of 17 fields).
+DUCKDB_MEMORY = "256MB"
 PART_ROWS = 500_000  # rows per load package: what a load holds is bounded by a part, not by all it sends
 DEFAULT_DATASET = "formsync_data"  # not "formsync": DuckDB names the file's catalog after it
 WORK_DIR = "formsync-dlt"
@@ -409,11 +412,17 @@ class _Expected(logging.Filter):
 def destination_of(name: str | None) -> Any:
     """The dlt destination ``name`` names (any of dlt's: ``postgres``, ``bigquery``, ...,
     credentials from dlt's own configuration); None or ``duckdb``: ``formsync.duckdb``
-    in the working directory unless dlt's configuration gives credentials."""
+    in the working directory (its memory capped at ``DUCKDB_MEMORY``) unless dlt's
+    configuration gives credentials."""
     import dlt
 
     if name in (None, "duckdb") and not os.environ.get("DESTINATION__DUCKDB__CREDENTIALS"):
-        return dlt.destinations.duckdb(str(Path.cwd() / DUCKDB_FILE))
+        from dlt.destinations.impl.duckdb.configuration import DuckDbCredentials
+
+        # DuckDB keeps the blocks it writes cached up to 80 % of the machine's memory, so a
+        # load's memory grew with the table it wrote; capped, it writes them out instead.
+        return dlt.destinations.duckdb(DuckDbCredentials(str(Path.cwd() / DUCKDB_FILE),
+                                                         global_config={"memory_limit": DUCKDB_MEMORY}))
     return name
 
 
