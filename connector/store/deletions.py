@@ -4,10 +4,12 @@ in the order removed. A load reads it as hard deletes: rows after the last id it
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from sqlmodel import col, select
 
 from .database import Database
-from .tables import Deletion
+from .tables import Deletion, SubmissionRow
 
 
 class DeletionLog:
@@ -24,3 +26,14 @@ class DeletionLog:
                  .order_by(col(Deletion.id)).limit(limit))
         with self._db.reader() as s:
             return list(s.exec(query).all())
+
+    def restored(self, submission_ids: Sequence[str]) -> set[str]:
+        """Of ``submission_ids``, those the store holds unmarked: a reconciled deletion undone
+        (the form was restored), which a load must not pass on."""
+        found: set[str] = set()
+        ids = sorted(set(submission_ids))
+        with self._db.reader() as s:
+            for start in range(0, len(ids), 500):  # bounded IN lists on every database
+                found.update(s.exec(select(SubmissionRow.id).where(
+                    col(SubmissionRow.id).in_(ids[start:start + 500]), col(SubmissionRow.gone_at).is_(None))).all())
+        return found

@@ -359,9 +359,17 @@ class Store:
         """Mark the form's stored completed submissions that the service no longer lists
         (``listed``: every id of its ``submissions.list``) gone, logged as deletions, and
         un-mark those listed again, in one transaction (see ``connector.store.reconcile``).
-        Returns the ids marked and the ids un-marked."""
+        An un-marked submission takes a new place in the arrival order, so the next
+        incremental export and load send it again (a load had deleted it). Returns the ids
+        marked and the ids un-marked."""
         now = self.clock()
-        return self._write(lambda conn: reconcile(conn, form_id, listed, now))
+
+        def work(w: Writer) -> tuple[list[str], list[str]]:
+            gone, back = reconcile(w.conn, form_id, listed, now)
+            w.stamp_arrival({SUBMISSIONS.name: back})  # the transaction's last write
+            return gone, back
+
+        return self._write_tx(work)
 
     # -- reads from the service ---------------------------------------------------------
 

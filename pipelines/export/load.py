@@ -10,6 +10,17 @@ replaced per submission (delete-insert on ``submission_id``: answers an edit rem
 disappear); requests merge on ``request_id``; the campaign rows are replaced whole. A
 field added to a form arrives as a new nullable column (dlt's schema evolution).
 
+Deletions reach the warehouse too: the submissions and requests that ``formsync purge``,
+``formsync erase`` and ``formsync sync --reconcile`` removed (``store.deletions``, read
+past its own cursor, ``deletions``) are sent as rows flagged ``_formsync_deleted`` (dlt's
+``hard_delete`` hint), so the destination drops their rows from the form's table, the
+long table and the requests.
+
+A load's memory does not grow with what it sends: the store is read in batches, handed
+to dlt a part of ``PART_ROWS`` rows at a time (a load package each, loaded one after
+the other, so the destination's staging and merge hold one part), and Arrow's buffers
+come from malloc, which gives freed batches back (``_malloc_for_arrow``).
+
 dlt is configured here, never from the home directory: its pipeline state and working
 files live in ``formsync-dlt/`` beside a SQLite store (in the working directory for a
 server database), its telemetry is off, its log lines have formsync's format and its
@@ -34,12 +45,16 @@ from sqlalchemy.engine import make_url
 from connector.store import ALL_FORMS, Column, CursorMark, Store
 
 from .columns import json_cells
-from .write import TableStream, table_streams
+from .write import TableStream, table_streams, wide_schema
 
 if TYPE_CHECKING:
     from dlt.extract.source import DltSource
 
 DUCKDB_FILE = "formsync.duckdb"  # the default destination: an embedded DuckDB in the working directory
+# The embedded DuckDB's memory_limit: with parts of PART_ROWS, a merge's working memory fits
+# (128MB did not, for 500,000 answer rows of 17 fields).
+DUCKDB_MEMORY = "256MB"
+PART_ROWS = 500_000  # rows per load package: what a load holds is bounded by a part, not by all it sends
 DEFAULT_DATASET = "formsync_data"  # not "formsync": DuckDB names the file's catalog after it
 WORK_DIR = "formsync-dlt"
 EXTRA_MISSING = "formsync load needs the warehouse extra: pip install 'formsync[warehouse]'"
@@ -48,6 +63,10 @@ EXTRA_MISSING = "formsync load needs the warehouse extra: pip install 'formsync[
 DLT_TYPES: dict[str, str] = {"text": "text", "number": "double", "integer": "bigint", "boolean": "bool",
                              "date": "date", "time": "time", "timestamp": "timestamp", "keys": "json",
                              "records": "json", "json": "json"}
+DELETED = "_formsync_deleted"  # true on a row that removes its key's rows from the destination
+_DELETED_HINT: dict[str, Any] = {"data_type": "bool", "nullable": True, "hard_delete": True}
+DELETIONS = "deletions"  # the deletion log's cursor, beside the tables' (``export_cursors``)
+_LOG_PAGE = 10_000
 LOG_FORMAT = "{asctime} {levelname} {name}: {message}"  # formsync's (pipelines.cli.context), in "{" style
 # dlt's notices that the Arrow batches' types differ from the hints (the hints win, as
 # meant) and that DuckDB keeps the time zone over the millisecond precision: expected.
@@ -88,11 +107,13 @@ def load_failure(exc: BaseException, destination: str) -> Exception:
 
 class LoadReport(BaseModel):
     """What ``load`` sent: rows per table (of the destination), the destination, the
-    dataset, whether it was a dry run, and the seconds it took."""
+    dataset, whether it was a dry run, the seconds it took, and the rows it deleted per
+    table (the submissions or requests named, whether the destination still held them)."""
 
     destination: str
     dataset: str
     rows: dict[str, int]
+    deleted: dict[str, int] = {}
     dry_run: bool = False
     seconds: float = 0.0
 
@@ -132,42 +153,159 @@ def work_dir(store: Store) -> Path:
 
 
 @dataclass(frozen=True)
+class Deletions:
+    """The removals logged since the last load under a cursor: submission ids per form,
+    request ids, and where the deletion log's cursor goes once they are passed on."""
+
+    submissions: dict[str, list[str]]
+    requests: list[str]
+    mark: CursorMark | None
+
+
+def read_deletions(store: Store, name: str) -> Deletions:
+    """The deletion log's submissions and requests past the cursor ``name`` (all of it the
+    first time: a delete of a row the destination never had does nothing), less the
+    submissions a reconcile marked and then found again (their form restored)."""
+    old = store.export_cursors.get(name, DELETIONS, None)
+    after = 0 if old is None else old.arrival
+    logged = []
+    while page := store.deletions.since(after, kinds=("submission", "request"), limit=_LOG_PAGE):
+        logged += page
+        after = int(page[-1].id or after)
+        if len(page) < _LOG_PAGE:
+            break
+    back = store.deletions.restored([d.item_id for d in logged if d.kind == "submission"])
+    submissions: dict[str, dict[str, None]] = {}
+    for d in logged:
+        if d.kind == "submission" and d.form_id and d.item_id not in back:
+            submissions.setdefault(d.form_id, {})[d.item_id] = None
+    requests = list(dict.fromkeys(d.item_id for d in logged if d.kind == "request"))
+    mark = None if not logged else CursorMark(name, DELETIONS, ALL_FORMS, after, len(logged),
+                                              1 if old is None else old.run + 1)
+    return Deletions({f: list(ids) for f, ids in submissions.items()}, requests, mark)
+
+
+@dataclass(frozen=True)
 class _Table:
-    """One destination table: its name, the store's rows as a stream, how dlt writes it."""
+    """One destination table: its name, the store's rows as a stream, how dlt writes it,
+    its key and the keys whose rows are to be deleted."""
 
     name: str
     stream: TableStream
     write: dict[str, Any]
+    key: str = "submission_id"
+    deleted: Sequence[str] = ()
 
 
-def _tables(store: Store, name: str) -> list[_Table]:
-    tables = []
+def _merged(columns: dict[str, Any], key: str) -> dict[str, Any]:
+    return {"write_disposition": "merge", "primary_key": key, "columns": {**columns, DELETED: _DELETED_HINT}}
+
+
+def _form_tables(store: Store, name: str, deleted: dict[str, list[str]]) -> list[_Table]:
+    """A table per form with rows stored, and per form with deletions only (all its rows
+    removed from the store: its deletions still go to its table)."""
+    tables, seen = [], set()
     for stream in table_streams(store, "wide", since_last=name):
         if stream.mark is None or stream.mark.form_id == ALL_FORMS:  # no form at all: nothing to load
             continue
-        tables.append(_Table(store.schema(stream.mark.form_id).name, stream, {
-            "write_disposition": "merge", "primary_key": "submission_id",
-            "columns": dlt_columns(stream.columns or ())}))
+        form = stream.mark.form_id
+        seen.add(form)
+        tables.append(_Table(store.schema(form).name, stream, _merged(dlt_columns(stream.columns or ()),
+                                                                       "submission_id"), deleted=deleted.get(form, ())))
+    for form, ids in deleted.items():
+        if form not in seen:
+            columns, schema = wide_schema(store, form)
+            stream = TableStream(store.schema(form).name, schema, lambda: iter(()), lambda: 0, columns)
+            tables.append(_Table(stream.name, stream, _merged(dlt_columns(columns), "submission_id"), deleted=ids))
+    return tables
+
+
+def _tables(store: Store, name: str, deletions: Deletions) -> list[_Table]:
     [long] = table_streams(store, "long", since_last=name)
     [requests] = table_streams(store, "requests", since_last=name)
-    return [*tables, _Table("answers", long, {"write_disposition": {"disposition": "merge", "strategy": "delete-insert"},
-                                              "merge_key": "submission_id"}),
-            _Table("requests", requests, {"write_disposition": "merge", "primary_key": "request_id"})]
+    every = [sid for ids in deletions.submissions.values() for sid in ids]
+    answers = {"write_disposition": {"disposition": "merge", "strategy": "delete-insert"},
+               "merge_key": "submission_id", "columns": {DELETED: _DELETED_HINT}}
+    return [*_form_tables(store, name, deletions.submissions), _Table("answers", long, answers, deleted=every),
+            _Table("requests", requests, _merged({}, "request_id"), "request_id", deletions.requests)]
+
+
+class _Feed:
+    """The tables' batches (``batches_of`` each), handed out as one dlt source or as
+    successive parts of a bounded number of rows (whole batches), each part taking up
+    where the last one stopped."""
+
+    def __init__(self, tables: list[_Table], batches_of: Callable[[_Table], Iterator[pa.RecordBatch]],
+                 make: Callable[[list[Any]], DltSource], campaign: Callable[[], Iterator[dict[str, Any]]]) -> None:
+        self._tables, self._make, self._campaign = tables, make, campaign
+        self._left = {t.name: batches_of(t) for t in tables}  # generators: nothing is read before a part asks
+        self._done: set[str] = set()
+        self._budget: float = 0
+
+    def _take(self, name: str) -> Iterator[pa.RecordBatch]:
+        while self._budget > 0:
+            batch = next(self._left[name], None)
+            if batch is None:
+                self._done.add(name)
+                return
+            self._budget -= batch.num_rows
+            yield batch
+
+    def source(self, rows: float, first: bool) -> DltSource:
+        """A source of the next ``rows`` rows or so (the campaign rows, replaced whole,
+        with the ``first``)."""
+        import dlt
+
+        self._budget = rows
+        resources = [dlt.resource(self._take(t.name), name=t.name, **t.write) for t in self._tables
+                     if t.name not in self._done]
+        if first:
+            resources.append(dlt.resource(self._campaign(), name="campaign_rows", write_disposition="replace"))
+        return self._make(resources)
+
+    def finished(self) -> bool:
+        return len(self._done) == len(self._tables)
 
 
 @dataclass
 class WarehouseSource:
     """A dlt source of the store (``source``), the rows read from it so far per table
-    (``rows``) and the cursors' marks once it has been read (``marks()``)."""
+    (``rows``) and the cursors' marks once it has been read (``marks()``). ``parts(rows)``
+    gives the same rows as successive sources instead, for runs of bounded size."""
 
-    source: DltSource
     rows: dict[str, int]
     _tables: list[_Table]
+    _feed: _Feed
+    _deletion_mark: CursorMark | None = None  # the deletion log's cursor once passed on
+    _whole: DltSource | None = None
+
+    @property
+    def source(self) -> DltSource:
+        """Every row in one source (made once)."""
+        if self._whole is None:
+            self._whole = self._feed.source(float("inf"), True)
+        return self._whole
+
+    def parts(self, rows: int) -> Iterator[DltSource]:
+        """The rows as successive sources of about ``rows`` rows each: extract (or run) each
+        one before taking the next (a part is read while it is extracted), so what a load
+        package holds (dlt's batches and files, the destination's staging and merge) is
+        bounded by ``rows``."""
+        first = True
+        while first or not self._feed.finished():
+            yield self._feed.source(rows, first)
+            first = False
 
     def marks(self) -> list[CursorMark]:
         """Where the cursors go once the load completed (``store.export_cursors.advance``)."""
-        return [replace(t.stream.mark, rows=self.rows.get(t.name, 0)) for t in self._tables
-                if t.stream.mark is not None]
+        marks = [replace(t.stream.mark, rows=self.rows.get(t.name, 0)) for t in self._tables
+                 if t.stream.mark is not None]
+        return marks if self._deletion_mark is None else [*marks, self._deletion_mark]
+
+    @property
+    def deleted(self) -> dict[str, int]:
+        """The keys sent as deletions per table (none: left out)."""
+        return {t.name: len(t.deleted) for t in self._tables if t.deleted}
 
 
 def nested_as_json(batch: pa.RecordBatch) -> pa.RecordBatch:
@@ -180,17 +318,32 @@ def nested_as_json(batch: pa.RecordBatch) -> pa.RecordBatch:
     return pa.RecordBatch.from_arrays(arrays, names=batch.schema.names)
 
 
+def _flagged(batch: pa.RecordBatch) -> pa.RecordBatch:
+    """``batch`` (``nested_as_json``'s) with the deletion flag, unset: rows to keep."""
+    return batch.append_column(pa.field(DELETED, pa.bool_()), pa.nulls(batch.num_rows, pa.bool_()))
+
+
+def _deletion_batch(schema: pa.Schema, key: str, ids: Sequence[str]) -> pa.RecordBatch:
+    """Rows of ``schema`` (``_flagged``'s) that delete ``ids``: the key and the flag set."""
+    n = len(ids)
+    return pa.RecordBatch.from_arrays([pa.array(ids, f.type) if f.name == key else pa.array([True] * n, f.type)
+                                       if f.name == DELETED else pa.nulls(n, f.type) for f in schema], schema=schema)
+
+
 def warehouse_source(store: Store, name: str, *, on_rows: Callable[[str, int], None] | None = None,
-                     ) -> WarehouseSource:
+                     deletions: Deletions | None = None) -> WarehouseSource:
     """The dlt source of the store's rows stored since the last load under the cursor
     ``name``: for teams that run their own dlt pipeline. Make and run it inside ``with
     store.exports.snapshot():`` (one consistent read), then pass ``marks()`` to
     ``store.export_cursors.advance``. Rows are counted into ``on_rows(table, rows)`` as
-    they are read."""
+    they are read. The deletion log's removals past the cursor are sent as hard deletes:
+    ``deletions``, best read with ``read_deletions`` before the snapshot begins (read
+    here when not given, a removal committed meanwhile may meet its row's last edit)."""
     import dlt
     from dlt.common.schema import Schema
 
-    tables = _tables(store, name)
+    deletions = deletions if deletions is not None else read_deletions(store, name)
+    tables = _tables(store, name, deletions)
     rows: dict[str, int] = {}
 
     def rows_of(t: _Table) -> Iterator[pa.RecordBatch]:
@@ -199,19 +352,37 @@ def warehouse_source(store: Store, name: str, *, on_rows: Callable[[str, int], N
             rows[t.name] += batch.num_rows
             if on_rows is not None:
                 on_rows(t.name, batch.num_rows)
-            yield nested_as_json(batch)
+            yield _flagged(nested_as_json(batch))
+        if t.deleted:
+            empty = pa.RecordBatch.from_pylist([], schema=t.stream.schema)
+            yield _deletion_batch(_flagged(nested_as_json(empty)).schema, t.key, t.deleted)
 
     def campaign_rows() -> Iterator[dict[str, Any]]:
         for job in store.campaign.jobs():
             for row in store.campaign.rows(job):
                 yield {"job": job, **asdict(row)}
 
-    @dlt.source(schema=Schema("formsync", normalizers={"names": "direct"}))
-    def formsync() -> list[Any]:
-        resources = [dlt.resource(rows_of(t), name=t.name, **t.write) for t in tables]
-        return [*resources, dlt.resource(campaign_rows(), name="campaign_rows", write_disposition="replace")]
+    def make(resources: list[Any]) -> DltSource:
+        @dlt.source(schema=Schema("formsync", normalizers={"names": "direct"}))
+        def formsync() -> list[Any]:
+            return resources
 
-    return WarehouseSource(formsync(), rows, tables)
+        return formsync()
+
+    return WarehouseSource(rows, tables, _Feed(tables, rows_of, make, campaign_rows), deletions.mark)
+
+
+@contextmanager
+def _malloc_for_arrow() -> Iterator[None]:
+    """Arrow's buffers from the C library's malloc while a load runs: mimalloc (Arrow's
+    default pool) keeps the pages of the batches freed for reuse, so a load's resident
+    memory grew with the rows it sent; malloc hands a large buffer back once it is freed."""
+    before = pa.default_memory_pool()
+    pa.set_memory_pool(pa.system_memory_pool())
+    try:
+        yield
+    finally:
+        pa.set_memory_pool(before)
 
 
 @contextmanager
@@ -241,11 +412,17 @@ class _Expected(logging.Filter):
 def destination_of(name: str | None) -> Any:
     """The dlt destination ``name`` names (any of dlt's: ``postgres``, ``bigquery``, ...,
     credentials from dlt's own configuration); None or ``duckdb``: ``formsync.duckdb``
-    in the working directory unless dlt's configuration gives credentials."""
+    in the working directory (its memory capped at ``DUCKDB_MEMORY``) unless dlt's
+    configuration gives credentials."""
     import dlt
 
     if name in (None, "duckdb") and not os.environ.get("DESTINATION__DUCKDB__CREDENTIALS"):
-        return dlt.destinations.duckdb(str(Path.cwd() / DUCKDB_FILE))
+        from dlt.destinations.impl.duckdb.configuration import DuckDbCredentials
+
+        # DuckDB keeps the blocks it writes cached up to 80 % of the machine's memory, so a
+        # load's memory grew with the table it wrote; capped, it writes them out instead.
+        return dlt.destinations.duckdb(DuckDbCredentials(str(Path.cwd() / DUCKDB_FILE),
+                                                         global_config={"memory_limit": DUCKDB_MEMORY}))
     return name
 
 
@@ -266,19 +443,30 @@ def load(store: Store, *, destination: str | None = None, dataset: str | None = 
     dest_name, dataset = destination or "duckdb", dataset or DEFAULT_DATASET
     name = cursor_name(dest_name, dataset)
     started = datetime.now(UTC)
-    with dlt_settings(where), store.exports.snapshot():
+    # Read before the snapshot: a removal committed after it is left for the next load,
+    # so no row of this load's snapshot is deleted by it.
+    deletions = read_deletions(store, name)
+    with dlt_settings(where), _malloc_for_arrow(), store.exports.snapshot():
         if dry_run:
-            counts = {t.name: t.stream.count() for t in _tables(store, name)}
-            return LoadReport(destination=dest_name, dataset=dataset, rows=counts, dry_run=True)
-        made = warehouse_source(store, name, on_rows=on_rows)
+            tables = _tables(store, name, deletions)
+            return LoadReport(destination=dest_name, dataset=dataset, rows={t.name: t.stream.count() for t in tables},
+                              deleted={t.name: len(t.deleted) for t in tables if t.deleted}, dry_run=True)
+        made = warehouse_source(store, name, on_rows=on_rows, deletions=deletions)
         try:
             pipeline = dlt.pipeline(pipeline_name=pipeline_name(dest_name, dataset), pipelines_dir=str(where / "pipelines"),
                                     destination=destination_of(destination), dataset_name=dataset)
+            if pipeline.config.restore_from_destination:  # as dlt's run does first
+                pipeline.sync_destination()
             if pipeline.has_pending_data:  # a failed load's: its rows come again, the cursors did not move
                 pipeline.drop_pending_packages()
-            pipeline.run(made.source)
+            # A load package per part (dlt loads them one by one, each with its own
+            # staging and merge); normalised and loaded once all are extracted.
+            for part in made.parts(PART_ROWS):
+                pipeline.extract(part)
+            pipeline.normalize()
+            pipeline.load()
         except Exception as e:  # dlt's errors are many classes; each becomes one line of ours
             raise load_failure(e, dest_name) from e
     store.export_cursors.advance(made.marks())
-    return LoadReport(destination=dest_name, dataset=dataset, rows=made.rows,
+    return LoadReport(destination=dest_name, dataset=dataset, rows=made.rows, deleted=made.deleted,
                       seconds=round((datetime.now(UTC) - started).total_seconds(), 3))

@@ -372,7 +372,8 @@ def summarise(kind: str, report: BaseModel) -> str:
         return f"wrote {r.path} ({rows} rows)"
     if kind == "load":
         rows = ", ".join(f"{k} {v}" for k, v in r.rows.items())
-        return f"loaded into {r.destination}/{r.dataset} ({rows or 'nothing new'})"
+        deleted = "".join(f"; deleted {k} {v}" for k, v in r.deleted.items())
+        return f"loaded into {r.destination}/{r.dataset} ({rows or 'nothing new'}{deleted})"
     if kind in ("remind", "close"):  # the words of the campaign command's last line
         from pipelines.campaign.words import action_outcome
 

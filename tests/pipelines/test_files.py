@@ -221,8 +221,8 @@ def test_an_incremental_export_reads_the_archived_locations_on_every_database(db
     connection can run nothing else): every batch gets them, none is cut short."""
     import pyarrow.parquet as pq
 
-    from pipelines.export import write as pe
     from connector.store.tables import ArchivedFile
+    from pipelines.export import write as pe
     from tests.connector.test_store import events, sub_event
 
     store = Store(db_url)

@@ -163,3 +163,22 @@ async def test_the_scheduler_runs_the_load_and_incremental_export_jobs(filled: S
     assert _duck(here / "formsync.duckdb", f"SELECT count(*) FROM nightly.{filled.schema(FORM).name}") == [(2,)]
     assert [len((here / f"new-load-test-{n}.csv").read_text().splitlines()) for n in (1, 2)] == [3, 1], \
         "the rows once, then only the header"
+
+
+def test_a_load_in_parts_sends_the_same_rows(filled: Store, here: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Parts of one row each (a load package per batch): the tables hold what one part
+    would give, the long table's delete-insert keeps every submission's answers."""
+    import pipelines.export.load as load_module
+
+    monkeypatch.setattr(load_module, "PART_ROWS", 1)
+    table = filled.schema(FORM).name
+    filled.upsert_submissions([list_item(f"sub_{i}", {"score": i}) for i in range(3, 9)], FORM)
+    assert load(filled).rows == {table: 8, "answers": 10, "requests": 1}
+    db = here / "formsync.duckdb"
+    assert _duck(db, f"SELECT count(*), count(DISTINCT submission_id) FROM formsync_data.{table}") == [(8, 8)]
+    assert _duck(db, "SELECT submission_id, count(*) FROM formsync_data.answers GROUP BY 1 ORDER BY 1")[:2] == \
+        [("sub_1", 3), ("sub_2", 1)]
+    loads = _duck(db, "SELECT count(*) FROM formsync_data._dlt_loads")[0][0]
+    assert loads > 1, "one load package per part"
+    assert load(filled).rows == {table: 0, "answers": 0, "requests": 0}
+    assert _duck(db, "SELECT count(*) FROM formsync_data._dlt_loads")[0][0] == loads
