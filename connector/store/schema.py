@@ -84,6 +84,20 @@ OWN: tuple[Column, ...] = tuple(Column(n, t, "own") for n, t in (  # type: ignor
     ("submitted_at", "timestamp"), ("updated_at", "timestamp"), ("respondent_email", "text"),
     ("language", "text"), ("completed", "boolean"), ("edit_count", "integer"), ("stored_at", "timestamp")))
 OWN_NAMES = frozenset(c.name for c in OWN)
+# When the service no longer had the submission (``formsync sync --reconcile``): the last
+# column of the wide and long tables only when gone rows are asked for (``include_gone``),
+# so the default outputs keep their columns. Its name is reserved in every table.
+GONE_AT = Column("gone_at", "timestamp", "own")
+# The long answers table (long exports, ``frames.long``, the load's ``answers``): one row
+# per answer, or per matrix row or group instance and member. ``value`` is the answer as
+# plain text, ``display_text`` the form's text of it; ``archived`` is where ``formsync
+# files`` keeps a file or signature answer's files (a top-level one, or a group member's
+# of one instance), item for item as in ``<name>__archived``; null on any other row.
+LONG: tuple[Column, ...] = (
+    Column("submission_id", "text", "own"), Column("form_id", "text", "own"), Column("field_key", "text", "own"),
+    Column("instance", "integer", "own"), Column("row_key", "text", "own"), Column("member_key", "text", "own"),
+    Column("value", "text", "answer"), Column("display_text", "text", "label"),
+    Column("archived", "keys", "archived"))
 FILE_MEMBERS: tuple[Column, ...] = (Column("name", "text"), Column("type", "text"), Column("size", "number"),
                                     Column("url", "text"))
 
@@ -190,7 +204,7 @@ class _Names:
     """Column names handed out so far: each new one is made unique."""
 
     def __init__(self) -> None:
-        self.taken = set(OWN_NAMES)
+        self.taken = {*OWN_NAMES, GONE_AT.name}
 
     def take(self, text: str, *suffixes: str) -> str:
         room = MAX_NAME - max((len(s) for s in suffixes), default=0)

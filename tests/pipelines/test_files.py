@@ -56,12 +56,16 @@ def test_only_the_services_own_host_is_fetched():
 def test_the_archived_locations_follow_the_answers_files_item_for_item():
     from pipelines.lifecycle.archive.columns import locations
 
-    located = {("s", "cv", 0): ("http://svc/1", "file:///a/1"), ("s", "cv", 1): ("http://svc/old", "file:///a/9"),
-               ("s", "cv", 2): ("http://svc/3", "s3://b/3")}
+    located = {("s", "cv", -1, "", 0): ("http://svc/1", "file:///a/1"),
+               ("s", "cv", -1, "", 1): ("http://svc/old", "file:///a/9"),
+               ("s", "cv", -1, "", 2): ("http://svc/3", "s3://b/3"),
+               ("s", "docs", 1, "scan", 0): ("http://svc/1", "file:///a/g")}
     files: list[dict[str, object]] = [{"url": "http://svc/1"}, {"url": "http://svc/2"}, {"url": "http://svc/3"}]
-    assert locations("s", "cv", files, located) == ["file:///a/1", None, "s3://b/3"]
-    assert locations("s", "cv", None, located) is None
-    assert locations("t", "cv", files[:1], located) == [None]
+    assert locations(("s", "cv", -1, ""), files, located) == ["file:///a/1", None, "s3://b/3"]
+    assert locations(("s", "cv", -1, ""), None, located) is None
+    assert locations(("t", "cv", -1, ""), files[:1], located) == [None]
+    assert locations(("s", "docs", 1, "scan"), files[:1], located) == ["file:///a/g"], "a group member's, by instance"
+    assert locations(("s", "docs", 0, "scan"), files[:1], located) == [None]
 
 
 # -- archiving from the sandbox ---------------------------------------------------------------
