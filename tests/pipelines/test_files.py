@@ -250,3 +250,93 @@ def test_an_incremental_export_reads_the_archived_locations_on_every_database(db
                    strict=True))
     assert got == {f"sub_{i:02}": [f"file:///kept/{i}", None] for i in range(30)}
     store.close()
+
+
+# -- files inside a repeating group ---------------------------------------------------------------
+
+CLAIMS_SEED = """
+workspaces:
+  - name: Pro Workspace
+    plan: pro
+    monthlyAllowance: 1000
+    owner: {email: owner@pro.example.test, name: Pat Pro}
+    forms:
+      - name: Claims
+        published: true
+        blocks:
+          - {type: text, key: claimant, title: Claimant}
+          - {type: file, key: receipt, title: Receipt}
+          - type: group
+            key: items
+            title: Items
+            repeating: true
+            members:
+              - {type: text, key: item, title: Item}
+              - {type: file, key: scan, title: Scan}
+              - {type: signature, key: sig, title: Signature}
+"""
+
+
+async def test_files_inside_a_repeating_group_reach_the_long_table_by_instance_and_member(tmp_path: Path,
+                                                                                        monkeypatch: Any):
+    """A real archive run on a sandbox seeded with a form whose repeating group has file
+    and signature members: the long table's ``archived`` beside each file list, a group
+    member's by its instance, in the Parquet, CSV and XLSX exports, the frames and the load."""
+    import duckdb
+    import openpyxl
+    import pandas as pd
+    import pyarrow.parquet as pq
+
+    from pipelines import frames
+    from pipelines.export import export
+    from pipelines.export.load import load
+    from tests.conftest import start_sandbox
+
+    seed = tmp_path / "seed.yaml"
+    seed.write_text(CLAIMS_SEED)
+    server, sandbox = await start_sandbox(tmp_path / "sandbox", seed)
+    try:
+        store = Store(f"sqlite:///{tmp_path}/claims.db")
+        store.migrate()
+        h = sandbox.helpers
+        a, b, c = [await h.files_create(f"{n}.pdf", f"%PDF {n}".encode(), "application/pdf") for n in "abc"]
+        gone = {**b.model_dump(), "url": sandbox.base_url + "/api/storage/0000-missing", "name": "gone.pdf"}
+        form = sandbox.pro.forms["Claims"]
+        await h.submissions_create(form, {"claimant": "Ann", "receipt": [a.model_dump()], "items": [
+            {"item": "desk", "scan": [b.model_dump(), gone]}, {"item": "chair", "sig": [c.model_dump()]}]})
+        async with FormClient(sandbox.base_url, sandbox.pro.token) as fc:
+            await sync_form(fc, store, form, full=True)
+        report = await archive_files(store, sandbox.base_url, str(tmp_path / "archive"))
+    finally:
+        await sandbox.http.close()
+        await server.stop()
+    assert (report.files, report.archived, report.failed) == (4, 3, 1)
+    assert [p.path for p in report.problems] == ["items[0].scan[1]"]
+    at = {x: f"file://{tmp_path / 'archive'}/{hashlib.sha256(f'%PDF {x}'.encode()).hexdigest()}" for x in "abc"}
+    want = {("receipt", None, None): [at["a"]], ("items", 0, "scan"): [at["b"], None],
+            ("items", 1, "sig"): [at["c"]], ("items", 0, "item"): None, ("items", 1, "item"): None,
+            ("claimant", None, None): None}
+
+    def placed(rows: list[dict[str, Any]]) -> dict[tuple[Any, ...], Any]:
+        return {(r["field_key"], None if pd.isna(r["instance"]) else int(r["instance"]), r["member_key"] or None):
+                r["archived"] for r in rows}
+
+    export(store, "parquet", tmp_path / "l.parquet", table="long")
+    assert placed(pq.read_table(tmp_path / "l.parquet").to_pylist()) == want
+    long = frames.long(store)
+    assert placed(long.astype(object).where(long.notna(), None).to_dict("records")) == want
+    export(store, "csv", tmp_path / "l.csv", table="long")
+    cells = pd.read_csv(tmp_path / "l.csv", dtype=str, keep_default_na=False).to_dict("records")
+    assert placed([{**r, "member_key": r["member_key"] or None, "instance": r["instance"] or None,
+                    "archived": json.loads(r["archived"]) if r["archived"] else None} for r in cells]) == want
+    export(store, "xlsx", tmp_path / "l.xlsx", table="long")
+    sheet = list(openpyxl.load_workbook(tmp_path / "l.xlsx").active.values)
+    rows = [dict(zip(sheet[0], r, strict=True)) for r in sheet[1:]]
+    assert placed([{**r, "archived": json.loads(r["archived"]) if r["archived"] else None} for r in rows]) == want
+
+    monkeypatch.chdir(tmp_path)
+    load(store)
+    with duckdb.connect(str(tmp_path / "formsync.duckdb"), read_only=True) as con:
+        loaded = con.sql("SELECT field_key, instance, member_key, archived FROM formsync_data.answers").fetchall()
+    assert {(k, i, m): None if v is None else json.loads(v) for k, i, m, v in loaded} == want
+    store.close()
