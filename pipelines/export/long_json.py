@@ -27,7 +27,6 @@ from connector.store.exports import long_rows
 from connector.store.schema import LONG
 
 from .columns import arrow_schema
-
 from .json_text import (
     Piece,
     document_lines,

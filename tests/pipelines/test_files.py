@@ -68,6 +68,31 @@ def test_the_archived_locations_follow_the_answers_files_item_for_item():
     assert locations(("s", "docs", 0, "scan"), files[:1], located) == [None]
 
 
+def test_the_long_tables_archived_column_is_set_on_file_list_rows_only():
+    import pyarrow as pa
+
+    from pipelines.export.long_json import ROWS_SCHEMA
+    from pipelines.lifecycle.archive.columns import long_archived
+
+    files = '[{"name": "a", "url": "http://svc/1"}, {"name": "b", "url": "http://svc/2"}]'
+    rows = [("s", "f1", "cv", None, None, None, files, "a, b"),             # a top-level file field
+            ("s", "f1", "docs", 0, None, "scan", files, "a, b"),            # a group's file member
+            ("s", "f1", "docs", 0, None, "note", files, "x"),               # a group's text member
+            ("s", "f1", "cv", 1, None, "scan", files, "x"),                 # not a group of that form
+            ("t", "f2", "cv", None, None, None, "not json", "x"),           # out of shape: no list
+            ("t", "f2", "other", None, None, None, files, "x"),             # not a file field
+            ("u", "f3", "cv", None, None, None, files, "x")]                # a form without file fields
+    batch = pa.RecordBatch.from_pylist([dict(zip(ROWS_SCHEMA.names, r, strict=True)) for r in rows],
+                                       schema=ROWS_SCHEMA)
+    fields = {"f1": FileFields(("cv",), {"docs": ("scan",)}), "f2": FileFields(("cv",), {})}
+    assert long_archived(batch, fields, {}).to_pylist() == [[None, None], [None, None], None, None, None, None,
+                                                            None]
+    located = {("s", "docs", 0, "scan", 1): ("http://svc/2", "file:///k/2"),
+               ("s", "cv", -1, "", 0): ("http://svc/old", "file:///k/9")}
+    assert long_archived(batch, fields, located).to_pylist()[:2] == [[None, None], [None, "file:///k/2"]]
+    assert long_archived(batch, {}, located).null_count == len(rows)
+
+
 # -- archiving from the sandbox ---------------------------------------------------------------
 
 

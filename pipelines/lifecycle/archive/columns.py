@@ -96,15 +96,19 @@ def _file_lists(values: pa.Array) -> pa.ListArray:
     table = read_typed(texts, _URLS) if len(values) else None
     if table is not None:
         return table.column("f").combine_chunks()
-    lists = []
-    for text in values.to_pylist():  # one of them is not a list of objects: each on its own
-        try:
-            v = json.loads(text) if text is not None else None
-        except ValueError:
-            v = None
-        ok = isinstance(v, list) and all(isinstance(f, dict) for f in v)
-        lists.append([{"url": f.get("url") if isinstance(f.get("url"), str) else None} for f in v] if ok else None)
-    return pa.array(lists, _URLS.field("f").type)
+    # one of them is not a list of objects: each on its own
+    return pa.array([_urls_of(text) for text in values.to_pylist()], _URLS.field("f").type)
+
+
+def _urls_of(text: str | None) -> list[dict[str, str | None]] | None:
+    """A file list's JSON text as its files' ``{url}``; None when it is not a list of objects."""
+    try:
+        v = json.loads(text) if text is not None else None
+    except ValueError:
+        return None
+    if not isinstance(v, list) or not all(isinstance(f, dict) for f in v):
+        return None
+    return [{"url": u if isinstance(u := f.get("url"), str) else None} for f in v]
 
 
 def long_archived(batch: pa.RecordBatch, files: Mapping[str, FileFields], located: Located) -> pa.Array:
