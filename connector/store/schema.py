@@ -20,7 +20,9 @@ The rules (docs/your-data.md, "The data contract"):
   whose members are typed by the member descriptors (a file: name, type, size, url); a
   file list has ``<name>__archived`` beside it (``keys``): where ``formsync files`` keeps
   each file's bytes, item for item in the answer's order, null for a file not archived
-  (or archived from another URL than the answer's now);
+  (or archived from another URL than the answer's now); a group with file or signature
+  members has ``<name>__archived`` beside it too (``records``): per instance, an object of
+  those members' locations, item for item as above;
 * number and calculated fields are ``number`` (one floating type always); rating and scale
   ``integer``; date ``date``; time ``time``; switch ``boolean``; hidden text;
 * payment, booking and any type this distribution does not know are ``json``;
@@ -231,8 +233,13 @@ def field_columns(f: StoredField, names: _Names | None = None) -> list[Column]:
         return [Column(names.take(f"{prefix}_{r['key']}"), "text", "row", key, str(r["key"]), title=title)
                 for r in f.shape]
     if t == "group" and f.shape:
-        return [Column(names.take(base), "records", "answer", key, members=tuple(_member(m) for m in f.shape),
-                       title=title)]
+        files = tuple(Column(str(m["key"]), "keys") for m in f.shape if m.get("type") in FILE_TYPES)
+        if not files:
+            return [Column(names.take(base), "records", "answer", key, members=tuple(_member(m) for m in f.shape),
+                           title=title)]
+        name = names.take(base, ARCHIVED_SUFFIX)
+        return [Column(name, "records", "answer", key, members=tuple(_member(m) for m in f.shape), title=title),
+                Column(name + ARCHIVED_SUFFIX, "records", "archived", key, members=files, title=title)]
     if t in FILE_TYPES:
         name = names.take(base, ARCHIVED_SUFFIX)
         return [Column(name, "records", "answer", key, members=FILE_MEMBERS, title=title),

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping, Sequence
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -30,7 +31,7 @@ def archived_fields(columns: Sequence[Column]) -> list[str]:
     return [c.field_key for c in columns if c.source == "archived" and c.field_key is not None]
 
 
-def locations(answer: Answer, files: list[dict[str, object]] | None, located: Located) -> list[str | None] | None:
+def locations(answer: Answer, files: Sequence[Mapping[str, object]] | None, located: Located) -> list[str | None] | None:
     """Where each file of one file list is archived, item for item (None for one not
     archived, or archived from another URL than the answer's now); None when there is no
     answer."""
@@ -39,7 +40,7 @@ def locations(answer: Answer, files: list[dict[str, object]] | None, located: Lo
     out: list[str | None] = []
     for i, f in enumerate(files):
         kept = located.get((*answer, i))
-        out.append(kept[1] if kept is not None and isinstance(f, dict) and f.get("url") == kept[0] else None)
+        out.append(kept[1] if kept is not None and isinstance(f, Mapping) and f.get("url") == kept[0] else None)
     return out
 
 
@@ -60,14 +61,38 @@ def with_archived(batch: pa.RecordBatch, columns: Sequence[Column], located: Loc
         key = c.field_key
         if c.source != "archived" or key is None or key not in answer:
             continue
-        records = batch.column(answer[key])
-        if not located:  # nothing archived: a null beside each file, made in Arrow
+        records, kind = batch.column(answer[key]), batch.schema.field(i).type
+        if c.type == "records":  # a group's file members
+            arrays[i] = _group_nulls(records, kind) if not located else pa.array(
+                [_group_locations(sid, key, g, c.members, located) for sid, g in zip(ids, records.to_pylist(),
+                                                                                     strict=True)], kind)
+        elif not located:  # nothing archived: a null beside each file, made in Arrow
             arrays[i] = _nulls_beside(records)
-            continue
-        files = records.to_pylist()
-        arrays[i] = pa.array([locations((sid, key, -1, ""), f, located) for sid, f in zip(ids, files, strict=True)],
-                             batch.schema.field(i).type)
+        else:
+            arrays[i] = pa.array([locations((sid, key, -1, ""), f, located)
+                                  for sid, f in zip(ids, records.to_pylist(), strict=True)], kind)
     return pa.RecordBatch.from_arrays(arrays, names=names)
+
+
+def _group_locations(sid: str, key: str, instances: list[dict[str, Any]] | None, members: Sequence[Column],
+                     located: Located) -> list[dict[str, list[str | None] | None] | None] | None:
+    """A group answer's ``<name>__archived``: per instance, its file members' ``locations``."""
+    if instances is None:
+        return None
+    # a group member's file list is JSON text in the wide table (a member that is not a scalar is)
+    return [{m.name: locations((sid, key, n, m.name), _urls_of(v) if isinstance(v := inst.get(m.name), str) else None,
+                               located) for m in members} if isinstance(inst, dict) else None
+            for n, inst in enumerate(instances)]
+
+
+def _group_nulls(records: pa.ListArray, kind: pa.DataType) -> pa.ListArray:
+    """A group's ``<name>__archived`` with nothing archived (a null beside each file of
+    each file member), made in Arrow."""
+    items = records.values.slice(records.offsets[0].as_py(), len(records.flatten()))
+    fields = list(kind.value_type)
+    children = [_nulls_beside(_file_lists(items.field(f.name))) for f in fields]  # each member's JSON text
+    made = pa.StructArray.from_arrays(children, fields=fields, mask=items.is_null())
+    return pa.ListArray.from_arrays(pc.subtract(records.offsets, records.offsets[0]), made, mask=records.is_null())
 
 
 def _file_rows(batch: pa.RecordBatch, files: Mapping[str, FileFields]) -> np.ndarray:
