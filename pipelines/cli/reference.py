@@ -440,9 +440,9 @@ def _long_table_lines() -> list[str]:
             "the load's `answers`), its columns typed as above:", "",
             "| Column | Logical type |", "|---|---|", *[f"| `{c.name}` | {c.type} |" for c in LONG], "",
             "`archived` is set on a file list's row: a file or signature field's, or a file or signature member's "
-            f"of one group instance, where `formsync files` keeps each file (as `<name>{ARCHIVED_SUFFIX}` beside a "
-            "top-level file field in the form's table); a group's file members have no column of their own in "
-            "the form's table.", "",
+            f"of one group instance, where `formsync files` keeps each file, as `<name>{ARCHIVED_SUFFIX}` does in "
+            "the form's table (beside a file or signature field: a list of locations; beside a group with file "
+            "or signature members: `records`, per instance an object of those members' lists).", "",
             "## Gone rows", "",
             "With gone rows asked for (`formsync export --include-gone`, `include_gone=True`), the wide and the "
             f"long table end with `{GONE_AT.name}` ({GONE_AT.type}): when `formsync sync --reconcile` found the "

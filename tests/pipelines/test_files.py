@@ -302,15 +302,17 @@ workspaces:
 """
 
 
-async def test_files_inside_a_repeating_group_reach_the_long_table_by_instance_and_member(tmp_path: Path,
+async def test_files_inside_a_repeating_group_reach_every_output_by_instance_and_member(tmp_path: Path,
                                                                                         monkeypatch: Any):
     """A real archive run on a sandbox seeded with a form whose repeating group has file
     and signature members: the long table's ``archived`` beside each file list, a group
-    member's by its instance, in the Parquet, CSV and XLSX exports, the frames and the load."""
+    member's by its instance, and the form's ``<group>__archived``, in the view, the
+    Parquet, CSV and XLSX exports, the frames and the load."""
     import duckdb
     import openpyxl
     import pandas as pd
     import pyarrow.parquet as pq
+    from sqlalchemy import text
 
     from pipelines import frames
     from pipelines.export import export
@@ -359,9 +361,25 @@ async def test_files_inside_a_repeating_group_reach_the_long_table_by_instance_a
     rows = [dict(zip(sheet[0], r, strict=True)) for r in sheet[1:]]
     assert placed([{**r, "archived": json.loads(r["archived"]) if r["archived"] else None} for r in rows]) == want
 
+    # the form's table: <group>__archived, per instance an object of its file members' locations
+    grouped = [{"scan": [at["b"], None], "sig": None}, {"scan": None, "sig": [at["c"]]}]
+    schema = store.schema(form)
+    assert [c.name for c in schema.columns if c.field_key == "items"] == ["items", "items__archived"]
+    assert frames.wide(store, form=form)["items__archived"].tolist() == [grouped]
+    export(store, "parquet", tmp_path / "w.parquet", form_id=form)
+    assert pq.read_table(tmp_path / "w.parquet").column("items__archived").to_pylist() == [grouped]
+    export(store, "csv", tmp_path / "w.csv", form_id=form)
+    assert json.loads(pd.read_csv(tmp_path / "w.csv")["items__archived"][0]) == [{"scan": [at["b"], None]},
+                                                                                {"sig": [at["c"]]}]
+    with store.database.engine.connect() as conn:
+        cell = conn.execute(text(f'SELECT items__archived FROM "{schema.name}"')).scalar_one()
+    assert json.loads(cell) == grouped
+
     monkeypatch.chdir(tmp_path)
     load(store)
     with duckdb.connect(str(tmp_path / "formsync.duckdb"), read_only=True) as con:
         loaded = con.sql("SELECT field_key, instance, member_key, archived FROM formsync_data.answers").fetchall()
+        wide = con.sql(f"SELECT items__archived FROM formsync_data.{schema.name}").fetchone()
     assert {(k, i, m): None if v is None else json.loads(v) for k, i, m, v in loaded} == want
+    assert wide is not None and json.loads(wide[0]) == [{"scan": [at["b"], None]}, {"sig": [at["c"]]}]
     store.close()
