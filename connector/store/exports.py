@@ -87,11 +87,12 @@ class ExportReads:
         updated_at, respondent_email, language, is_completed, edit_count, stored_at,
         answers[, display])`` in submission order, the request's external id joined, each
         document as its stored JSON text (NULL as None): the submission's own columns of
-        ``schema.OWN`` in its order, then the documents its field columns come from."""
+        ``schema.OWN`` in its order, then the documents its field columns come from; with
+        ``include_gone``, ``gone_at`` last."""
         t, r = SUBMISSIONS.c, REQUESTS.c
         columns = select(t.id, t.form_id, t.request_id, r.external_id, t.submitted_at, t.updated_at,
                          t.respondent_email, t.language, t.is_completed, t.edit_count, t.stored_at,
-                         *self._documents(display))
+                         *self._documents(display), *([t.gone_at] if f.include_gone else []))
         stmt = _submissions_of(columns.select_from(SUBMISSIONS.outerjoin(REQUESTS, r.id == t.request_id)), f)
         return self._batches(stmt.order_by(t.submitted_at, t.id), batch_rows)
 
@@ -117,8 +118,9 @@ class ExportReads:
     def answer_documents(self, f: ExportFilter, *, batch_rows: int) -> Iterator[Batch]:
         """The submission rows ``answers`` derives its rows from, ``batch_rows`` at a time:
         ``(id, form_id, answers, display)`` in submission order, each document as its
-        stored JSON text (NULL as None)."""
-        return self._batches(self._answer_sources(f, as_text=True), batch_rows)
+        stored JSON text (NULL as None); with ``include_gone``, ``gone_at`` after them."""
+        stmt = self._answer_sources(f, as_text=True)
+        return self._batches(stmt.add_columns(SUBMISSIONS.c.gone_at) if f.include_gone else stmt, batch_rows)
 
     def count_answers(self, f: ExportFilter) -> int:
         """How many answer rows ``answers`` yields: counted from the answers alone (the
@@ -180,23 +182,25 @@ class ExportReads:
     # The archived-files reads run beside a snapshot, on a connection of their own: they
     # come while a streamed read holds the snapshot's (MySQL's cannot run two at once).
 
-    def any_archived(self, form_id: str) -> bool:
-        """Whether ``formsync files`` archived any file of ``form_id``."""
+    def any_archived(self, form_id: str | None) -> bool:
+        """Whether ``formsync files`` archived any file of ``form_id`` (None: of any form)."""
         a = ARCHIVED.c
+        some = select(a.idx) if form_id is None else select(a.idx).where(a.form_id == form_id)
         with self._db.reader() as s:
-            return bool(s.connection().execute(select(select(a.idx).where(a.form_id == form_id).exists())).scalar())
+            return bool(s.connection().execute(select(some.exists())).scalar())
 
-    def archived(self, ids: Sequence[str], fields: Sequence[str]) -> dict[tuple[str, str, int], tuple[str, str]]:
-        """Where the files of the top-level ``fields`` of submissions ``ids`` are archived:
-        ``(submission, field, index) -> (url, location)``."""
+    def archived(self, ids: Sequence[str], fields: Sequence[str]) -> dict[tuple[str, str, int, str, int], tuple[str, str]]:
+        """Where the files of ``fields`` (top-level file fields, and groups with file
+        members) of submissions ``ids`` are archived: ``(submission, field, instance,
+        member, index) -> (url, location)``, keyed as ``formsync_archived_files`` is."""
         a = ARCHIVED.c
-        out: dict[tuple[str, str, int], tuple[str, str]] = {}
+        out: dict[tuple[str, str, int, str, int], tuple[str, str]] = {}
         with self._db.reader() as s:
             for start in range(0, len(ids), 500):  # a few hundred bound ids per statement
-                stmt = select(a.submission_id, a.field_key, a.idx, a.url, a.location).where(
-                    a.submission_id.in_(list(ids[start:start + 500])), a.field_key.in_(list(fields)),
-                    a.instance == -1)
-                out.update({(sid, key, idx): (url, where) for sid, key, idx, url, where in s.connection().execute(stmt)})
+                stmt = select(a.submission_id, a.field_key, a.instance, a.member, a.idx, a.url, a.location).where(
+                    a.submission_id.in_(list(ids[start:start + 500])), a.field_key.in_(list(fields)))
+                out.update({(sid, key, inst, member, idx): (url, where)
+                            for sid, key, inst, member, idx, url, where in s.connection().execute(stmt)})
         return out
 
     def requests(self, f: ExportFilter, columns: Sequence[str], *, batch_rows: int) -> Iterator[Batch]:

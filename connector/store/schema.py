@@ -20,7 +20,9 @@ The rules (docs/your-data.md, "The data contract"):
   whose members are typed by the member descriptors (a file: name, type, size, url); a
   file list has ``<name>__archived`` beside it (``keys``): where ``formsync files`` keeps
   each file's bytes, item for item in the answer's order, null for a file not archived
-  (or archived from another URL than the answer's now);
+  (or archived from another URL than the answer's now); a group with file or signature
+  members has ``<name>__archived`` beside it too (``records``): per instance, an object of
+  those members' locations, item for item as above;
 * number and calculated fields are ``number`` (one floating type always); rating and scale
   ``integer``; date ``date``; time ``time``; switch ``boolean``; hidden text;
 * payment, booking and any type this distribution does not know are ``json``;
@@ -84,6 +86,20 @@ OWN: tuple[Column, ...] = tuple(Column(n, t, "own") for n, t in (  # type: ignor
     ("submitted_at", "timestamp"), ("updated_at", "timestamp"), ("respondent_email", "text"),
     ("language", "text"), ("completed", "boolean"), ("edit_count", "integer"), ("stored_at", "timestamp")))
 OWN_NAMES = frozenset(c.name for c in OWN)
+# When the service no longer had the submission (``formsync sync --reconcile``): the last
+# column of the wide and long tables only when gone rows are asked for (``include_gone``),
+# so the default outputs keep their columns. Its name is reserved in every table.
+GONE_AT = Column("gone_at", "timestamp", "own")
+# The long answers table (long exports, ``frames.long``, the load's ``answers``): one row
+# per answer, or per matrix row or group instance and member. ``value`` is the answer as
+# plain text, ``display_text`` the form's text of it; ``archived`` is where ``formsync
+# files`` keeps a file or signature answer's files (a top-level one, or a group member's
+# of one instance), item for item as in ``<name>__archived``; null on any other row.
+LONG: tuple[Column, ...] = (
+    Column("submission_id", "text", "own"), Column("form_id", "text", "own"), Column("field_key", "text", "own"),
+    Column("instance", "integer", "own"), Column("row_key", "text", "own"), Column("member_key", "text", "own"),
+    Column("value", "text", "answer"), Column("display_text", "text", "label"),
+    Column("archived", "keys", "archived"))
 FILE_MEMBERS: tuple[Column, ...] = (Column("name", "text"), Column("type", "text"), Column("size", "number"),
                                     Column("url", "text"))
 
@@ -190,7 +206,7 @@ class _Names:
     """Column names handed out so far: each new one is made unique."""
 
     def __init__(self) -> None:
-        self.taken = set(OWN_NAMES)
+        self.taken = {*OWN_NAMES, GONE_AT.name}
 
     def take(self, text: str, *suffixes: str) -> str:
         room = MAX_NAME - max((len(s) for s in suffixes), default=0)
@@ -217,8 +233,13 @@ def field_columns(f: StoredField, names: _Names | None = None) -> list[Column]:
         return [Column(names.take(f"{prefix}_{r['key']}"), "text", "row", key, str(r["key"]), title=title)
                 for r in f.shape]
     if t == "group" and f.shape:
-        return [Column(names.take(base), "records", "answer", key, members=tuple(_member(m) for m in f.shape),
-                       title=title)]
+        files = tuple(Column(str(m["key"]), "keys") for m in f.shape if m.get("type") in FILE_TYPES)
+        if not files:
+            return [Column(names.take(base), "records", "answer", key, members=tuple(_member(m) for m in f.shape),
+                           title=title)]
+        name = names.take(base, ARCHIVED_SUFFIX)
+        return [Column(name, "records", "answer", key, members=tuple(_member(m) for m in f.shape), title=title),
+                Column(name + ARCHIVED_SUFFIX, "records", "archived", key, members=files, title=title)]
     if t in FILE_TYPES:
         name = names.take(base, ARCHIVED_SUFFIX)
         return [Column(name, "records", "answer", key, members=FILE_MEMBERS, title=title),

@@ -107,30 +107,66 @@ def _mysql_cell(doc: str, keys: tuple[str, ...], kind: str) -> str:
     }[kind]
 
 
-# A file field's archived locations (``<name>__archived``), item for item over the answer's
-# files: the archived file at the same index from the same URL, else null. ``{key}`` is the
-# field key as an SQL literal, ``{path}`` its JSON path.
-_ARCHIVED = "formsync_archived_files a ON a.submission_id = s.id AND a.field_key = {key} AND a.instance = -1 " \
-            "AND a.member = '' AND a.idx = {idx} AND a.url = {url}"
-_ARCHIVED_SQL = {
-    # json_group_array takes its rows in the order the inner query gives them
-    "sqlite": "CASE WHEN json_type(s.answers, {path}) = 'array' THEN (SELECT json_group_array(o.loc) FROM ("
-              "SELECT a.location AS loc FROM json_each(s.answers, {path}) j LEFT JOIN "
-              + _ARCHIVED.format(key="{key}", idx="j.key", url="json_extract(j.value, '$.url')")
-              + " ORDER BY j.key) o) END",
-    "postgresql": "CASE WHEN json_typeof(s.answers -> {key}) = 'array' THEN (SELECT COALESCE(jsonb_agg(a.location "
-                  "ORDER BY j.i), '[]'::jsonb) FROM json_array_elements(s.answers -> {key}) WITH ORDINALITY j(v, i) "
-                  "LEFT JOIN " + _ARCHIVED.format(key="{key}", idx="j.i - 1", url="j.v ->> 'url'") + ") END",
-    "mysql": "CASE WHEN JSON_TYPE(JSON_EXTRACT(s.answers, {path})) = 'ARRAY' THEN (SELECT COALESCE(JSON_ARRAYAGG("
-             "a.location ORDER BY j.i), JSON_ARRAY()) FROM JSON_TABLE(s.answers, {items} COLUMNS (i FOR ORDINALITY, "
-             "url TEXT PATH '$.url')) j LEFT JOIN " + _ARCHIVED.format(key="{key}", idx="j.i - 1", url="j.url")
-             + ") END",
-}
+# Archived locations (``<name>__archived``), item for item over a file list: the archived
+# file at the same place (field, group instance and member, index) from the same URL, else
+# null. A top-level file field's list is in ``s.answers``; a group member's in an instance.
 
 
-def _archived_sql(dialect: str, key: str) -> str:
-    items = _lit("$" + '."' + key.replace("\\", "\\\\").replace('"', '\\"') + '"[*]')
-    return _ARCHIVED_SQL[dialect].format(key=_lit(key), path=_path(key), items=items)
+def _archive_join(key: str, instance: str, member: str, idx: str, url: str) -> str:
+    return (f"formsync_archived_files a ON a.submission_id = s.id AND a.field_key = {_lit(key)} "
+            f"AND a.instance = {instance} AND a.member = {_lit(member)} AND a.idx = {idx} AND a.url = {url}")
+
+
+def _files_sql(dialect: str, doc: str, key: str, member: str = "", instance: str = "-1") -> str:
+    """The locations of the file list at ``member`` (else ``key``) of the JSON ``doc`` (a
+    submission's answers, or a group instance), as a JSON array; null when no list is there."""
+    at = member or key
+    if dialect == "sqlite":  # json_group_array takes its rows in the order the inner query gives them
+        return (f"CASE WHEN json_type({doc}, {_path(at)}) = 'array' THEN (SELECT json_group_array(o.loc) FROM ("
+                f"SELECT a.location AS loc FROM json_each({doc}, {_path(at)}) j LEFT JOIN "
+                + _archive_join(key, instance, member, "j.key", "json_extract(j.value, '$.url')")
+                + " ORDER BY j.key) o) END")
+    if dialect == "postgresql":
+        items = f"{doc} -> {_lit(at)}"
+        return (f"CASE WHEN json_typeof({items}) = 'array' THEN (SELECT COALESCE(jsonb_agg(a.location ORDER BY j.i), "
+                f"'[]'::jsonb) FROM json_array_elements({items}) WITH ORDINALITY j(v, i) LEFT JOIN "
+                + _archive_join(key, instance, member, "j.i - 1", "j.v ->> 'url'") + ") END")
+    every = _lit("$" + '."' + at.replace("\\", "\\\\").replace('"', '\\"') + '"[*]')
+    return (f"CASE WHEN JSON_TYPE(JSON_EXTRACT({doc}, {_path(at)})) = 'ARRAY' THEN (SELECT COALESCE(JSON_ARRAYAGG("
+            f"a.location ORDER BY j.i), JSON_ARRAY()) FROM JSON_TABLE({doc}, {every} COLUMNS (i FOR ORDINALITY, "
+            "url TEXT PATH '$.url')) j LEFT JOIN " + _archive_join(key, instance, member, "j.i - 1", "j.url") + ") END")
+
+
+def _group_files_sql(dialect: str, key: str, members: tuple[str, ...]) -> str:
+    """A repeating group's ``<name>__archived``: per instance, an object of its file
+    members' locations (``_files_sql``); null for an instance that is not an object."""
+    if dialect == "sqlite":
+        obj = "json_object(" + ", ".join(f"{_lit(m)}, json({_files_sql(dialect, 'g.value', key, m, 'g.key')})"
+                                         for m in members) + ")"
+        return (f"CASE WHEN json_type(s.answers, {_path(key)}) = 'array' THEN (SELECT json_group_array(json(o.inst)) "
+                f"FROM (SELECT CASE WHEN g.type = 'object' THEN {obj} END AS inst FROM json_each(s.answers, "
+                f"{_path(key)}) g ORDER BY g.key) o) END")
+    if dialect == "postgresql":
+        obj = "jsonb_build_object(" + ", ".join(f"{_lit(m)}, {_files_sql(dialect, 'g.v', key, m, 'g.i - 1')}"
+                                                for m in members) + ")"
+        return (f"CASE WHEN json_typeof(s.answers -> {_lit(key)}) = 'array' THEN (SELECT COALESCE(jsonb_agg(CASE "
+                f"WHEN json_typeof(g.v) = 'object' THEN {obj} END ORDER BY g.i), '[]'::jsonb) FROM "
+                f"json_array_elements(s.answers -> {_lit(key)}) WITH ORDINALITY g(v, i)) END")
+    inst = f"JSON_EXTRACT(s.answers, CONCAT({_path(key)}, '[', g.i - 1, ']'))"
+    every = _lit("$" + '."' + key.replace("\\", "\\\\").replace('"', '\\"') + '"[*]')
+    # a JSON value from a subquery or a CASE is text to MariaDB: JSON_EXTRACT(.., '$') makes it JSON again
+    obj = "JSON_OBJECT(" + ", ".join(f"{_lit(m)}, JSON_EXTRACT({_files_sql(dialect, inst, key, m, 'g.i - 1')}, '$')"
+                                     for m in members) + ")"
+    return (f"CASE WHEN JSON_TYPE(JSON_EXTRACT(s.answers, {_path(key)})) = 'ARRAY' THEN (SELECT COALESCE("
+            f"JSON_ARRAYAGG(JSON_EXTRACT(CASE WHEN JSON_TYPE({inst}) = 'OBJECT' THEN {obj} END, '$') ORDER BY g.i), "
+            f"JSON_ARRAY()) FROM JSON_TABLE(s.answers, {every} COLUMNS (i FOR ORDINALITY)) g) END")
+
+
+def _archived_sql(dialect: str, col: Column) -> str:
+    assert col.field_key is not None
+    if col.type == "records":  # a group's file members
+        return _group_files_sql(dialect, col.field_key, tuple(m.name for m in col.members))
+    return _files_sql(dialect, "s.answers", col.field_key)
 
 
 DIALECTS: dict[str, _Dialect] = {
@@ -150,7 +186,7 @@ def column_sql(dialect: str, col: Column) -> str:
         return d.timestamp(sql) if col.type == "timestamp" else d.flag(sql) if col.type == "boolean" else sql
     assert col.field_key is not None
     if col.source == "archived":
-        return _archived_sql(dialect, col.field_key)
+        return _archived_sql(dialect, col)
     if col.source == "label":
         return d.cell("s.display", (col.field_key,), "text")
     keys = (col.field_key,) if col.row_key is None else (col.field_key, col.row_key)

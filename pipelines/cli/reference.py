@@ -428,4 +428,22 @@ def data_types_markdown() -> str:
         duck, dtype = CSV_READ_TYPES.get(t, CSV_READ_TYPES["json"])
         lines.append(f"| `{t}` | `{_cell(arrow)}` | `{DLT_TYPES[t]}` | {_cell(CSV_FORMS[t])} | `{duck}`, `{dtype}` | "
                      f"{_cell(XLSX_FORMS[t])} | `{_cell(PANDAS_TYPES[t])}` |")
-    return "\n".join(lines) + "\n"
+    return "\n".join(lines + _long_table_lines()) + "\n"
+
+
+def _long_table_lines() -> list[str]:
+    """The long table's columns and ``gone_at``, from the data contract (``schema.LONG``, ``schema.GONE_AT``)."""
+    from connector.store.schema import ARCHIVED_SUFFIX, GONE_AT, LONG
+
+    return ["", "## The long table", "",
+            "One row per answer, or per matrix row or group instance and member (long exports, `frames.long`, "
+            "the load's `answers`), its columns typed as above:", "",
+            "| Column | Logical type |", "|---|---|", *[f"| `{c.name}` | {c.type} |" for c in LONG], "",
+            "`archived` is set on a file list's row: a file or signature field's, or a file or signature member's "
+            f"of one group instance, where `formsync files` keeps each file, as `<name>{ARCHIVED_SUFFIX}` does in "
+            "the form's table (beside a file or signature field: a list of locations; beside a group with file "
+            "or signature members: `records`, per instance an object of those members' lists).", "",
+            "## Gone rows", "",
+            "With gone rows asked for (`formsync export --include-gone`, `include_gone=True`), the wide and the "
+            f"long table end with `{GONE_AT.name}` ({GONE_AT.type}): when `formsync sync --reconcile` found the "
+            "submission gone from the service, null on the others. Without, the column is not there."]

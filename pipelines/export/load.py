@@ -43,6 +43,7 @@ from pydantic import BaseModel
 from sqlalchemy.engine import make_url
 
 from connector.store import ALL_FORMS, Column, CursorMark, Store
+from connector.store.schema import LONG
 
 from .columns import json_cells
 from .write import TableStream, table_streams, wide_schema
@@ -225,7 +226,8 @@ def _tables(store: Store, name: str, deletions: Deletions) -> list[_Table]:
     [requests] = table_streams(store, "requests", since_last=name)
     every = [sid for ids in deletions.submissions.values() for sid in ids]
     answers = {"write_disposition": {"disposition": "merge", "strategy": "delete-insert"},
-               "merge_key": "submission_id", "columns": {DELETED: _DELETED_HINT}}
+               "merge_key": "submission_id",
+               "columns": {**dlt_columns([c for c in LONG if c.source == "archived"]), DELETED: _DELETED_HINT}}
     return [*_form_tables(store, name, deletions.submissions), _Table("answers", long, answers, deleted=every),
             _Table("requests", requests, _merged({}, "request_id"), "request_id", deletions.requests)]
 

@@ -24,7 +24,9 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from connector.store.exports import long_rows
+from connector.store.schema import LONG
 
+from .columns import arrow_schema
 from .json_text import (
     Piece,
     document_lines,
@@ -37,8 +39,11 @@ from .json_text import (
 )
 
 Batch = Sequence[tuple[Any, ...]]
-LONG_COLUMNS = ["submission_id", "form_id", "field_key", "instance", "row_key", "member_key", "value", "display_text"]
-LONG_SCHEMA = pa.schema([(c, pa.int64() if c == "instance" else pa.string()) for c in LONG_COLUMNS])
+LONG_COLUMNS = [c.name for c in LONG]  # the data contract's long table (``connector.store.schema.LONG``)
+LONG_SCHEMA = arrow_schema(LONG)
+# The rows made here: the long table's columns but ``archived``, which needs the archive
+# (``pipelines.lifecycle.archive.columns.long_archived``).
+ROWS_SCHEMA = pa.schema([f for f in LONG_SCHEMA if f.name != "archived"])
 _MARK = "\x01"  # never raw in JSON text: control characters are escaped
 _ORDER_TRIES = 4  # key orders tried on documents that did not match the reader's order
 _ORDER_PROBES = 32  # documents whose own key order may be tried
@@ -46,7 +51,7 @@ _ORDER_PROBES = 32  # documents whose own key order may be tried
 
 def long_batch(part: Batch, wanted: frozenset[str] | None) -> pa.RecordBatch | None:
     """The long rows of submission rows ``(id, form_id, answers, display)`` (documents
-    as JSON text) as a record batch of ``LONG_SCHEMA``, as ``long_rows`` makes them;
+    as JSON text) as a record batch of ``ROWS_SCHEMA``, as ``long_rows`` makes them;
     None when the reader cannot parse the batch (then ``long_rows`` must)."""
     if not part:
         return None
@@ -86,7 +91,7 @@ def long_batch(part: Batch, wanted: frozenset[str] | None) -> pa.RecordBatch | N
     one_form = len(set(forms)) == 1 and isinstance(forms[0], str)  # the common case: no take
     form_ids = pa.repeat(pa.scalar(forms[0], pa.string()), len(made)) if one_form \
         else pa.array(forms, pa.string()).take(at)
-    return pa.RecordBatch.from_arrays([pa.array(ids, pa.string()).take(at), form_ids, *columns], schema=LONG_SCHEMA)
+    return pa.RecordBatch.from_arrays([pa.array(ids, pa.string()).take(at), form_ids, *columns], schema=ROWS_SCHEMA)
 
 
 Columns = dict[str, pa.Array]
@@ -227,7 +232,7 @@ class _Rows:
         """Each row's document and the columns from ``field_key`` on, each document's
         rows in ``long_rows`` order (field key, instance, row key, member key)."""
         if not self.docs:
-            return np.zeros(0, dtype=np.int64), [pa.array([], f.type) for f in LONG_SCHEMA][2:]
+            return np.zeros(0, dtype=np.int64), [pa.array([], f.type) for f in ROWS_SCHEMA][2:]
         slots = list(self.slots)
         field_rank = _ranks([s[0] for s in slots])
         inner_rank = _ranks([(s[1], s[2]) for s in slots])
@@ -412,7 +417,7 @@ def _with_others(docs: np.ndarray, columns: list[pa.Array], others: np.ndarray, 
     if not rest:
         return docs, columns
     rest_docs = np.repeat(others, [len(rows) for rows in made])
-    extra = [pa.array(c, f.type) for c, f in zip(list(zip(*rest, strict=True))[2:], list(LONG_SCHEMA)[2:], strict=True)]
+    extra = [pa.array(c, f.type) for c, f in zip(list(zip(*rest, strict=True))[2:], list(ROWS_SCHEMA)[2:], strict=True)]
     every = np.concatenate([docs, rest_docs])
     perm = pa.array(np.argsort(every, kind="stable"))
     merged = [pa.concat_arrays([a, b]).take(perm) for a, b in zip(columns, extra, strict=True)]

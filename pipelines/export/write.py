@@ -40,12 +40,13 @@ import xlsxwriter
 from pydantic import BaseModel
 
 from connector.store import ALL_FORMS, OWN, Column, CursorMark, ExportFilter, Store, epoch_ms, json_value
+from connector.store.archive import FileFields
 from connector.store.exports import long_rows
-from connector.store.schema import display_schema
+from connector.store.schema import GONE_AT, display_schema
 
-from ..lifecycle.archive.columns import Located, archived_fields, with_archived
+from ..lifecycle.archive.columns import Located, archived_fields, long_archived, with_archived
 from .columns import TIMESTAMP, arrow_schema, csv_schema, text_cells
-from .long_json import LONG_SCHEMA, long_batch
+from .long_json import LONG_SCHEMA, ROWS_SCHEMA, long_batch
 from .wide_json import wide_batch
 
 Format = Literal["csv", "xlsx", "parquet"]
@@ -212,6 +213,8 @@ def wide_schema(store: Store, form_id: str, *, display: bool = False) -> tuple[t
 def _wide_stream(store: Store, name: str, form_id: str, *, since: datetime | date | None,
                  display: bool, since_last: str | None, include_gone: bool = False) -> TableStream:
     columns, schema = wide_schema(store, form_id, display=display)
+    if include_gone:
+        columns, schema = (*columns, GONE_AT), _with_gone_at(schema)
     f, mark = _incremental(store, since_last, "wide", ExportFilter(form_id=form_id, since_ms=_since_ms(since),
                                                                    include_gone=include_gone))
     labels = any(c.source == "label" for c in columns)
@@ -226,7 +229,7 @@ def _wide_stream(store: Store, name: str, form_id: str, *, since: datetime | dat
             ahead: Future[pa.RecordBatch] | None = None
             for part in store.exports.wide_rows(f, display=labels, batch_rows=max(1, CHUNK_ROWS // 5)):
                 kept = store.exports.archived([r[0] for r in part], files) if read else {} if files else None
-                job = pool.submit(_wide_shaped, part, columns, schema, kept)
+                job = pool.submit(_wide_shaped, part, columns, schema, kept, include_gone)
                 del part
                 if ahead is not None:
                     yield ahead.result()
@@ -239,10 +242,20 @@ def _wide_stream(store: Store, name: str, form_id: str, *, since: datetime | dat
 
 
 def _wide_shaped(part: Sequence[tuple[Any, ...]], columns: Sequence[Column], schema: pa.Schema,
-                 located: Located | None) -> pa.RecordBatch:
-    """A wide batch, its file fields' archived locations filled in when any file is archived."""
+                 located: Located | None, gone: bool = False) -> pa.RecordBatch:
+    """A wide batch, its file fields' archived locations filled in when any file is
+    archived; ``gone``: the rows end with ``gone_at``, the batch's last column."""
+    if gone:
+        gone_at = _times([r[-1] for r in part])
+        part, columns, schema = [r[:-1] for r in part], columns[:-1], schema.remove(len(schema) - 1)
     batch = wide_batch(part, columns, schema)
-    return batch if located is None else with_archived(batch, columns, located)
+    batch = batch if located is None else with_archived(batch, columns, located)
+    return batch.append_column(GONE_AT.name, gone_at) if gone else batch
+
+
+def _with_gone_at(schema: pa.Schema) -> pa.Schema:
+    """``schema`` with the ``gone_at`` column last (gone rows asked for)."""
+    return schema.append(pa.field(GONE_AT.name, TIMESTAMP))
 
 
 def _regrouped(batches: Iterator[pa.RecordBatch], schema: pa.Schema, rows: int) -> Iterator[pa.RecordBatch]:
@@ -280,22 +293,28 @@ def _long_stream(store: Store, *, form_id: str | None, since: datetime | date | 
     f, mark = _incremental(store, since_last, "long", ExportFilter(
         form_id=form_id, since_ms=_since_ms(since), fields=None if fields is None else tuple(fields),
         include_gone=include_gone))
-    return TableStream("long", LONG_SCHEMA, lambda: _long_batches(store, f), lambda: _count(store, f), None, mark,
-                       _slug_of(store, form_id))
+    schema = _with_gone_at(LONG_SCHEMA) if include_gone else LONG_SCHEMA
+    return TableStream("long", schema, lambda: _long_batches(store, f, schema), lambda: _count(store, f), None,
+                       mark, _slug_of(store, form_id))
 
 
-def _long_batches(store: Store, f: ExportFilter) -> Iterator[pa.RecordBatch]:
-    """The long table's rows (``store.exports.answers``) as record batches of ``LONG_SCHEMA``."""
+def _long_batches(store: Store, f: ExportFilter, schema: pa.Schema) -> Iterator[pa.RecordBatch]:
+    """The long table's rows (``store.exports.answers``) as record batches of ``schema``
+    (``LONG_SCHEMA``, with ``gone_at`` when ``f`` includes gone rows)."""
     # The documents are read as their stored text: Arrow's JSON reader parses a batch's
     # documents at once (``long_json``), and the next batch is read from the database
     # while this one is shaped. Submissions make about 16 rows each: a batch of CHUNK_ROWS // 8
     # makes about twice CHUNK_ROWS rows, as fast per row as any larger one (Arrow's calls' own
     # cost is paid half as often as at CHUNK_ROWS).
     wanted = None if f.fields is None else frozenset(f.fields)
+    files = store.archive.file_fields(None if f.form_id is None else [f.form_id])
+    keys = list(dict.fromkeys(k for w in files.values() for k in (*w.top, *w.groups)))
+    read = bool(keys) and store.exports.any_archived(f.form_id)  # nothing archived: no read per batch
     with ThreadPoolExecutor(LONG_SHAPERS) as pool:
         ahead: deque[Future[pa.RecordBatch]] = deque()
         for part in store.exports.answer_documents(f, batch_rows=max(1, CHUNK_ROWS // 8)):
-            ahead.append(pool.submit(_long_shaped, part, wanted))
+            kept = store.exports.archived([r[0] for r in part], keys) if read else {}
+            ahead.append(pool.submit(_long_shaped, part, wanted, schema, files, kept))
             del part
             if len(ahead) > LONG_SHAPERS and (batch := ahead.popleft().result()).num_rows:
                 yield batch
@@ -304,15 +323,27 @@ def _long_batches(store: Store, f: ExportFilter) -> Iterator[pa.RecordBatch]:
                 yield batch
 
 
-def _long_shaped(part: Sequence[tuple[Any, ...]], wanted: frozenset[str] | None) -> pa.RecordBatch:
-    batch = long_batch(part, wanted)
-    return batch if batch is not None else _long_arrays(long_rows(part, wanted))
+def _long_shaped(part: Sequence[tuple[Any, ...]], wanted: frozenset[str] | None, schema: pa.Schema,
+                 files: dict[str, FileFields], located: Located) -> pa.RecordBatch:
+    """The long rows of submission rows ``(id, form_id, answers, display[, gone_at])``
+    as a batch of ``schema``: the rows, the archived locations beside each file list,
+    and, when the schema has it, each row's submission's ``gone_at``."""
+    gone = schema.names[-1] == GONE_AT.name
+    docs = [r[:4] for r in part] if gone else part
+    rows = long_batch(docs, wanted)
+    if rows is None:
+        rows = _long_arrays(long_rows(docs, wanted))
+    arrays = [*rows.columns, long_archived(rows, files, located)]
+    if gone:  # each row's submission's place in the part: its gone_at
+        at = pc.index_in(rows.column(0), pa.array([r[0] for r in part], pa.string()))
+        arrays.append(_times([r[4] for r in part]).take(at))
+    return pa.RecordBatch.from_arrays(arrays, schema=schema)
 
 
 def _long_arrays(rows: Sequence[tuple[Any, ...]]) -> pa.RecordBatch:
-    columns = list(zip(*rows, strict=True)) or [()] * len(LONG_SCHEMA)
-    return pa.RecordBatch.from_arrays([pa.array(v, f.type) for v, f in zip(columns, LONG_SCHEMA, strict=True)],
-                                      schema=LONG_SCHEMA)
+    columns = list(zip(*rows, strict=True)) or [()] * len(ROWS_SCHEMA)
+    return pa.RecordBatch.from_arrays([pa.array(v, f.type) for v, f in zip(columns, ROWS_SCHEMA, strict=True)],
+                                      schema=ROWS_SCHEMA)
 
 
 def _requests_stream(store: Store, *, form_id: str | None, since: datetime | date | None,

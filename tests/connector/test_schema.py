@@ -20,10 +20,11 @@ def test_every_field_is_a_column_in_list_order_whatever_was_answered() -> None:
         {"key": "new_type", "type": "hologram"}])
     assert _cols(*fields) == [("b", "number", "answer"), ("a", "text", "answer"), ("a_label", "text", "label"),
                               ("m_r1", "text", "row"), ("m_r2", "text", "row"), ("g", "records", "answer"),
-                              ("new_type", "json", "answer")]
-    (group,) = [c for c in form_schema("form_x", fields).columns if c.name == "g"]
+                              ("g__archived", "records", "archived"), ("new_type", "json", "answer")]
+    group, archived = [c for c in form_schema("form_x", fields).columns if c.field_key == "g"]
     assert [(m.name, m.type) for m in group.members] == [("when", "text"), ("pick", "text"), ("many", "keys"),
                                                          ("f", "json")]
+    assert [(m.name, m.type) for m in archived.members] == [("f", "keys")], "the file members' locations"
 
 
 def test_names_are_sql_safe_unique_and_stable() -> None:
@@ -35,6 +36,8 @@ def test_names_are_sql_safe_unique_and_stable() -> None:
     names = [n for n, _, _ in cols]
     assert len(set(names)) == len(names) and not set(names) & {c.name for c in OWN}
     assert names[0].startswith("submitted_at_") and names[1:3] == ["topic", "topic_label"]
+    (gone,) = _cols(StoredField("gone_at", "text"))
+    assert gone[0].startswith("gone_at_"), "gone_at is reserved for gone rows"
 
 
 def test_a_shape_unknown_is_json_and_an_unknown_type_is_json() -> None:

@@ -260,3 +260,36 @@ def test_a_file_fields_archived_locations_are_beside_its_urls_item_for_item(stor
     # the first and third archived; the second's row is of an older answer's URL: not this file
     store.archive.record([archived(1, 0, "file:///a/1"), archived(9, 1, "file:///a/9"), archived(3, 2, "s3://b/3")])
     assert located()["sub_a"] == ["file:///a/1", None, "s3://b/3"]
+
+
+def test_a_groups_file_members_archived_locations_are_per_instance_and_member(store: Store) -> None:
+    """``<group>__archived``: per instance, an object of the file members' locations item
+    for item, keyed as the archive table keys them (instance, member, index)."""
+    from connector.store.tables import ArchivedFile
+
+    def file(n: int) -> dict[str, Any]:
+        return {"name": f"f{n}.pdf", "type": "application/pdf", "size": 3, "url": f"http://svc/api/storage/{n}"}
+
+    members = [{"key": "item", "type": "text"}, {"key": "scan", "type": "file"}, {"key": "sig", "type": "signature"}]
+    fields = [{"key": "items", "type": "group", "members": members}]
+    store.store_events(events(
+        sub_event("evt_a", "sub_a", answers={"items": [{"item": "desk", "scan": [file(1), file(2)]},
+                                                       {"item": "chair", "sig": [file(3)]}]}),
+        sub_event("evt_b", "sub_b", answers={"items": []}), sub_event("evt_c", "sub_c", answers={"x": 1})))
+    schema = store.record_fields("form_contact", fields)
+    assert [c.name for c in schema.columns if c.field_key == "items"] == ["items", "items__archived"]
+
+    def located() -> dict[str, Any]:
+        got = rows(store, f"SELECT submission_id, items__archived FROM {schema.name} ORDER BY submission_id")
+        return {sid: None if v is None else json.loads(v) if isinstance(v, str) else v for sid, v in got}
+
+    def nulls_left_out(v: Any) -> Any:  # a JSON null member and an absent one read alike
+        return [None if i is None else {k: x for k, x in i.items() if x is not None} for i in v] if v else v
+
+    assert {k: nulls_left_out(v) for k, v in located().items()} == {
+        "sub_a": [{"scan": [None, None]}, {"sig": [None]}], "sub_b": [], "sub_c": None}
+    store.archive.record([ArchivedFile(submission_id="sub_a", field_key="items", instance=inst, member=m, idx=i,
+                                       form_id="form_contact", name="x", url=f"http://svc/api/storage/{n}", size=3,
+                                       sha256="ab" * 32, location=f"file:///a/{n}", archived_at=1)
+                          for inst, m, i, n in ((0, "scan", 1, 2), (1, "sig", 0, 3), (1, "scan", 0, 1))])
+    assert nulls_left_out(located()["sub_a"]) == [{"scan": [None, "file:///a/2"]}, {"sig": ["file:///a/3"]}]

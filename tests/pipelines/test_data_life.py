@@ -187,6 +187,44 @@ async def _gone_ones_only_when_asked(sandbox: Sandbox, store: Store, form: str, 
     gone = set(frames.long(store, form=form, include_gone=True).submission_id) - set(
         frames.long(store, form=form).submission_id)
     assert len(gone) == 3
+    await _each_row_says_whether_it_is_gone(store, form, gone, tmp_path)
+
+
+async def _each_row_says_whether_it_is_gone(store: Store, form: str, gone: set[str], tmp_path: Path) -> None:
+    """With gone rows asked for, the wide and long tables end with ``gone_at`` (aware UTC,
+    when reconcile marked the row; null for the others); without, no such column."""
+    import pandas as pd
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from pipelines import frames
+    from pipelines.export import export
+
+    with store.database.engine.connect() as conn:
+        marked = dict(conn.execute(select(SubmissionRow.id, SubmissionRow.gone_at)
+                                   .where(SubmissionRow.gone_at.is_not(None))).all())  # type: ignore[union-attr]
+    assert set(marked) == gone
+    when = {sid: pd.Timestamp(ms, unit="ms", tz="UTC") for sid, ms in marked.items()}
+    assert "gone_at" not in frames.wide(store, form=form) and "gone_at" not in frames.long(store, form=form)
+    wide = frames.wide(store, form=form, include_gone=True)
+    assert list(wide.columns)[-1] == "gone_at" and str(wide["gone_at"].dtype) == "datetime64[ms, UTC]"
+    assert {r.submission_id: r.gone_at for r in wide.itertuples() if pd.notna(r.gone_at)} == when
+    assert wide["gone_at"].isna().sum() == 2
+    long = frames.long(store, form=form, include_gone=True)
+    assert list(long.columns)[-2:] == ["archived", "gone_at"]
+    assert all((r.gone_at == when[r.submission_id]) if r.submission_id in gone else pd.isna(r.gone_at)
+               for r in long.itertuples())
+    for table in ("wide", "long"):
+        plain = export(store, "parquet", tmp_path / f"{table}-plain.parquet", table=table, form_id=form)
+        report = export(store, "parquet", tmp_path / f"{table}.parquet", table=table, form_id=form, include_gone=True)
+        assert report.columns[table] == [*plain.columns[table], "gone_at"]
+        read = pq.read_table(tmp_path / f"{table}.parquet")
+        assert read.schema.field("gone_at").type == pa.timestamp("ms", tz="UTC")
+        export(store, "csv", tmp_path / f"{table}.csv", table=table, form_id=form, include_gone=True)
+        cells = pd.read_csv(tmp_path / f"{table}.csv", dtype=str)
+        times = {t.strftime("%Y-%m-%d %H:%M:%S.%f")[:-3] + "Z" for t in when.values()}  # as every CSV time is
+        assert set(cells["gone_at"].dropna()) == times
+        assert set(cells.loc[cells["gone_at"].notna(), "submission_id"]) == gone
 
 
 def test_the_purge_job_takes_forms_and_says_what_it_did():

@@ -189,7 +189,17 @@ def expected_long(store: Store) -> list[dict[str, Any]]:
     return [{"submission_id": a.submission_id, "form_id": forms[a.submission_id], "field_key": a.field_key,
              "instance": None if a.instance == -1 else a.instance, "row_key": a.row_key or None,
              "member_key": a.member_key or None, "value": plain_value(a.value_json),
-             "display_text": a.display_text} for a in rows]
+             "display_text": a.display_text, "archived": nothing_archived(store, forms[a.submission_id], a)}
+            for a in rows]
+
+
+def nothing_archived(store: Store, form: str, a: AnswerRow) -> list[None] | None:
+    """The long table's ``archived`` with no file archived: a null beside each file of a
+    file field's (or a group's file member's) row, null on any other row."""
+    files = store.archive.file_fields([form]).get(form)
+    top = files is not None and a.instance == -1 and not a.member_key and a.field_key in files.top
+    member = files is not None and a.instance >= 0 and a.member_key in files.groups.get(a.field_key, ())
+    return [None] * len(json.loads(a.value_json)) if top or member else None
 
 
 def plain_value(value_json: str) -> str:
@@ -416,7 +426,7 @@ def test_display_headers_stay_unique(tmp_path: Path) -> None:
 def test_long_values_are_plain_and_fields_filter(store: Store, tmp_path: Path) -> None:
     report = export(store, "parquet", tmp_path / "l.parquet", table="long", fields=["grid", "name", "age"])
     assert report.columns["long"] == ["submission_id", "form_id", "field_key", "instance", "row_key", "member_key",
-                                      "value", "display_text"]
+                                      "value", "display_text", "archived"]
     rows = read_parquet(tmp_path / "l.parquet")
     assert {r["field_key"] for r in rows} == {"grid", "name", "age"}
     got = {(r["submission_id"], r["field_key"], r["row_key"]): (r["instance"], r["value"]) for r in rows}

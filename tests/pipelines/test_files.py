@@ -56,12 +56,41 @@ def test_only_the_services_own_host_is_fetched():
 def test_the_archived_locations_follow_the_answers_files_item_for_item():
     from pipelines.lifecycle.archive.columns import locations
 
-    located = {("s", "cv", 0): ("http://svc/1", "file:///a/1"), ("s", "cv", 1): ("http://svc/old", "file:///a/9"),
-               ("s", "cv", 2): ("http://svc/3", "s3://b/3")}
+    located = {("s", "cv", -1, "", 0): ("http://svc/1", "file:///a/1"),
+               ("s", "cv", -1, "", 1): ("http://svc/old", "file:///a/9"),
+               ("s", "cv", -1, "", 2): ("http://svc/3", "s3://b/3"),
+               ("s", "docs", 1, "scan", 0): ("http://svc/1", "file:///a/g")}
     files: list[dict[str, object]] = [{"url": "http://svc/1"}, {"url": "http://svc/2"}, {"url": "http://svc/3"}]
-    assert locations("s", "cv", files, located) == ["file:///a/1", None, "s3://b/3"]
-    assert locations("s", "cv", None, located) is None
-    assert locations("t", "cv", files[:1], located) == [None]
+    assert locations(("s", "cv", -1, ""), files, located) == ["file:///a/1", None, "s3://b/3"]
+    assert locations(("s", "cv", -1, ""), None, located) is None
+    assert locations(("t", "cv", -1, ""), files[:1], located) == [None]
+    assert locations(("s", "docs", 1, "scan"), files[:1], located) == ["file:///a/g"], "a group member's, by instance"
+    assert locations(("s", "docs", 0, "scan"), files[:1], located) == [None]
+
+
+def test_the_long_tables_archived_column_is_set_on_file_list_rows_only():
+    import pyarrow as pa
+
+    from pipelines.export.long_json import ROWS_SCHEMA
+    from pipelines.lifecycle.archive.columns import long_archived
+
+    files = '[{"name": "a", "url": "http://svc/1"}, {"name": "b", "url": "http://svc/2"}]'
+    rows = [("s", "f1", "cv", None, None, None, files, "a, b"),             # a top-level file field
+            ("s", "f1", "docs", 0, None, "scan", files, "a, b"),            # a group's file member
+            ("s", "f1", "docs", 0, None, "note", files, "x"),               # a group's text member
+            ("s", "f1", "cv", 1, None, "scan", files, "x"),                 # not a group of that form
+            ("t", "f2", "cv", None, None, None, "not json", "x"),           # out of shape: no list
+            ("t", "f2", "other", None, None, None, files, "x"),             # not a file field
+            ("u", "f3", "cv", None, None, None, files, "x")]                # a form without file fields
+    batch = pa.RecordBatch.from_pylist([dict(zip(ROWS_SCHEMA.names, r, strict=True)) for r in rows],
+                                       schema=ROWS_SCHEMA)
+    fields = {"f1": FileFields(("cv",), {"docs": ("scan",)}), "f2": FileFields(("cv",), {})}
+    assert long_archived(batch, fields, {}).to_pylist() == [[None, None], [None, None], None, None, None, None,
+                                                            None]
+    located = {("s", "docs", 0, "scan", 1): ("http://svc/2", "file:///k/2"),
+               ("s", "cv", -1, "", 0): ("http://svc/old", "file:///k/9")}
+    assert long_archived(batch, fields, located).to_pylist()[:2] == [[None, None], [None, "file:///k/2"]]
+    assert long_archived(batch, {}, located).null_count == len(rows)
 
 
 # -- archiving from the sandbox ---------------------------------------------------------------
@@ -245,4 +274,112 @@ def test_an_incremental_export_reads_the_archived_locations_on_every_database(db
     got = dict(zip(*[pq.read_table(out).column(c).to_pylist() for c in ("submission_id", "cv__archived")],
                    strict=True))
     assert got == {f"sub_{i:02}": [f"file:///kept/{i}", None] for i in range(30)}
+    store.close()
+
+
+# -- files inside a repeating group ---------------------------------------------------------------
+
+CLAIMS_SEED = """
+workspaces:
+  - name: Pro Workspace
+    plan: pro
+    monthlyAllowance: 1000
+    owner: {email: owner@pro.example.test, name: Pat Pro}
+    forms:
+      - name: Claims
+        published: true
+        blocks:
+          - {type: text, key: claimant, title: Claimant}
+          - {type: file, key: receipt, title: Receipt}
+          - type: group
+            key: items
+            title: Items
+            repeating: true
+            members:
+              - {type: text, key: item, title: Item}
+              - {type: file, key: scan, title: Scan}
+              - {type: signature, key: sig, title: Signature}
+"""
+
+
+async def test_files_inside_a_repeating_group_reach_every_output_by_instance_and_member(tmp_path: Path,
+                                                                                        monkeypatch: Any):
+    """A real archive run on a sandbox seeded with a form whose repeating group has file
+    and signature members: the long table's ``archived`` beside each file list, a group
+    member's by its instance, and the form's ``<group>__archived``, in the view, the
+    Parquet, CSV and XLSX exports, the frames and the load."""
+    import duckdb
+    import openpyxl
+    import pandas as pd
+    import pyarrow.parquet as pq
+    from sqlalchemy import text
+
+    from pipelines import frames
+    from pipelines.export import export
+    from pipelines.export.load import load
+    from tests.conftest import start_sandbox
+
+    seed = tmp_path / "seed.yaml"
+    seed.write_text(CLAIMS_SEED)
+    server, sandbox = await start_sandbox(tmp_path / "sandbox", seed)
+    try:
+        store = Store(f"sqlite:///{tmp_path}/claims.db")
+        store.migrate()
+        h = sandbox.helpers
+        a, b, c = [await h.files_create(f"{n}.pdf", f"%PDF {n}".encode(), "application/pdf") for n in "abc"]
+        gone = {**b.model_dump(), "url": sandbox.base_url + "/api/storage/0000-missing", "name": "gone.pdf"}
+        form = sandbox.pro.forms["Claims"]
+        await h.submissions_create(form, {"claimant": "Ann", "receipt": [a.model_dump()], "items": [
+            {"item": "desk", "scan": [b.model_dump(), gone]}, {"item": "chair", "sig": [c.model_dump()]}]})
+        async with FormClient(sandbox.base_url, sandbox.pro.token) as fc:
+            await sync_form(fc, store, form, full=True)
+        report = await archive_files(store, sandbox.base_url, str(tmp_path / "archive"))
+    finally:
+        await sandbox.http.close()
+        await server.stop()
+    assert (report.files, report.archived, report.failed) == (4, 3, 1)
+    assert [p.path for p in report.problems] == ["items[0].scan[1]"]
+    at = {x: f"file://{tmp_path / 'archive'}/{hashlib.sha256(f'%PDF {x}'.encode()).hexdigest()}" for x in "abc"}
+    want = {("receipt", None, None): [at["a"]], ("items", 0, "scan"): [at["b"], None],
+            ("items", 1, "sig"): [at["c"]], ("items", 0, "item"): None, ("items", 1, "item"): None,
+            ("claimant", None, None): None}
+
+    def placed(rows: list[dict[str, Any]]) -> dict[tuple[Any, ...], Any]:
+        return {(r["field_key"], None if pd.isna(r["instance"]) else int(r["instance"]), r["member_key"] or None):
+                r["archived"] for r in rows}
+
+    export(store, "parquet", tmp_path / "l.parquet", table="long")
+    assert placed(pq.read_table(tmp_path / "l.parquet").to_pylist()) == want
+    long = frames.long(store)
+    assert placed(long.astype(object).where(long.notna(), None).to_dict("records")) == want
+    export(store, "csv", tmp_path / "l.csv", table="long")
+    cells = pd.read_csv(tmp_path / "l.csv", dtype=str, keep_default_na=False).to_dict("records")
+    assert placed([{**r, "member_key": r["member_key"] or None, "instance": r["instance"] or None,
+                    "archived": json.loads(r["archived"]) if r["archived"] else None} for r in cells]) == want
+    export(store, "xlsx", tmp_path / "l.xlsx", table="long")
+    sheet = list(openpyxl.load_workbook(tmp_path / "l.xlsx").active.values)
+    rows = [dict(zip(sheet[0], r, strict=True)) for r in sheet[1:]]
+    assert placed([{**r, "archived": json.loads(r["archived"]) if r["archived"] else None} for r in rows]) == want
+
+    # the form's table: <group>__archived, per instance an object of its file members' locations
+    grouped = [{"scan": [at["b"], None], "sig": None}, {"scan": None, "sig": [at["c"]]}]
+    schema = store.schema(form)
+    assert [c.name for c in schema.columns if c.field_key == "items"] == ["items", "items__archived"]
+    assert frames.wide(store, form=form)["items__archived"].tolist() == [grouped]
+    export(store, "parquet", tmp_path / "w.parquet", form_id=form)
+    assert pq.read_table(tmp_path / "w.parquet").column("items__archived").to_pylist() == [grouped]
+    export(store, "csv", tmp_path / "w.csv", form_id=form)
+    assert json.loads(pd.read_csv(tmp_path / "w.csv")["items__archived"][0]) == [{"scan": [at["b"], None]},
+                                                                                {"sig": [at["c"]]}]
+    with store.database.engine.connect() as conn:
+        cell = conn.execute(text(f'SELECT items__archived FROM "{schema.name}"')).scalar_one()
+    assert json.loads(cell) == grouped
+
+    monkeypatch.chdir(tmp_path)
+    load(store)
+    with duckdb.connect(str(tmp_path / "formsync.duckdb"), read_only=True) as con:
+        loaded = con.sql("SELECT field_key, instance, member_key, archived FROM formsync_data.answers").fetchall()
+        wide = con.sql(f"SELECT items__archived FROM formsync_data.{schema.name}").fetchone()
+    assert {(k, i, m): None if v is None else json.loads(v) for k, i, m, v in loaded} == want
+    assert wide is not None and json.loads(wide[0]) == [{"scan": [at["b"], None]}, {"sig": [at["c"]]}]
     store.close()
