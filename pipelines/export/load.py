@@ -163,15 +163,15 @@ class Deletions:
 
 
 def read_deletions(store: Store, name: str) -> Deletions:
-    """The deletion log's submissions and requests past the cursor ``name`` (all of it the
-    first time: a delete of a row the destination never had does nothing), less the
+    """The deletion log's submissions and requests placed past the cursor ``name`` in the
+    store's arrival order (all of it the first time: a delete of a row the destination never had does nothing), less the
     submissions a reconcile marked and then found again (their form restored)."""
     old = store.export_cursors.get(name, DELETIONS, None)
-    after = 0 if old is None else old.arrival
+    after, after_id = (0 if old is None else old.arrival), None
     logged = []
-    while page := store.deletions.since(after, kinds=("submission", "request"), limit=_LOG_PAGE):
+    while page := store.deletions.since(after, kinds=("submission", "request"), limit=_LOG_PAGE, after_id=after_id):
         logged += page
-        after = int(page[-1].id or after)
+        after, after_id = page[-1].arrival, page[-1].id
         if len(page) < _LOG_PAGE:
             break
     back = store.deletions.restored([d.item_id for d in logged if d.kind == "submission"])
