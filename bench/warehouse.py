@@ -30,6 +30,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import sqlite3
 import subprocess
 import sys
@@ -40,16 +41,19 @@ from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
+from sqlalchemy import event
 
 from connector.store import Store
-from pipelines.export.load import DEFAULT_DATASET, dlt_columns, dlt_settings, load, nested_as_json
-from pipelines.export.write import export, table_streams
+from pipelines.export.load import (DEFAULT_DATASET, cursor_name, dlt_settings, load, loader_format, read_deletions,
+                                   warehouse_source)
+from pipelines.export.write import export
 
 sys.path.insert(0, str(Path(__file__).parent))
 from export import RAW_SQL, ROWS_PER_SUBMISSION, answers_of, build_store, hwm_kib, machine_load  # noqa: E402
 
 GOALS = {"load": 1.3, "since_last": 1.2}
 FORM = "form_bench"
+LOAD_CURSOR = cursor_name("duckdb", DEFAULT_DATASET)
 
 
 def _best(runs: list[float]) -> float:
@@ -62,40 +66,58 @@ def _timed(work: Callable[[], Any]) -> float:
     return time.perf_counter() - started
 
 
-def _final_tables(store: Store) -> dict[str, tuple[pa.Table, dict[str, Any]]]:
-    """The Arrow tables a user's pipeline is fed (the rows ``load`` sends), with the
-    dispositions ``load`` uses; made before timing (the bare side is charged a plain read)."""
-    [wide] = table_streams(store, "wide", form_id=FORM)
-    [long] = table_streams(store, "long")
-    wide_table = pa.Table.from_batches([nested_as_json(b) for b in wide.batches()])
-    return {
-        store.schema(FORM).name: (wide_table, {"write_disposition": "merge", "primary_key": "submission_id",
-                                               "columns": dlt_columns(wide.columns or ())}),
-        "answers": (pa.Table.from_batches(list(long.batches()), long.schema),
-                    {"write_disposition": {"disposition": "merge", "strategy": "delete-insert"},
-                     "merge_key": "submission_id"}),
-    }
+# The statements that read rows (not the cursors, field lists and probes a load also makes).
+_ROW_READ = re.compile(r"^\s*SELECT (?!max\(|count\(|EXISTS|formsync_export_cursors).*\bFROM\s+formsync_(submissions|requests|outreach_\w+|deletions)\b"
+                       r"(?!.*LIMIT 1 OFFSET)", re.S | re.I)
+Fed = dict[str, tuple[list[Any], dict[str, Any]]]
 
 
-def _plain_read(db: Path) -> None:
+def what_load_sends(db: Path) -> tuple[list[str], Fed]:
+    """What a user's pipeline is fed, made before timing from one read of the load's own
+    source: the statements it reads the store's rows with (sqlite3's trace), and per
+    table the items it hands dlt (Arrow batches; the campaign rows as dicts) with the
+    hints it gives them (write disposition, keys, column hints)."""
+    store = Store(f"sqlite:///{db}")
+    statements: list[str] = []
+
+    @event.listens_for(store.database.engine, "connect")
+    def trace(dbapi: sqlite3.Connection, _: Any) -> None:
+        dbapi.set_trace_callback(lambda sql: statements.append(sql) if _ROW_READ.match(sql) else None)
+
+    store.database.engine.dispose()
+    try:
+        store.export_cursors.reset(LOAD_CURSOR)  # as before each of our loads: everything is sent
+        deletions = read_deletions(store, LOAD_CURSOR)
+        with store.exports.snapshot():
+            made = warehouse_source(store, LOAD_CURSOR, deletions=deletions)
+            fed = {name: (list(res), made.hints[name]) for name, res in made.source.resources.items()}
+    finally:
+        store.close()
+    return statements, fed
+
+
+def _store_read(db: Path, statements: list[str]) -> None:
     conn = sqlite3.connect(db)
     try:
-        for sql in RAW_SQL.values():
+        for sql in statements:
             conn.execute(sql).fetchall()
     finally:
         conn.close()
 
 
-def bare_load(db: Path, tables: dict[str, tuple[pa.Table, dict[str, Any]]], out: Path) -> float:
-    """A user's own dlt pipeline: the plain read of the same rows, then dlt.run of the tables."""
+def bare_load(db: Path, statements: list[str], fed: Fed, out: Path) -> float:
+    """A user's own dlt pipeline: the store read with the load's statements (plain
+    sqlite3), then one ``pipeline.run`` of a resource per table, each given its rows as
+    one Arrow table (a list of dicts for the campaign rows) and the load's hints."""
     import dlt
 
     def work() -> None:
-        _plain_read(db)
+        _store_read(db, statements)
         pipeline = dlt.pipeline(pipeline_name="bare", pipelines_dir=str(out.parent / "bare-dlt"),
                                 destination=dlt.destinations.duckdb(str(out)), dataset_name=DEFAULT_DATASET)
-        resources = [dlt.resource(iter([t]), name=name, **how) for name, (t, how) in tables.items()]
-        pipeline.run(resources)
+        pipeline.run([dlt.resource(iter([pa.Table.from_batches(items)] if items and isinstance(items[0], pa.RecordBatch)
+                                        else items), name=name, **hints) for name, (items, hints) in fed.items()],
+                     loader_file_format=loader_format(pipeline))
 
     with dlt_settings(out.parent / "bare-dlt"):
         return _timed(work)
@@ -187,13 +209,13 @@ def bench_load(tmp: Path, args: argparse.Namespace) -> float:
     db = tmp / "store.db"
     subs, answers = build_store(db, args.rows)
     print(f"store: {subs:,} submissions, {answers:,} answer rows (load {machine_load()})")
+    statements, fed = what_load_sends(db)
     store = Store(f"sqlite:///{db}")
-    tables = _final_tables(store)
     ours, bare = [], []
     for r in range(args.repeat):
-        store.export_cursors.reset(f"load:duckdb/{DEFAULT_DATASET}")
+        store.export_cursors.reset(LOAD_CURSOR)
         ours.append(our_load(store, _fresh(tmp / f"ours{r}")))
-        bare.append(bare_load(db, tables, _fresh(tmp / f"bare{r}") / "bare.duckdb"))
+        bare.append(bare_load(db, statements, fed, _fresh(tmp / f"bare{r}") / "bare.duckdb"))
     store.close()
     load_ratio = _best(ours) / _best(bare)
     print(f"load {answers:,} answer rows into DuckDB: ours {_best(ours):.2f} s, bare dlt {_best(bare):.2f} s, "

@@ -54,6 +54,10 @@ DUCKDB_FILE = "formsync.duckdb"  # the default destination: an embedded DuckDB i
 # The embedded DuckDB's memory_limit: with parts of PART_ROWS, a merge's working memory fits
 # (128MB did not, for 500,000 answer rows of 17 fields).
 DUCKDB_MEMORY = "256MB"
+# dlt's loader file format where the destination takes it: the Arrow batches are written
+# straight to Parquet files, which DuckDB reads in bulk (and the campaign rows too, so no
+# table falls back to INSERT statements).
+LOADER_FORMAT = "parquet"
 PART_ROWS = 500_000  # rows per load package: what a load holds is bounded by a part, not by all it sends
 DEFAULT_DATASET = "formsync_data"  # not "formsync": DuckDB names the file's catalog after it
 WORK_DIR = "formsync-dlt"
@@ -67,6 +71,8 @@ DELETED = "_formsync_deleted"  # true on a row that removes its key's rows from 
 _DELETED_HINT: dict[str, Any] = {"data_type": "bool", "nullable": True, "hard_delete": True}
 DELETIONS = "deletions"  # the deletion log's cursor, beside the tables' (``export_cursors``)
 _LOG_PAGE = 10_000
+CAMPAIGN = "campaign_rows"  # the campaign rows' table, replaced whole by each load
+_CAMPAIGN_WRITE: dict[str, Any] = {"write_disposition": "replace"}
 LOG_FORMAT = "{asctime} {levelname} {name}: {message}"  # formsync's (pipelines.cli.context), in "{" style
 # dlt's notices that the Arrow batches' types differ from the hints (the hints win, as
 # meant) and that DuckDB keeps the time zone over the millisecond precision: expected.
@@ -260,7 +266,7 @@ class _Feed:
         resources = [dlt.resource(self._take(t.name), name=t.name, **t.write) for t in self._tables
                      if t.name not in self._done]
         if first:
-            resources.append(dlt.resource(self._campaign(), name="campaign_rows", write_disposition="replace"))
+            resources.append(dlt.resource(self._campaign(), name=CAMPAIGN, **_CAMPAIGN_WRITE))
         return self._make(resources)
 
     def finished(self) -> bool:
@@ -301,6 +307,12 @@ class WarehouseSource:
         marks = [replace(t.stream.mark, rows=self.rows.get(t.name, 0)) for t in self._tables
                  if t.stream.mark is not None]
         return marks if self._deletion_mark is None else [*marks, self._deletion_mark]
+
+    @property
+    def hints(self) -> dict[str, dict[str, Any]]:
+        """How dlt writes each table (its write disposition, keys and column hints), the
+        campaign rows' included: what a pipeline fed the same rows would give dlt."""
+        return {**{t.name: t.write for t in self._tables}, CAMPAIGN: _CAMPAIGN_WRITE}
 
     @property
     def deleted(self) -> dict[str, int]:
@@ -426,6 +438,13 @@ def destination_of(name: str | None) -> Any:
     return name
 
 
+def loader_format(pipeline: Any) -> str | None:
+    """``LOADER_FORMAT`` where the pipeline's destination takes it, else None (dlt's
+    preferred format of the destination)."""
+    formats = pipeline.destination.capabilities().supported_loader_file_formats
+    return LOADER_FORMAT if LOADER_FORMAT in formats else None
+
+
 def load(store: Store, *, destination: str | None = None, dataset: str | None = None, dry_run: bool = False,
          on_rows: Callable[[str, int], None] | None = None) -> LoadReport:
     """Load the rows stored since the last load into ``dataset`` (default
@@ -461,8 +480,9 @@ def load(store: Store, *, destination: str | None = None, dataset: str | None = 
                 pipeline.drop_pending_packages()
             # A load package per part (dlt loads them one by one, each with its own
             # staging and merge); normalised and loaded once all are extracted.
+            file_format = loader_format(pipeline)
             for part in made.parts(PART_ROWS):
-                pipeline.extract(part)
+                pipeline.extract(part, loader_file_format=file_format)
             pipeline.normalize()
             pipeline.load()
         except Exception as e:  # dlt's errors are many classes; each becomes one line of ours
