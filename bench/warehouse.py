@@ -44,12 +44,19 @@ import pyarrow as pa
 from sqlalchemy import event
 
 from connector.store import Store
-from pipelines.export.load import (DEFAULT_DATASET, cursor_name, dlt_settings, load, loader_format, read_deletions,
-                                   warehouse_source)
+from pipelines.export.load import (
+    DEFAULT_DATASET,
+    cursor_name,
+    dlt_settings,
+    load,
+    loader_format,
+    read_deletions,
+    warehouse_source,
+)
 from pipelines.export.write import export
 
 sys.path.insert(0, str(Path(__file__).parent))
-from export import RAW_SQL, ROWS_PER_SUBMISSION, answers_of, build_store, hwm_kib, machine_load  # noqa: E402
+from export import ROWS_PER_SUBMISSION, answers_of, build_store, hwm_kib, machine_load  # noqa: E402
 
 GOALS = {"load": 1.3, "since_last": 1.2}
 FORM = "form_bench"
