@@ -54,9 +54,8 @@ DUCKDB_FILE = "formsync.duckdb"  # the default destination: an embedded DuckDB i
 # The embedded DuckDB's memory_limit: with parts of PART_ROWS, a merge's working memory fits
 # (128MB did not, for 500,000 answer rows of 17 fields).
 DUCKDB_MEMORY = "256MB"
-# dlt's loader file format where the destination takes it: the Arrow batches are written
-# straight to Parquet files, which DuckDB reads in bulk (and the campaign rows too, so no
-# table falls back to INSERT statements).
+# dlt's loader file format on DuckDB: the Arrow batches are written straight to Parquet
+# files, which DuckDB reads in bulk, and the campaign rows too (else INSERT statements).
 LOADER_FORMAT = "parquet"
 PART_ROWS = 500_000  # rows per load package: what a load holds is bounded by a part, not by all it sends
 DEFAULT_DATASET = "formsync_data"  # not "formsync": DuckDB names the file's catalog after it
@@ -439,10 +438,9 @@ def destination_of(name: str | None) -> Any:
 
 
 def loader_format(pipeline: Any) -> str | None:
-    """``LOADER_FORMAT`` where the pipeline's destination takes it, else None (dlt's
-    preferred format of the destination)."""
-    formats = pipeline.destination.capabilities().supported_loader_file_formats
-    return LOADER_FORMAT if LOADER_FORMAT in formats else None
+    """``LOADER_FORMAT`` on DuckDB; None elsewhere: dlt's own choice per destination
+    (Parquet for Arrow tables where it is fast, e.g. PostgreSQL with its ADBC driver)."""
+    return LOADER_FORMAT if pipeline.destination.destination_type.endswith(".duckdb") else None
 
 
 def load(store: Store, *, destination: str | None = None, dataset: str | None = None, dry_run: bool = False,
