@@ -36,7 +36,7 @@ from contextlib import contextmanager
 from dataclasses import asdict, dataclass, replace
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 import pyarrow as pa
 from pydantic import BaseModel
@@ -56,7 +56,7 @@ DUCKDB_FILE = "formsync.duckdb"  # the default destination: an embedded DuckDB i
 DUCKDB_MEMORY = "256MB"
 # dlt's loader file format on DuckDB: the Arrow batches are written straight to Parquet
 # files, which DuckDB reads in bulk, and the campaign rows too (else INSERT statements).
-LOADER_FORMAT = "parquet"
+LOADER_FORMAT: Literal["parquet"] = "parquet"
 PART_ROWS = 500_000  # rows per load package: what a load holds is bounded by a part, not by all it sends
 DEFAULT_DATASET = "formsync_data"  # not "formsync": DuckDB names the file's catalog after it
 WORK_DIR = "formsync-dlt"
@@ -437,7 +437,7 @@ def destination_of(name: str | None) -> Any:
     return name
 
 
-def loader_format(pipeline: Any) -> str | None:
+def loader_format(pipeline: Any) -> Literal["parquet"] | None:
     """``LOADER_FORMAT`` on DuckDB; None elsewhere: dlt's own choice per destination
     (Parquet for Arrow tables where it is fast, e.g. PostgreSQL with its ADBC driver)."""
     return LOADER_FORMAT if pipeline.destination.destination_type.endswith(".duckdb") else None
