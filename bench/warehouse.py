@@ -6,15 +6,34 @@ Run: ``.venv/bin/python bench/warehouse.py [--rows 1000000] [--new 1000] [--repe
 Fills a SQLite store as ``bench/export.py`` does (submissions of 17 answer rows each,
 the form's field list recorded) until it holds ``--rows`` answer rows. Then:
 
-* **load**: ``pipelines.export.load.load`` into a fresh ``formsync.duckdb`` (the form's wide
-  table merged on ``submission_id``, the long answers table delete-insert per
-  submission, requests) beside the bare path, what a user writes instead: the same rows
-  read from the store with the same queries (one plain sqlite3 read each, charged to it)
-  handed as Arrow tables to their own dlt pipeline with the same write dispositions, into
-  a fresh DuckDB file. Best of ``--repeat`` runs each, interleaved. Goal: ours <= 1.3 x bare.
+* **load**: ``pipelines.export.load.load`` into a fresh ``formsync.duckdb`` beside the bare
+  path, what a user writes instead. Both are timed from the first read of the store to
+  the last row loaded, best of ``--repeat`` runs each, interleaved, with the same dlt
+  settings (``dlt_settings``) and the same loader file format (``loader_format``:
+  Parquet on DuckDB), each into a fresh DuckDB file. Goal: ours <= 1.3 x bare.
+
+  - *ours* pays for everything ``formsync load`` does: the deletion log and the cursors
+    read, the store read in batches with its own statements, the answer documents
+    shaped into the form's wide table and the long answers table (Arrow), the nested
+    columns as JSON text and the deletion flag, a dlt pipeline (its state restored from
+    the destination) extracting the parts of ``PART_ROWS`` rows as load packages, then
+    normalising and loading them (the form's table merged on ``submission_id``, the long
+    table delete-insert per submission, requests merged on ``request_id``, the campaign
+    rows replaced), and the cursors moved on; its DuckDB's memory capped at
+    ``DUCKDB_MEMORY`` (what the load does on its default destination).
+  - *bare* is a user's own dlt pipeline fed the same rows: the statements ``load`` reads
+    the store's rows with (captured with sqlite3's trace from one read of the load's
+    source before timing) run with plain sqlite3 and fetched, charged to it; then one
+    ``pipeline.run`` of a resource per table the load sends (the form's table, answers,
+    requests, campaign rows), each handed its rows as one Arrow table (the campaign rows
+    as dicts) made before timing from the load's own source, with the load's write
+    dispositions, keys and column hints (``WarehouseSource.hints``). It does not pay for
+    turning the documents into those tables, which is ours; its DuckDB keeps its own
+    memory setting.
+
   The peak resident memory of a fresh process loading ``--rows`` and twice ``--rows``
   answer rows, and their difference, say whether memory grows with the rows (it should
-  stay flat: the load hands dlt bounded parts, ``pipelines.export.load.PART_ROWS``).
+  stay flat past a part: the load hands dlt bounded parts, ``PART_ROWS``).
 * **export --since-last**: on the store of ``--rows`` answer rows, a cursor at its end,
   then ``--new`` new answer rows stored through the store's own writes; the incremental
   export of the long table (Parquet) beside a whole export of a store holding ``--new``
@@ -30,6 +49,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import sqlite3
 import subprocess
 import sys
@@ -40,16 +60,26 @@ from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
+from sqlalchemy import event
 
 from connector.store import Store
-from pipelines.export.load import DEFAULT_DATASET, dlt_columns, dlt_settings, load, nested_as_json
-from pipelines.export.write import export, table_streams
+from pipelines.export.load import (
+    DEFAULT_DATASET,
+    cursor_name,
+    dlt_settings,
+    load,
+    loader_format,
+    read_deletions,
+    warehouse_source,
+)
+from pipelines.export.write import export
 
 sys.path.insert(0, str(Path(__file__).parent))
-from export import RAW_SQL, ROWS_PER_SUBMISSION, answers_of, build_store, hwm_kib, machine_load  # noqa: E402
+from export import ROWS_PER_SUBMISSION, answers_of, build_store, hwm_kib, machine_load  # noqa: E402
 
 GOALS = {"load": 1.3, "since_last": 1.2}
 FORM = "form_bench"
+LOAD_CURSOR = cursor_name("duckdb", DEFAULT_DATASET)
 
 
 def _best(runs: list[float]) -> float:
@@ -62,40 +92,58 @@ def _timed(work: Callable[[], Any]) -> float:
     return time.perf_counter() - started
 
 
-def _final_tables(store: Store) -> dict[str, tuple[pa.Table, dict[str, Any]]]:
-    """The Arrow tables a user's pipeline is fed (the rows ``load`` sends), with the
-    dispositions ``load`` uses; made before timing (the bare side is charged a plain read)."""
-    [wide] = table_streams(store, "wide", form_id=FORM)
-    [long] = table_streams(store, "long")
-    wide_table = pa.Table.from_batches([nested_as_json(b) for b in wide.batches()])
-    return {
-        store.schema(FORM).name: (wide_table, {"write_disposition": "merge", "primary_key": "submission_id",
-                                               "columns": dlt_columns(wide.columns or ())}),
-        "answers": (pa.Table.from_batches(list(long.batches()), long.schema),
-                    {"write_disposition": {"disposition": "merge", "strategy": "delete-insert"},
-                     "merge_key": "submission_id"}),
-    }
+# The statements that read rows (not the cursors, field lists and probes a load also makes).
+_ROW_READ = re.compile(r"^\s*SELECT (?!max\(|count\(|EXISTS|formsync_export_cursors).*\bFROM\s+formsync_(submissions|requests|outreach_\w+|deletions)\b"
+                       r"(?!.*LIMIT 1 OFFSET)", re.S | re.I)
+Fed = dict[str, tuple[list[Any], dict[str, Any]]]
 
 
-def _plain_read(db: Path) -> None:
+def what_load_sends(db: Path) -> tuple[list[str], Fed]:
+    """What a user's pipeline is fed, made before timing from one read of the load's own
+    source: the statements it reads the store's rows with (sqlite3's trace), and per
+    table the items it hands dlt (Arrow batches; the campaign rows as dicts) with the
+    hints it gives them (write disposition, keys, column hints)."""
+    store = Store(f"sqlite:///{db}")
+    statements: list[str] = []
+
+    @event.listens_for(store.database.engine, "connect")
+    def trace(dbapi: sqlite3.Connection, _: Any) -> None:
+        dbapi.set_trace_callback(lambda sql: statements.append(sql) if _ROW_READ.match(sql) else None)
+
+    store.database.engine.dispose()
+    try:
+        store.export_cursors.reset(LOAD_CURSOR)  # as before each of our loads: everything is sent
+        deletions = read_deletions(store, LOAD_CURSOR)
+        with store.exports.snapshot():
+            made = warehouse_source(store, LOAD_CURSOR, deletions=deletions)
+            fed = {name: (list(res), made.hints[name]) for name, res in made.source.resources.items()}
+    finally:
+        store.close()
+    return statements, fed
+
+
+def _store_read(db: Path, statements: list[str]) -> None:
     conn = sqlite3.connect(db)
     try:
-        for sql in RAW_SQL.values():
+        for sql in statements:
             conn.execute(sql).fetchall()
     finally:
         conn.close()
 
 
-def bare_load(db: Path, tables: dict[str, tuple[pa.Table, dict[str, Any]]], out: Path) -> float:
-    """A user's own dlt pipeline: the plain read of the same rows, then dlt.run of the tables."""
+def bare_load(db: Path, statements: list[str], fed: Fed, out: Path) -> float:
+    """A user's own dlt pipeline: the store read with the load's statements (plain
+    sqlite3), then one ``pipeline.run`` of a resource per table, each given its rows as
+    one Arrow table (a list of dicts for the campaign rows) and the load's hints."""
     import dlt
 
     def work() -> None:
-        _plain_read(db)
+        _store_read(db, statements)
         pipeline = dlt.pipeline(pipeline_name="bare", pipelines_dir=str(out.parent / "bare-dlt"),
                                 destination=dlt.destinations.duckdb(str(out)), dataset_name=DEFAULT_DATASET)
-        resources = [dlt.resource(iter([t]), name=name, **how) for name, (t, how) in tables.items()]
-        pipeline.run(resources)
+        pipeline.run([dlt.resource(iter([pa.Table.from_batches(items)] if items and isinstance(items[0], pa.RecordBatch)
+                                        else items), name=name, **hints) for name, (items, hints) in fed.items()],
+                     loader_file_format=loader_format(pipeline))
 
     with dlt_settings(out.parent / "bare-dlt"):
         return _timed(work)
@@ -187,13 +235,13 @@ def bench_load(tmp: Path, args: argparse.Namespace) -> float:
     db = tmp / "store.db"
     subs, answers = build_store(db, args.rows)
     print(f"store: {subs:,} submissions, {answers:,} answer rows (load {machine_load()})")
+    statements, fed = what_load_sends(db)
     store = Store(f"sqlite:///{db}")
-    tables = _final_tables(store)
     ours, bare = [], []
     for r in range(args.repeat):
-        store.export_cursors.reset(f"load:duckdb/{DEFAULT_DATASET}")
+        store.export_cursors.reset(LOAD_CURSOR)
         ours.append(our_load(store, _fresh(tmp / f"ours{r}")))
-        bare.append(bare_load(db, tables, _fresh(tmp / f"bare{r}") / "bare.duckdb"))
+        bare.append(bare_load(db, statements, fed, _fresh(tmp / f"bare{r}") / "bare.duckdb"))
     store.close()
     load_ratio = _best(ours) / _best(bare)
     print(f"load {answers:,} answer rows into DuckDB: ours {_best(ours):.2f} s, bare dlt {_best(bare):.2f} s, "

@@ -1,11 +1,14 @@
 """The deletion log (``store.deletions``): every submission, request and event removed
 from the store by ``formsync erase``, ``formsync purge`` or ``formsync sync --reconcile``,
-in the order removed. A load reads it as hard deletes: rows after the last id it passed on."""
+in the order removed. A load reads it as hard deletes: rows placed after the last place
+it passed on, in the store's arrival order (taken at commit, so a removal committed after
+a read is never placed before what that read saw)."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 
+from sqlalchemy import and_, or_
 from sqlmodel import col, select
 
 from .database import Database
@@ -18,12 +21,18 @@ class DeletionLog:
     def __init__(self, db: Database) -> None:
         self._db = db
 
-    def since(self, after: int = 0, *, kinds: tuple[str, ...] = ("submission",), limit: int = 10_000) -> list[Deletion]:
-        """The removals logged after the log id ``after`` (0: from the start), of ``kinds``
-        (``submission``, ``request``, ``event``), oldest first, at most ``limit``. A load
-        deletes each ``item_id`` and keeps the last ``id`` for its next run."""
-        query = (select(Deletion).where(col(Deletion.id) > after, col(Deletion.kind).in_(kinds))
-                 .order_by(col(Deletion.id)).limit(limit))
+    def since(self, after: int = 0, *, kinds: tuple[str, ...] = ("submission",), limit: int = 10_000,
+              after_id: int | None = None) -> list[Deletion]:
+        """The removals placed after ``after`` in the arrival order (0: from the start), of
+        ``kinds`` (``submission``, ``request``, ``event``), oldest first, at most ``limit``.
+        A load deletes each ``item_id`` and keeps the last ``arrival`` for its next run.
+        One removal's rows share a place: the next page of a full one starts after its
+        last row, ``after`` its place and ``after_id`` its id."""
+        past = col(Deletion.arrival) > after
+        if after_id is not None:
+            past = or_(past, and_(col(Deletion.arrival) == after, col(Deletion.id) > after_id))
+        query = (select(Deletion).where(past, col(Deletion.kind).in_(kinds))
+                 .order_by(col(Deletion.arrival), col(Deletion.id)).limit(limit))
         with self._db.reader() as s:
             return list(s.exec(query).all())
 

@@ -187,10 +187,10 @@ def _find_files(conn: Connection, found: Found) -> None:
     found.locations = sorted({loc for sha, loc in rows if sha not in shared})
 
 
-def remove(conn: Connection, found: Found, person: Person, key: bytes, now: int) -> None:
+def remove(conn: Connection, found: Found, person: Person, key: bytes, now: int, place: Callable[[], int]) -> None:
     """Remove what ``find`` found, log each removal (reason ``erase``), redact the job
-    runs' texts, and keep the tombstones, in ``conn``'s transaction."""
-    remove_rows(conn, found, "erase", now)
+    runs' texts, and keep the tombstones, in ``conn``'s transaction (the removals last:
+    the log's place is the transaction's last lock, see ``log_deletions``)."""
     conn.execute(delete(OUTREACH_ROWS).where(OUTREACH_ROWS.c.id.in_(found.outreach_rows)))
     conn.execute(delete(SUPPRESSIONS).where(SUPPRESSIONS.c.email.in_(found.suppressions)))
     _redact_runs(conn, found.job_runs, person)
@@ -202,12 +202,14 @@ def remove(conn: Connection, found: Found, person: Person, key: bytes, now: int)
     new = [{"hash": h, "kind": kind, "erased_at": now} for h, kind in hashes.items() if h not in kept]
     if new:
         conn.execute(ERASURES.insert(), new)
+    remove_rows(conn, found, "erase", now, place)
 
 
-def remove_rows(conn: Connection, found: Found, reason: str, now: int) -> None:
+def remove_rows(conn: Connection, found: Found, reason: str, now: int, place: Callable[[], int]) -> None:
     """Remove ``found``'s submissions (with their archived-file rows), requests, events and
     dead letters, clear the answers of its ``cleared`` requests, and log each removal with
-    ``reason``, in ``conn``'s transaction: the one way rows leave the store."""
+    ``reason`` (``log_deletions``, last), in ``conn``'s transaction: the one way rows
+    leave the store."""
     subs, reqs = list(found.submissions), list(found.requests)
     conn.execute(delete(ARCHIVED).where(ARCHIVED.c.submission_id.in_(subs)))
     conn.execute(delete(SUBMISSIONS).where(SUBMISSIONS.c.id.in_(subs)))
@@ -217,7 +219,7 @@ def remove_rows(conn: Connection, found: Found, reason: str, now: int) -> None:
     conn.execute(delete(DEAD_LETTERS).where(DEAD_LETTERS.c.id.in_(found.dead_letters)))
     log_deletions(conn, reason, now, [("submission", sid, form) for sid, form in found.submissions.items()]
                   + [("request", rid, form) for rid, form in found.requests.items()]
-                  + [("event", eid, None) for eid in found.events])
+                  + [("event", eid, None) for eid in found.events], place)
 
 
 def find_submissions(conn: Connection, submissions: Mapping[str, str]) -> Found:
@@ -250,11 +252,17 @@ def redact(text: str | None, person: Person) -> str | None:
     return text
 
 
-def log_deletions(conn: Connection, reason: str, now: int, items: Sequence[tuple[str, str, str | None]]) -> None:
-    """Write ``(kind, id, form id)`` removals to the deletion log, in ``conn``'s transaction."""
+def log_deletions(conn: Connection, reason: str, now: int, items: Sequence[tuple[str, str, str | None]],
+                  place: Callable[[], int]) -> None:
+    """Write ``(kind, id, form id)`` removals to the deletion log, in ``conn``'s transaction,
+    at a place of the store's arrival order (``place()``, ``Writer.take_place``): places are
+    taken in commit order, so a load reading the log past its cursor never skips a removal
+    that commits after a later one (the log's own id is given at insert, not at commit).
+    Call it last: nothing is waited for once the place is taken (the inserts wait on no lock)."""
     if items:
+        at = place()
         conn.execute(DELETIONS.insert(), [{"kind": kind, "item_id": item, "form_id": form, "reason": reason,
-                                           "deleted_at": now} for kind, item, form in items])
+                                           "deleted_at": now, "arrival": at} for kind, item, form in items])
 
 
 # -- ingest ----------------------------------------------------------------------------------

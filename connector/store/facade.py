@@ -329,13 +329,13 @@ class Store:
         key = self.key(create=True) if not dry_run else b""
         now = self.clock()
 
-        def work(conn: Connection) -> Found:
-            found = find(conn, person)
+        def work(w: Writer) -> Found:
+            found = find(w.conn, person)
             if not dry_run:
-                remove(conn, found, person, key, now)
+                remove(w.conn, found, person, key, now, w.take_place)
             return found
 
-        return self._write(work)
+        return self._write_tx(work)
 
     def remove_submissions(self, submissions: Mapping[str, str], *, reason: str, dry_run: bool = False,
                            cleared: Sequence[str] = ()) -> Found:
@@ -346,14 +346,14 @@ class Store:
         by no other answer) are the caller's."""
         now = self.clock()
 
-        def work(conn: Connection) -> Found:
-            found = find_submissions(conn, submissions)
+        def work(w: Writer) -> Found:
+            found = find_submissions(w.conn, submissions)
             found.cleared = sorted(set(found.cleared) | set(cleared))
             if not dry_run:
-                remove_rows(conn, found, reason, now)
+                remove_rows(w.conn, found, reason, now, w.take_place)
             return found
 
-        return self._write(work)
+        return self._write_tx(work)
 
     def reconcile(self, form_id: str, listed: AbstractSet[str]) -> tuple[list[str], list[str]]:
         """Mark the form's stored completed submissions that the service no longer lists
@@ -365,7 +365,7 @@ class Store:
         now = self.clock()
 
         def work(w: Writer) -> tuple[list[str], list[str]]:
-            gone, back = reconcile(w.conn, form_id, listed, now)
+            gone, back = reconcile(w.conn, form_id, listed, now, w.take_place)
             w.stamp_arrival({SUBMISSIONS.name: back})  # the transaction's last write
             return gone, back
 

@@ -5,6 +5,7 @@ submissions of test requests are never listed, so never marked."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from collections.abc import Set as AbstractSet
 
 from sqlalchemy import and_, select, update
@@ -22,9 +23,11 @@ def gone_and_back(stored: dict[str, int | None], listed: AbstractSet[str]) -> tu
     return gone, back
 
 
-def reconcile(conn: Connection, form_id: str, listed: AbstractSet[str], now: int) -> tuple[list[str], list[str]]:
+def reconcile(conn: Connection, form_id: str, listed: AbstractSet[str], now: int,
+              place: Callable[[], int]) -> tuple[list[str], list[str]]:
     """Mark and un-mark the form's stored submissions against the ids the service lists,
-    in ``conn``'s transaction; the ids marked gone and the ids back."""
+    in ``conn``'s transaction, the marked ones logged at ``place()`` (``log_deletions``);
+    the ids marked gone and the ids back."""
     s, r = SUBMISSIONS.c, REQUESTS.c
     test = select(r.id).where(r.is_test.is_(True))
     rows = conn.execute(select(s.id, s.gone_at).where(
@@ -36,5 +39,5 @@ def reconcile(conn: Connection, form_id: str, listed: AbstractSet[str], now: int
                      .values(gone_at=now))
     for start in range(0, len(back), 500):
         conn.execute(update(SUBMISSIONS).where(s.id.in_(back[start:start + 500])).values(gone_at=None))
-    log_deletions(conn, "reconciled", now, [("submission", sid, form_id) for sid in gone])
+    log_deletions(conn, "reconciled", now, [("submission", sid, form_id) for sid in gone], place)
     return gone, back

@@ -447,6 +447,9 @@ class Deletion(StoreModel, table=True):
     form_id: str | None = None
     reason: str
     deleted_at: int = Field(sa_type=BigInteger)
+    # The removal's place in the store's arrival order (``ArrivalCounter``), taken at
+    # commit: a load reads the log past its cursor on it, never on ``id`` (given at insert).
+    arrival: int = Field(default=0, sa_type=BigInteger, index=True)
 
 # The tables as SQLAlchemy Core sees them, for the writers' statements.
 EVENTS: Table = RawEvent.__table__  # type: ignore[attr-defined]

@@ -108,6 +108,11 @@ class Writer(Protocol):
         """Move a sync cursor forward to ``mark``; a mark behind the stored one changes nothing."""
         ...
 
+    def take_place(self) -> int:
+        """The next place in the store's arrival order, taken in commit order (the
+        counter stays locked until the commit): the transaction's last lock."""
+        ...
+
     def stamp_arrival(self, ids: Mapping[str, Sequence[str]]) -> int | None:
         """Give the rows ``ids`` names (table -> ids) the next place in the store's arrival
         order; the place (None when there is no id). The transaction's last write."""
@@ -335,20 +340,26 @@ class SQLWriter:
         sql = self.sql(("update", table, cols, coalesce & set(cols)), build)
         self.cur.executemany(sql, [(*self.params(table, cols, r), r["id"]) for r in rows])
 
-    def stamp_arrival(self, ids: Mapping[str, Sequence[str]]) -> int | None:
-        """Give the rows ``ids`` names the next place in the arrival order. The counter's
-        row stays locked until the commit, so places are taken in commit order: call it
-        last, when every other lock of the transaction is held (no lock is waited for
-        while holding it, so it never deadlocks)."""
-        todo = {t: sorted(set(v)) for t, v in ids.items() if v}
-        if not todo:
-            return None
+    def take_place(self) -> int:
+        """The next place in the arrival order. The counter's row stays locked until the
+        commit, so places are taken in commit order: call it last, when every other lock
+        of the transaction is held (no lock is waited for while holding it, so it never
+        deadlocks)."""
         p, q, counter = self.placeholder, self.quote, ARRIVALS.name
         self.cur.execute(self.sql(("arrival-take",), lambda: (
             f"UPDATE {counter} SET {q('last_place')} = {q('last_place')} + 1 WHERE name = {p}")), (ARRIVAL,))
         self.cur.execute(self.sql(("arrival-read",), lambda: (
             f"SELECT {q('last_place')} FROM {counter} WHERE name = {p}")), (ARRIVAL,))
-        place = int(self.cur.fetchone()[0])
+        return int(self.cur.fetchone()[0])
+
+    def stamp_arrival(self, ids: Mapping[str, Sequence[str]]) -> int | None:
+        """Give the rows ``ids`` names the next place in the arrival order (``take_place``:
+        the transaction's last write)."""
+        todo = {t: sorted(set(v)) for t, v in ids.items() if v}
+        if not todo:
+            return None
+        p, q = self.placeholder, self.quote
+        place = self.take_place()
         for table, some in todo.items():
             sql = self.sql(("arrival-set", table), lambda t=table: (  # type: ignore[misc]
                 f"UPDATE {t} SET {q('arrival')} = {p} WHERE {self.in_ids('id')}"))

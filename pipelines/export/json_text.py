@@ -102,7 +102,7 @@ Piece: TypeAlias = "str | pa.Array"  # literal text, or a column of text
 def json_texts(col: pa.Array, plain: bool = False) -> pa.Array:
     """Each value's JSON text as ``json.dumps(value, ensure_ascii=False)`` writes it; null
     for a null value and for one it cannot write exactly (a control character other than
-    the named escapes, a float repr would write otherwise, a time, a null in a list). An
+    the named escapes, a float repr would write otherwise, a time). An
     object's null member counts as absent: it is left out. ``plain``: no text holds a
     character JSON escapes (the documents hold no backslash), so none is looked for."""
     return joined(pieces(col, plain), len(col))
@@ -142,6 +142,8 @@ def pieces(col: pa.Array, plain: bool, compact: bool = False) -> list[Piece]:
     if pa.types.is_list(t):
         values = list_items(col)
         items = joined(pieces(values, plain, compact), len(values))
+        if values.null_count:  # a null item is written ``null`` (a null text is one not written exactly)
+            items = pc.if_else(values.is_null(), "null", items)
         listed = pa.ListArray.from_arrays(_offsets(col), items, mask=col.is_null())
         return ["[", pc.binary_join(listed, _separators(compact)[0]), "]"]
     if pa.types.is_struct(t):

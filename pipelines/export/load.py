@@ -36,7 +36,7 @@ from contextlib import contextmanager
 from dataclasses import asdict, dataclass, replace
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 import pyarrow as pa
 from pydantic import BaseModel
@@ -55,6 +55,9 @@ DUCKDB_FILE = "formsync.duckdb"  # the default destination: an embedded DuckDB i
 # The embedded DuckDB's memory_limit: with parts of PART_ROWS, a merge's working memory fits
 # (128MB did not, for 500,000 answer rows of 17 fields).
 DUCKDB_MEMORY = "256MB"
+# dlt's loader file format on DuckDB: the Arrow batches are written straight to Parquet
+# files, which DuckDB reads in bulk, and the campaign rows too (else INSERT statements).
+LOADER_FORMAT: Literal["parquet"] = "parquet"
 PART_ROWS = 500_000  # rows per load package: what a load holds is bounded by a part, not by all it sends
 DEFAULT_DATASET = "formsync_data"  # not "formsync": DuckDB names the file's catalog after it
 WORK_DIR = "formsync-dlt"
@@ -68,6 +71,8 @@ DELETED = "_formsync_deleted"  # true on a row that removes its key's rows from 
 _DELETED_HINT: dict[str, Any] = {"data_type": "bool", "nullable": True, "hard_delete": True}
 DELETIONS = "deletions"  # the deletion log's cursor, beside the tables' (``export_cursors``)
 _LOG_PAGE = 10_000
+CAMPAIGN = "campaign_rows"  # the campaign rows' table, replaced whole by each load
+_CAMPAIGN_WRITE: dict[str, Any] = {"write_disposition": "replace"}
 LOG_FORMAT = "{asctime} {levelname} {name}: {message}"  # formsync's (pipelines.cli.context), in "{" style
 # dlt's notices that the Arrow batches' types differ from the hints (the hints win, as
 # meant) and that DuckDB keeps the time zone over the millisecond precision: expected.
@@ -164,15 +169,15 @@ class Deletions:
 
 
 def read_deletions(store: Store, name: str) -> Deletions:
-    """The deletion log's submissions and requests past the cursor ``name`` (all of it the
-    first time: a delete of a row the destination never had does nothing), less the
+    """The deletion log's submissions and requests placed past the cursor ``name`` in the
+    store's arrival order (all of it the first time: a delete of a row the destination never had does nothing), less the
     submissions a reconcile marked and then found again (their form restored)."""
     old = store.export_cursors.get(name, DELETIONS, None)
-    after = 0 if old is None else old.arrival
+    after, after_id = (0 if old is None else old.arrival), None
     logged = []
-    while page := store.deletions.since(after, kinds=("submission", "request"), limit=_LOG_PAGE):
+    while page := store.deletions.since(after, kinds=("submission", "request"), limit=_LOG_PAGE, after_id=after_id):
         logged += page
-        after = int(page[-1].id or after)
+        after, after_id = page[-1].arrival, page[-1].id
         if len(page) < _LOG_PAGE:
             break
     back = store.deletions.restored([d.item_id for d in logged if d.kind == "submission"])
@@ -262,7 +267,7 @@ class _Feed:
         resources = [dlt.resource(self._take(t.name), name=t.name, **t.write) for t in self._tables
                      if t.name not in self._done]
         if first:
-            resources.append(dlt.resource(self._campaign(), name="campaign_rows", write_disposition="replace"))
+            resources.append(dlt.resource(self._campaign(), name=CAMPAIGN, **_CAMPAIGN_WRITE))
         return self._make(resources)
 
     def finished(self) -> bool:
@@ -303,6 +308,12 @@ class WarehouseSource:
         marks = [replace(t.stream.mark, rows=self.rows.get(t.name, 0)) for t in self._tables
                  if t.stream.mark is not None]
         return marks if self._deletion_mark is None else [*marks, self._deletion_mark]
+
+    @property
+    def hints(self) -> dict[str, dict[str, Any]]:
+        """How dlt writes each table (its write disposition, keys and column hints), the
+        campaign rows' included: what a pipeline fed the same rows would give dlt."""
+        return {**{t.name: t.write for t in self._tables}, CAMPAIGN: _CAMPAIGN_WRITE}
 
     @property
     def deleted(self) -> dict[str, int]:
@@ -428,6 +439,12 @@ def destination_of(name: str | None) -> Any:
     return name
 
 
+def loader_format(pipeline: Any) -> Literal["parquet"] | None:
+    """``LOADER_FORMAT`` on DuckDB; None elsewhere: dlt's own choice per destination
+    (Parquet for Arrow tables where it is fast, e.g. PostgreSQL with its ADBC driver)."""
+    return LOADER_FORMAT if pipeline.destination.destination_type.endswith(".duckdb") else None
+
+
 def load(store: Store, *, destination: str | None = None, dataset: str | None = None, dry_run: bool = False,
          on_rows: Callable[[str, int], None] | None = None) -> LoadReport:
     """Load the rows stored since the last load into ``dataset`` (default
@@ -463,8 +480,9 @@ def load(store: Store, *, destination: str | None = None, dataset: str | None = 
                 pipeline.drop_pending_packages()
             # A load package per part (dlt loads them one by one, each with its own
             # staging and merge); normalised and loaded once all are extracted.
+            file_format = loader_format(pipeline)
             for part in made.parts(PART_ROWS):
-                pipeline.extract(part)
+                pipeline.extract(part, loader_file_format=file_format)
             pipeline.normalize()
             pipeline.load()
         except Exception as e:  # dlt's errors are many classes; each becomes one line of ours

@@ -2,7 +2,9 @@
 submission or request row gives it the next place, an edit moves its row forward, a
 losing write does not; and on the server databases, where writers run at once, a writer
 that began first but commits last still gets a later place than what was read before its
-commit, so an incremental export after it never misses its row."""
+commit, so an incremental export after it never misses its row. The deletion log takes
+its places the same way: a removal that began first and commits last is not left behind
+a load's cursor."""
 
 from __future__ import annotations
 
@@ -13,6 +15,7 @@ import pytest
 from sqlmodel import select
 
 from connector.store import ExportFilter, RequestRow, Store, SubmissionRow
+from pipelines.export.load import read_deletions
 from tests.items import list_item
 
 from .conftest import my_connect, pg_connect
@@ -123,6 +126,62 @@ def test_a_writer_committing_after_a_later_one_is_not_missed(server_store: Store
     ids, _ = new_since(store, cursor)
     assert ids == ["sub_slow"], "stored later than the last read: the next one has it"
     assert rows["sub_slow"].answers == {"q": 2}
+
+
+def _hold_the_counter(store: Store) -> Any:
+    """Another session's transaction holding the arrival counter's row, as a writer that
+    has taken its place and not yet committed."""
+    dbname = store.url.rsplit("/", 1)[1]
+    holder: Any
+    if store.backend == "postgresql":
+        holder = pg_connect(dbname)
+        holder.autocommit = False
+        holder.execute("UPDATE formsync_arrival SET last_place = last_place + 1")
+    else:
+        holder = my_connect(dbname)
+        holder.begin()
+        with holder.cursor() as cur:
+            cur.execute("UPDATE formsync_arrival SET last_place = last_place + 1")
+    return holder
+
+
+def _loaded_deletions(store: Store) -> list[str]:
+    """The submissions a load reads from the deletion log past its cursor, the cursor moved on."""
+    found = read_deletions(store, "load:duckdb/test")
+    if found.mark is not None:
+        store.export_cursors.advance([found.mark])
+    return sorted(sid for ids in found.submissions.values() for sid in ids)
+
+
+def test_a_removal_committing_after_a_later_one_is_not_left_behind_a_load(server_store: Store) -> None:
+    """A reconcile begins first and commits last (it waits for the arrival counter after
+    its removal is written, as it restores a submission); a purge begins later and, were
+    the log read on its own ids, would commit first with the later id: a load between
+    the two would pass the purge's id and never send the reconciled removal."""
+    store = server_store
+    store.upsert_submissions([list_item(f"sub_{c}", {"q": 1}) for c in "abc"], FORM)
+    store.reconcile(FORM, {"sub_a", "sub_b"})  # sub_c marked gone: it comes back below
+    assert _loaded_deletions(store) == ["sub_c"]
+
+    holder = _hold_the_counter(store)
+    first = threading.Thread(target=store.reconcile, args=(FORM, {"sub_b", "sub_c"}))  # sub_a gone, sub_c back
+    later = threading.Thread(target=store.remove_submissions, args=({"sub_b": FORM},), kwargs={"reason": "purge"})
+    try:
+        first.start()
+        first.join(0.5)
+        assert first.is_alive(), "the first removal waits for its place"
+        later.start()
+        later.join(0.5)
+        between = _loaded_deletions(store)  # a load while the first is not committed
+    finally:
+        holder.commit()
+        holder.close()
+        first.join(10)
+        later.join(10)
+    assert not first.is_alive() and not later.is_alive()
+    after = _loaded_deletions(store)
+    assert sorted(between + after) == ["sub_a", "sub_b"], "each removal is sent once, none left behind"
+    assert _loaded_deletions(store) == []
 
 
 def test_a_place_taken_and_not_yet_committed_holds_later_writers_back(server_store: Store) -> None:

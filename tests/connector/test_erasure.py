@@ -122,7 +122,7 @@ def test_erase_removes_the_person_everywhere_and_keeps_the_others(store: Store, 
     logged = {(d.kind, d.item_id, d.reason) for d in store.deletions.since(0, kinds=("submission", "request"))}
     assert logged == {("submission", "sub_a", "erase"), ("submission", "sub_c", "erase"),
                       ("request", "req_a", "erase")}
-    assert [d.item_id for d in store.deletions.since(max(d.id or 0 for d in store.deletions.since(0)))] == []
+    assert [d.item_id for d in store.deletions.since(max(d.arrival for d in store.deletions.since(0)))] == []
 
 
 def test_an_erased_person_never_comes_back(store: Store, tmp_path: Path) -> None:

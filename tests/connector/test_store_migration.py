@@ -1,6 +1,7 @@
 """Migration 0003 (each event stored once) on a store filled by the previous schema,
 on SQLite and PostgreSQL: nothing is lost (bodies, answers, a request's own answers),
-what is now derived reads back the same, and a downgrade restores the old layout."""
+what is now derived reads back the same, and a downgrade restores the old layout. And
+migration 0019: the deletion log's places, the loads' cursors of it kept."""
 
 from __future__ import annotations
 
@@ -20,6 +21,8 @@ from connector.store import (
     answer_rows,
     request_answers,
 )
+from pipelines.export.load import DELETIONS, read_deletions
+from tests.items import list_item
 
 T0 = 1_780_000_000_000
 JSON = sa.JSON(none_as_null=True)
@@ -159,5 +162,43 @@ def test_the_suppressed_state_comes_and_goes_with_its_migration(db_url: str) -> 
                                             "state": "suppressed"}])
         store.migrate()
         assert store.ledger.claims("job", {"ext:a": "h"}) == {"ext:a": "send"}
+    finally:
+        store.close()
+
+
+def test_the_deletion_log_takes_places_and_the_loads_cursors_keep_their_meaning(db_url: str) -> None:
+    """Migration 0019: the rows logged before take their id as their place, the counter
+    moves past them, so a load's cursor of the log (an id until then) sends exactly the
+    removals it had not sent; a downgrade gives the cursor its id back."""
+    store = Store(db_url)
+    try:
+        _to(store, "0018")
+        with store.database.engine.begin() as conn:
+            conn.execute(sa.text("INSERT INTO formsync_deletions (kind, item_id, form_id, reason, deleted_at) "
+                                 "VALUES ('submission', :i, 'form_1', 'purge', 1)"), [{"i": f"sub_{n}"} for n in range(3)])
+            ids = [r[0] for r in conn.execute(sa.text("SELECT id FROM formsync_deletions ORDER BY id"))]
+            conn.execute(sa.text("INSERT INTO formsync_export_cursors (name, table_name, form_id, arrival, row_count, "
+                                 "run, updated_at) VALUES ('load:duckdb/d', :t, '', :at, 2, 1, 1)"),
+                         {"t": DELETIONS, "at": ids[1]})
+        store.migrate()
+        with store.database.engine.connect() as conn:
+            assert [tuple(r) for r in conn.execute(sa.text("SELECT id, arrival FROM formsync_deletions ORDER BY id"))] \
+                == [(i, i) for i in ids]
+            assert conn.execute(sa.text("SELECT last_place FROM formsync_arrival")).scalar_one() >= ids[-1]
+        found = read_deletions(store, "load:duckdb/d")
+        assert found.submissions == {"form_1": ["sub_2"]} and found.mark is not None
+        store.export_cursors.advance([found.mark])
+
+        store.upsert_submissions([list_item("sub_9", {"q": 1})], "form_1")
+        store.remove_submissions({"sub_9": "form_1"}, reason="purge")
+        found = read_deletions(store, "load:duckdb/d")
+        assert found.submissions == {"form_1": ["sub_9"]} and found.mark is not None
+        store.export_cursors.advance([found.mark])
+
+        _to(store, "0018", down=True)
+        with store.database.engine.connect() as conn:
+            last = conn.execute(sa.text("SELECT max(id) FROM formsync_deletions")).scalar_one()
+            assert conn.execute(sa.text("SELECT arrival FROM formsync_export_cursors WHERE table_name = :t"),
+                                {"t": DELETIONS}).scalar_one() == last
     finally:
         store.close()

@@ -27,6 +27,7 @@ from connector.store import OWN, Store, SubmissionRow, answer_rows, answer_tuple
 from pipelines.cli import app
 from pipelines.export import write as export_mod
 from pipelines.export.columns import json_cells
+from pipelines.export.json_text import json_texts
 from pipelines.export.write import export, neutralise, neutralise_array
 from tests.connector.conftest import db_url, mysql_database, pg_database  # noqa: F401  (fixtures)
 from tests.pipelines.test_export import T0, read_csv, read_sheet, sub_event
@@ -159,6 +160,23 @@ def test_json_cells_of_a_slice_are_the_slice_of_the_cells(values: list[Any], sta
     """A batch is written to XLSX a slice at a time: a slice's cells are the whole column's."""
     column = pa.array(values)
     assert json_cells(column.slice(start, length)).to_pylist() == json_cells(column).to_pylist()[start:start + length]
+
+
+_ITEM = st.none() | st.sampled_from(["a", "é", 'q"'])
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.none() | st.lists(_ITEM, max_size=3), min_size=1, max_size=8) |
+       st.lists(st.none() | st.lists(st.none() | st.fixed_dictionaries({"name": _ITEM}), max_size=2), min_size=1,
+                max_size=8), st.integers(0, 4))
+def test_lists_with_null_items_are_written_in_arrow_as_json_dumps_writes_them(values: list[Any], start: int) -> None:
+    """A null item is ``null`` in the text, written in Arrow (the archived locations beside
+    a file answer are lists of null until archived): none is left to Python."""
+    column = pa.array(values).slice(start)
+    want = [None if v is None else json.dumps([x if not isinstance(x, dict) else {k: y for k, y in x.items()
+                                                                                  if y is not None} for x in v],
+                                              ensure_ascii=False) for v in values[start:]]
+    assert json_texts(column).to_pylist() == want
 
 
 def test_formula_text_neutralised_in_csv_and_xlsx_over_batches(tmp_path: Path,

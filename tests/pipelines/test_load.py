@@ -182,3 +182,13 @@ def test_a_load_in_parts_sends_the_same_rows(filled: Store, here: Path, monkeypa
     assert loads > 1, "one load package per part"
     assert load(filled).rows == {table: 0, "answers": 0, "requests": 0}
     assert _duck(db, "SELECT count(*) FROM formsync_data._dlt_loads")[0][0] == loads
+
+
+def test_every_table_reaches_duckdb_as_parquet(filled: Store, here: Path) -> None:
+    """dlt's fastest loader file format on DuckDB for every table the load sends: no
+    table's rows go as INSERT statements (only dlt's own state does)."""
+    load(filled)
+    done = list((here / "data" / "formsync-dlt").glob("pipelines/*/load/loaded/*/completed_jobs/*"))
+    tables = {p.name.split(".")[0]: p.name.split(".")[-1] for p in done if not p.name.startswith("_dlt")
+              and not p.name.endswith(".sql")}
+    assert tables == {filled.schema(FORM).name: "parquet", "answers": "parquet", "requests": "parquet"}
