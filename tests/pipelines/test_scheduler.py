@@ -436,7 +436,7 @@ async def test_sigterm_mid_outreach_then_restart_sends_each_row_exactly_once(
 
 BAD_JOBS = {
     "unknown kind": ('[[jobs]]\nid = "mailer"\nkind = "mail"\ninterval_seconds = 5\n',
-                     ["job 'mailer': kind", "'outreach', 'poll', 'sync', 'export', 'load', 'remind' or 'close'", "'mail'"]),
+                     ["job 'mailer': kind", "'outreach', 'poll', 'sync', 'export', 'load', 'remind', 'close', 'files' or 'purge'", "'mail'"]),
     "cron and interval": ('[[jobs]]\nid = "both"\nkind = "poll"\ncron = "* * * * *"\ninterval_seconds = 5\n',
                           ["job 'both'", "exactly one of cron or interval_seconds"]),
     "neither cron nor interval": ('[[jobs]]\nid = "never"\nkind = "poll"\n',
