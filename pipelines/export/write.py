@@ -164,7 +164,8 @@ class TableStream:
     """One table to write: its name, its Arrow schema (field names are the headers), its
     columns (the data contract's, None for the long and requests tables), a function
     giving its record batches, a function counting its rows, and with ``since_last``
-    where its cursor goes."""
+    where its cursor goes. ``shaped`` gives the same rows as shaped, before ``batches``
+    regroups them for a file (row groups, frames): for readers with batching of their own."""
 
     name: str
     schema: pa.Schema
@@ -173,6 +174,11 @@ class TableStream:
     columns: tuple[Column, ...] | None = None
     mark: CursorMark | None = None  # an incremental export's cursor after this table
     form: str = "all"  # ``{form}`` in the file's name: its form's name slug
+    shaped: Callable[[], Iterator[pa.RecordBatch]] | None = None
+
+    def pieces(self) -> Iterator[pa.RecordBatch]:
+        """The rows as shaped (``shaped``), else as ``batches``."""
+        return (self.shaped or self.batches)()
 
 
 def _incremental(store: Store, since_last: str | None, table: str, f: ExportFilter,
@@ -238,7 +244,7 @@ def _wide_stream(store: Store, name: str, form_id: str, *, since: datetime | dat
                 yield ahead.result()
 
     return TableStream(name, schema, lambda: _regrouped(shaped(), schema, CHUNK_ROWS),
-                       lambda: store.exports.count_submissions(f), columns, mark, form_slug(store, form_id))
+                       lambda: store.exports.count_submissions(f), columns, mark, form_slug(store, form_id), shaped)
 
 
 def _wide_shaped(part: Sequence[tuple[Any, ...]], columns: Sequence[Column], schema: pa.Schema,

@@ -92,6 +92,18 @@ def test_batches_across_boundaries_equal_one_batch(varied_store: Store, tmp_path
     assert read_sheet(tmp_path / "many.xlsx", table) == read_sheet(tmp_path / "one.xlsx", table)
 
 
+def test_the_wide_tables_shaped_pieces_are_its_batches_before_regrouping(varied_store: Store,  # noqa: F811
+                                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(export_mod, "CHUNK_ROWS", 10)  # parts of 2 submissions, regrouped 10 at a time
+    [wide] = export_mod.table_streams(varied_store, "wide")
+    pieces, batches = list(wide.pieces()), list(wide.batches())
+    assert [b.num_rows for b in pieces] == [2] * 11 + [1]
+    assert [b.num_rows for b in batches] == [10, 10, 3]
+    assert pa.Table.from_batches(pieces).equals(pa.Table.from_batches(batches))
+    [long] = export_mod.table_streams(varied_store, "long")  # nothing regrouped: its batches
+    assert pa.Table.from_batches(list(long.pieces())).equals(pa.Table.from_batches(list(long.batches())))
+
+
 def test_wide_columns_and_types_are_the_field_lists_in_every_batch(varied_store: Store, tmp_path: Path,
                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(export_mod, "CHUNK_ROWS", 5)
