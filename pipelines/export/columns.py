@@ -98,6 +98,8 @@ def json_cells(col: pa.Array) -> pa.Array:
     """A list or struct column as JSON text (``json.dumps``, ensure_ascii off; a whole
     number without a fraction, a null member left out): the CSV and XLSX cells of
     ``keys`` and ``records``. Made in Arrow; the cells it cannot write exactly, in Python."""
+    if col.null_count == len(col):  # no value in the batch (a column of files none archived yet)
+        return pa.nulls(len(col), pa.string())
     texts = _text_lists(col) if _of_text(col.type) else json_texts(_whole_floats(col))
     missing = pc.and_(pc.is_valid(col), pc.is_null(texts))
     if not pc.any(missing).as_py():
