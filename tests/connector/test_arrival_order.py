@@ -189,17 +189,7 @@ def test_a_place_taken_and_not_yet_committed_holds_later_writers_back(server_sto
     committed, a later writer waits, so no reader sees a later place before it."""
     store = server_store
     store.upsert_submissions([list_item("sub_0", {"q": 0})], FORM)
-    dbname = store.url.rsplit("/", 1)[1]
-    holder: Any
-    if store.backend == "postgresql":
-        holder = pg_connect(dbname)
-        holder.autocommit = False
-        holder.execute("UPDATE formsync_arrival SET last_place = last_place + 1")
-    else:
-        holder = my_connect(dbname)
-        holder.begin()
-        with holder.cursor() as cur:
-            cur.execute("UPDATE formsync_arrival SET last_place = last_place + 1")
+    holder = _hold_the_counter(store)
     later = threading.Thread(target=store.upsert_submissions, args=([list_item("sub_1", {"q": 1})], FORM))
     later.start()
     try:

@@ -47,14 +47,19 @@ def test_past_retention_mirrors_the_services_rule():
     assert past_retention(Retention(None, 7, fixed_deletion_at=now), now, rows) == ["sub_old"]
 
 
-async def test_purge_applies_the_forms_retention_on_the_services_clock(sandbox: Sandbox, tmp_path: Path):
+def _purge_setup(sandbox: Sandbox, tmp_path: Path) -> tuple[Any, str, Path, Store]:
+    """The business workspace, its Contact form, a config naming them and a migrated store."""
     db = f"sqlite:///{tmp_path}/purge.db"
     ws = sandbox.business
-    form = ws.forms["Contact"]
     cfg = tmp_path / "formsync.toml"
     cfg.write_text(f'[service]\nbase_url = "{sandbox.base_url}"\ntoken = "{ws.token}"\n[store]\nurl = "{db}"\n')
     store = Store(db)
     store.migrate()
+    return ws, ws.forms["Contact"], cfg, store
+
+
+async def test_purge_applies_the_forms_retention_on_the_services_clock(sandbox: Sandbox, tmp_path: Path):
+    ws, form, cfg, store = _purge_setup(sandbox, tmp_path)
     async with FormClient(sandbox.base_url, ws.token) as fc:
         await fc.update_form_settings(form, submissionRetentionDays=1, draftRetentionDays=1)
         await sync_form(fc, store, form, full=True, include_drafts=True)
@@ -85,13 +90,7 @@ async def test_purge_applies_the_forms_retention_on_the_services_clock(sandbox: 
 
 
 async def test_purge_removes_the_request_answers_the_service_purged_on_its_clock(sandbox: Sandbox, tmp_path: Path):
-    db = f"sqlite:///{tmp_path}/purge.db"
-    ws = sandbox.business
-    form = ws.forms["Contact"]
-    cfg = tmp_path / "formsync.toml"
-    cfg.write_text(f'[service]\nbase_url = "{sandbox.base_url}"\ntoken = "{ws.token}"\n[store]\nurl = "{db}"\n')
-    store = Store(db)
-    store.migrate()
+    ws, form, cfg, store = _purge_setup(sandbox, tmp_path)
     helpers = sandbox.helpers_for("business")
     answers = {"name": "Old", "email": "old@example.test", "topic": "sales"}
     async with FormClient(sandbox.base_url, ws.token) as fc:
