@@ -9,7 +9,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import Select, Update, delete, insert, select, update
+from sqlalchemy import Select, Update, bindparam, delete, insert, select, update
 
 from .database import Database
 from .mapping import now_ms
@@ -29,6 +29,13 @@ class CursorMark:
     arrival: int
     rows: int
     run: int
+
+
+_c = EXPORT_CURSORS.c
+# One cursor moved (``ExportCursors.advance``): its key as ``k_*``, its new values as ``v_*``.
+_MOVE = update(EXPORT_CURSORS).where(_c.name == bindparam("k_name"), _c.table_name == bindparam("k_table"),
+                                     _c.form_id == bindparam("k_form")).values(
+    {col: bindparam(f"v_{col}") for col in ("arrival", "row_count", "run", "updated_at")})
 
 
 class ExportCursors:
@@ -59,14 +66,13 @@ class ExportCursors:
         if not marks:
             return
         now = now if now is not None else now_ms()
-        c = EXPORT_CURSORS.c
-        # Core statements on one connection: an incremental export of a few rows pays
-        # for this transaction, so no ORM unit of work is set up for it.
+        # Core statements on one connection, the update made once: an incremental export
+        # of a few rows pays for this transaction, so no ORM unit of work is set up for it.
         with self._db.engine.begin() as conn:
             for m in marks:
                 values = {"arrival": m.arrival, "row_count": m.rows, "run": m.run, "updated_at": now}
-                changed: Any = conn.execute(update(EXPORT_CURSORS).where(
-                    c.name == m.name, c.table_name == m.table, c.form_id == m.form_id).values(**values))
+                changed: Any = conn.execute(_MOVE, {"k_name": m.name, "k_table": m.table, "k_form": m.form_id,
+                                                    **{f"v_{k}": v for k, v in values.items()}})
                 if changed.rowcount == 0:
                     conn.execute(insert(EXPORT_CURSORS).values(name=m.name, table_name=m.table, form_id=m.form_id,
                                                                **values))

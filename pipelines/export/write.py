@@ -217,7 +217,7 @@ def wide_schema(store: Store, form_id: str, *, display: bool = False) -> tuple[t
 
 
 def _wide_stream(store: Store, name: str, form_id: str, *, since: datetime | date | None,
-                 display: bool, since_last: str | None, include_gone: bool = False) -> TableStream:
+                 display: bool, since_last: str | None, include_gone: bool, batch_rows: int) -> TableStream:
     columns, schema = wide_schema(store, form_id, display=display)
     if include_gone:
         columns, schema = (*columns, GONE_AT), _with_gone_at(schema)
@@ -229,11 +229,11 @@ def _wide_stream(store: Store, name: str, form_id: str, *, since: datetime | dat
     def shaped() -> Iterator[pa.RecordBatch]:
         # The next batch is read from the database while this one is shaped (Arrow's
         # reader and kernels free the interpreter lock). A submission's documents hold
-        # about 16 answers: a fifth of CHUNK_ROWS at a time keeps two batches small.
+        # about 16 answers: a fifth of ``batch_rows`` at a time keeps two batches small.
         read = bool(files) and store.exports.any_archived(form_id)  # nothing archived: no read per batch
         with ThreadPoolExecutor(1) as pool:
             ahead: Future[pa.RecordBatch] | None = None
-            for part in store.exports.wide_rows(f, display=labels, batch_rows=max(1, CHUNK_ROWS // 5)):
+            for part in store.exports.wide_rows(f, display=labels, batch_rows=max(1, batch_rows // 5)):
                 kept = store.exports.archived([r[0] for r in part], files) if read else {} if files else None
                 job = pool.submit(_wide_shaped, part, columns, schema, kept, include_gone)
                 del part
@@ -243,7 +243,7 @@ def _wide_stream(store: Store, name: str, form_id: str, *, since: datetime | dat
             if ahead is not None:
                 yield ahead.result()
 
-    return TableStream(name, schema, lambda: _regrouped(shaped(), schema, CHUNK_ROWS),
+    return TableStream(name, schema, lambda: _regrouped(shaped(), schema, batch_rows),
                        lambda: store.exports.count_submissions(f), columns, mark, form_slug(store, form_id), shaped)
 
 
@@ -281,7 +281,7 @@ def _regrouped(batches: Iterator[pa.RecordBatch], schema: pa.Schema, rows: int) 
 
 
 def _wide_streams(store: Store, *, form_id: str | None, since: datetime | date | None,
-                  display: bool, since_last: str | None = None, include_gone: bool = False) -> list[TableStream]:
+                  display: bool, since_last: str | None, include_gone: bool, batch_rows: int) -> list[TableStream]:
     """One wide table per form (``form_id``, or each form with stored submissions),
     named ``wide`` when there is one, by form id when there are several. With no form
     at all, one empty table of the submission's own columns."""
@@ -291,34 +291,36 @@ def _wide_streams(store: Store, *, form_id: str | None, since: datetime | date |
         return [TableStream("wide", schema, lambda: iter(()), lambda: 0, OWN)]
     # A sheet name holds 31 characters at most (form ids have 27).
     return [_wide_stream(store, "wide" if len(forms) == 1 else f[:31], f, since=since, display=display,
-                         since_last=since_last, include_gone=include_gone) for f in forms]
+                         since_last=since_last, include_gone=include_gone, batch_rows=batch_rows) for f in forms]
 
 
 def _long_stream(store: Store, *, form_id: str | None, since: datetime | date | None,
-                 fields: list[str] | None, since_last: str | None = None, include_gone: bool = False) -> TableStream:
+                 fields: list[str] | None, since_last: str | None, include_gone: bool, batch_rows: int) -> TableStream:
     f, mark = _incremental(store, since_last, "long", ExportFilter(
         form_id=form_id, since_ms=_since_ms(since), fields=None if fields is None else tuple(fields),
         include_gone=include_gone))
     schema = _with_gone_at(LONG_SCHEMA) if include_gone else LONG_SCHEMA
-    return TableStream("long", schema, lambda: _long_batches(store, f, schema), lambda: _count(store, f), None,
+    return TableStream("long", schema, lambda: _long_batches(store, f, schema, batch_rows), lambda: _count(store, f),
+                       None,
                        mark, _slug_of(store, form_id))
 
 
-def _long_batches(store: Store, f: ExportFilter, schema: pa.Schema) -> Iterator[pa.RecordBatch]:
+def _long_batches(store: Store, f: ExportFilter, schema: pa.Schema, batch_rows: int) -> Iterator[pa.RecordBatch]:
     """The long table's rows (``store.exports.answers``) as record batches of ``schema``
-    (``LONG_SCHEMA``, with ``gone_at`` when ``f`` includes gone rows)."""
+    (``LONG_SCHEMA``, with ``gone_at`` when ``f`` includes gone rows), about twice
+    ``batch_rows`` rows each."""
     # The documents are read as their stored text: Arrow's JSON reader parses a batch's
     # documents at once (``long_json``), and the next batch is read from the database
-    # while this one is shaped. Submissions make about 16 rows each: a batch of CHUNK_ROWS // 8
-    # makes about twice CHUNK_ROWS rows, as fast per row as any larger one (Arrow's calls' own
-    # cost is paid half as often as at CHUNK_ROWS).
+    # while this one is shaped. Submissions make about 16 rows each: a batch of batch_rows // 8
+    # makes about twice batch_rows rows, as fast per row as any larger one (Arrow's calls' own
+    # cost is paid half as often as at batch_rows).
     wanted = None if f.fields is None else frozenset(f.fields)
     files = store.archive.file_fields(None if f.form_id is None else [f.form_id])
     keys = list(dict.fromkeys(k for w in files.values() for k in (*w.top, *w.groups)))
     read = bool(keys) and store.exports.any_archived(f.form_id)  # nothing archived: no read per batch
     with ThreadPoolExecutor(LONG_SHAPERS) as pool:
         ahead: deque[Future[pa.RecordBatch]] = deque()
-        for part in store.exports.answer_documents(f, batch_rows=max(1, CHUNK_ROWS // 8)):
+        for part in store.exports.answer_documents(f, batch_rows=max(1, batch_rows // 8)):
             kept = store.exports.archived([r[0] for r in part], keys) if read else {}
             ahead.append(pool.submit(_long_shaped, part, wanted, schema, files, kept))
             del part
@@ -353,7 +355,7 @@ def _long_arrays(rows: Sequence[tuple[Any, ...]]) -> pa.RecordBatch:
 
 
 def _requests_stream(store: Store, *, form_id: str | None, since: datetime | date | None,
-                     status: str | None, since_last: str | None = None) -> TableStream:
+                     status: str | None, since_last: str | None, batch_rows: int) -> TableStream:
     """The requests, their metadata as one JSON text column (the caller's own data, kept
     as sent: its keys are not the form's)."""
     plain = [c for c in REQUEST_COLUMNS if c != "request_id"]
@@ -363,7 +365,7 @@ def _requests_stream(store: Store, *, form_id: str | None, since: datetime | dat
                        + [("metadata", pa.string())])
 
     def batches() -> Iterator[pa.RecordBatch]:
-        for part in store.exports.requests(f, plain, batch_rows=CHUNK_ROWS):
+        for part in store.exports.requests(f, plain, batch_rows=batch_rows):
             columns = list(zip(*part, strict=True))
             meta = [_to_json(v) if (v := json_value(m)) else None for m in columns[-1]]
             arrays = [_times(v) if c in _REQUEST_TIMES else pa.array(v, pa.string())
@@ -690,16 +692,21 @@ def _form_file(out: Path, form_id: str) -> Path:
 
 def table_streams(store: Store, name: Table, *, form_id: str | None = None, since: datetime | date | None = None,
                   status: str | None = None, display: bool = False, fields: list[str] | None = None,
-                  since_last: str | None = None, include_gone: bool = False) -> list[TableStream]:
+                  since_last: str | None = None, include_gone: bool = False,
+                  batch_rows: int | None = None) -> list[TableStream]:
     """The streams ``export`` writes for one table (same arguments): one per form for the
-    wide table (none stored: one empty table of the submission's own columns)."""
+    wide table (none stored: one empty table of the submission's own columns). Their
+    batches hold about ``batch_rows`` rows (the long table's twice that; default
+    ``CHUNK_ROWS``)."""
+    batch_rows = CHUNK_ROWS if batch_rows is None else batch_rows
     if name == "wide":
         return _wide_streams(store, form_id=form_id, since=since, display=display, since_last=since_last,
-                             include_gone=include_gone)
+                             include_gone=include_gone, batch_rows=batch_rows)
     if name == "long":
         return [_long_stream(store, form_id=form_id, since=since, fields=fields, since_last=since_last,
-                             include_gone=include_gone)]
-    return [_requests_stream(store, form_id=form_id, since=since, status=status, since_last=since_last)]
+                             include_gone=include_gone, batch_rows=batch_rows)]
+    return [_requests_stream(store, form_id=form_id, since=since, status=status, since_last=since_last,
+                             batch_rows=batch_rows)]
 
 
 @contextmanager

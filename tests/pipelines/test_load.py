@@ -168,12 +168,12 @@ async def test_the_scheduler_runs_the_load_and_incremental_export_jobs(filled: S
 
 def test_a_load_in_parts_sends_the_same_rows(filled: Store, here: Path, monkeypatch: pytest.MonkeyPatch,
                                              caplog: pytest.LogCaptureFixture) -> None:
-    """Parts of one row each (a load package per batch): the tables hold what one part
+    """Parts of one byte each (a load package per batch): the tables hold what one part
     would give, the long table's delete-insert keeps every submission's answers, and dlt
     warns of nothing (a user would read a warning on every large load)."""
     import pipelines.export.load as load_module
 
-    monkeypatch.setattr(load_module, "PART_ROWS", 1)
+    monkeypatch.setattr(load_module, "PART_BYTES", 1)
     table = filled.schema(FORM).name
     filled.upsert_submissions([list_item(f"sub_{i}", {"score": i}) for i in range(3, 9)], FORM)
     with caplog.at_level(logging.WARNING, logger="dlt"):
@@ -187,6 +187,69 @@ def test_a_load_in_parts_sends_the_same_rows(filled: Store, here: Path, monkeypa
     assert loads > 1, "one load package per part"
     assert load(filled).rows == {table: 0, "answers": 0, "requests": 0}
     assert _duck(db, "SELECT count(*) FROM formsync_data._dlt_loads")[0][0] == loads
+
+
+def test_a_load_that_fits_one_part_is_one_load_package(filled: Store, here: Path) -> None:
+    """No part is made of nothing: a load whose rows fit a part makes one package, its
+    ``_dlt_loads`` one row (an empty part would load, and be counted, for nothing)."""
+    load(filled)
+    assert _duck(here / "formsync.duckdb", "SELECT count(*) FROM formsync_data._dlt_loads") == [(1,)]
+
+
+def test_a_part_holds_batches_up_to_its_bytes_and_the_next_takes_up_where_it_stopped(
+        filled: Store, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Parts are bounded by their batches' Arrow bytes: a budget of one byte takes one batch
+    a part, a budget of a batch and a byte takes two; every batch is in exactly one part and
+    no part is empty."""
+    import pipelines.export.load as load_module
+    from pipelines.export.load import warehouse_source
+
+    monkeypatch.setattr(load_module, "BATCH_ROWS", 10)  # form batches of 2 submissions, long of 1
+    filled.upsert_submissions([list_item(f"sub_{i}", {"score": i, "tags": ["a"]}) for i in range(3, 8)], FORM)
+
+    def parts(size: float) -> list[list[tuple[str, int, int]]]:
+        with filled.exports.snapshot():
+            return [[(name, b.num_rows, b.nbytes) for name, r in p.resources.items() if name != "campaign_rows"
+                     for b in r] for p in warehouse_source(filled, f"parts-{size}").parts(size)]
+
+    whole = parts(float("inf"))
+    assert len(whole) == 1
+    assert [n for name, n, _ in whole[0] if name == filled.schema(FORM).name] == [2, 2, 2, 1], "BATCH_ROWS // 5 a read"
+    one = parts(1)
+    assert [len(p) for p in one] == [1] * len(whole[0]), "one batch a part"
+    assert sorted(b for p in one for b in p) == sorted(whole[0])
+    first = whole[0][0][2]
+    assert [len(p) for p in parts(first + 1)][0] == 2
+
+
+def test_a_load_failing_in_a_later_part_moves_nothing_and_the_next_sends_each_row_once(
+        filled: Store, here: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each part is loaded before the next is read: a failure in the second part leaves the
+    first loaded and the cursors where they were; the next load sends every row again and
+    the destination keeps one of each (the merge on the submission id)."""
+    import pipelines.export.load as load_module
+    from pipelines.export.load import LoadFailed
+
+    monkeypatch.setattr(load_module, "PART_BYTES", 1)  # a part per batch
+    filled.upsert_submissions([list_item(f"sub_{i}", {"score": i}) for i in range(3, 9)], FORM)
+    real, seen = load_module._for_dlt, []
+
+    def failing_second(batch: Any) -> Any:
+        seen.append(batch.num_rows)
+        if len(seen) == 2:
+            raise OSError("disk full (the second part)")
+        return real(batch)
+
+    monkeypatch.setattr(load_module, "_for_dlt", failing_second)
+    with pytest.raises(LoadFailed, match="nothing moved"):
+        load(filled)
+    table = filled.schema(FORM).name
+    db = here / "formsync.duckdb"
+    assert _duck(db, "SELECT count(*) FROM formsync_data._dlt_loads") == [(1,)], "the first part was loaded"
+    monkeypatch.setattr(load_module, "_for_dlt", real)
+    assert load(filled).rows == {table: 8, "answers": 10, "requests": 1}, "the cursors had not moved"
+    assert _duck(db, f"SELECT count(*), count(DISTINCT submission_id) FROM formsync_data.{table}") == [(8, 8)]
+    assert _duck(db, "SELECT count(*) FROM formsync_data.answers") == [(10,)]
 
 
 def test_every_table_reaches_duckdb_as_parquet(filled: Store, here: Path) -> None:
