@@ -16,8 +16,8 @@ the form's field list recorded) until it holds ``--rows`` answer rows. Then:
     read, the store read in batches with its own statements, the answer documents
     shaped into the form's wide table and the long answers table (Arrow), the nested
     columns as JSON text and the deletion flag, a dlt pipeline (its state restored from
-    the destination) extracting the parts of ``PART_BYTES`` as load packages, each
-    normalising and loading them (the form's table merged on ``submission_id``, the long
+    the destination) extracting the parts of ``PART_BYTES`` as load packages, each one
+    normalised and loaded before the next is read (the form's table merged on ``submission_id``, the long
     table delete-insert per submission, requests merged on ``request_id``, the campaign
     rows replaced), and the cursors moved on; its DuckDB's memory capped at
     ``DUCKDB_MEMORY`` (what the load does on its default destination).
