@@ -300,9 +300,8 @@ def _long_stream(store: Store, *, form_id: str | None, since: datetime | date | 
         form_id=form_id, since_ms=_since_ms(since), fields=None if fields is None else tuple(fields),
         include_gone=include_gone))
     schema = _with_gone_at(LONG_SCHEMA) if include_gone else LONG_SCHEMA
-    return TableStream("long", schema, lambda: _long_batches(store, f, schema, batch_rows), lambda: _count(store, f),
-                       None,
-                       mark, _slug_of(store, form_id))
+    return TableStream("long", schema, lambda: _long_batches(store, f, schema, batch_rows),
+                       lambda: _count(store, f), None, mark, _slug_of(store, form_id))
 
 
 def _long_batches(store: Store, f: ExportFilter, schema: pa.Schema, batch_rows: int) -> Iterator[pa.RecordBatch]:
