@@ -409,7 +409,7 @@ def warehouse_source(store: Store, name: str, *, on_rows: Callable[[str, int], N
             yield batch
         if t.deleted:
             empty = pa.RecordBatch.from_pylist([], schema=t.stream.schema)
-            yield _deletion_batch(_flagged(nested_as_json(empty)).schema, t.key, t.deleted)
+            yield _deletion_batch(_for_dlt(empty).schema, t.key, t.deleted)
 
     def campaign_rows() -> Iterator[dict[str, Any]]:
         for job in store.campaign.jobs():
