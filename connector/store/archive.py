@@ -11,11 +11,11 @@ from typing import Any
 from sqlalchemy import delete, insert, tuple_
 from sqlmodel import col, select
 
-from .database import Database
+from .database import Database, in_lists
 from .tables import ArchivedFile, FormField, SubmissionRow
 
 FILE_TYPES = ("file", "signature")
-_BATCH = 500  # submissions read (files recorded) at a time
+_BATCH = 500  # submissions read at a time
 _PLACE = (col(ArchivedFile.submission_id), col(ArchivedFile.field_key), col(ArchivedFile.instance),
           col(ArchivedFile.member), col(ArchivedFile.idx))
 
@@ -92,8 +92,8 @@ class ArchiveStore:
         keys = [(v["submission_id"], v["field_key"], v["instance"], v["member"], v["idx"]) for v in values]
         rows = list(dict(zip(keys, values, strict=True)).values())
         with self._db.session() as s:
-            for part in range(0, len(keys), _BATCH):  # a few hundred bound keys per statement
-                s.execute(delete(ArchivedFile).where(tuple_(*_PLACE).in_(keys[part:part + _BATCH])))
+            for some in in_lists(keys):
+                s.execute(delete(ArchivedFile).where(tuple_(*_PLACE).in_(some)))
             s.execute(insert(ArchivedFile), rows)
 
     def count(self) -> int:

@@ -11,7 +11,7 @@ from typing import Any
 from sqlalchemy import func, or_, update
 from sqlmodel import col, select
 
-from .database import Database
+from .database import Database, in_lists
 from .erasure import erasure_hash
 from .tables import (
     REQUESTS,
@@ -132,8 +132,8 @@ class CampaignReads:
         out: dict[str, dict[str, Any]] = {}
         ids = list(request_ids)
         with self._db.reader() as s:
-            for start in range(0, len(ids), 500):
-                stmt = request_answers().where(REQUESTS.c.id.in_(ids[start:start + 500]))
+            for some in in_lists(ids):
+                stmt = request_answers().where(REQUESTS.c.id.in_(some))
                 for rid, answers, _display in s.connection().execute(stmt):
                     if answers:
                         out[rid] = dict(answers)

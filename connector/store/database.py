@@ -4,9 +4,10 @@ repositories: a session (read and write, committed on success) and a read-only s
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
+from typing import TypeVar
 
 from sqlalchemy import inspect
 from sqlalchemy.engine import Engine
@@ -15,6 +16,15 @@ from sqlmodel import Session
 
 from .sqlite import READ_OPTION
 from .writer import Writer
+
+T = TypeVar("T")
+IN_LIST = 500  # values bound in one IN list: far under every database's limit on parameters
+
+
+def in_lists(values: Sequence[T], size: int = IN_LIST) -> Iterator[Sequence[T]]:
+    """``values`` in slices of at most ``size``, one IN list per statement."""
+    for start in range(0, len(values), size):
+        yield values[start:start + size]
 
 
 @dataclass(frozen=True)

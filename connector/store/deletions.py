@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from sqlalchemy import and_, or_
 from sqlmodel import col, select
 
-from .database import Database
+from .database import Database, in_lists
 from .tables import Deletion, SubmissionRow
 
 
@@ -42,7 +42,7 @@ class DeletionLog:
         found: set[str] = set()
         ids = sorted(set(submission_ids))
         with self._db.reader() as s:
-            for start in range(0, len(ids), 500):  # bounded IN lists on every database
+            for some in in_lists(ids):
                 found.update(s.exec(select(SubmissionRow.id).where(
-                    col(SubmissionRow.id).in_(ids[start:start + 500]), col(SubmissionRow.gone_at).is_(None))).all())
+                    col(SubmissionRow.id).in_(some), col(SubmissionRow.gone_at).is_(None))).all())
         return found

@@ -21,6 +21,7 @@ from typing import Any
 from sqlalchemy import Table, delete, func, or_, select, update
 from sqlalchemy.engine import Connection
 
+from .database import in_lists
 from .tables import (
     ARCHIVED,
     DEAD_LETTERS,
@@ -287,9 +288,8 @@ def barred(conn: Connection, key: Callable[[], bytes], marks: Sequence[Sequence[
     hashed = [{erasure_hash(k, kind, value) for kind, value in item} for item in marks]
     every = sorted(set().union(*hashed)) if hashed else []
     kept: set[str] = set()
-    for start in range(0, len(every), _BATCH):
-        kept.update(conn.execute(select(ERASURES.c.hash).where(ERASURES.c.hash.in_(every[start:start + _BATCH])))
-                    .scalars())
+    for some in in_lists(every):
+        kept.update(conn.execute(select(ERASURES.c.hash).where(ERASURES.c.hash.in_(some))).scalars())
     return {i for i, hs in enumerate(hashed) if hs & kept}
 
 

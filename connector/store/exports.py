@@ -22,7 +22,7 @@ from sqlalchemy import Select, Text, cast, func, select
 from sqlalchemy.engine import Connection
 
 from .cursors import CursorMark, cursor_mark, cursor_query
-from .database import Database
+from .database import Database, in_lists
 from .mapping import answer_count, answer_tuples
 from .sqlite import READ_OPTION
 from .tables import ARCHIVED, EXPORT_CURSORS, REQUESTS, SUBMISSIONS
@@ -196,9 +196,9 @@ class ExportReads:
         a = ARCHIVED.c
         out: dict[tuple[str, str, int, str, int], tuple[str, str]] = {}
         with self._db.reader() as s:
-            for start in range(0, len(ids), 500):  # a few hundred bound ids per statement
+            for some in in_lists(ids):
                 stmt = select(a.submission_id, a.field_key, a.instance, a.member, a.idx, a.url, a.location).where(
-                    a.submission_id.in_(list(ids[start:start + 500])), a.field_key.in_(list(fields)))
+                    a.submission_id.in_(list(some)), a.field_key.in_(list(fields)))
                 out.update({(sid, key, inst, member, idx): (url, where)
                             for sid, key, inst, member, idx, url, where in s.connection().execute(stmt)})
         return out

@@ -11,6 +11,7 @@ from collections.abc import Set as AbstractSet
 from sqlalchemy import and_, select, update
 from sqlalchemy.engine import Connection
 
+from .database import in_lists
 from .erasure import log_deletions
 from .tables import REQUESTS, SUBMISSIONS
 
@@ -34,10 +35,9 @@ def reconcile(conn: Connection, form_id: str, listed: AbstractSet[str], now: int
         s.form_id == form_id, s.is_completed.is_(True),
         (s.request_id.is_(None)) | s.request_id.not_in(test)))
     gone, back = gone_and_back({sid: at for sid, at in rows}, listed)
-    for start in range(0, len(gone), 500):
-        conn.execute(update(SUBMISSIONS).where(and_(s.id.in_(gone[start:start + 500]), s.gone_at.is_(None)))
-                     .values(gone_at=now))
-    for start in range(0, len(back), 500):
-        conn.execute(update(SUBMISSIONS).where(s.id.in_(back[start:start + 500])).values(gone_at=None))
+    for some in in_lists(gone):
+        conn.execute(update(SUBMISSIONS).where(and_(s.id.in_(some), s.gone_at.is_(None))).values(gone_at=now))
+    for some in in_lists(back):
+        conn.execute(update(SUBMISSIONS).where(s.id.in_(some)).values(gone_at=None))
     log_deletions(conn, "reconciled", now, [("submission", sid, form_id) for sid in gone], place)
     return gone, back

@@ -11,7 +11,7 @@ from sqlalchemy import and_, func, or_
 from sqlalchemy import select as core_select
 from sqlmodel import col, select
 
-from .database import Database
+from .database import Database, in_lists
 from .exports import json_value
 from .tables import REQUESTS, SUBMISSIONS, RequestRow, request_answers
 
@@ -46,10 +46,10 @@ class RequestReads:
         wanted = sorted({e.strip().lower() for e in emails if e.strip()})
         out: list[tuple[str, str]] = []
         with self._db.reader() as s:
-            for start in range(0, len(wanted), 500):
+            for some in in_lists(wanted):
                 address = func.lower(RequestRow.recipient_email)
                 stmt = (select(RequestRow.id, address).where(RequestRow.status == "pending")
-                        .where(address.in_(wanted[start:start + 500])).order_by(col(RequestRow.id)))
+                        .where(address.in_(some)).order_by(col(RequestRow.id)))
                 out.extend((rid, str(email)) for rid, email in s.exec(stmt))
         return out
 
@@ -87,23 +87,20 @@ class RequestReads:
         purged (``dataPurgedAt``) by ``now`` (its clock, epoch ms), or that it says so of
         now (``also``), and that still hold answers here: on their own row, or on their
         submission's (None when none is stored)."""
-        r, s = REQUESTS.c, SUBMISSIONS.c
-        stored = core_select(s.id).where(s.id == r.submission_id).exists()
+        r = REQUESTS.c
+        stored, held = _answers_held()
         purged = and_(r.data_purged_at.is_not(None), r.data_purged_at <= now)
         stmt = (core_select(r.id, r.submission_id, stored).where(
-            r.form_id == form_id, or_(purged, r.id.in_(list(also))) if also else purged,
-            or_(r.answers.is_not(None), stored)).order_by(r.id))
+            r.form_id == form_id, or_(purged, r.id.in_(list(also))) if also else purged, held).order_by(r.id))
         with self._db.reader() as sess:
             return [(rid, sid if has else None) for rid, sid, has in sess.connection().execute(stmt)]
 
     def holds_answers(self, form_id: str) -> bool:
         """Whether the store holds answers of a completed request of ``form_id`` that the
         service has not been seen to purge (what ``formsync purge`` asks the service about)."""
-        r, s = REQUESTS.c, SUBMISSIONS.c
-        stored = core_select(s.id).where(s.id == r.submission_id).exists()
+        r = REQUESTS.c
         stmt = core_select(core_select(r.id).where(r.form_id == form_id, r.status == "completed",
-                                                   r.data_purged_at.is_(None),
-                                                   or_(r.answers.is_not(None), stored)).exists())
+                                                   r.data_purged_at.is_(None), _answers_held()[1]).exists())
         with self._db.reader() as sess:
             return bool(sess.connection().execute(stmt).scalar())
 
@@ -115,3 +112,10 @@ class RequestReads:
         with self._db.reader() as sess:
             return [str(f) for f in sess.connection().execute(stmt).scalars()]
 
+
+def _answers_held() -> tuple[Any, Any]:
+    """Of a request row: whether its submission is stored, and whether the store holds its
+    answers (on the request's row, or on that submission's)."""
+    r, s = REQUESTS.c, SUBMISSIONS.c
+    stored = core_select(s.id).where(s.id == r.submission_id).exists()
+    return stored, or_(r.answers.is_not(None), stored)

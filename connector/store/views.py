@@ -42,8 +42,9 @@ def _lit(text: str) -> str:
     return "'" + text.replace("'", "''") + "'"
 
 
-def _path(*keys: str) -> str:
-    return _lit("$" + "".join('."' + k.replace("\\", "\\\\").replace('"', '\\"') + '"' for k in keys))
+def _path(*keys: str, tail: str = "") -> str:
+    """A JSON path literal to ``keys`` (each quoted), then ``tail`` (``[*]``: every item)."""
+    return _lit("$" + "".join('."' + k.replace("\\", "\\\\").replace('"', '\\"') + '"' for k in keys) + tail)
 
 
 @dataclass(frozen=True)
@@ -131,10 +132,9 @@ def _files_sql(dialect: str, doc: str, key: str, member: str = "", instance: str
         return (f"CASE WHEN json_typeof({items}) = 'array' THEN (SELECT COALESCE(jsonb_agg(a.location ORDER BY j.i), "
                 f"'[]'::jsonb) FROM json_array_elements({items}) WITH ORDINALITY j(v, i) LEFT JOIN "
                 + _archive_join(key, instance, member, "j.i - 1", "j.v ->> 'url'") + ") END")
-    every = _lit("$" + '."' + at.replace("\\", "\\\\").replace('"', '\\"') + '"[*]')
     return (f"CASE WHEN JSON_TYPE(JSON_EXTRACT({doc}, {_path(at)})) = 'ARRAY' THEN (SELECT COALESCE(JSON_ARRAYAGG("
-            f"a.location ORDER BY j.i), JSON_ARRAY()) FROM JSON_TABLE({doc}, {every} COLUMNS (i FOR ORDINALITY, "
-            "url TEXT PATH '$.url')) j LEFT JOIN " + _archive_join(key, instance, member, "j.i - 1", "j.url") + ") END")
+            f"a.location ORDER BY j.i), JSON_ARRAY()) FROM JSON_TABLE({doc}, {_path(at, tail='[*]')} COLUMNS ("
+            "i FOR ORDINALITY, url TEXT PATH '$.url')) j LEFT JOIN " + _archive_join(key, instance, member, "j.i - 1", "j.url") + ") END")
 
 
 def _group_files_sql(dialect: str, key: str, members: tuple[str, ...]) -> str:
@@ -153,13 +153,12 @@ def _group_files_sql(dialect: str, key: str, members: tuple[str, ...]) -> str:
                 f"WHEN json_typeof(g.v) = 'object' THEN {obj} END ORDER BY g.i), '[]'::jsonb) FROM "
                 f"json_array_elements(s.answers -> {_lit(key)}) WITH ORDINALITY g(v, i)) END")
     inst = f"JSON_EXTRACT(s.answers, CONCAT({_path(key)}, '[', g.i - 1, ']'))"
-    every = _lit("$" + '."' + key.replace("\\", "\\\\").replace('"', '\\"') + '"[*]')
     # a JSON value from a subquery or a CASE is text to MariaDB: JSON_EXTRACT(.., '$') makes it JSON again
     obj = "JSON_OBJECT(" + ", ".join(f"{_lit(m)}, JSON_EXTRACT({_files_sql(dialect, inst, key, m, 'g.i - 1')}, '$')"
                                      for m in members) + ")"
     return (f"CASE WHEN JSON_TYPE(JSON_EXTRACT(s.answers, {_path(key)})) = 'ARRAY' THEN (SELECT COALESCE("
             f"JSON_ARRAYAGG(JSON_EXTRACT(CASE WHEN JSON_TYPE({inst}) = 'OBJECT' THEN {obj} END, '$') ORDER BY g.i), "
-            f"JSON_ARRAY()) FROM JSON_TABLE(s.answers, {every} COLUMNS (i FOR ORDINALITY)) g) END")
+            f"JSON_ARRAY()) FROM JSON_TABLE(s.answers, {_path(key, tail='[*]')} COLUMNS (i FOR ORDINALITY)) g) END")
 
 
 def _archived_sql(dialect: str, col: Column) -> str:

@@ -100,7 +100,7 @@ def json_cells(col: pa.Array) -> pa.Array:
     ``keys`` and ``records``. Made in Arrow; the cells it cannot write exactly, in Python."""
     if col.null_count == len(col):  # no value in the batch (a column of files none archived yet)
         return pa.nulls(len(col), pa.string())
-    texts = _text_lists(col) if _of_text(col.type) else json_texts(_whole_floats(col))
+    texts = json_texts(_whole_floats(col))
     missing = pc.and_(pc.is_valid(col), pc.is_null(texts))
     if not pc.any(missing).as_py():
         return texts
@@ -108,19 +108,6 @@ def json_cells(col: pa.Array) -> pa.Array:
     for i in pc.indices_nonzero(missing).to_pylist():
         cells[i] = _to_json(_whole(col[i].as_py()))
     return pa.array(cells, pa.string())
-
-
-def _of_text(t: pa.DataType) -> bool:
-    return pa.types.is_list(t) and pa.types.is_string(t.value_type)
-
-
-def _text_lists(col: pa.ListArray) -> pa.Array:
-    """A list of text column (``keys``, archived locations) as JSON text, a null item as
-    ``null`` (``json_texts`` leaves such a list to Python: locations not archived are)."""
-    items = list_items(col)
-    texts = pc.if_else(pc.is_valid(items), json_texts(items), "null")
-    listed = pa.ListArray.from_arrays(pc.subtract(col.offsets, col.offsets[0]), texts, mask=col.is_null())
-    return pc.binary_join_element_wise("[", pc.binary_join(listed, ", "), "]", "")
 
 
 def text_cells(col: pa.Array) -> pa.Array:
