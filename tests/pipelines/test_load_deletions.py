@@ -99,6 +99,25 @@ def test_purged_erased_and_reconciled_rows_leave_duckdb(store: Store, here: Path
     assert _remaining(query, table, dataset) == (["sub_4"], ["sub_4"], ["req_bo"])
 
 
+def test_deletions_and_new_rows_in_parts_of_one_batch_each(store: Store, here: Path,
+                                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    """A load in parts (one batch a part, each loaded before the next) that also carries
+    deletions: the removals, sent after their table's rows, leave the destination, and the
+    rows stored meanwhile arrive, each once."""
+    import pipelines.export.load as load_module
+
+    table, query, dataset = store.schema(FORM).name, _duck(here), "formsync_data"
+    load(store)
+    _remove_three(store)
+    store.upsert_submissions([list_item(f"sub_{i}", {"score": i, "note": f"n{i}"}) for i in range(5, 8)], FORM)
+    monkeypatch.setattr(load_module, "PART_BYTES", 1)
+    report = load(store)
+    assert report.rows == {table: 3, "answers": 6, "requests": 0}
+    assert report.deleted == {table: 3, "answers": 3, "requests": 1}
+    assert _remaining(query, table, dataset) == (["sub_4", "sub_5", "sub_6", "sub_7"],) * 2 + (["req_bo"],)
+    assert query(f"SELECT count(*) FROM {dataset}.answers")[0][0] == 8
+
+
 def test_a_restored_submission_is_not_deleted_and_an_emptied_form_still_is(store: Store, here: Path) -> None:
     table, query, dataset = store.schema(FORM).name, _duck(here), "formsync_data"
     load(store)
