@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from pydantic import BaseModel
-from sqlalchemy import delete, select, text
+from sqlalchemy import delete, literal, select, table, text
 from sqlalchemy.engine import Connection, make_url
 from sqlalchemy.exc import ArgumentError, DBAPIError, IntegrityError, OperationalError
 
@@ -57,7 +57,16 @@ from .runs import JobRuns
 from .schema import FormSchema
 from .sqlite import SQLiteWriter
 from .submissions import SubmissionReads
-from .tables import CURSORS, DEAD_LETTERS, EVENTS, REQUESTS, SUBMISSIONS, SyncCursor
+from .tables import (
+    CURSORS,
+    DEAD_LETTERS,
+    EVENTS,
+    REQUESTS,
+    SUBMISSIONS,
+    VERSION_TABLE,
+    ArrivalCounter,
+    SyncCursor,
+)
 from .writer import Writer
 
 log = logging.getLogger("formsync.store")
@@ -155,6 +164,15 @@ class Store:
     def table_names(self) -> set[str]:
         """The tables the database holds now (none before the first migration)."""
         return self._db.table_names()
+
+    def holds_rows(self) -> bool:
+        """Whether any of the store's tables holds a row (the rows the migrations make aside:
+        their record, the arrival counter): False for a store new or emptied, True once
+        anything was stored (a sign-in too)."""
+        names = sorted(self.table_names() - {VERSION_TABLE, ArrivalCounter.__tablename__})
+        with self._db.reader() as s:
+            return any(s.execute(select(literal(1)).select_from(table(name)).limit(1)).first() is not None
+                       for name in names)
 
     def leader_lock(self, name: str = LOCK_NAME, *, ttl_seconds: float = 30.0,
                     holder: str | None = None) -> LeaderLock:

@@ -1,5 +1,5 @@
 """The campaign's funnel: what became of an outreach job's rows, computed from the
-store's rows alone (pure). The ``campaign`` command, ``formsync status``, the HTML page
+store's rows and the rows' counts (``RunCounts``) alone (pure). The ``campaign`` command, ``formsync status``, the HTML page
 and the campaign export all read these numbers from here."""
 
 from __future__ import annotations
@@ -13,19 +13,24 @@ from pydantic import BaseModel
 
 from connector.store.campaign import UNDELIVERABLE, CampaignRow
 
+from ..outreach.counts import RunCounts, job_counts
+
 DELIVERED = frozenset({"sent", "delivered"})
 
 
 class Funnel(BaseModel):
-    """An outreach job's funnel. The sheet's rows, each in one state: ``rows`` ==
-    ``sent`` (rows with a request) + ``rejected`` (invalid, or refused by the service) +
+    """An outreach job's funnel. The sheet's rows, each in one state, as ``RunCounts``
+    counts them (``job_counts``): ``rows`` == ``sent`` (rows with a request, sent now or
+    before) + ``rejected`` (invalid, ``changed`` since sent, or refused by the service) +
     ``suppressed`` (refused by the contact rule) + ``not_sent`` (no request yet: a stopped
-    run). Delivery: ``delivered`` / ``bounced`` (or complained) / ``failed`` /
-    ``not_emailed`` (delivery none, test requests) / ``queued``. ``opened`` and
-    ``started`` count every request known to have got that far (a completed request was
-    opened and started). Status: ``pending``, ``completed``, ``expired``, ``canceled``
-    (``unknown``: a request the store has not seen). ``response_rate`` is completed / sent;
-    ``median_answer_seconds`` the median time from creation to completion."""
+    run). The requests: ``requests`` the job's rows hold (the sent rows', and a changed
+    row keeps the one it was sent); of them, delivery: ``delivered`` / ``bounced`` (or
+    complained) / ``failed`` / ``not_emailed`` (delivery none, test requests) /
+    ``queued``. ``opened`` and ``started`` count every request known to have got that far
+    (a completed request was opened and started). Status: ``pending``, ``completed``,
+    ``expired``, ``canceled`` (``unknown``: a request the store has not seen).
+    ``response_rate`` is completed / requests; ``median_answer_seconds`` the median time
+    from creation to completion."""
 
     job: str
     rows: int = 0
@@ -33,6 +38,8 @@ class Funnel(BaseModel):
     rejected: int = 0
     suppressed: int = 0
     not_sent: int = 0
+    changed: int = 0
+    requests: int = 0
     delivered: int = 0
     bounced: int = 0
     failed: int = 0
@@ -55,22 +62,28 @@ class Funnel(BaseModel):
         return (f"opened {self.opened:,}, completed {self.completed:,} ({rate}), pending {self.pending:,}, "
                 f"bounced {self.bounced:,}")
 
+    def counts(self) -> RunCounts:
+        """The sheet's rows in their states, as ``RunCounts`` (the rows sent now and before alike)."""
+        rejected = self.rejected - self.changed
+        return RunCounts(rows=self.rows, sent=self.sent, changed=self.changed, invalid=rejected,
+                         suppressed=self.suppressed, left=self.not_sent)
+
     def sheet_line(self) -> str:
-        """The sheet's rows in their states: ``30 rows: 26 sent, 2 rejected, 2 suppressed``."""
-        text = f"{self.rows:,} rows: {self.sent:,} sent, {self.rejected:,} rejected, {self.suppressed:,} suppressed"
-        return text + (f", {self.not_sent:,} not sent yet" if self.not_sent else "")
+        """The sheet's rows in their states, in ``RunCounts.states_line``'s words."""
+        return self.counts().states_line()
 
 
-def funnel(job: str, rows: Sequence[CampaignRow], invalid: int = 0) -> Funnel:
-    """The funnel of ``job`` from its campaign rows (``store.campaign.rows``) and the
-    sheet rows its last run rejected before the ledger (``invalid``, see ``RunCounts``)."""
-    f = Funnel(job=job, rows=len(rows) + invalid, rejected=invalid)
+def funnel(job: str, rows: Sequence[CampaignRow], counts: RunCounts | None = None) -> Funnel:
+    """The funnel of ``job`` from its campaign rows (``store.campaign.rows``) and its
+    sheet rows' states (``job_counts``; by default the ledger's rows alone)."""
+    c = counts if counts is not None else job_counts(Counter(r.state for r in rows), None)
+    f = Funnel(job=job, rows=c.rows, sent=c.sent_total, changed=c.changed, rejected=c.rejected,
+               suppressed=c.suppressed, not_sent=c.left)
     answer_ms: list[int] = []
     for r in rows:
         if r.request_id is None:
-            _count_unsent(f, r.state)
             continue
-        f.sent += 1
+        f.requests += 1
         _count_delivery(f, r)
         done = r.status == "completed"
         f.opened += bool(r.opened_at is not None or r.started_at is not None or done)
@@ -82,18 +95,9 @@ def funnel(job: str, rows: Sequence[CampaignRow], invalid: int = 0) -> Funnel:
         f.reminders_sent += r.reminders_sent or 0
         if done and r.completed_at is not None and r.created_at is not None:
             answer_ms.append(r.completed_at - r.created_at)
-    f.response_rate = f.completed / f.sent if f.sent else 0.0
+    f.response_rate = f.completed / f.requests if f.requests else 0.0
     f.median_answer_seconds = statistics.median(answer_ms) / 1000 if answer_ms else None
     return f
-
-
-def _count_unsent(f: Funnel, state: str) -> None:
-    if state == "suppressed":
-        f.suppressed += 1
-    elif state == "failed":
-        f.rejected += 1
-    else:  # pending or sending: a run stopped before it
-        f.not_sent += 1
 
 
 def _count_delivery(f: Funnel, r: CampaignRow) -> None:

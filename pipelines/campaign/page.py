@@ -32,9 +32,9 @@ def _time(ms: int | None) -> str:
 
 
 def _funnel_svg(f: Funnel) -> str:
-    steps = [("sent", f.sent), ("delivered", f.delivered), ("opened", f.opened), ("started", f.started),
+    steps = [("requests", f.requests), ("delivered", f.delivered), ("opened", f.opened), ("started", f.started),
              ("completed", f.completed)]
-    width, top = 600, max(f.sent, 1)
+    width, top = 600, max(f.requests, 1)
     bars = []
     for i, ((name, n), colour) in enumerate(zip(steps, _BAR_COLOURS, strict=True)):
         w = max(2, round(440 * n / top))
@@ -63,15 +63,16 @@ def _legend(sent: int) -> str:
     return f'<g class="legend">{"".join(out)}</g>'
 
 
-def _timeline_svg(points: Sequence[tuple[int, int]], rounds: Sequence[Round], total: int) -> str:
-    """Completed responses over time (a step line), the requests sent as a dotted level,
-    each reminder round as a dashed mark; both axes labelled, one legend."""
+def _timeline_svg(points: Sequence[tuple[int, int]], rounds: Sequence[Round], total: int, until: int) -> str:
+    """Completed responses over time (a step line) up to ``until`` (the later of the
+    close and the page's "as of"), the requests sent as a dotted level, each reminder
+    round as a dashed mark; both axes labelled, one legend."""
     if not points:
         return '<p class="sub">No responses yet.</p>'
     width, height, left, right, top_px, bottom = (_PLOT[k] for k in ("width", "height", "left", "right", "top",
                                                                      "bottom"))
     start = min([points[0][0], *(r.at for r in rounds if r.at)])
-    end = max(points[-1][0], *(r.at for r in rounds)) or start + 1
+    end = max(points[-1][0], until, *(r.at for r in rounds)) or start + 1
     span, top = max(end - start, 1), max(total, points[-1][1], 1)
 
     def x(at: int) -> float:
@@ -139,9 +140,10 @@ def campaign_page(f: Funnel, form_id: str, rounds: Sequence[Round], points: Sequ
     the form by ``form_name`` (and id), whether and why it is ``closed``, and its sheet
     rows in every state of ``counts`` (the last run's)."""
     median = "-" if f.median_answer_seconds is None else _duration(f.median_answer_seconds)
-    kpis = [("sent", f"{f.sent:,}"), ("completed", f"{f.completed:,}"), ("response rate", f"{f.response_rate:.0%}"),
+    kpis = [("requests sent", f"{f.requests:,}"), ("completed", f"{f.completed:,}"), ("response rate", f"{f.response_rate:.0%}"),
             ("median time to answer", median), ("pending", f"{f.pending:,}"), ("bounced", f"{f.bounced:,}")]
-    status = [("sent", f.sent), ("delivered", f.delivered), ("bounced", f.bounced),
+    status = [("sheet rows sent", f.sent), ("changed since sent", f.changed), ("requests", f.requests),
+              ("delivered", f.delivered), ("bounced", f.bounced),
               ("failed", f.failed), ("not emailed", f.not_emailed), ("opened", f.opened), ("started", f.started),
               ("completed", f.completed), ("pending", f.pending), ("expired", f.expired), ("canceled", f.canceled),
               ("reminders sent", f.reminders_sent)]
@@ -153,7 +155,7 @@ def campaign_page(f: Funnel, form_id: str, rounds: Sequence[Round], points: Sequ
             f'{_time(generated_at)} UTC</p>{_state(closed)}<div class="kpis">'
             + "".join(f'<div class="kpi"><b>{v}</b>{k}</div>' for k, v in kpis)
             + f'</div><h2>Sheet rows</h2>{_sheet_rows(counts)}<h2>Funnel</h2>{_funnel_svg(f)}'
-            f'<h2>Responses over time</h2>{_timeline_svg(points, rounds, f.sent)}<h2>What each round brought</h2>'
+            f'<h2>Responses over time</h2>{_timeline_svg(points, rounds, f.requests, max(generated_at, closed.at if closed else 0))}<h2>What each round brought</h2>'
             f'<table class="rounds"><thead><tr><th>round</th><th>at (UTC)</th><th>reminded</th>'
             f'<th>completed after it</th></tr></thead><tbody>{round_rows}</tbody></table><h2>Every count</h2>'
             f'<table class="counts"><tbody>'

@@ -3,15 +3,14 @@ the command, ``formsync status`` and the HTML page take their numbers from)."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from connector.store import Store
 from connector.store.campaign import CampaignRow
 
-from ..outreach.counts import RunCounts, recorded_counts
+from ..outreach.counts import RunCounts, job_counts
 from .actions import UnknownJob
 from .funnel import Closed, Funnel, Round, closed, cumulative_completions, funnel, rounds
 from .page import campaign_page
@@ -28,8 +27,8 @@ class Campaign:
     rows: list[CampaignRow]
     funnel: Funnel
     rounds: list[Round]
+    counts: RunCounts
     closed: Closed | None = None
-    counts: RunCounts | None = None
     form_name: str | None = None
 
 
@@ -41,15 +40,9 @@ def read_campaign(store: Store, job: str) -> Campaign:
     rows = store.campaign.rows(job)
     recorded = store.ledger.rounds(job)
     reminders = [(int(r["at"]), int(r.get("done", 0))) for r in recorded if r.get("kind") == "remind"]
-    outcome = (record.settings or {}).get("outcome")
-    return Campaign(job, record.form_id, rows, funnel(job, rows, invalid_rows(outcome)), rounds(rows, reminders),
-                    closed(recorded, rows), recorded_counts(outcome or {}), store.campaign.form_name(record.form_id))
-
-
-def invalid_rows(outcome: Mapping[str, Any] | None) -> int:
-    """The sheet rows the job's last run rejected before the ledger (0 before a run ended)."""
-    counts = recorded_counts(outcome or {})
-    return counts.invalid if counts is not None else 0
+    counts = job_counts(Counter(r.state for r in rows), (record.settings or {}).get("outcome"))
+    return Campaign(job, record.form_id, rows, funnel(job, rows, counts), rounds(rows, reminders), counts,
+                    closed(recorded, rows), store.campaign.form_name(record.form_id))
 
 
 def write_page(store: Store, job: str, out: Path, now_ms: int, *, form_name: str | None = None) -> Campaign:

@@ -18,6 +18,7 @@ import xlsxwriter
 from connector.store.campaign import CampaignRow
 
 from ..export.write import TIMESTAMP, XLSX_FORMATS, dated_kind, neutralise, neutralise_array, xlsx_columns
+from ..outreach.counts import row_state
 from ..outreach.formats import DATES, NUMBERS, read_as
 
 NOT_SENT = "not sent"  # a sheet row without a request: rejected, or not sent yet
@@ -50,7 +51,8 @@ def campaign_table(sheet_columns: Sequence[str], sheet_rows: Mapping[int, Mappin
                    answer_keys: Sequence[str] | None = None,
                    sheet_types: Mapping[str, Sequence[str]] | None = None) -> pa.Table:
     """The campaign table (pure): one row per sheet row number in ``sheet_rows`` and per
-    ledger row of ``rows`` (matched by row number), in row order. The sheet's columns in
+    ledger row of ``rows`` (matched by row number), in row order, with its ``row_state``
+    (``outreach.counts.row_state``: sent, changed, rejected, suppressed, not sent). The sheet's columns in
     ``sheet_types`` (column -> ``(value type, reading)``) are typed (``typed_sheet_column``),
     the others text. ``answer_keys`` names and orders the answer columns
     (``answer.<key>``); by default, the keys of the answers in first-seen order. A cell
@@ -70,6 +72,9 @@ def campaign_table(sheet_columns: Sequence[str], sheet_rows: Mapping[int, Mappin
             values = [v if r is not None and r.request_id else SUPPRESSED if r is not None and r.state == SUPPRESSED
                       else NOT_SENT for v, r in zip(values, picked, strict=True)]
         columns[_unique(name, columns)] = values
+    # The sheet row's state in the words the funnel counts it in: a changed row keeps its
+    # request (and its status) but is counted changed, here as everywhere.
+    columns[_unique("row_state", columns)] = [row_state(r.state if r is not None else None) for r in picked]
     times = {}
     for name in REQUEST_TIMES:
         col = _unique(name, columns)

@@ -32,7 +32,8 @@ def action_outcome(r: ActionReport) -> str:
     say so."""
     verb, done = _VERB[r.action]
     if r.not_before:
-        return f"nothing yet: the campaign closes from {r.not_before}"
+        at = int(datetime.fromisoformat(r.not_before).timestamp() * 1000)
+        return f"nothing yet: the campaign closes from {utc(at)}"
     if not r.candidates and r.closed_at is not None and r.action == "remind":
         return f"nothing to remind: the campaign {r.job} was {closed_text(r)} and no request is pending"
     if r.plan_refused:

@@ -193,7 +193,10 @@ class FileWritten(BaseModel):
 
 class DemoSummary(BaseModel):
     """The figures of a demo run. All but ``this_run`` and ``seconds`` are read from the
-    store and the sandbox after the run, so a re-run shows the same ones."""
+    store and the sandbox after the run, so a re-run shows the same ones: the sheet's rows
+    as the job's counts have them (``job_counts``: ``sheet_rows``, ``sent``,
+    ``rejected_count``), ``rejected`` the reasons from the run's report file, ``files``
+    the files this run wrote into the directory."""
 
     out_dir: str
     form: str
@@ -205,6 +208,7 @@ class DemoSummary(BaseModel):
     expired: int
     pending: int
     rejected: list[RejectedRow]
+    rejected_count: int = 0
     callbacks_delivered: int
     webhooks_delivered: int
     events_stored: int
@@ -470,22 +474,39 @@ async def _start(stack: AsyncExitStack, state_dir: Path, state: DemoState) -> tu
 def _summarise(w: _World, out: Path, request_ids: set[str], delivered: dict[str, Any], files: list[FileWritten],
                this_run: dict[str, int], seconds: float) -> DemoSummary:
     """The run's summary, from the store (everything earlier runs stored too) and this run's counts."""
+    from pipelines.campaign.read import read_campaign
+
     store = w.store
     statuses = store.requests.status_counts(request_ids)
     total, from_requests = store.submissions.completed_counts(w.form_id)
-    sheet = read_sheet(DEMO_SHEET)
-    rejected = rejected_rows(out / REPORT_FILE, sheet)
-    files.insert(0, FileWritten(path=str(out / REPORT_FILE), format="csv", rows=len(rejected)))
+    counts = read_campaign(store, JOB).counts
+    rejected = rejected_rows(out / REPORT_FILE, read_sheet(DEMO_SHEET))
+    known = {f.path: f for f in [FileWritten(path=str(out / REPORT_FILE), format="csv", rows=counts.problems),
+                                 *files]}
     return DemoSummary(
         out_dir=str(out), form=f"{DEMO_FORM} ({w.workspace['name']})", form_id=w.form_id,
-        sheet_rows=len(sheet), sent=store.outreach_progress.sent_count(JOB),
+        sheet_rows=counts.rows, sent=counts.sent_total,
         completed=statuses.get("completed", 0), canceled=statuses.get("canceled", 0),
         expired=statuses.get("expired", 0), pending=statuses.get("pending", 0),
-        rejected=rejected,
+        rejected=rejected, rejected_count=counts.rejected,
         callbacks_delivered=delivered["callbacks"], webhooks_delivered=delivered["webhooks"],
         events_stored=store.events.count_stored(delivered["event_ids"]), deliveries_refused=delivered["refused"],
-        submissions_synced=total, submissions_from_requests=from_requests, files=files, this_run=this_run,
-        seconds=seconds)
+        submissions_synced=total, submissions_from_requests=from_requests,
+        files=files_written(out, time.time() - seconds - MTIME_SLACK_S, known), this_run=this_run, seconds=seconds)
+
+
+MTIME_SLACK_S = 0.05  # a file's time can lag the clock by a tick of the kernel's
+
+
+def files_written(out: Path, since: float, known: Mapping[str, FileWritten]) -> list[FileWritten]:
+    """The files this run wrote into ``out``: those changed since ``since`` (epoch
+    seconds), not the state folder, in name order, with their rows where ``known`` says
+    them; the summary file it is about to write last."""
+    summary = out / SUMMARY_FILE
+    found = [p for p in sorted(out.iterdir()) if p.is_file() and not p.name.startswith(".") and p != summary
+             and p.stat().st_mtime >= since]
+    listed = [known.get(str(p)) or FileWritten(path=str(p), format=p.name.rsplit(".", 1)[-1]) for p in found]
+    return [*listed, FileWritten(path=str(summary), format="json")]
 
 
 async def run_demo(out: Path, *, console: Console | None = None, progress: bool = True) -> DemoSummary:
@@ -540,7 +561,6 @@ async def run_demo(out: Path, *, console: Console | None = None, progress: bool 
     except HelperError as err:  # a helper the demo relies on refused: one line, no traceback
         raise DemoError(str(err)) from None
     (out / SUMMARY_FILE).write_text(summary.model_dump_json(indent=2))
-    summary.files.append(FileWritten(path=str(out / SUMMARY_FILE), format="json"))
     return summary
 
 
@@ -577,7 +597,7 @@ def render_summary(summary: DemoSummary, console: Console) -> None:
         ("canceled", summary.canceled, f"requests.cancel ({CANCEL_EXTERNAL_ID})"),
         ("expired", summary.expired, f"the test clock moved past expiresAt ({EXPIRE_EXTERNAL_ID})"),
         ("still pending", summary.pending, ""),
-        ("rejected rows", len(summary.rejected), f"not sent; reasons below and in {REPORT_FILE}"),
+        ("rejected rows", summary.rejected_count, f"not sent; reasons below and in {REPORT_FILE}"),
         ("callbacks received", summary.callbacks_delivered, "signed, verified and stored by the receiver"),
         ("webhook events received", summary.webhooks_delivered, "same events via the subscriptions; "
                                                                  "duplicates stored once"),

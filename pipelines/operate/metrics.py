@@ -90,8 +90,11 @@ def _outreach_metrics(report: StatusReport) -> Iterator[GaugeMetricFamily]:
     changed = GaugeMetricFamily("formsync_outreach_last_change_timestamp_seconds",
                                 "When a row of the outreach job last changed (unix time).", labels=["job_id"])
     for p in report.outreach:
+        c = p.counts
+        held = {"sent": c.sent_total, "pending": c.left, "failed": c.failed, "changed": c.changed,
+                "rejected": c.invalid, "suppressed": c.suppressed}
         for state in OUTREACH_STATES:
-            rows.add_metric([p.job, state], float(getattr(p, state)))
+            rows.add_metric([p.job, state], float(held[state]))
         if p.last_change_at is not None:
             changed.add_metric([p.job], p.last_change_at / 1000)
     yield from (rows, changed)

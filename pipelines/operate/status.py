@@ -4,6 +4,7 @@ anything (a database not created or not migrated yet reads as empty)."""
 from __future__ import annotations
 
 import time
+from collections import Counter
 from datetime import UTC, datetime
 
 from pydantic import BaseModel
@@ -20,8 +21,7 @@ from connector.store.grants import holds_grant
 from connector.store.jobstore import JOBSTORE_TABLE
 
 from ..campaign.funnel import Funnel, funnel
-from ..campaign.read import invalid_rows
-from ..outreach.counts import RunCounts, recorded_counts
+from ..outreach.counts import RunCounts, job_counts, recorded_counts
 from .jobs import schedule_text
 
 ERRORS_SHOWN = 10
@@ -43,35 +43,33 @@ class JobStatus(BaseModel):
 class OutreachProgress(BaseModel):
     job: str
     form_id: str
-    rows: int = 0  # rows recorded in the ledger (the valid rows of the sheet)
-    sent: int = 0
-    failed: int = 0
-    pending: int = 0  # recorded, no request confirmed yet (a stopped or interrupted send)
-    changed: int = 0
-    suppressed: int = 0  # refused by the contact rule (see pipelines.outreach.contact)
-    sheet_rows: int | None = None  # rows the last run read from the sheet (None before a run ended)
-    rejected: int = 0  # rows the last run rejected before sending
+    # The sheet's rows in their states now (``job_counts``): the last run's counts, or
+    # for a run that ended before it could record them (the process was killed), the ledger's.
+    counts: RunCounts = RunCounts(rows=0)
     last_change_at: int | None = None
     funnel: Funnel | None = None  # None on a store not migrated to the campaign's columns yet
-    last_run: RunCounts | None = None  # the counts the last run ended with
+    last_run: RunCounts | None = None  # the counts the last run recorded
     report: str | None = None  # the last run's report file
 
+    @property
+    def pending(self) -> int:
+        """Rows recorded without a confirmed request: a stopped or interrupted send."""
+        return self.counts.left
+
+    @property
+    def interrupted(self) -> bool:
+        """Rows are left to send and no run recorded stopping there: a run was killed."""
+        return bool(self.counts.left) and not self.counts.stopped
+
     def line(self) -> str:
-        """The last run's outcome in the words ``formsync outreach`` ended it with (``sent
-        494 of 495 rows; 1 rejected (see ...), done 16:35``), or, for a run that ended
-        before it could say (the process was killed), what the ledger holds."""
-        when = _clock(self.last_change_at)
-        if self.last_run is not None and (not self.pending or self.last_run.stopped):
-            run = self.last_run
-            text = run.outcome(self.report if run.problems else None)
-            return f"{text}, stopped {when}, run again to continue" if run.stopped else f"{text}, done {when}"
-        total = max(self.sheet_rows or 0, self.rows)
-        bad = self.rejected + self.failed + self.changed
-        text = f"{self.sent:,} of {total:,} sent, {bad:,} rejected"
-        text += f", {self.suppressed:,} suppressed" if self.suppressed else ""
-        if self.pending:
+        """The job's rows in the words ``formsync outreach`` ends a run with (``sent 494
+        of 495 rows; 1 rejected (see ...), done 2026-06-30 16:35 UTC``), with how its last
+        run ended."""
+        c, when = self.counts, f"{_when(self.last_change_at)} UTC"
+        text = c.outcome(self.report if c.problems and c == self.last_run else None)
+        if self.interrupted:
             return f"{text}, interrupted {when}, run again to continue"
-        return f"{text}, done {when}"
+        return f"{text}, stopped {when}, run again to continue" if c.stopped else f"{text}, done {when}"
 
 
 class SchedulerState(BaseModel):
@@ -143,7 +141,8 @@ class Credentials(BaseModel):
 
 class StatusReport(BaseModel):
     at: int = 0  # when it was read (epoch ms)
-    store_empty: bool = True  # no job run, outreach, request or delivery stored yet
+    store_empty: bool = True  # nothing stored at all (``Store.holds_rows``): a new or emptied store
+    nothing_ran: bool = True  # no job run, outreach, request or delivery stored yet
     scheduler: SchedulerState = SchedulerState()
     jobs: list[JobStatus] = []
     outreach: list[OutreachProgress] = []
@@ -188,8 +187,9 @@ def collect_status(settings: Settings, store: Store) -> StatusReport:
     report.dead_letters = store.dead_letters.count()
     report.credentials = _credentials(settings, store)
     report.errors = sorted(report.errors, key=lambda e: e.at, reverse=True)[:ERRORS_SHOWN]
-    report.store_empty = not (any(j.runs for j in report.jobs) or report.outreach or report.requests
+    report.nothing_ran = not (any(j.runs for j in report.jobs) or report.outreach or report.requests
                               or report.events_received or report.dead_letters)
+    report.store_empty = not store.holds_rows()
     return report
 
 
@@ -221,29 +221,20 @@ def _add_runs(report: StatusReport, store: Store) -> None:
 
 def _add_outreach(report: StatusReport, store: Store) -> None:
     reads = store.outreach_progress
-    progress = {name: OutreachProgress(job=name, form_id=form_id) for name, form_id in reads.jobs().items()}
+    jobs, outcomes, changes = reads.jobs(), reads.outcomes(), reads.last_changes()
+    states: dict[str, Counter[str]] = {name: Counter() for name in jobs}
     for name, state, n in reads.state_counts():
-        p = progress.setdefault(name, OutreachProgress(job=name, form_id="?"))
-        p.rows += n
-        if state == "sent":
-            p.sent += n
-        elif state == "failed":
-            p.failed += n
-        elif state in ("pending", "sending"):
-            p.pending += n
-        elif state == "changed":
-            p.changed += n
-        elif state == "suppressed":
-            p.suppressed += n
-    outcomes, changes = reads.outcomes(), reads.last_changes()
-    for p in progress.values():
-        outcome = outcomes.get(p.job, {})
-        p.sheet_rows, p.rejected = outcome.get("rows"), int(outcome.get("invalid", outcome.get("rejected", 0)))
-        p.last_run, p.report = recorded_counts(outcome), outcome.get("report")
-        p.last_change_at = max(changes.get(p.job, 0), int(outcome.get("at", 0))) or None
+        states.setdefault(name, Counter())[state] += n
+    progress: dict[str, OutreachProgress] = {}
+    for name, held in states.items():
+        outcome = outcomes.get(name, {})
+        progress[name] = OutreachProgress(
+            job=name, form_id=jobs.get(name, "?"), counts=job_counts(held, outcome),
+            last_run=recorded_counts(outcome), report=outcome.get("report"),
+            last_change_at=max(changes.get(name, 0), int(outcome.get("at", 0))) or None)
     if Suppression.__tablename__ in store.table_names():  # made by the migration that added the funnel's columns
         for p in progress.values():
-            p.funnel = funnel(p.job, store.campaign.rows(p.job), invalid_rows(outcomes.get(p.job)))
+            p.funnel = funnel(p.job, store.campaign.rows(p.job), p.counts)
     report.outreach = sorted(progress.values(), key=lambda p: p.job)
     for row in reads.failed_rows(ERRORS_SHOWN):
         report.errors.append(RecentError(at=row.updated_at, error=row.error or "",
@@ -251,37 +242,32 @@ def _add_outreach(report: StatusReport, store: Store) -> None:
 
 
 def _when(ms: int | None) -> str:
+    """A time as every line and table of ``formsync status`` says it: ``2026-12-05 03:18``
+    (UTC: the lines say so after it, the tables in their titles)."""
     if ms is None:
         return "-"
-    return datetime.fromtimestamp(ms / 1000, UTC).strftime("%Y-%m-%d %H:%M:%S")
+    return datetime.fromtimestamp(ms / 1000, UTC).strftime("%Y-%m-%d %H:%M")
 
 
-def _clock(ms: int | None) -> str:
-    """A time as ``16:35`` (UTC), with the date when it is not today."""
-    if ms is None:
-        return "-"
-    at = datetime.fromtimestamp(ms / 1000, UTC)
-    return at.strftime("%H:%M") if at.date() == datetime.now(UTC).date() else at.strftime("%Y-%m-%d %H:%M")
-
-
-def _short(ms: int | None) -> str:
-    return "-" if ms is None else datetime.fromtimestamp(ms / 1000, UTC).strftime("%m-%d %H:%M")
-
-
-def _table(title: str, *columns: str) -> Table:
-    table = Table(title=title, title_justify="left", expand=False)
+def _table(title: str, *columns: str, whole: str | None = None) -> Table:
+    """A table whose cells fold within 80 columns, but for column ``whole`` (an id), never
+    wrapped nor cut: the others give way."""
+    table = Table(title=title, title_justify="left", expand=False, show_edge=False)
     for name in columns:
-        table.add_column(name, overflow="fold")
+        if name == whole:
+            table.add_column(name, no_wrap=True, overflow="ignore")
+        else:  # no narrower than its header or a job's kind, which read whole
+            table.add_column(name, overflow="fold", min_width=min(len(name), 8))
     return table
 
 
 def render_status(report: StatusReport) -> Group:
-    """The report at a glance, within 80 columns (times in UTC): the scheduler's heartbeat,
+    """The report at a glance, within 80 columns (times in UTC, one format): the scheduler's heartbeat,
     the jobs, each outreach job in one line, the requests per form, deliveries, the events
     set aside, the last errors."""
-    jobs = _table("Jobs (times UTC)", "job", "kind", "schedule", "next run", "last run", "outcome", "runs")
+    jobs = _table("Jobs (times UTC)", "job", "kind", "schedule", "next run", "last run", "outcome", "runs", whole="job")
     for j in report.jobs:
-        jobs.add_row(Text(j.id), j.kind, Text(j.schedule), _short(j.next_run_at), _short(j.last_started_at),
+        jobs.add_row(Text(j.id), j.kind, Text(j.schedule), _when(j.next_run_at), _when(j.last_started_at),
                      j.last_outcome or "-", str(j.runs))
     if not report.jobs:
         jobs.add_row("(no jobs configured)", "", "", "", "", "", "")
@@ -303,7 +289,7 @@ def render_status(report: StatusReport) -> Group:
         " (see formsync dead-letters list)" if report.dead_letters else "")
     errors = _table("Last errors", "when (UTC)", "where", "error")
     for e in report.errors:
-        errors.add_row(_short(e.at), Text(e.where), Text(e.error))  # Text: a [bracket] in an error is no markup
+        errors.add_row(_when(e.at), Text(e.where), Text(e.error))  # Text: a [bracket] in an error is no markup
     if not report.errors:
         errors.add_row("-", "(none)", "")
     held = "; ".join(f"form {f}: {', '.join(keys)}" for f, keys in report.held_back.items())

@@ -81,6 +81,14 @@ class RunCounts(BaseModel):
         also = ", ".join(f"{n:,} {what}" for n, what in before if n)
         return f"sending {self.to_send:,} of {self.rows:,} rows to {form_id}" + (f" ({also})" if also else "")
 
+    def states_line(self) -> str:
+        """The sheet's rows in their states: ``3 rows: 2 sent, 1 rejected (1 changed since
+        sent), 0 suppressed``; the rows left to send when there are any."""
+        why = f" ({self.changed:,} changed since sent)" if self.changed else ""
+        text = (f"{self.rows:,} rows: {self.sent_total:,} sent, {self.rejected:,} rejected{why}, "
+                f"{self.suppressed:,} suppressed")
+        return text + (f", {self.left:,} not sent yet" if self.left else "")
+
 
 def recorded_counts(outcome: Mapping[str, Any]) -> RunCounts | None:
     """The counts a run recorded in the ledger (see ``OutreachLedger.record_outcome``),
@@ -89,6 +97,44 @@ def recorded_counts(outcome: Mapping[str, Any]) -> RunCounts | None:
     if "rows" not in outcome or "sent" not in outcome:
         return None
     return RunCounts.model_validate({k: v for k, v in outcome.items() if k in fields})
+
+
+# The count each ledger state's rows are in (``connector.store.ledger``): a row recorded
+# but without a confirmed request (a stopped or interrupted run) is left to send.
+LEDGER_COUNTS = {"sent": "sent", "failed": "failed", "changed": "changed", "suppressed": "suppressed",
+                 "pending": "left", "sending": "left"}
+# A sheet row's state, as the campaign export says it: each count's rows in one word.
+ROW_STATE = {"sent": "sent", "skipped_existing": "sent", "invalid": "rejected", "failed": "rejected",
+             "changed": "changed", "suppressed": "suppressed", "left": "not sent"}
+
+
+def job_counts(states: Mapping[str, int], outcome: Mapping[str, Any] | None) -> RunCounts:
+    """A job's sheet rows in their states now: ``states`` the ledger's rows per state
+    (``connector.store.ledger``), ``outcome`` its last run's record. The last run's counts
+    while the ledger holds exactly what they say (they also tell the rows sent before the
+    run, and a stop); otherwise (a run interrupted before it recorded its counts, a row
+    erased since) the ledger's rows, with the rows the last run rejected before the
+    ledger. Every output that counts a job's rows counts them here."""
+    recorded = recorded_counts(outcome or {})
+    invalid = recorded.invalid if recorded is not None else int((outcome or {}).get("invalid", 0))
+    held = {name: 0 for name in RunCounts.model_fields if name not in ("rows", "stopped")}
+    for state, n in states.items():
+        count = LEDGER_COUNTS.get(state, "left")
+        held[count] += n
+    derived = RunCounts.model_validate({**held, "rows": sum(states.values()) + invalid, "invalid": invalid})
+    if recorded is not None and _held_rows(recorded) == _held_rows(derived):
+        return recorded
+    return derived
+
+
+def _held_rows(c: RunCounts) -> tuple[int, ...]:
+    return (c.rows, c.sent_total, c.invalid, c.failed, c.changed, c.suppressed, c.left)
+
+
+def row_state(ledger_state: str | None) -> str:
+    """One sheet row's state in the words of ``ROW_STATE`` from its ledger state (None:
+    the ledger has no record of it, a row the run's checks rejected)."""
+    return ROW_STATE["invalid" if ledger_state is None else LEDGER_COUNTS.get(ledger_state, "left")]
 
 
 # The words a row state is said in where each is listed (the campaign page); a state

@@ -55,8 +55,11 @@ LIST_THRESHOLD = 3
 
 class PollReport(BaseModel):
     """What one poll cycle did. ``updated`` counts requests that left ``pending`` and were
-    stored with their new status (``completed`` / ``expired`` / ``canceled`` split it);
-    ``missing`` are stored pending requests the service no longer shows to this token."""
+    stored with their new status (``completed`` / ``expired`` / ``canceled`` split it;
+    ``canceled`` includes those of ``suppressed``, canceled by this cycle for the contact
+    rule); ``missing`` are stored pending requests the service no longer shows to this
+    token. Of the requests polled, ``pending_before`` == ``updated`` + ``still_pending`` +
+    ``missing``."""
 
     pending_before: int
     updated: int = 0
@@ -192,6 +195,15 @@ def _count(report: PollReport, records: Sequence[models.RequestRecord]) -> None:
             setattr(report, r.status, getattr(report, r.status) + 1)
 
 
+def _count_suppressed(report: PollReport, polled: set[str]) -> None:
+    """The requests of this poll the contact rule's cancel step took out of ``pending``
+    are counted canceled, no longer still pending (it cancels only stored pending
+    requests: those this poll found still pending, or of forms it was not asked about)."""
+    mine = sum(1 for c in report.suppressed if c.request_id in polled and c.request_id not in report.missing)
+    report.updated, report.canceled, report.still_pending = (report.updated + mine, report.canceled + mine,
+                                                             report.still_pending - mine)
+
+
 async def poll_once(client: FormClient, store: Store, *, form_id: str | None = None,
                     now_ms: int | None = None) -> PollReport:
     """Bring every stored pending request (of ``form_id`` when given) up to date: those
@@ -220,6 +232,7 @@ async def poll_once(client: FormClient, store: Store, *, form_id: str | None = N
         # An answered key the field list lacks: the list is read now, before any export shows the key.
         await learn_field_lists(client, store, answered)
         report.suppressed = await cancel_blocked(client, store, store.campaign.suppressed())
+        _count_suppressed(report, {p.id for p in pending})
     finally:
         report.calls = int(client.stats["calls"] - calls_before)
     return report

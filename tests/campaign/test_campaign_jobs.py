@@ -43,7 +43,7 @@ async def test_scheduled_remind_and_close(sandbox: Sandbox, tmp_path: Path) -> N
     assert (second.outcome, second.summary) == ("skipped", "spring: reminded 0 of 3 pending requests; 3 reminded "
                                                            "less than 10 minutes ago, skipped without a call; 1 calls")
     assert runs(store, "later")[0].summary == "spring: nothing yet: the campaign closes from " \
-                                              "2999-01-01T00:00:00+00:00; 0 calls"
+                                              "2999-01-01 00:00 UTC; 0 calls"
 
     cfg.write_text(cfg.read_text().replace("2999-01-01", "2020-01-01").replace('after = "tick"', 'interval_seconds = 1'))
     with pytest.raises(ConfigError, match=r"job 'remind' \(remind\): runs every 1 s, more often than the service "

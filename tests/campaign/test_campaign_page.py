@@ -7,7 +7,9 @@ and from a job sent to, and closed on, a real sandbox over loopback HTTP."""
 from __future__ import annotations
 
 import asyncio
+import re
 import shutil
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -77,6 +79,26 @@ def test_the_page_names_the_form_and_escapes_what_it_shows() -> None:
     still_open = campaign_page(funnel("spring", ROWS[:2]), "form_abc", [], [], T0)
     assert '<p class="state open"><b>Open</b>' in still_open and "form form_abc ·" in still_open
     assert "No run of this job has recorded its rows yet." in still_open
+
+
+def _utc(ms: int) -> str:
+    return datetime.fromtimestamp(ms / 1000, UTC).strftime("%Y-%m-%d %H:%M")
+
+
+def _chart_end(html: str) -> tuple[str, float]:
+    """The time the chart's x axis ends at, and where its line ends (x)."""
+    end = re.search(r'text-anchor="end">([0-9: -]+)</text><text class="axis"', html)
+    line = re.search(r'<polyline [^>]* points="([^"]+)"', html)
+    assert end is not None and line is not None, html
+    return end.group(1), float(line.group(1).split()[-1].split(",")[0])
+
+
+def test_the_chart_runs_to_the_close_or_the_as_of_whichever_is_later() -> None:
+    # last answer T0+100 min, last reminder T0+60, closed T0+120, as of T0+130
+    assert _chart_end(_page()) == (_utc(T0 + 130 * MIN), 616.0)
+    f, late_close = funnel("spring", ROWS), Closed(at=T0 + 200 * MIN)
+    page = campaign_page(f, "form_abc", [], cumulative_completions(ROWS), T0 + 150 * MIN, closed=late_close)
+    assert _chart_end(page) == (_utc(T0 + 200 * MIN), 616.0)
 
 
 @pytest.mark.browser

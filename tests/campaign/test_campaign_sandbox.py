@@ -152,7 +152,7 @@ async def test_a_whole_campaign_counts_agree_everywhere(sandbox: Sandbox, tmp_pa
     assert "http://" not in text.replace('xmlns="http://www.w3.org/2000/svg"', "") and "<script" not in text
     await page.goto(html.as_uri())
     kpis = await page.locator(".kpi b").all_inner_texts()
-    assert kpis[:3] == [str(f.sent), str(f.completed), f"{f.response_rate:.0%}"]
+    assert kpis[:3] == [str(f.requests), str(f.completed), f"{f.response_rate:.0%}"]
     rounds = await page.locator("table.rounds tbody tr").all_inner_texts()
     assert [r.split("\t")[0] for r in rounds] == ["invitations", "reminder 1", "reminder 2"]
     ARTIFACTS.mkdir(exist_ok=True)

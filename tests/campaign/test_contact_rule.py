@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import csv
 import json
+from collections import Counter
 from pathlib import Path
 
 import pytest
@@ -23,7 +24,7 @@ from pipelines.campaign.funnel import funnel
 from pipelines.cli import app
 from pipelines.outreach import run_outreach
 from pipelines.outreach.contact import Recipient, contact_refusals
-from pipelines.outreach.counts import RunCounts
+from pipelines.outreach.counts import RunCounts, job_counts
 from pipelines.sync.poll import poll_once
 from tests.conftest import Sandbox
 
@@ -57,7 +58,7 @@ def test_remind_asks_the_rule_and_the_counts_add_up() -> None:
                                                     (4, "suppressed (same email as row 2)")]
     assert [r.row_number for r in contactable(rows, pending, {}, allow_duplicates=True)[0]] == [2, 3, 4]
 
-    f = funnel("j", rows, invalid=3)
+    f = funnel("j", rows, job_counts(Counter(r.state for r in rows), {"invalid": 3}))  # a run interrupted
     assert (f.rows, f.sent, f.rejected, f.suppressed, f.not_sent) == (9, 4, 4, 1, 0)
     assert f.rows == f.sent + f.rejected + f.suppressed + f.not_sent
     assert f.sheet_line() == "9 rows: 4 sent, 4 rejected, 1 suppressed"
@@ -179,6 +180,8 @@ async def test_a_bounce_seen_by_poll_cancels_the_pending_request(sandbox: Sandbo
         await sandbox.helpers.clock_advance(MINUTE)
         polled = await poll_once(fc, store)
         assert [(c.email, c.reason) for c in polled.suppressed] == [("bo@bounce.test", "suppressed (bounced)")]
+        # the figures add up: the canceled request is counted canceled, not still pending
+        assert (polled.pending_before, polled.updated, polled.canceled, polled.still_pending) == (2, 1, 1, 1)
         assert (await poll_once(fc, store)).suppressed == [], "once"
     statuses = {r.recipient_email: r.status for r in store.campaign.rows("j")}
     assert statuses == {"ann@x.test": "pending", "bo@bounce.test": "canceled"}

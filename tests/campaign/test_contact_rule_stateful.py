@@ -3,7 +3,8 @@ over loopback) with a SQLite store: send (two jobs, sent again), suppress, bounc
 (recipients on ``bounce.test``), poll, remind, advance the clock, complete, close. After
 every step: no suppressed or bounced address has a mail dated after its suppression, no
 email has two invitations in one job, no suppressed address is left with a pending
-request, the funnel, ``formsync status``, the page, the export and the job's record agree,
+request, the funnel, ``formsync status`` (its outreach line too), the page, the export
+(its rows' states) and the job's record agree on sent, changed, rejected and suppressed,
 and nothing that was not pending is reminded."""
 
 from __future__ import annotations
@@ -177,8 +178,12 @@ class Campaign(RuleBasedStateMachine):
             f = read_campaign(self.store, job).funnel
             run = recorded_counts((record.settings or {}).get("outcome", {}))
             assert run is not None and status[job].last_run == run and status[job].funnel == f
+            # one count: the campaign's and status's are the run's, and said in the run's words
+            assert read_campaign(self.store, job).counts == status[job].counts == run
+            assert run.outcome() in status[job].line()
             assert f.rows == run.rows == f.sent + f.rejected + f.suppressed + f.not_sent
-            assert (f.sent, f.rejected, f.suppressed) == (run.sent_total, run.rejected, run.suppressed)
+            assert (f.sent, f.changed, f.rejected, f.suppressed) == (run.sent_total, run.changed, run.rejected,
+                                                                    run.suppressed)
             self._page_and_export_agree(job, run)
 
     def _page_and_export_agree(self, job: str, run: RunCounts) -> None:
@@ -196,8 +201,11 @@ class Campaign(RuleBasedStateMachine):
         with out.open(newline="", encoding="utf-8") as fh:
             rows = list(csv.DictReader(fh))
         assert len(rows) == f.rows, (job, len(rows), f.rows)
-        assert sum(1 for r in rows if r["request_id"]) == f.sent
+        assert sum(1 for r in rows if r["request_id"]) == f.requests
         assert sum(1 for r in rows if r["status"] == "suppressed") == f.suppressed
+        states = Counter(r["row_state"] for r in rows)
+        assert (states["sent"], states["changed"], states["changed"] + states["rejected"], states["suppressed"]) == (
+            f.sent, f.changed, f.rejected, f.suppressed), (job, states)
 
 
 def test_the_contact_rule_holds_through_a_campaign(tmp_path: Path) -> None:

@@ -127,6 +127,11 @@ def test_demo_runs_end_to_end_and_a_second_run_sends_nothing(tmp_path: Path) -> 
     assert len(wide_csv) == len(wide_parquet) == len(xlsx_rows) - 1 == summary["submissions_synced"]
     assert {f["path"].rsplit("/", 1)[-1] for f in summary["files"]} >= {
         "responses.csv", "responses.xlsx", "responses.parquet", "rejected-rows.csv"}
+    # every file the run wrote is listed and counted, the links, the CSV's schema and the summary too
+    written = {str(p) for p in out.iterdir() if p.is_file()}
+    assert {f["path"] for f in summary["files"]} == written and len(written) == 7
+    assert printed_count(first.stdout, "files written") == len(written)
+    assert summary["rejected_count"] == len(BAD_ROWS) and summary["sheet_rows"] == summary["sent"] + len(BAD_ROWS)
 
     # what the recipients typed on their pages reached the exports; prefilled names were kept
     header, *req_rows = requests_sheet

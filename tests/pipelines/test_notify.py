@@ -25,6 +25,7 @@ from pipelines.operate.health import problems
 from pipelines.operate.notify import Notice, payload, send
 from pipelines.operate.scheduler import serve
 from pipelines.operate.status import JobStatus, OutreachProgress, SchedulerState, StatusReport
+from pipelines.outreach.counts import RunCounts
 
 NOW = 1_800_000_000_000
 MIN = 60_000
@@ -53,9 +54,9 @@ def test_a_stopped_scheduler_a_failed_job_and_a_stalled_outreach_are_each_one_pr
     gone = SchedulerState(holder="h:1", last_beat_at=NOW - 125 * MIN, alive=False)
     jobs = [JobStatus(id="nightly", kind="export", schedule="cron 0 2 * * *", last_outcome="error"),
             JobStatus(id="s", kind="sync", schedule="every 60 s", last_outcome="ok")]
-    outreach = [OutreachProgress(job="spring", form_id="f", rows=10, sent=4, pending=6, last_change_at=NOW - 20 * MIN),
-                OutreachProgress(job="recent", form_id="f", rows=10, sent=4, pending=6, last_change_at=NOW - MIN),
-                OutreachProgress(job="done", form_id="f", rows=10, sent=10, last_change_at=NOW - 90 * MIN)]
+    outreach = [OutreachProgress(job="spring", form_id="f", counts=RunCounts(rows=10, sent=4, left=6), last_change_at=NOW - 20 * MIN),
+                OutreachProgress(job="recent", form_id="f", counts=RunCounts(rows=10, sent=4, left=6), last_change_at=NOW - MIN),
+                OutreachProgress(job="done", form_id="f", counts=RunCounts(rows=10, sent=10), last_change_at=NOW - 90 * MIN)]
     found = problems(report(scheduler=gone, jobs=jobs, outreach=outreach))
     assert [(p.kind, p.subject) for p in found] == [
         ("scheduler_stopped", "scheduler"), ("job_failed", "nightly"), ("outreach_stalled", "spring")]
@@ -66,7 +67,7 @@ def test_a_stopped_scheduler_a_failed_job_and_a_stalled_outreach_are_each_one_pr
 
 def test_an_outreach_is_not_stalled_while_a_scheduler_runs_it() -> None:
     alive = SchedulerState(holder="h:1", last_beat_at=NOW, alive=True)
-    slow = [OutreachProgress(job="spring", form_id="f", rows=9, pending=9, last_change_at=NOW - 60 * MIN)]
+    slow = [OutreachProgress(job="spring", form_id="f", counts=RunCounts(rows=9, left=9), last_change_at=NOW - 60 * MIN)]
     assert problems(report(scheduler=alive, outreach=slow)) == []
 
 

@@ -540,6 +540,26 @@ def test_status_on_an_empty_database(tmp_path: Path) -> None:
     assert not db.exists()  # status only reads
 
 
+def test_status_on_a_store_holding_only_a_sign_in_does_not_call_it_empty(tmp_path: Path) -> None:
+    db = tmp_path / "signed.db"
+    cfg = tmp_path / "c.toml"
+    cfg.write_text(f'[store]\nurl = "sqlite:///{db}"\n[service]\nbase_url = "http://127.0.0.1:41501"\n')
+    store = Store(f"sqlite:///{db}")
+    store.migrate()
+    assert not store.holds_rows(), "a migrated store holds nothing yet"
+    store.grants.save_client("http://127.0.0.1:41501", "cl_1", None, "k1")
+    store.grants.sign_in("http://127.0.0.1:41501", workspace_id="ws_1", scope="forms",
+                         tokens={"refresh_token": b"sealed"})
+    assert store.holds_rows()
+    store.close()
+    res = CliRunner().invoke(app, ["status", "--config", str(cfg)], env={"COLUMNS": "400"})
+    assert res.exit_code == 0, res.output
+    assert "new or empty" not in res.stderr
+    assert (f"note: no scheduled job, outreach or delivery is recorded in the store sqlite:///{db} yet (it holds "
+            "the sign-in of formsync login)") in res.stderr
+    assert "Service sign-in: workspace ws_1" in res.output
+
+
 async def test_status_shows_jobs_progress_requests_deliveries_and_errors(fast: Sandbox, tmp_path: Path) -> None:
     sandbox = fast
     form = sandbox.pro.forms["Contact"]
@@ -610,12 +630,12 @@ params = {{ format = "csv", out = "{tmp_path / 'n.csv'}" }}
     assert broken[5] == "error"
     nightly = table_row(res.output, "nightly")
     nxt = trigger_for(load_settings(cfg).jobs[2]).get_next_fire_time(None, datetime.now(UTC))
-    assert nxt is not None and nightly[3] == nxt.strftime("%m-%d %H:%M") and nightly[4:7] == ["-", "-", "0"]
+    assert nxt is not None and nightly[3] == nxt.strftime("%Y-%m-%d %H:%M") and nightly[4:7] == ["-", "-", "0"]
     assert "no scheduler running; the last one beat at" in res.output
     # Outreach progress in one line, the words of its run: 4 sent, the late row refused.
     assert re.search(rf"spring \({form}\)\n +sent 4 of 5 rows( \(\d now, \d before\))?; 1 refused by the service \(see ",
                      res.output), res.output
-    assert re.search(r"spring-report\.csv\), done \d\d:\d\d", res.output.replace("\n", "")), res.output
+    assert re.search(r"spring-report\.csv\), done \d{4}-\d\d-\d\d \d\d:\d\d UTC", res.output.replace("\n", "")), res.output
     assert table_row(res.output, form)[1:5] == ["1", "0", "0", "3"]
     assert f"Deliveries received: 2, newest {_received(store)} UTC" in res.output
     # Last errors: the broken job and the refused row.
@@ -630,7 +650,7 @@ def _received(store: Store) -> str:
 
     newest = collect_status(load_settings(None, store={"url": store.url}), store).newest_event_at
     assert newest is not None
-    return datetime.fromtimestamp(newest / 1000, UTC).strftime("%Y-%m-%d %H:%M:%S")
+    return datetime.fromtimestamp(newest / 1000, UTC).strftime("%Y-%m-%d %H:%M")
 
 
 # -- the receiver in the same process ------------------------------------------------------------
