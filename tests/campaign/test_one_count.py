@@ -15,12 +15,13 @@ from html import escape
 from pathlib import Path
 
 from click.testing import Result
+from sqlalchemy import create_engine, text
 from typer.testing import CliRunner
 
 from connector.store import Store
 from pipelines.campaign import read_campaign
 from pipelines.cli import app
-from pipelines.outreach.counts import RunCounts, job_counts, row_states
+from pipelines.outreach.counts import RunCounts, job_counts, row_state, row_states
 from tests.conftest import Sandbox
 
 # Rows 2-4 are sent; row 5 has row 2's address (suppressed); row 6 has no valid address.
@@ -104,3 +105,35 @@ async def test_an_edited_row_is_counted_changed_in_every_output(sandbox: Sandbox
     assert states == {"sent": 2, "changed": 1, "rejected": 1, "suppressed": 1}
     assert (sum(states.values()), states["sent"], states["changed"], states["changed"] + states["rejected"],
             states["suppressed"]) == want
+
+    # A run killed while sending row 4 (its request not confirmed): every output counts it left, from the ledger.
+    engine = create_engine(db)
+    with engine.begin() as conn:
+        conn.execute(text("UPDATE formsync_outreach_rows SET state = 'sending', request_id = NULL "
+                          "WHERE job_name = 'spring' AND row_number = 4"))
+    engine.dispose()
+    status = await _run(["status"], config, sandbox.pro.token)
+    assert ("sent 1 of 5 rows, 1 left; 1 rejected, 1 changed since sent, not sent again, 1 suppressed, "
+            "interrupted ") in _words(status.stdout), status.output
+    f = json.loads((await _run(["campaign", "funnel", "spring", "--json"], config, sandbox.pro.token)).stdout)
+    assert (f["rows"], f["sent"], f["changed"], f["rejected"], f["suppressed"], f["not_sent"]) == (5, 1, 1, 2, 1, 1)
+    assert (await _run(["campaign", "export", "spring", "--out", str(out)], config, sandbox.pro.token)).exit_code == 0
+    with out.open(newline="", encoding="utf-8") as fh:
+        assert Counter(r["row_state"] for r in csv.DictReader(fh))["not sent"] == 1
+
+
+def test_the_counts_are_the_runs_while_the_ledger_holds_them_else_the_ledgers() -> None:
+    done = RunCounts(rows=6, invalid=1, suppressed=1, skipped_existing=2, changed=1, sent=1)
+    outcome = {**done.model_dump(), "at": 1}
+    ledger = {"sent": 3, "changed": 1, "suppressed": 1}
+    assert job_counts(ledger, outcome) == done, "the run's own counts, with the rows sent before it"
+    # A later run killed while sending: two new rows recorded, one sent, one not confirmed.
+    killed = job_counts({**ledger, "sent": 4, "sending": 1}, outcome)
+    assert killed == RunCounts(rows=8, invalid=1, suppressed=1, changed=1, sent=4, left=1)
+    assert killed.rows == killed.sent_total + killed.rejected + killed.suppressed + killed.left
+    assert killed.outcome() == "sent 4 of 8 rows, 1 left; 1 rejected, 1 changed since sent, not sent again, " \
+                               "1 suppressed"
+    # A first run killed before it recorded anything: the ledger alone.
+    assert job_counts({"pending": 2, "sent": 1}, None) == RunCounts(rows=3, sent=1, left=2)
+    assert [row_state(s) for s in ("sent", "changed", "failed", "suppressed", "pending", None)] == [
+        "sent", "changed", "rejected", "suppressed", "not sent", "rejected"]
