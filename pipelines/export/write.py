@@ -84,6 +84,16 @@ class ExportReport(BaseModel):
     cursors: list[CursorMark] = []
 
 
+class ExportRun(BaseModel):
+    """What one export run wrote: one report per file."""
+
+    files: list[ExportReport] = []
+
+    @property
+    def rows(self) -> int:
+        return sum(sum(f.rows.values()) for f in self.files)
+
+
 def neutralise(value: Any) -> Any:
     """``value`` made safe for a spreadsheet: a string starting with ``=``, ``+``, ``-``,
     ``@``, a tab or a carriage return gets a leading ``'`` so it is shown as text and
