@@ -380,6 +380,13 @@ def _csv_batch(batch: pa.RecordBatch, schema: pa.Schema) -> pa.RecordBatch:
                                        else neutralise_array(text_cells(col)) for col in batch.columns], schema=schema)
 
 
+def csv_table(table: pa.Table) -> pa.Table:
+    """``table`` as the CSV export writes its cells (``_csv_batch``): lists and records
+    as JSON text, numbers with a decimal point, formula text neutralised, headers too."""
+    schema = _csv_schema(table.schema)
+    return pa.Table.from_batches([_csv_batch(b, schema) for b in table.to_batches()], schema)
+
+
 def _csv_schema(schema: pa.Schema) -> pa.Schema:
     return pa.schema([(neutralise(f.name), pa.string() if _as_text(f.type) else f.type) for f in schema])
 
