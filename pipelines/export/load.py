@@ -157,7 +157,7 @@ _CAMPAIGN_WRITE: dict[str, Any] = {"write_disposition": "replace", "columns": dl
 _CAMPAIGN_SCHEMA = arrow_schema(CAMPAIGN_COLUMNS)
 
 
-def campaign_batch(job: str, rows: Sequence[CampaignRow]) -> pa.RecordBatch:
+def _campaign_batch(job: str, rows: Sequence[CampaignRow]) -> pa.RecordBatch:
     """``job``'s ledger rows (``store.campaign.rows``) as a batch of the campaign rows'
     table (``CAMPAIGN_COLUMNS``; times in epoch ms become UTC timestamps)."""
     records = [{"job": job, **asdict(r)} for r in rows]
@@ -430,7 +430,7 @@ def warehouse_source(store: Store, name: str, *, on_rows: Callable[[str, int], N
 
     def campaign_rows() -> Iterator[pa.RecordBatch]:
         for job in store.campaign.jobs():
-            yield campaign_batch(job, store.campaign.rows(job))
+            yield _campaign_batch(job, store.campaign.rows(job))
 
     def make(resources: list[Any]) -> DltSource:
         @dlt.source(schema=Schema("formsync", normalizers={"names": "direct"}))
@@ -498,21 +498,19 @@ def destination_of(name: str | None) -> Any:
     return name
 
 
-def drop_retyped(pipeline: Any) -> bool:
+def _drop_retyped(pipeline: Any) -> None:
     """Drop the campaign rows' table from ``pipeline``'s schema and destination when an
     earlier load typed a column of it otherwise than declared (before the data contract
-    declared it, its times were epoch ms): dlt never changes a column's type, and the table
-    is replaced whole by each load, so nothing is lost. Whether it was dropped."""
+    declared it, its times were epoch ms): dlt never changes a column's type, and the
+    table is replaced whole by each load, so nothing is lost."""
     if not pipeline.default_schema_name:
-        return False
+        return
     table = pipeline.default_schema.tables.get(CAMPAIGN)
     stored = {} if table is None else {n: c.get("data_type") for n, c in table["columns"].items()}
-    if all(stored.get(n) in (None, hint["data_type"]) for n, hint in _CAMPAIGN_WRITE["columns"].items()):
-        return False
-    from dlt.pipeline.helpers import pipeline_drop
+    if any(stored.get(n) not in (None, hint["data_type"]) for n, hint in _CAMPAIGN_WRITE["columns"].items()):
+        from dlt.pipeline.helpers import pipeline_drop
 
-    pipeline_drop(pipeline, resources=[CAMPAIGN])()
-    return True
+        pipeline_drop(pipeline, resources=[CAMPAIGN])()
 
 
 def loader_format(pipeline: Any) -> Literal["parquet"] | None:
@@ -554,7 +552,7 @@ def load(store: Store, *, destination: str | None = None, dataset: str | None = 
                 pipeline.sync_destination()
             if pipeline.has_pending_data:  # a failed load's: its rows come again, the cursors did not move
                 pipeline.drop_pending_packages()
-            drop_retyped(pipeline)
+            _drop_retyped(pipeline)
             # A load package per part, loaded before the next part is read: what the
             # working folder and the destination's staging and merge hold is one part.
             file_format = loader_format(pipeline)
