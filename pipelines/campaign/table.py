@@ -32,7 +32,8 @@ REQUEST_TIMES = ("created_at", "opened_at", "started_at", "last_activity_at", "c
 ANSWER_PREFIX = "answer."
 
 
-# A sheet column's values as a run read them (see ``outreach.checks.typed_columns``).
+# A sheet column's values as a run read them (see ``outreach.checks.typed_columns``), or as a
+# workbook's cells held them (``Sheet.kinds``: ISO dates and plain numbers, read with no reading).
 SHEET_TYPES: dict[str, tuple[Any, pa.DataType]] = {
     "date": (DATES, pa.date32()), "number": (NUMBERS, pa.float64()), "integer": (NUMBERS, pa.int64())}
 
