@@ -331,7 +331,7 @@ def _load_workbook(path: Path, options: SheetOptions) -> Sheet:
 def _column_kinds(sheet: Sheet, raw: Sequence[Sequence[Any]]) -> dict[str, str]:
     """The columns of ``sheet`` whose filled cells (in ``raw``, the workbook's values)
     are all dates, or all numbers: ``Sheet.kinds``."""
-    header = [str(c).strip() for c in (_cell(v) for v in raw[sheet.header_row - 1])]
+    header = [_cell(v).strip() for v in raw[sheet.header_row - 1]]
     found: dict[str, set[str]] = {}
     for number in sheet.numbers:
         for i, value in enumerate(raw[number - 1]):
