@@ -40,14 +40,13 @@ def load_command(
             from pipelines.export.load import EXTRA_MISSING
 
             raise UsageError(EXTRA_MISSING)
-        from pipelines.export.load import LoadFailed, LoadSettingError, load
+        from pipelines.export.load import LoadFailed, LoadSettingError
+        from pipelines.jobs import Hooks, LoadParams
 
-        settings = ctx.settings().load
-        store = ctx.store()
+        params = ctx.params(LoadParams, destination=destination, dataset=dataset, dry_run=dry_run)
         try:
             with _progress(not dry_run) as on_rows:
-                report = load(store, destination=destination or settings.destination,
-                              dataset=dataset or settings.dataset, dry_run=dry_run, on_rows=on_rows)
+                report = ctx.job("load", params, Hooks(load_rows=on_rows))
         except LoadSettingError as e:
             raise UsageError(str(e), where="--destination" if destination else "load.destination") from None
         except LoadFailed as e:
