@@ -1,6 +1,7 @@
 """The campaign's funnel: what became of an outreach job's rows, computed from the
-store's rows and the rows' counts (``RunCounts``) alone (pure). The ``campaign`` command, ``formsync status``, the HTML page
-and the campaign export all read these numbers from here."""
+store's rows and the rows' counts (``RunCounts``) alone (pure). The ``campaign``
+command, ``formsync status``, the HTML page and the campaign export all read these
+numbers from here."""
 
 from __future__ import annotations
 

@@ -140,7 +140,9 @@ def campaign_page(f: Funnel, form_id: str, rounds: Sequence[Round], points: Sequ
     the form by ``form_name`` (and id), whether and why it is ``closed``, and its sheet
     rows in every state of ``counts`` (the last run's)."""
     median = "-" if f.median_answer_seconds is None else _duration(f.median_answer_seconds)
-    kpis = [("requests sent", f"{f.requests:,}"), ("completed", f"{f.completed:,}"), ("response rate", f"{f.response_rate:.0%}"),
+    until = max(generated_at, closed.at if closed else 0)  # the chart runs to the close, or to "as of"
+    kpis = [("requests sent", f"{f.requests:,}"), ("completed", f"{f.completed:,}"),
+            ("response rate", f"{f.response_rate:.0%}"),
             ("median time to answer", median), ("pending", f"{f.pending:,}"), ("bounced", f"{f.bounced:,}")]
     status = [("sheet rows sent", f.sent), ("changed since sent", f.changed), ("requests", f.requests),
               ("delivered", f.delivered), ("bounced", f.bounced),
@@ -155,7 +157,8 @@ def campaign_page(f: Funnel, form_id: str, rounds: Sequence[Round], points: Sequ
             f'{_time(generated_at)} UTC</p>{_state(closed)}<div class="kpis">'
             + "".join(f'<div class="kpi"><b>{v}</b>{k}</div>' for k, v in kpis)
             + f'</div><h2>Sheet rows</h2>{_sheet_rows(counts)}<h2>Funnel</h2>{_funnel_svg(f)}'
-            f'<h2>Responses over time</h2>{_timeline_svg(points, rounds, f.requests, max(generated_at, closed.at if closed else 0))}<h2>What each round brought</h2>'
+            f'<h2>Responses over time</h2>{_timeline_svg(points, rounds, f.requests, until)}'
+            f'<h2>What each round brought</h2>'
             f'<table class="rounds"><thead><tr><th>round</th><th>at (UTC)</th><th>reminded</th>'
             f'<th>completed after it</th></tr></thead><tbody>{round_rows}</tbody></table><h2>Every count</h2>'
             f'<table class="counts"><tbody>'

@@ -301,7 +301,8 @@ def _show_status(report: StatusReport, format: str, store_url: str) -> None:
         typer.echo(f"note: the store {store_url} is new or empty: nothing has run against it yet", err=True)
     elif report.nothing_ran:
         held = " (it holds the sign-in of formsync login)" if report.credentials.signed_in else ""
-        typer.echo(f"note: no scheduled job, outreach or delivery is recorded in the store {store_url} yet{held}", err=True)
+        typer.echo(f"note: no scheduled job, outreach or delivery is recorded in the store {store_url} yet{held}",
+                   err=True)
     Console().print(render_status(report))
 
 

@@ -24,7 +24,7 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, rule, run_state_machine_as_test
 
 from connector.client.rpc import FormClient
-from connector.config.settings import load_settings
+from connector.config.settings import OutreachSettings, load_settings
 from connector.store import Store
 from pipelines.campaign import act, read_campaign, write_page
 from pipelines.campaign import suppress as suppression_list
@@ -32,6 +32,7 @@ from pipelines.campaign.export import export_campaign
 from pipelines.operate.status import collect_status
 from pipelines.outreach import run_outreach
 from pipelines.outreach.counts import RunCounts, recorded_counts, row_states
+from pipelines.rules.contact import contact_rule
 from pipelines.sync.poll import poll_once
 from tests.conftest import Sandbox, start_sandbox
 
@@ -101,7 +102,8 @@ class Campaign(RuleBasedStateMachine):
     @rule(address=st.sampled_from(ADDRESSES))
     def suppress(self, address: str) -> None:
         report = suppression_list.add(self.store, [address], "opted out")
-        self.run(suppression_list.cancel_pending(self.client, self.store, report))
+        self.run(suppression_list.cancel_pending(self.client, self.store, report,
+                                                 contact_rule(self.store, OutreachSettings())))
         self.suppressed_at.setdefault(address, self.now())  # in effect once its requests are canceled
 
     @rule(ms=st.sampled_from(STEPS_MS))
