@@ -56,7 +56,7 @@ class OutreachCall:
 def _run(ctx: Context, call: OutreachCall, caught: list[signal.Signals]) -> tuple[Prepared, OutreachReport]:
     """The outreach job, with the estimate said before the first send, a progress bar (or
     a log line at most every 30 s) while it sends, and SIGINT / SIGTERM asking it to stop."""
-    from pipelines.jobs import Hooks, run_job
+    from pipelines.jobs import Hooks, kinds
     from pipelines.outreach.show import estimate_line, progress_bar, progress_log
 
     per_minute = ctx.service_settings().service.creates_per_minute
@@ -75,7 +75,7 @@ def _run(ctx: Context, call: OutreachCall, caught: list[signal.Signals]) -> tupl
             stop = asyncio.Event()
             stack.enter_context(stop_on_signals(stop, caught))
             hooks = Hooks(outreach_prepared=prepared, mapping_setting=_mapping_place(call.config))
-            return await run_job("outreach", call.params, ctx.job_env(hooks, stop))
+            return await kinds.outreach(call.params, ctx.job_env(hooks, stop))
 
     report = ctx.run(go())
     return planned[0], report

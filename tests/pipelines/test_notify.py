@@ -173,7 +173,7 @@ async def test_the_scheduler_notifies_a_failed_run_and_its_own_stop(tmp_path: Pa
         store.close()
     kinds = [b["kind"] for b in hook.bodies]
     assert kinds[0] == "job_failed" and kinds[-1] == "scheduler_stopped", kinds
-    assert hook.bodies[0]["message"].startswith("job nightly (export) failed: ValueError: cannot write")
+    assert hook.bodies[0]["message"].startswith("job nightly (export) failed: TargetError: the directory")
 
 
 def test_status_exits_4_with_attention_lines_and_notify_does_not_repeat_itself(tmp_path: Path) -> None:
