@@ -1,11 +1,14 @@
 """The contact rule's promise, driven as a campaign on a real sandbox (its test clock,
-over loopback) with a SQLite store: send (two jobs, sent again), suppress, bounce
-(recipients on ``bounce.test``), poll, remind, advance the clock, complete, close. After
-every step: no suppressed or bounced address has a mail dated after its suppression, no
-email has two invitations in one job, no suppressed address is left with a pending
-request, the funnel, ``formsync status`` (its outreach line too), the page, the export
-(its rows' states) and the job's record agree on sent, changed, rejected and suppressed,
-and nothing that was not pending is reminded."""
+over loopback) with a SQLite store, through the job functions the commands and the
+scheduler call (``pipelines.jobs``) on settings read from a config file: send (two jobs,
+sent again), edit a sheet row, suppress, list an address in the suppression file, bounce
+(recipients on ``bounce.test``, with ``outreach.suppress_bounced`` on or off), poll, remind,
+advance the clock, complete, close. After every step: no suppressed or bounced address has
+a mail dated after its suppression (an address listed in the file: after the next send,
+remind, poll or close), no email has two invitations in one job, no suppressed address is
+left with a pending request, the outreach line, the funnel, ``formsync status`` (its
+outreach line too), the page, the export (its rows' states) and the job's record agree on
+sent, changed, rejected and suppressed, and nothing that was not pending is reminded."""
 
 from __future__ import annotations
 
@@ -21,19 +24,18 @@ from typing import Any, TypeVar
 import pytest
 from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
-from hypothesis.stateful import RuleBasedStateMachine, invariant, rule, run_state_machine_as_test
+from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, rule, run_state_machine_as_test
 
 from connector.client.rpc import FormClient
-from connector.config.settings import OutreachSettings, load_settings
+from connector.config.settings import load_settings
 from connector.store import Store
-from pipelines.campaign import act, read_campaign, write_page
+from pipelines.campaign import read_campaign, write_page
 from pipelines.campaign import suppress as suppression_list
 from pipelines.campaign.export import export_campaign
+from pipelines.jobs import CloseParams, JobEnv, OutreachParams, PollParams, RemindParams, kinds
 from pipelines.operate.status import collect_status
-from pipelines.outreach import run_outreach
 from pipelines.outreach.counts import RunCounts, recorded_counts, row_states
 from pipelines.rules.contact import contact_rule
-from pipelines.sync.poll import poll_once
 from tests.conftest import Sandbox, start_sandbox
 
 pytestmark = pytest.mark.slow  # about a minute: bounded by examples and steps below
@@ -63,16 +65,41 @@ class Campaign(RuleBasedStateMachine):
         self.store = Store(f"sqlite:///{self.dir}/s.db")
         self.store.migrate()
         self.sheet = self.dir / "sheet.csv"
+        self.names = {ext: f"Person {ext}" for ext, _ in SHEET}
+        self._write_sheet()
+        self.blocked = self.dir / "blocked.txt"
+        self.blocked.write_text("# never contact\n")
+        self.config = self.dir / "formsync.toml"
+        self.bounced = True  # outreach.suppress_bounced, chosen per example
+        self._write_config()
+        self.form = self.sandbox.pro.forms["Contact"]
+        self.suppressed_at: dict[str, int] = {}  # address -> the service's time it was suppressed or seen bounced
+        self.filed: set[str] = set()  # listed in the file, in effect from the next send, remind, poll or close
+        self.reminded_not_pending: list[str] = []
+        self.said: dict[str, str] = {}  # job -> the last outreach line (its counts in words)
+        self.run(self._start())
+
+    def _write_sheet(self) -> None:
         with self.sheet.open("w", newline="") as fh:
             w = csv.writer(fh)
             w.writerow(["externalId", "name", "email"])
-            w.writerows([ext, f"Person {ext}", email] for ext, email in SHEET)
-        self.config = self.dir / "formsync.toml"
-        self.config.write_text(f'[store]\nurl = "sqlite:///{self.dir}/s.db"\n')
-        self.form = self.sandbox.pro.forms["Contact"]
-        self.suppressed_at: dict[str, int] = {}  # address -> the service's time it was suppressed or seen bounced
-        self.reminded_not_pending: list[str] = []
-        self.run(self._start())
+            w.writerows([ext, self.names[ext], email] for ext, email in SHEET)
+
+    def _write_config(self) -> None:
+        self.config.write_text(f'[store]\nurl = "sqlite:///{self.dir}/s.db"\n[outreach]\ndelivery = "email"\n'
+                               f'report_dir = "{self.dir}"\nsuppression_file = "{self.blocked}"\n'
+                               f'suppress_bounced = {str(self.bounced).lower()}\n')
+
+    def env(self) -> JobEnv:
+        """What each step's job runs with: the settings as the config file has them now."""
+        return JobEnv(load_settings(self.config), self.store, client=self.client)
+
+    def _in_effect(self) -> None:
+        """A send, remind, poll or close ran: the addresses listed in the file are suppressed from now."""
+        now = self.now()
+        for address in self.filed:
+            self.suppressed_at.setdefault(address, now)
+        self.filed.clear()
 
     async def _start(self) -> None:
         helpers = self.sandbox.helpers
@@ -93,17 +120,35 @@ class Campaign(RuleBasedStateMachine):
 
     # -- steps ----------------------------------------------------------------------------
 
+    @initialize(bounced=st.booleans())
+    def choose(self, bounced: bool) -> None:
+        self.bounced = bounced
+        self._write_config()
+
     @rule(job=st.sampled_from(JOBS))
     def send(self, job: str) -> None:
-        report = self.run(run_outreach(self.client, self.store, self.sheet, self.form, job=job, delivery="email",
-                                       report_path=self.dir / f"{job}-report.csv"))
+        report = self.run(kinds.outreach(OutreachParams(sheet=self.sheet, form=self.form, job=job), self.env()))
         assert report.failed == 0 and report.rows == len(SHEET)
+        self.said[job] = report.outcome()
+        self._in_effect()
+
+    @rule(ext=st.sampled_from([ext for ext, _ in SHEET]))
+    def edit(self, ext: str) -> None:
+        self.names[ext] += " (edited)"  # the row's content changes: a job that sent it counts it changed
+        self._write_sheet()
+
+    @rule(address=st.sampled_from(ADDRESSES))
+    def list_in_file(self, address: str) -> None:
+        with self.blocked.open("a") as fh:
+            fh.write(f"{address}\n")
+        if address not in self.suppressed_at:
+            self.filed.add(address)
 
     @rule(address=st.sampled_from(ADDRESSES))
     def suppress(self, address: str) -> None:
         report = suppression_list.add(self.store, [address], "opted out")
         self.run(suppression_list.cancel_pending(self.client, self.store, report,
-                                                 contact_rule(self.store, OutreachSettings())))
+                                                 contact_rule(self.store, load_settings(self.config).outreach)))
         self.suppressed_at.setdefault(address, self.now())  # in effect once its requests are canceled
 
     @rule(ms=st.sampled_from(STEPS_MS))
@@ -112,15 +157,17 @@ class Campaign(RuleBasedStateMachine):
 
     @rule()
     def poll(self) -> None:
-        self.run(poll_once(self.client, self.store))
+        self.run(kinds.poll(PollParams(), self.env()))
+        self._in_effect()
 
     @rule(job=st.sampled_from(JOBS))
     def remind(self, job: str) -> None:
         if self.store.campaign.job(job) is None:
             return
         since = self.now()
-        self.run(act(self.client, self.store, job, "remind"))
+        self.run(kinds.remind(RemindParams(job=job), self.env()))
         self._check_reminded(since)
+        self._in_effect()
 
     @rule(job=st.sampled_from(JOBS), pick=st.integers(0, 5))
     def complete(self, job: str, pick: int) -> None:
@@ -134,7 +181,8 @@ class Campaign(RuleBasedStateMachine):
     @rule(job=st.sampled_from(JOBS))
     def close(self, job: str) -> None:
         if self.store.campaign.job(job) is not None:
-            self.run(act(self.client, self.store, job, "close", reason="closed"))
+            self.run(kinds.close(CloseParams(job=job, reason="closed"), self.env()))
+            self._in_effect()
 
     def _check_reminded(self, since: int) -> None:
         """Every reminder this step sent went to a request still pending (the clock does not move within a step)."""
@@ -151,7 +199,7 @@ class Campaign(RuleBasedStateMachine):
     def promises_hold(self) -> None:
         now = self.now()
         for email, why in self.store.campaign.suppressed().items():
-            if not why.startswith("listed"):  # seen bounced: canceled in the poll that saw it
+            if not why.startswith("listed") and self.bounced:  # seen bounced: canceled in the poll that saw it
                 self.suppressed_at.setdefault(email, now)
         mails = self.run(self.sandbox.helpers.mail_list()).items
         late = [(m.to, m.kind) for m in mails if m.to.lower() in self.suppressed_at
@@ -182,7 +230,7 @@ class Campaign(RuleBasedStateMachine):
             assert run is not None and status[job].last_run == run and status[job].funnel == f
             # one count: the campaign's and status's are the run's, and said in the run's words
             assert read_campaign(self.store, job).counts == status[job].counts == run
-            assert run.outcome() in status[job].line()
+            assert run.outcome() in status[job].line() and self.said.get(job, run.outcome()) == run.outcome()
             assert f.rows == run.rows == f.sent + f.rejected + f.suppressed + f.not_sent
             assert (f.sent, f.changed, f.rejected, f.suppressed) == (run.sent_total, run.changed, run.rejected,
                                                                     run.suppressed)
