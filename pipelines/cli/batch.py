@@ -54,7 +54,9 @@ def sync(
     = False,
 ) -> None:
     """Copy new submissions into the store: newest first down to the last sync's
-    high-water mark (one call per form when nothing is new). Prints the report as JSON.
+    high-water mark (one call per form when nothing is new). Prints the report as JSON;
+    its last line (stderr) says how edits of stored submissions are caught: a sync job
+    reads each form whole every sync.full_every_hours (ceil(N/100) calls), --full now.
     With --reconcile, compare every stored form's submission ids with the service's and
     mark those it no longer has (deleted, form trashed; views and exports leave them out),
     un-marking those back (form restored); it says what it cost in calls.
@@ -82,7 +84,19 @@ def sync(
             ws = workspace or (await fc.list_workspaces())[0].id
             return await sync_all(fc, store, ws, full=full, include_drafts=drafts)
 
-        print_report(ctx.with_client(work))
+        report = ctx.with_client(work)
+        print_report(report)
+        if not reconcile:  # how edits are caught, and when a sync job's next full read is due
+            typer.echo(_edits_line(store, report, ctx.settings().sync.full_every_hours), err=True)
+
+
+def _edits_line(store: Any, report: BaseModel, every_hours: float) -> str:
+    from connector.store import ExportFilter
+    from pipelines.sync.submissions import SyncReport, edits_line, full_read_calls
+
+    forms = [report] if isinstance(report, SyncReport) else list(getattr(report, "forms", []))
+    calls = sum(full_read_calls(store.exports.count_submissions(ExportFilter(form_id=f.form_id))) for f in forms)
+    return edits_line(forms, every_hours, calls)
 
 
 def export(
@@ -146,6 +160,10 @@ def export(
                                include_gone=include_gone)
         for report in reports:
             print_report(report)
+        from pipelines.export.views import held_back_line
+
+        if (held := held_back_line(store, form)) is not None and table != "requests":
+            typer.echo(f"note: {held}", err=True)
         written = sum(sum(r.rows.values()) for r in reports)
         if written == 0 and since_last is not None:
             typer.echo(f"note: nothing new since the last export under {since_last!r}", err=True)

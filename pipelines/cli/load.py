@@ -53,6 +53,10 @@ def load_command(
         except LoadFailed as e:
             raise WorkFailed(str(e)) from None
         print_report(report)
+        from pipelines.export.views import held_back_line
+
+        if (held := held_back_line(store)) is not None:
+            typer.echo(f"note: {held}", err=True)
 
 
 @contextmanager

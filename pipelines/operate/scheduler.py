@@ -50,7 +50,7 @@ from ..lifecycle.purge import purge
 from ..outreach import run_outreach
 from ..outreach.suppression import suppressed_addresses
 from ..sync.poll import poll_once
-from ..sync.submissions import sync_all, sync_form
+from ..sync.submissions import HOUR_MS, sync_all, sync_form
 from . import notify
 from .jobs import (
     CloseParams,
@@ -181,6 +181,11 @@ class JobRuntime:
 
     async def _dispatch(self, job: JobSettings, params: Any) -> BaseModel:
         store, settings = self.store, self.settings
+        if isinstance(params, ExportParams | LoadParams):
+            from ..export.views import held_back_line
+
+            if (held := await asyncio.to_thread(held_back_line, store, getattr(params, "form", None))) is not None:
+                log.warning("job %s: %s", job.id, held)
         if isinstance(params, ExportParams):
             # Exports are synchronous and may be long: off the loop, so the lock stays renewed.
             return await asyncio.to_thread(_export, store, params)
@@ -222,10 +227,14 @@ class JobRuntime:
                     return ActionReport(job=params.job, action="close", not_before=at.isoformat())
                 return await act(fc, store, params.job, "close", reason=params.reason, stop=self.stopping)
             if isinstance(params, SyncParams):
+                # A job reads each form whole once its last full read is sync.full_every_hours old: edits come.
+                every = round(settings.sync.full_every_hours * HOUR_MS)
                 if params.form is not None:
-                    return await sync_form(fc, store, params.form, full=params.full, include_drafts=params.drafts)
+                    return await sync_form(fc, store, params.form, full=params.full, include_drafts=params.drafts,
+                                           full_every_ms=every)
                 ws = settings.service.workspace_id or (await fc.list_workspaces())[0].id
-                return await sync_all(fc, store, ws, full=params.full, include_drafts=params.drafts)
+                return await sync_all(fc, store, ws, full=params.full, include_drafts=params.drafts,
+                                      full_every_ms=every)
         raise AssertionError(f"unknown job params {type(params).__name__}")
 
 
