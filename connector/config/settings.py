@@ -156,6 +156,7 @@ class SyncSettings(Section):
     ``full_every_hours``, the job reads its whole list again (ceil(N/100) calls for N
     submissions, paced like every call). ``formsync sync`` by hand stays incremental."""
 
+    # A sync job reads a form's whole list again (edits included) once its last full read is this old.
     full_every_hours: float = Field(24.0, gt=0)
 
 
