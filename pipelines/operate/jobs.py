@@ -364,9 +364,11 @@ def summarise(kind: str, report: BaseModel) -> str:
     if kind == "sync":
         forms = getattr(r, "forms", None)
         if forms is None:
-            return f"form {r.form_id}: fetched {r.fetched}, written {r.written}, {r.calls} calls"
-        return (f"{len(forms)} forms: fetched {sum(f.fetched for f in forms)}, "
-                f"written {sum(f.written for f in forms)}, {r.calls} calls")
+            return (f"form {r.form_id}: {'read whole (edits included), ' if r.full else ''}fetched {r.fetched}, "
+                    f"written {r.written}, {r.calls} calls")
+        whole = sum(1 for f in forms if f.full)
+        return (f"{len(forms)} forms{f' ({whole} read whole, edits included)' if whole else ''}: "
+                f"fetched {sum(f.fetched for f in forms)}, written {sum(f.written for f in forms)}, {r.calls} calls")
     if kind == "export":
         rows = ", ".join(f"{k} {v}" for k, v in r.rows.items())
         return f"wrote {r.path} ({rows} rows)"
