@@ -87,16 +87,9 @@ def sync(
         report = ctx.with_client(work)
         print_report(report)
         if not reconcile:  # how edits are caught, and when a sync job's next full read is due
-            typer.echo(_edits_line(store, report, ctx.settings().sync.full_every_hours), err=True)
+            from pipelines.sync.submissions import edits_note
 
-
-def _edits_line(store: Any, report: BaseModel, every_hours: float) -> str:
-    from connector.store import ExportFilter
-    from pipelines.sync.submissions import SyncReport, edits_line, full_read_calls
-
-    forms = [report] if isinstance(report, SyncReport) else list(getattr(report, "forms", []))
-    calls = sum(full_read_calls(store.exports.count_submissions(ExportFilter(form_id=f.form_id))) for f in forms)
-    return edits_line(forms, every_hours, calls)
+            typer.echo(edits_note(store, report, ctx.settings().sync.full_every_hours), err=True)
 
 
 def export(

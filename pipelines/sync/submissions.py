@@ -47,7 +47,7 @@ from pydantic import BaseModel
 from connector import models
 from connector.client.field_lists import learn_field_lists
 from connector.client.rpc import UNSET, FormClient
-from connector.store import Store, SyncMark
+from connector.store import ExportFilter, Store, SyncMark
 from connector.times import to_service, utc
 
 PAGE = 100
@@ -208,3 +208,11 @@ def edits_line(forms: Sequence[SyncReport], full_every_hours: float, calls: int)
     return (f"{done}; a sync job reads each form whole every {full_every_hours:g} h (sync.full_every_hours), "
             f"next due {due}, {calls} call(s) now (ceil(N/100)); formsync sync --full reads edits now, "
             f"the receiver as they happen")
+
+
+def edits_note(store: Store, report: BaseModel, full_every_hours: float) -> str:
+    """``edits_line`` for the forms of a sync's ``report`` (``SyncReport`` or
+    ``SyncAllReport``), with what a full read of them costs now (their stored submissions)."""
+    forms = [report] if isinstance(report, SyncReport) else report.forms if isinstance(report, SyncAllReport) else []
+    calls = sum(full_read_calls(store.exports.count_submissions(ExportFilter(form_id=f.form_id))) for f in forms)
+    return edits_line(forms, full_every_hours, calls)
