@@ -155,7 +155,7 @@ def export(
             print_report(report)
         from pipelines.export.views import held_back_line
 
-        if (held := held_back_line(store, form)) is not None and table != "requests":
+        if table in ("wide", "all") and (held := held_back_line(store, form)) is not None:
             typer.echo(f"note: {held}", err=True)
         written = sum(sum(r.rows.values()) for r in reports)
         if written == 0 and since_last is not None:

@@ -181,7 +181,7 @@ class JobRuntime:
 
     async def _dispatch(self, job: JobSettings, params: Any) -> BaseModel:
         store, settings = self.store, self.settings
-        if isinstance(params, ExportParams | LoadParams):
+        if isinstance(params, LoadParams) or (isinstance(params, ExportParams) and params.table in ("wide", "all")):
             from ..export.views import held_back_line
 
             if (held := await asyncio.to_thread(held_back_line, store, getattr(params, "form", None))) is not None:

@@ -25,6 +25,7 @@ from formservice.domain.forms import edit_blocks
 from formservice.tables import Form
 from pipelines.cli import app
 from pipelines.export.write import export
+from pipelines.operate.jobs import summarise
 from pipelines.sync.submissions import HOUR_MS, edits_line, full_due, sync_form
 from tests.conftest import Sandbox
 from tests.items import list_item
@@ -164,6 +165,8 @@ async def test_a_sync_with_full_every_elapsed_reads_the_form_whole_and_catches_a
     await sandbox.helpers.clock_advance(HOUR_MS)
     due = await sync_form(client, store, form, full_every_ms=HOUR_MS)
     assert due.full and due.calls == 1 and due.last_full != first.last_full
+    assert summarise("sync", due).startswith(f"form {form}: read whole (edits included), fetched ")
+    assert "read whole" not in summarise("sync", quiet)
     with store.database.reader() as s:
         row = s.get(SubmissionRow, made[0])
         assert row is not None and row.answers is not None and row.answers["name"] == "Caught"
