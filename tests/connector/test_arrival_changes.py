@@ -20,7 +20,7 @@ from sqlmodel import select
 from typer.testing import CliRunner
 
 from connector.client.rpc import FormClient
-from connector.store import Store, SubmissionRow
+from connector.store import RequestRow, Store, SubmissionRow
 from formservice.domain.forms import edit_blocks
 from formservice.tables import Form
 from pipelines.cli import app
@@ -29,6 +29,8 @@ from pipelines.operate.jobs import summarise
 from pipelines.sync.submissions import HOUR_MS, edits_line, full_due, sync_form
 from tests.conftest import Sandbox
 from tests.items import list_item
+
+from .test_store import T0, events, poll_record, sub_event
 
 FAST = {"callsPerMinute": 10000, "createsPerMinute": 10000}
 
@@ -98,6 +100,29 @@ def test_a_version_in_another_envelope_with_the_same_content_keeps_its_place(sto
     store.upsert_submissions([list_item("sub_b", {"q": 3}, edits=2)], "form_x")
     moved = places(store, "form_x")
     assert moved["sub_a"] == before["sub_a"] and moved["sub_b"] > before["sub_b"]
+
+
+def test_a_replayed_event_and_a_polled_record_unchanged_keep_their_places(store: Store) -> None:
+    store.store_events(events(sub_event("evt_1", "sub_1")))
+    [first] = places(store, "form_contact").values()
+    store.store_events(events(sub_event("evt_2", "sub_1", created=T0 + 5_000)))  # redelivered under a new id
+    assert places(store, "form_contact") == {"sub_1": first}
+    store.store_events(events(sub_event("evt_3", "sub_1", type="submission.updated", updated=T0 + 60_000, edits=1,
+                                        answers={"name": "Bo"})))
+    assert places(store, "form_contact")["sub_1"] > first
+
+    def request_place() -> int:
+        with store.database.reader() as s:
+            row = s.get(RequestRow, "req_1")
+            assert row is not None
+            return row.arrival
+
+    store.upsert_requests([poll_record("req_1", "pending", T0)])
+    polled = request_place()
+    store.upsert_requests([poll_record("req_1", "pending", T0 + 1_000)])  # a newer envelope, the same content
+    assert request_place() == polled
+    store.upsert_requests([poll_record("req_1", "pending", T0 + 2_000, deliveryStatus="delivered")])
+    assert request_place() > polled
 
 
 def test_a_held_back_key_getting_its_column_moves_only_the_rows_answering_it(store: Store, tmp_path: Path) -> None:
