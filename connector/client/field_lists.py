@@ -5,8 +5,9 @@ always come from ``fields.list``, never from values.
 
 ``learn_field_lists`` is what ``poll`` and ``sync`` call in the run that stored the data;
 ``FieldListLearner`` is the receiver's: a background task woken after commits, never on
-the acknowledgement path. Both ask about a form once a minute at most, whichever process
-asks (``Store.claim_field_list_reads``); without a service token the receiver says once,
+the acknowledgement path. Both ask about a new key at once (one read per form covers all
+its new keys), and about the same held keys once a minute at most, whichever process asks
+(``Store.claim_field_list_reads``); without a service token the receiver says once,
 in the log, which forms hold keys back and how to fix it (``formsync status`` says so too)."""
 
 from __future__ import annotations
@@ -22,13 +23,14 @@ from ..store import Store
 from .rpc import FormClient, TokenSource
 
 log = logging.getLogger("formsync.fields")
-READ_EVERY_MS = 60_000  # a form's fields.list is read (or tried) once a minute at most
+READ_EVERY_MS = 60_000  # the same held keys: a form's fields.list is read (or tried) once a minute at most
 HELD_BACK_FIX = "set service.token (the receiver, sync and poll then read fields.list), or run formsync views with it"
 
 
 async def learn_field_lists(client: FormClient, store: Store, form_ids: Iterable[str] | None = None) -> list[str]:
-    """Read ``fields.list`` for each form among ``form_ids`` (None: every form) that holds
-    back answered keys and was not read in the last minute, and store it
+    """Read ``fields.list`` once for each form among ``form_ids`` (None: every form) that
+    holds back answered keys no read asked about yet, or was not read in the last minute
+    (``Store.claim_field_list_reads``), and store it
     (``Store.record_fields``: its view is rebuilt, the keys it lists get their columns).
     Returns the forms read. A form the service will not list is logged and asked again
     a minute later at the earliest."""

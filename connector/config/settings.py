@@ -150,6 +150,16 @@ class ExportSettings(Section):
     formats: list[Literal["csv", "xlsx", "parquet"]] = ["csv"]
 
 
+class SyncSettings(Section):
+    """How a scheduled sync job (``kind = "sync"``) catches edits: a plain sync reads only
+    the submissions newer than its mark, so once a form's last full read is older than
+    ``full_every_hours``, the job reads its whole list again (ceil(N/100) calls for N
+    submissions, paced like every call). ``formsync sync`` by hand stays incremental."""
+
+    # A sync job reads a form's whole list again (edits included) once its last full read is this old.
+    full_every_hours: float = Field(24.0, gt=0)
+
+
 class DeploySettings(Section):
     """What ``formsync deploy`` writes the systemd units and the nginx site with (the
     receiver's address and path come from ``[receiver]``)."""
@@ -243,6 +253,7 @@ class Settings(BaseSettings):
     outreach: OutreachSettings = OutreachSettings()
     export: ExportSettings = ExportSettings()
     load: LoadSettings = LoadSettings()
+    sync: SyncSettings = SyncSettings()
     notify: NotifySettings = NotifySettings()
     deploy: DeploySettings = DeploySettings()
     jobs: list[JobSettings] = []

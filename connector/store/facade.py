@@ -147,7 +147,7 @@ class Store:
         self.archive = ArchiveStore(self._db, clock)  # the file answers' bytes archived by `formsync files`
         self.campaign = CampaignReads(self._db, clock, self.key)  # each job's rows with their requests; suppression
         self.ledger = OutreachLedger(self._db, clock)  # outreach jobs and the state of each sheet row
-        self._views = ViewKeeper(self._db.engine, clock)  # each form's field list and typed view
+        self._views = ViewKeeper(self._db.engine, clock, writer)  # each form's field list and typed view
         self.grants = GrantRows(self._db, clock)  # formsync login's sign-in; static tokens' first use
         self.deletions = DeletionLog(self._db)  # what erase, purge and reconcile removed, for loads
 
@@ -285,13 +285,14 @@ class Store:
                 *(marks_of(m.request, "request") if m.request else [])])
             new = w.insert_new(EVENTS.name, [m.raw for m in kept])
             fresh = [m for m in firsts.values() if m.raw["id"] in new]
-            requests = merge(w, REQUEST_MERGE, [m.request for m in fresh if m.request])
+            requests = [m.request for m in fresh if m.request]
+            merge(w, REQUEST_MERGE, requests)
             subs = [m.submission for m in fresh if m.submission]
-            written = write_submissions(w, subs)
+            write_submissions(w, subs)
             replace_provisional(w, subs)
             if settles:
                 w.conn.execute(delete(DEAD_LETTERS).where(DEAD_LETTERS.c.id.in_(list(settles))))
-            _arrived(w, written, requests)
+            _arrived(w, [s["id"] for s in subs], [r["id"] for r in requests])
             return new
 
         new = self._write_tx(work) if firsts else set()
@@ -406,9 +407,9 @@ class Store:
             kept = self._unbarred(w.conn, rows, lambda r: marks_of(r, "request"))
             subs = completions(w, kept)
             written = merge(w, REQUEST_MERGE, kept)
-            replaced = write_submissions(w, subs)
+            write_submissions(w, subs)
             replace_provisional(w, subs)
-            _arrived(w, replaced, written)
+            _arrived(w, [s["id"] for s in subs], [r["id"] for r in kept])
             return written, subs
 
         written, subs = self._write_tx(work)
@@ -437,7 +438,7 @@ class Store:
             replace_provisional(w, kept)
             if cursor is not None:
                 w.set_cursor(form_id, cursor, stream, now)
-            _arrived(w, written, [])
+            _arrived(w, [r["id"] for r in kept], [])
             return written
 
         written = self._write_tx(work)
@@ -479,16 +480,27 @@ class Store:
 
     def claim_field_list_reads(self, form_ids: Sequence[str] | None = None, *,
                                every_ms: int = 60_000) -> list[str]:
-        """The forms (among ``form_ids``, or every form) holding back keys whose
-        ``fields.list`` no process read or tried in the last ``every_ms``; each is
-        stamped as read now, so the service is asked about a form once a minute at most."""
+        """The forms (among ``form_ids``, or every form) holding back keys that no
+        ``fields.list`` read asked about yet, or whose ``fields.list`` no process read or
+        tried in the last ``every_ms``; each is stamped as read now. A new key is asked
+        about at once; the same held keys once a minute at most."""
         return self._views.claim_reads(form_ids, every_ms)
 
     def schema_changed_at(self, form_id: str) -> int | None:
         """When a held-back column last appeared in the form's table (epoch ms, store
-        clock), or None: the form's rows exported or loaded before then lack its values,
-        so incremental exports and loads send them again."""
+        clock), or None. The rows answering it took a new place in the arrival order
+        then, so incremental exports and loads sent them again with its values."""
         return self._views.changed_at(form_id)
+
+    def full_syncs(self, form_ids: Sequence[str]) -> dict[str, int | None]:
+        """When a sync last read each of ``form_ids``' whole ``submissions.list`` (the
+        service's clock, epoch ms; None: never, or before the store kept it)."""
+        return self._views.full_syncs(form_ids)
+
+    def record_full_sync(self, form_id: str, at: int) -> None:
+        """Keep that a sync read the form's whole ``submissions.list``, as of ``at`` (the
+        service's clock, epoch ms)."""
+        self._views.record_full_sync(form_id, at)
 
     def schema(self, form_id: str) -> FormSchema:
         """The table of ``form_id`` (``schema.form_schema`` over its stored field list):
@@ -524,9 +536,11 @@ class Store:
             delete(CURSORS).where(CURSORS.c.form_id == form_id, CURSORS.c.stream == stream)))
 
 
-def _arrived(w: Writer, submissions: Sequence[str], requests: Sequence[Mapping[str, Any]]) -> None:
-    """The rows a write changed take their place in the arrival order: the transaction's last step."""
-    w.stamp_arrival({SUBMISSIONS.name: submissions, REQUESTS.name: [r["id"] for r in requests]})
+def _arrived(w: Writer, submissions: Sequence[str], requests: Sequence[str]) -> None:
+    """The rows a write touched whose content changed take a new place in the arrival
+    order (``Writer.stamp_changed``): the transaction's last step. A row read again as
+    it was keeps its place, so incremental exports and loads do not send it again."""
+    w.stamp_changed({SUBMISSIONS.name: submissions, REQUESTS.name: requests})
 
 
 def alembic_config(url: str) -> Any:

@@ -16,7 +16,6 @@ from sqlalchemy import Select, and_, func, insert, select, update
 from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.exc import IntegrityError
 
-from .cursors import rewind_statement
 from .schema import (
     FormSchema,
     StoredField,
@@ -31,6 +30,7 @@ from .schema import (
 from .sqlite import READ_OPTION
 from .tables import FORM_FIELDS, FORM_SCHEMAS, SUBMISSIONS
 from .views import DIALECTS, select_sql
+from .writer import Writer
 
 log = logging.getLogger("formsync.store")
 _VIEW_LOCK = 7410118  # PostgreSQL advisory lock key serialising view rebuilds
@@ -74,8 +74,9 @@ def merge_field_list(stored: Mapping[str, Mapping[str, Any]], listed: Sequence[S
 class ViewKeeper:
     """The field lists and views of one store's database (thread-safe)."""
 
-    def __init__(self, engine: Engine, clock: Any) -> None:
+    def __init__(self, engine: Engine, clock: Any, writer: type[Writer]) -> None:
         self.engine = engine
+        self._writer = writer  # the database's writer: places rows in the arrival order
         self.reads = engine.execution_options(**{READ_OPTION: True})  # no write lock on SQLite
         self.clock = clock
         self._known: dict[str, set[str]] = {}  # form id -> keys with a row (listed or held back)
@@ -150,7 +151,8 @@ class ViewKeeper:
             set_state(conn, form_id, snapshot_id=snapshot)
             f = FORM_FIELDS.c
             again = conn.execute(update(FORM_FIELDS).where(and_(f.form_id == form_id, f.source == HELD_BACK,
-                                                                f.type == UNLISTED)).values(type=PENDING)).rowcount
+                                                                f.type == UNLISTED))
+                                 .values(type=PENDING, updated_at=self.clock())).rowcount  # not asked under it yet
         self._snapshots[form_id] = snapshot
         return bool(again)
 
@@ -163,8 +165,10 @@ class ViewKeeper:
     def record_list(self, form_id: str, items: Sequence[Mapping[str, Any]]) -> FormSchema:
         """Store the form's ``fields.list`` items as its field list (``merge_field_list``;
         each field's shape in ``options``: see ``schema.shape_of``) and rebuild its view.
-        When a held-back key gets its column, the form's ``changed_at`` is set and its
-        export cursors rewound (``cursors.rewind_statement``), in the same transaction."""
+        When a held-back key gets its column, the form's ``changed_at`` is set and the
+        stored submissions answering it take a new place in the arrival order, in the
+        same transaction: the next incremental export and load, under every name, send
+        those rows again with the new column's values (and no other row)."""
         options = {str(i["key"]): shape_of(i) for i in items}
         now = self.clock()
         with self._lock:
@@ -181,9 +185,26 @@ class ViewKeeper:
                         conn.execute(insert(FORM_FIELDS).values(form_id=form_id, field_key=key, **row))
                 set_state(conn, form_id, read_at=now, **({"changed_at": now} if appeared else {}))
                 if appeared:
-                    conn.execute(rewind_statement(form_id))
+                    got = [k for k in options if stored.get(k, {}).get("source") == HELD_BACK]
+                    self._place_answering(conn, form_id, got)
                 self._known[form_id] = set(stored) | {str(i["key"]) for i in items}
             return self.rebuild(form_id)
+
+    def _place_answering(self, conn: Connection, form_id: str, keys: Sequence[str]) -> None:
+        """Give the form's stored submissions that answer one of ``keys`` (a non-null
+        value) a new place in the arrival order: the transaction's last write."""
+        if not keys:
+            return
+        view = form_schema(form_id, [StoredField(k, "json") for k in keys])
+        q = DIALECTS[conn.dialect.name].quote
+        answered = " OR ".join(f"v.{q}{c.name}{q} IS NOT NULL" for c in view.fields())
+        sql = f"SELECT v.{q}submission_id{q} FROM ({select_sql(conn.dialect.name, view)}) v WHERE {answered}"
+        ids = [str(i) for i in conn.exec_driver_sql(sql).scalars()]
+        w = self._writer(conn)  # type: ignore[call-arg]
+        try:
+            w.stamp_arrival({SUBMISSIONS.name: ids})
+        finally:
+            w.close()
 
     def note_stored(self, form_ids: Sequence[str] | None = None) -> list[str]:
         """Hold back the answered keys of the stored submissions (of ``form_ids``, or of
@@ -214,21 +235,39 @@ class ViewKeeper:
         return out
 
     def claim_reads(self, form_ids: Sequence[str] | None, every_ms: int) -> list[str]:
-        """The forms (among ``form_ids``, or every form) holding back keys whose field list
-        was not read (nor tried) in the last ``every_ms``, each stamped as read now, so
-        no process asks the service about a form more often than that."""
+        """The forms (among ``form_ids``, or every form) holding back keys that no read
+        of their field list asked about yet, or whose field list was not read (nor
+        tried) in the last ``every_ms``; each is stamped as read now. So a new key is
+        asked about at once, and the same held keys once per ``every_ms`` at most,
+        whichever process asks."""
         now = self.clock()
         wanted = sorted(self.held_back(form_ids))
         if not wanted:
             return []
-        s = FORM_SCHEMAS.c
+        s, f = FORM_SCHEMAS.c, FORM_FIELDS.c
+        # A key held after the form's last read (or try) was never asked about: its form is due at once.
+        unasked = select(f.form_id).where(and_(f.form_id == s.form_id, f.source == HELD_BACK, f.type == PENDING,
+                                               f.updated_at > s.read_at)).exists()
         with self.engine.begin() as conn:
-            recent = set(conn.execute(select(s.form_id).where(and_(s.form_id.in_(wanted),
-                                                                   s.read_at > now - every_ms))).scalars())
+            recent = set(conn.execute(select(s.form_id).where(and_(s.form_id.in_(wanted), s.read_at > now - every_ms,
+                                                                   ~unasked))).scalars())
             due = [f for f in wanted if f not in recent]
             for form_id in due:
                 set_state(conn, form_id, read_at=now)
         return due
+
+    def full_syncs(self, form_ids: Sequence[str]) -> dict[str, int | None]:
+        """When a sync last read each form's whole submissions list (service clock, epoch
+        ms; None: never)."""
+        s = FORM_SCHEMAS.c
+        with self.reads.connect() as conn:
+            got = dict(conn.execute(select(s.form_id, s.full_sync_at).where(s.form_id.in_(list(form_ids)))).all())
+        return {f: got.get(f) for f in form_ids}
+
+    def record_full_sync(self, form_id: str, at: int) -> None:
+        """A sync read the form's whole submissions list, as of ``at`` (service clock)."""
+        with self.engine.begin() as conn:
+            set_state(conn, form_id, full_sync_at=at)
 
     def changed_at(self, form_id: str) -> int | None:
         """When a held-back column last appeared in the form's table (epoch ms), or None."""

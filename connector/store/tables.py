@@ -113,6 +113,10 @@ class SubmissionRow(StoreModel, table=True):
     # The row's place in the store's arrival order (``ArrivalCounter``): taken again by each
     # write that changes the row, so an edit moves it forward. 0: stored before it existed.
     arrival: int = Field(default=0, sa_type=BigInteger, index=True)
+    # The hash of the row's content when it last took its place (``writer.content_hash``):
+    # a write that leaves the content as it was (the same version read again) keeps the
+    # place. Null: never hashed (stored before it existed); its next write places it.
+    content_hash: str | None = None
     # When ``formsync sync --reconcile`` noticed the service no longer has it (deleted, its
     # form trashed); views, exports and frames leave such rows out unless asked.
     gone_at: int | None = Field(default=None, sa_type=BigInteger)
@@ -166,6 +170,7 @@ class RequestRow(StoreModel, table=True):
     last_event_id: str | None = None
     stored_at: int = Field(sa_type=BigInteger)
     arrival: int = Field(default=0, sa_type=BigInteger, index=True)  # as ``SubmissionRow.arrival``
+    content_hash: str | None = None  # as ``SubmissionRow.content_hash``
 
 
 class OutreachJob(StoreModel, table=True):
@@ -331,9 +336,11 @@ class FormField(StoreModel, table=True):
 
 class FormSchemaState(StoreModel, table=True):
     """Per form: the snapshot and time of its last ``fields.list`` read (or attempt),
-    its view's name (``schema.view_name``, fixed when first given), and ``changed_at``, when a held-back column last appeared in its table: the rows of
-    that form exported or loaded before then lack its values, so incremental exports and
-    loads send them again."""
+    its view's name (``schema.view_name``, fixed when first given), ``changed_at``, when a
+    held-back column last appeared in its table (the rows answering it took new places in
+    the arrival order then), and ``full_sync_at``, when a sync last read its whole
+    ``submissions.list`` (the service's clock): a sync job reads it whole again once
+    ``sync.full_every_hours`` have passed, so edits reach a store without a receiver."""
 
     __tablename__ = "formsync_form_schemas"
 
@@ -342,6 +349,7 @@ class FormSchemaState(StoreModel, table=True):
     read_at: int | None = Field(default=None, sa_type=BigInteger)
     changed_at: int | None = Field(default=None, sa_type=BigInteger)
     view_name: str | None = None  # given once, from the form's name: kept when the form is renamed
+    full_sync_at: int | None = Field(default=None, sa_type=BigInteger)
 
 
 class DeadLetter(StoreModel, table=True):

@@ -15,6 +15,7 @@ SQLAlchemy backend name in ``facade.WRITERS``."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 import math
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -118,6 +119,13 @@ class Writer(Protocol):
         order; the place (None when there is no id). The transaction's last write."""
         ...
 
+    def stamp_changed(self, ids: Mapping[str, Sequence[str]]) -> int | None:
+        """Give the rows among ``ids`` (table -> ids) whose stored content differs from
+        when they last took a place (``content_hash``) the next place in the arrival
+        order, keeping their new hash; the place (None when no row changed). A row
+        read again unchanged keeps its place. The transaction's last write."""
+        ...
+
     def close(self) -> None:
         """Release the DB-API cursor."""
         ...
@@ -131,6 +139,12 @@ _DEFAULTS = {t.name: {c.name: getattr(c.default, "arg", None) for c in t.c
                       if c.default is not None and not callable(getattr(c.default, "arg", None))}
              for t in (EVENTS, SUBMISSIONS, REQUESTS)}
 _SQL_CACHE: dict[tuple[Any, ...], str] = {}
+# What a row's content leaves out: the envelope of the read or event that brought the
+# version (poll, sync and events carry different ones: ``updatedAt``, ``editCount``) and
+# the store's own bookkeeping. Every other column is the row's content.
+_NOT_CONTENT = frozenset({"id", "updated_at", "edit_count", "source", "last_event_id", "observed_at", "stored_at",
+                          "arrival", "content_hash", "gone_at", "last_reminded_at"})
+CONTENT_COLUMNS = {t.name: tuple(c.name for c in t.c if c.name not in _NOT_CONTENT) for t in (SUBMISSIONS, REQUESTS)}
 
 
 # Types orjson would write in its own way (a datetime as ISO text, a dataclass as an
@@ -167,6 +181,21 @@ def _non_finite(value: Any) -> bool:
         elif type(item) is list or type(item) is tuple:
             stack.extend(item)
     return False
+
+
+def content_hash(table: str, values: Sequence[Any]) -> str:
+    """The hash of a stored row's ``CONTENT_COLUMNS`` of ``table`` (``values`` in that
+    order, as the database's driver reads them back; a JSON column as text or as its
+    object): equal for equal content on one database, whatever JSON key order or
+    spacing the database keeps."""
+    js = _JSON_COLUMNS[table]
+    plain = [json.loads(v) if c in js and isinstance(v, str | bytes) else v
+             for c, v in zip(CONTENT_COLUMNS[table], values, strict=True)]
+    try:
+        text = orjson.dumps(plain, option=orjson.OPT_SORT_KEYS | orjson.OPT_NON_STR_KEYS)
+    except TypeError:
+        text = json.dumps(plain, sort_keys=True, default=str).encode()
+    return hashlib.blake2b(text, digest_size=16).hexdigest()
 
 
 def by_keys(rows: Sequence[Mapping[str, Any]]) -> Iterator[tuple[tuple[str, ...], list[Mapping[str, Any]]]]:
@@ -364,6 +393,31 @@ class SQLWriter:
             sql = self.sql(("arrival-set", table), lambda t=table: (  # type: ignore[misc]
                 f"UPDATE {t} SET {q('arrival')} = {p} WHERE {self.in_ids('id')}"))
             self.cur.execute(sql, (place, self.ids_param(some)))
+        return place
+
+    def stamp_changed(self, ids: Mapping[str, Sequence[str]]) -> int | None:
+        """Give the rows among ``ids`` whose content hash changed the next place in the
+        arrival order, with their new hash (``take_place``: the transaction's last write)."""
+        p, q = self.placeholder, self.quote
+        changed: dict[str, list[tuple[str, str]]] = {}
+        for table, some in ids.items():
+            if not some:
+                continue
+            cols = CONTENT_COLUMNS[table]
+            sql = self.sql(("content-read", table), lambda t=table, c=cols: (  # type: ignore[misc]
+                f"SELECT id, {q('content_hash')}, {', '.join(q(x) for x in c)} FROM {t} WHERE {self.in_ids('id')}"))
+            self.cur.execute(sql, (self.ids_param(sorted(set(some))),))
+            for row in self.cur.fetchall():
+                digest = content_hash(table, row[2:])
+                if digest != row[1]:
+                    changed.setdefault(table, []).append((digest, row[0]))
+        if not changed:
+            return None
+        place = self.take_place()
+        for table, rows in changed.items():
+            sql = self.sql(("content-set", table), lambda t=table: (  # type: ignore[misc]
+                f"UPDATE {t} SET {q('content_hash')} = {p}, {q('arrival')} = {p} WHERE id = {p}"))
+            self.cur.executemany(sql, [(digest, place, rid) for digest, rid in sorted(rows, key=lambda r: r[1])])
         return place
 
     def set_cursor(self, form_id: str, mark: SyncMark, stream: str, now: int) -> None:

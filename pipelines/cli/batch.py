@@ -52,7 +52,9 @@ def sync(
     = False,
 ) -> None:
     """Copy new submissions into the store: newest first down to the last sync's
-    high-water mark (one call per form when nothing is new). Prints the report as JSON.
+    high-water mark (one call per form when nothing is new). Prints the report as JSON;
+    its last line (stderr) says how edits of stored submissions are caught: a sync job
+    reads each form whole every sync.full_every_hours (ceil(N/100) calls), --full now.
     With --reconcile, compare every stored form's submission ids with the service's and
     mark those it no longer has (deleted, form trashed; views and exports leave them out),
     un-marking those back (form restored); it says what it cost in calls.
@@ -71,6 +73,10 @@ def sync(
         if reconcile:
             typer.echo(report.outcome(), err=True)
         print_report(report)
+        if not reconcile:  # how edits are caught, and when a sync job's next full read is due
+            from pipelines.sync.submissions import edits_note
+
+            typer.echo(edits_note(ctx.store(), report, ctx.settings().sync.full_every_hours), err=True)
 
 
 def export(
@@ -131,9 +137,12 @@ def export(
         params = ctx.params(ExportParams, format=format, out=out, table=table, form=form, since=since_at,
                             status=status, display=display, include_gone=include_gone, since_last=since_last)
         export_targets(params.format, params.out, params.table, ctx.settings())  # said before the store is made
-        reports = ctx.job("export", params).files
+        run = ctx.job("export", params)
+        reports = run.files
         for report in reports:
             print_report(report)
+        if run.held_back is not None:
+            typer.echo(f"note: {run.held_back}", err=True)
         written = sum(sum(r.rows.values()) for r in reports)
         if written == 0 and since_last is not None:
             typer.echo(f"note: nothing new since the last export under {since_last!r}", err=True)

@@ -52,6 +52,8 @@ def load_command(
         except LoadFailed as e:
             raise WorkFailed(str(e)) from None
         print_report(report)
+        if report.held_back is not None:
+            typer.echo(f"note: {report.held_back}", err=True)
 
 
 @contextmanager

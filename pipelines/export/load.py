@@ -127,7 +127,8 @@ def load_failure(exc: BaseException, destination: str) -> Exception:
 class LoadReport(BaseModel):
     """What ``load`` sent: rows per table (of the destination), the destination, the
     dataset, whether it was a dry run, the seconds it took, and the rows it deleted per
-    table (the submissions or requests named, whether the destination still held them)."""
+    table (the submissions or requests named, whether the destination still held them),
+    and the answered keys it left out of the form tables."""
 
     destination: str
     dataset: str
@@ -135,6 +136,7 @@ class LoadReport(BaseModel):
     deleted: dict[str, int] = {}
     dry_run: bool = False
     seconds: float = 0.0
+    held_back: str | None = None  # the answered keys the form tables leave out, in words (``held_back_line``)
 
 
 def dlt_column(col: Column, key: str | None = "submission_id") -> dict[str, Any]:

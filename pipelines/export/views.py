@@ -60,3 +60,17 @@ async def refresh_views(store: Store, client: FormClient | None, *, form_id: str
                 store.record_fields(f, listed.items)
     views = [v for v in store.views() if form_id is None or v.form_id == form_id]
     return ViewsReport(views=[_out(v) for v in views], warnings=warnings)
+
+
+def held_back_line(store: Store, form_id: str | None = None) -> str | None:
+    """One line naming the answered keys an export or load leaves out of the form tables
+    (wide) because no ``fields.list`` read named them yet (of ``form_id``, or of every
+    form), with the fix; None when none is held back."""
+    from connector.client.field_lists import HELD_BACK_FIX
+
+    held = store.held_back_fields(None if form_id is None else [form_id])
+    if not held:
+        return None
+    named = "; ".join(f"form {f}: {', '.join(keys)}" for f, keys in sorted(held.items()))
+    return (f"held back from the form tables (no fields.list read named them yet; the long answers carry them): "
+            f"{named}; fix: {HELD_BACK_FIX}")

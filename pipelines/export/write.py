@@ -84,6 +84,7 @@ class ExportRun(BaseModel):
     """What one export run wrote: one report per file."""
 
     files: list[ExportReport] = []
+    held_back: str | None = None  # the answered keys the form tables leave out, in words (``held_back_line``)
 
     @property
     def rows(self) -> int:

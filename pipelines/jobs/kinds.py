@@ -94,21 +94,23 @@ async def sync(p: SyncParams, env: JobEnv) -> SyncReport | SyncAllReport | Recon
     """New submissions of ``p.form`` (default: every form of the workspace) into the store;
     with ``reconcile``, the stored ones the service no longer has marked instead."""
     from pipelines.sync.reconcile import reconcile
-    from pipelines.sync.submissions import sync_all, sync_form
+    from pipelines.sync.submissions import HOUR_MS, sync_all, sync_form
 
+    every = round(p.full_every_hours * HOUR_MS) if p.full_every_hours is not None else None
     async with env.service() as fc:
         if p.reconcile:
             return await reconcile(fc, env.store, None if p.form is None else [p.form])
         if p.form is not None:
-            return await sync_form(fc, env.store, p.form, full=p.full, include_drafts=p.drafts)
+            return await sync_form(fc, env.store, p.form, full=p.full, include_drafts=p.drafts, full_every_ms=every)
         ws = env.settings.service.workspace_id or (await fc.list_workspaces())[0].id
-        return await sync_all(fc, env.store, ws, full=p.full, include_drafts=p.drafts)
+        return await sync_all(fc, env.store, ws, full=p.full, include_drafts=p.drafts, full_every_ms=every)
 
 
 async def export(p: ExportParams, env: JobEnv) -> ExportRun:
     """Write the export's files (``pipelines.export.export_files``): every read from one
     snapshot taken as it starts, so every file holds the same rows, consistent across its
     tables however long it takes while other jobs write. Off the event loop."""
+    from pipelines.export.views import held_back_line
     from pipelines.export.write import ExportRun, export_files
 
     targets = export_targets(p.format, p.out, p.table, env.settings)
@@ -116,7 +118,8 @@ async def export(p: ExportParams, env: JobEnv) -> ExportRun:
     reports = await asyncio.to_thread(
         export_files, env.store, targets, since_last=p.since_last, table=p.table, form_id=p.form, since=p.since,
         status=p.status, display=p.display, include_gone=p.include_gone)
-    return ExportRun(files=reports)
+    held = held_back_line(env.store, p.form) if p.table in ("wide", "all") else None
+    return ExportRun(files=reports, held_back=held)
 
 
 def export_targets(fmt: str | None, out: Path | None, table: str, settings: Settings) -> list[tuple[Format, Path]]:
@@ -157,11 +160,14 @@ async def load(p: LoadParams, env: JobEnv) -> LoadReport:
     """The rows stored since the last load into the warehouse (``pipelines.export.load``),
     off the event loop."""
     from pipelines.export.load import load as run_load
+    from pipelines.export.views import held_back_line
 
     settings = env.settings.load
-    return await asyncio.to_thread(run_load, env.store, destination=p.destination or settings.destination,
-                                   dataset=p.dataset or settings.dataset, dry_run=p.dry_run,
-                                   on_rows=env.hooks.load_rows)
+    report = await asyncio.to_thread(run_load, env.store, destination=p.destination or settings.destination,
+                                     dataset=p.dataset or settings.dataset, dry_run=p.dry_run,
+                                     on_rows=env.hooks.load_rows)
+    report.held_back = held_back_line(env.store)
+    return report
 
 
 async def files(p: FilesParams, env: JobEnv) -> ArchiveReport:

@@ -81,6 +81,9 @@ class SyncParams(JobParams):
     full: bool = False
     drafts: bool = False
     reconcile: bool = False
+    # Read each form whole when its last full read is this old (edits come); a scheduled sync
+    # job takes sync.full_every_hours when unset, ``formsync sync`` by hand stays incremental.
+    full_every_hours: float | None = Field(None, gt=0)
 
     @model_validator(mode="after")
     def _reconcile_alone(self) -> SyncParams:

@@ -234,9 +234,11 @@ def summarise(kind: str, report: BaseModel) -> str:
             return str(r.outcome())
         forms = getattr(r, "forms", None)
         if forms is None:
-            return f"form {r.form_id}: fetched {r.fetched}, written {r.written}, {r.calls} calls"
-        return (f"{len(forms)} forms: fetched {sum(f.fetched for f in forms)}, "
-                f"written {sum(f.written for f in forms)}, {r.calls} calls")
+            return (f"form {r.form_id}: {'read whole (edits included), ' if r.full else ''}fetched {r.fetched}, "
+                    f"written {r.written}, {r.calls} calls")
+        whole = sum(1 for f in forms if f.full)
+        return (f"{len(forms)} forms{f' ({whole} read whole, edits included)' if whole else ''}: "
+                f"fetched {sum(f.fetched for f in forms)}, written {sum(f.written for f in forms)}, {r.calls} calls")
     if kind == "export":
         return "; ".join(f"wrote {f.path} ({', '.join(f'{k} {v}' for k, v in f.rows.items())} rows)" for f in r.files)
     if kind == "load":

@@ -44,7 +44,7 @@ from connector.store import LeaderLock, Store
 from connector.store.jobstore import JOBSTORE_TABLE
 from connector.store.leader import holder_id
 
-from ..jobs import JOBS, JobEnv, OutreachParams
+from ..jobs import JOBS, JobEnv, OutreachParams, SyncParams
 from . import notify
 from .jobs import check_jobs, fingerprint, followers, summarise, trigger_for
 from .notify import Notice
@@ -175,11 +175,17 @@ class JobRuntime:
 
     async def _dispatch(self, job: JobSettings, params: Any) -> BaseModel:
         """The job's one function (``pipelines.jobs``), with this runtime's settings, store,
-        token source and stop signal; an outreach job without ``job`` is named by its id."""
+        token source and stop signal; an outreach job without ``job`` is named by its id, a
+        sync job reads each form whole every ``sync.full_every_hours`` unless it says."""
         if isinstance(params, OutreachParams) and params.job is None:
             params = params.model_copy(update={"job": job.id})
+        if isinstance(params, SyncParams) and params.full_every_hours is None:
+            params = params.model_copy(update={"full_every_hours": self.settings.sync.full_every_hours})
         env = JobEnv(self.settings, self.store, tokens=self.tokens, stop=self.stopping)
-        return await JOBS[job.kind](params, env)
+        report = await JOBS[job.kind](params, env)
+        if (held := getattr(report, "held_back", None)) is not None:
+            log.warning("job %s: %s", job.id, held)
+        return report
 
 
 _active: JobRuntime | None = None  # the runtime of the scheduler leading in this process

@@ -1,7 +1,8 @@
 """Migration 0003 (each event stored once) on a store filled by the previous schema,
 on SQLite and PostgreSQL: nothing is lost (bodies, answers, a request's own answers),
 what is now derived reads back the same, and a downgrade restores the old layout. And
-migration 0019: the deletion log's places, the loads' cursors of it kept."""
+migration 0019: the deletion log's places, the loads' cursors of it kept; and migration 0020:
+the rows' content hash and the forms' last full read."""
 
 from __future__ import annotations
 
@@ -200,5 +201,44 @@ def test_the_deletion_log_takes_places_and_the_loads_cursors_keep_their_meaning(
             last = conn.execute(sa.text("SELECT max(id) FROM formsync_deletions")).scalar_one()
             assert conn.execute(sa.text("SELECT arrival FROM formsync_export_cursors WHERE table_name = :t"),
                                 {"t": DELETIONS}).scalar_one() == last
+    finally:
+        store.close()
+
+
+def test_the_content_hash_comes_and_goes_with_its_migration(db_url: str) -> None:
+    """Migration 0020: a row stored before has no hash, so its next write places it once;
+    an unchanged write after that moves nothing; the full-read time is kept per form; a
+    downgrade drops both columns and leaves the form's view working."""
+    store = Store(db_url)
+    try:
+        _to(store, "0019")
+        with store.database.engine.begin() as conn:
+            conn.execute(SUBMISSIONS.insert(), [{"id": "sub_1", "form_id": "form_1", "answers": {"q": 1},
+                                                 "display": {}, "edit_count": 0, "is_completed": True,
+                                                 "source": "sync", "observed_at": 1, "stored_at": 1}])
+        store.migrate()
+        store.refresh_views(["form_1"])
+
+        def place() -> int:
+            with store.database.engine.connect() as conn:
+                return int(conn.execute(sa.text("SELECT arrival FROM formsync_submissions")).scalar_one())
+
+        assert place() == 0
+        store.upsert_submissions([list_item("sub_1", {"q": 1})], "form_1")
+        placed = place()
+        assert placed > 0, "no hash yet: placed once"
+        store.upsert_submissions([list_item("sub_1", {"q": 1}, edits=1)], "form_1")
+        assert place() == placed
+        store.record_full_sync("form_1", 123)
+        assert store.full_syncs(["form_1", "form_2"]) == {"form_1": 123, "form_2": None}
+
+        _to(store, "0019", down=True)
+        with store.database.engine.connect() as conn:
+            for table in ("formsync_submissions", "formsync_requests", "formsync_form_schemas"):
+                names = {c["name"] for c in sa.inspect(conn).get_columns(table)}
+                assert not names & {"content_hash", "full_sync_at"}, table
+            view = store.schema("form_1").name
+            assert conn.execute(sa.text(f'SELECT COUNT(*) FROM "{view}"' if store.backend != "mysql"
+                                        else f"SELECT COUNT(*) FROM `{view}`")).scalar_one() == 1
     finally:
         store.close()

@@ -100,6 +100,21 @@ def test_load_into_duckdb_merges_evolves_and_picks_up_late_rows(filled: Store, h
     assert [m.name for m in store.export_cursors.list()][0] == "load:duckdb/formsync_data"
 
 
+def test_a_load_that_leaves_held_back_keys_out_names_them_in_one_line(filled: Store, here: Path) -> None:
+    filled.upsert_submissions([list_item("sub_9", {"score": 3, "shoe": 42})], FORM)  # no token: "shoe" stays held
+    result = CliRunner().invoke(app, ["load"], env={"FORMSYNC_STORE__URL": filled.url})
+    assert result.exit_code == 0, result.output
+    held = [line for line in result.stderr.splitlines() if "held back" in line]
+    assert len(held) == 1 and f"form {FORM}: shoe" in held[0] and "service.token" in held[0], result.stderr
+    clean = CliRunner().invoke(app, ["load"], env={"FORMSYNC_STORE__URL": filled.url})
+    assert "held back" in clean.stderr, "said by every load while the key is held"
+    filled.record_fields(FORM, [*FIELDS, {"key": "shoe", "type": "number", "title": "Shoe"}])
+    last = CliRunner().invoke(app, ["load"], env={"FORMSYNC_STORE__URL": filled.url})
+    assert last.exit_code == 0 and "held back" not in last.stderr, last.output
+    table = filled.schema(FORM).name
+    assert json.loads(last.stdout)["rows"][table] == 1, "the column came: only the row answering it goes again"
+
+
 def test_dry_run_counts_and_sends_nothing(filled: Store, here: Path) -> None:
     report = load(filled, dry_run=True)
     assert report.dry_run and report.rows == {filled.schema(FORM).name: 2, "answers": 4, "requests": 1}

@@ -367,19 +367,19 @@ async def test_cli_sync_and_poll_print_their_reports(sandbox: Sandbox, client: F
     form = sandbox.pro.forms["Contact"]
     res = await formsync("sync", "--config", str(cfg), "--form", form)
     assert res.exit_code == 0, res.output
-    assert json.loads(res.output)["fetched"] == 3
+    assert json.loads(res.stdout)["fetched"] == 3
     res = await formsync("sync", "--config", str(cfg), "--form", form, "--full", "--drafts")
-    out = json.loads(res.output)
+    out = json.loads(res.stdout)
     assert (res.exit_code, out["fetched"], out["full"], out["include_drafts"]) == (0, 4, True, True)
     res = await formsync("sync", "--config", str(cfg))  # every form of the token's workspace
-    out = json.loads(res.output)
+    out = json.loads(res.stdout)
     assert res.exit_code == 0 and {f["form_id"] for f in out["forms"]} == set(sandbox.pro.forms.values())
 
     cli_store = Store(f"sqlite:///{tmp_path}/cli.db")
     ids = await create_pending(client, cli_store, form, 2)
     assert (await sandbox.rpc("requests.cancel", {"requestId": ids[0]})).ok
     res = await formsync("poll", "--config", str(cfg), "--form", form)
-    out = json.loads(res.output)
+    out = json.loads(res.stdout)
     assert (res.exit_code, out["pending_before"], out["canceled"], out["still_pending"]) == (0, 2, 1, 1)
     assert request_rows(cli_store)[ids[0]].status == "canceled"
 
