@@ -38,7 +38,7 @@ def poll(
         from pipelines.sync.poll import poll_once
 
         ctx.service_settings()  # a missing token is said before the database is created
-        store = ctx.store()
+        store = ctx.keyed_store()
         print_report(ctx.with_client(lambda fc: poll_once(fc, store, form_id=form)))
 
 
@@ -70,7 +70,7 @@ def sync(
             raise UsageError("--reconcile reads every id already: it takes no --full or --drafts",
                              where="--reconcile", hint="run the sync and the reconcile as two commands")
         workspace = ctx.service_settings().service.workspace_id
-        store = ctx.store()
+        store = ctx.keyed_store()
 
         async def work(fc: FormClient) -> BaseModel:
             if reconcile:

@@ -141,7 +141,7 @@ def remind_command(job: JobArg, config: ConfigOption = None,
             idle_ms = parse_idle(idle) if idle is not None else None
         except ValueError as e:
             raise UsageError(str(e), where="--idle") from None
-        out, store = ctx.service_settings().outreach, ctx.store()
+        out, store = ctx.service_settings().outreach, ctx.keyed_store()
         blocked = suppressed_addresses(store, out.suppression_file, bounced=out.suppress_bounced)
         _said(ctx, ctx.with_client(lambda fc: act(fc, store, job, "remind", idle_ms=idle_ms, dry_run=dry_run,
                                                   blocked=blocked)), json)
@@ -160,7 +160,7 @@ def close_command(job: JobArg, config: ConfigOption = None,
         from pipelines.campaign.actions import act
 
         ctx.service_settings()
-        store = ctx.store()
+        store = ctx.keyed_store()
         _said(ctx, ctx.with_client(lambda fc: act(fc, store, job, "close", reason=reason, dry_run=dry_run)), json)
 
 

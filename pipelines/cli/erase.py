@@ -35,7 +35,7 @@ def erase(
         person = _person(email, external_id)
         from pipelines.lifecycle.erase import erase_person
 
-        receipt = erase_person(ctx.store(), person, dry_run=dry_run)
+        receipt = erase_person(ctx.keyed_store(), person, dry_run=dry_run)
         for line in receipt.text():
             typer.echo(line, err=as_json)
         if as_json:

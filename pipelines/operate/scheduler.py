@@ -37,6 +37,7 @@ from pydantic import BaseModel
 
 from connector.client.grant import note_token_use
 from connector.client.rpc import FormClient, TokenSource
+from connector.config.keyfile import KeyFileError
 from connector.config.settings import JobSettings, Settings
 from connector.process.repeats import RepeatedWarning
 from connector.store import LeaderLock, Store
@@ -158,6 +159,11 @@ class JobRuntime:
 
     async def _run(self, job: JobSettings) -> None:
         """One run of a job, recorded from start to end; an error is recorded, not raised."""
+        if job.kind in KEYED_KINDS and (refused := await asyncio.to_thread(key_refusal, self.store)) is not None:
+            log.error("job %s (%s) refused: %s", job.id, job.kind, refused)  # before any write: nothing recorded
+            await notify.send(self.settings.notify, Notice("job_failed", job.id,
+                                                           f"job {job.id} ({job.kind}) refused: {refused}"))
+            return
         run_id = await asyncio.to_thread(self._start, job)  # database work off the loop
         log.info("job %s (%s) started", job.id, job.kind)
         try:
@@ -235,6 +241,19 @@ def _export(store: Store, params: ExportParams) -> BaseModel:
     consistent across its tables, however long it takes while other jobs write."""
     return export_files(store, [(params.format, params.out)], since_last=params.since_last, table=params.table,
                         form_id=params.form, since=params.since, status=params.status, display=params.display)[0]
+
+
+# The kinds that bring data in or send: the tombstones' key is checked before their first write.
+KEYED_KINDS = frozenset({"outreach", "poll", "sync", "remind", "close"})
+
+
+def key_refusal(store: Store) -> str | None:
+    """Why the store's key refuses a keyed job now (``Store.check_key``), or None."""
+    try:
+        store.check_key()
+    except KeyFileError as e:
+        return str(e)
+    return None
 
 
 _active: JobRuntime | None = None  # the runtime of the scheduler leading in this process
