@@ -134,7 +134,7 @@ def key_missing(path: Path) -> KeyFileError:
 def key_changed(where: str, kept: str = "the stored sign-in") -> KeyFileError:
     """The error of a key that is not the one ``kept`` (the store's sign-in, or its
     erasures) was made with."""
-    return KeyFileError(f"the store's key file is not the key {kept} was made with (it was changed or replaced): "
+    return KeyFileError(f"the store's key file is not the key that made {kept} (it was changed or replaced): "
                         f"{RESTORE}; `{RESET}` makes a new key and forgets them", where)
 
 

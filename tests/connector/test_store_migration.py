@@ -1,16 +1,20 @@
 """Migration 0003 (each event stored once) on a store filled by the previous schema,
 on SQLite and PostgreSQL: nothing is lost (bodies, answers, a request's own answers),
 what is now derived reads back the same, and a downgrade restores the old layout. And
-migration 0019: the deletion log's places, the loads' cursors of it kept."""
+migration 0019: the deletion log's places, the loads' cursors of it kept; and migration 0020:
+the tombstones stamped with their key's id, refused without the key."""
 
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from typing import Any
 
 import pytest
 import sqlalchemy as sa
 from alembic import command
+
+from connector.config.keyfile import KeyFileError, create_key, key_id
 
 from connector.store import (
     RawEvent,
@@ -200,5 +204,33 @@ def test_the_deletion_log_takes_places_and_the_loads_cursors_keep_their_meaning(
             last = conn.execute(sa.text("SELECT max(id) FROM formsync_deletions")).scalar_one()
             assert conn.execute(sa.text("SELECT arrival FROM formsync_export_cursors WHERE table_name = :t"),
                                 {"t": DELETIONS}).scalar_one() == last
+    finally:
+        store.close()
+
+
+def test_the_tombstones_kept_are_stamped_with_the_key_present_and_refused_without_it(db_url: str,
+                                                                                      tmp_path: Path) -> None:
+    """Migration 0020: a store holding tombstones and no key file is refused in one line
+    naming the file, and stays at 0019; with the key, each tombstone gets its id."""
+    key_file = tmp_path / "formsync.key"
+    store = Store(db_url, key_file=key_file)
+    try:
+        _to(store, "0019")
+        with store.database.engine.begin() as conn:
+            conn.execute(sa.text("INSERT INTO formsync_erasures (hash, kind, erased_at) VALUES (:h, 'email', 1)"),
+                         [{"h": "a" * 64}, {"h": "b" * 64}])
+        with pytest.raises(KeyFileError) as caught:
+            store.migrate()
+        assert str(key_file) in str(caught.value) and "\n" not in str(caught.value)
+        assert "formsync login" not in str(caught.value) and "restore" in str(caught.value)
+        with store.database.engine.connect() as conn:
+            assert conn.execute(sa.text("SELECT version_num FROM formsync_alembic_version")).scalar_one() == "0019"
+        key = create_key(key_file)
+        store.migrate()
+        with store.database.engine.connect() as conn:
+            assert set(conn.execute(sa.text("SELECT key_id FROM formsync_erasures")).scalars()) == {key_id(key)}
+        _to(store, "0019", down=True)
+        with store.database.engine.connect() as conn:
+            assert conn.execute(sa.text("SELECT count(*) FROM formsync_erasures")).scalar_one() == 2
     finally:
         store.close()
