@@ -15,7 +15,6 @@ import sqlalchemy as sa
 from alembic import command
 
 from connector.config.keyfile import KeyFileError, create_key, key_id
-
 from connector.store import (
     RawEvent,
     RequestRow,
