@@ -20,8 +20,8 @@ from connector.store import Store
 from formservice.sandbox.client import HelperError
 from pipelines.cli import app
 from pipelines.cli.campaign import _form_name
-from pipelines.cli.demo import WEBHOOK_PROVIDER
 from pipelines.cli.context import Context
+from pipelines.cli.demo import WEBHOOK_PROVIDER
 from pipelines.cli.errors import ExitCode, explain
 from pipelines.connect.subscriptions import check_through_sandbox
 from tests.conftest import Sandbox
