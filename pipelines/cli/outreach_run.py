@@ -58,7 +58,7 @@ async def _run(fc: FormClient, ctx: Context, call: OutreachCall, caught: list[si
     from pipelines.outreach.show import estimate_line, progress_bar, progress_log
 
     settings = ctx.service_settings()
-    out, store, per_minute = settings.outreach, ctx.keyed_store(), settings.service.creates_per_minute
+    out, store, per_minute = settings.outreach, ctx.store(), settings.service.creates_per_minute
     prepared = await prepare_outreach(fc, store, call.sheet, call.form, job=call.job, mapping=out.mapping,
                                       delivery=out.delivery, report_path=call.report, sheet_options=call.options,
                                       mapping_setting=_mapping_place(call.config),
@@ -128,6 +128,7 @@ def run_command(ctx: Context, call: OutreachCall) -> int:
     from pipelines.outreach.show import summary_lines
 
     caught: list[signal.Signals] = []
+    ctx.keyed_store()  # before any write, the token's first use included
     prepared, report = ctx.with_client(lambda fc: _run(fc, ctx, call, caught))
     per_minute = ctx.service_settings().service.creates_per_minute
     delivery = ctx.service_settings().outreach.delivery

@@ -98,8 +98,13 @@ async def test_a_changed_key_never_lets_the_erased_person_back(sandbox: Sandbox,
                 assert every_text(store) == before, f"{args[0]} refused at its start writes nothing"
             else:
                 assert res.exit_code == 0, res.output
-        if refuse:
-            _refused(await _cli("receive", "--config", str(cfg)), key)
+        if refuse:  # the sends, which check erased addresses by keyed hash, and the receiver
+            sheet = tmp_path / "sheet.csv"
+            sheet.write_text(f"email\n{ADA}\n")
+            for args in (["campaign", "remind", "spring"], ["campaign", "close", "spring"],
+                         ["outreach", str(sheet), "--form", form], ["dead-letters", "replay"], ["receive"]):
+                _refused(await _cli(*args, "--config", str(cfg)), key)
+                assert every_text(store) == before, f"{args[0]} refused at its start writes nothing"
         receiving = Store(db, key_file=key)  # a receiver started before the key changed reads it at first need
         try:
             rs = ReceiverSettings(callback_secrets=[SECRET], store_process=False)
@@ -159,3 +164,56 @@ def test_nothing_makes_a_new_key_while_erasures_are_kept_but_the_reset(tmp_path:
         with store.database.engine.connect() as conn:
             assert set(conn.execute(text("SELECT key_id FROM formsync_erasures")).scalars()) == {
                 key_id(key.read_bytes())}
+
+
+def test_a_store_opened_anywhere_finds_the_key_where_a_command_does(tmp_path: Path,
+                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    """On a server database, ``Store(url)`` from another directory finds the key the
+    settings place (beside the settings file, or its store.key_file), as ``key_path`` does."""
+    from connector.config.keyfile import key_path
+    from connector.config.settings import load_settings
+
+    url = "postgresql+psycopg://nobody@127.0.0.1:1/none"  # never reached: the place is all that is read
+    cfg = tmp_path / "etc" / "formsync.toml"
+    cfg.parent.mkdir()
+    cfg.write_text(f'[store]\nurl = "{url}"\n')
+    elsewhere = tmp_path / "home"
+    elsewhere.mkdir()
+    monkeypatch.chdir(elsewhere)
+    monkeypatch.delenv("FORMSYNC_STORE__KEY_FILE", raising=False)
+    monkeypatch.setenv("FORMSYNC_CONFIG", str(cfg))
+    wanted = key_path(load_settings(cfg).store, cfg)
+    assert wanted == cfg.parent / "formsync.key"
+    for store in (Store(url), Store(url, config=cfg)):
+        assert store.key_file == wanted
+        store.close()
+    cfg.write_text(f'[store]\nurl = "{url}"\nkey_file = "{tmp_path / "keys" / "k.key"}"\n')
+    with Store(url) as store:
+        assert store.key_file == key_path(load_settings(cfg).store, cfg) == tmp_path / "keys" / "k.key"
+    monkeypatch.setenv("FORMSYNC_STORE__KEY_FILE", str(tmp_path / "env.key"))
+    with Store(url) as store:
+        assert store.key_file == key_path(load_settings(cfg).store, cfg) == tmp_path / "env.key"
+
+
+async def test_a_scheduled_job_is_refused_before_its_run_is_recorded(tmp_path: Path,
+                                                                     caplog: pytest.LogCaptureFixture) -> None:
+    """The scheduler checks the key before a poll, sync, outreach, remind or close run:
+    with another key nothing is recorded (no run, no token use) and one line says why."""
+    from connector.config.settings import JobSettings, Settings
+    from connector.store.erasure import Person
+    from pipelines.operate.jobs import PollParams
+    from pipelines.operate.scheduler import JobRuntime
+
+    key = tmp_path / "formsync.key"
+    with Store(f"sqlite:///{tmp_path}/s.db") as store:
+        store.migrate()
+        store.erase(Person(email=ADA))
+    _replace(key)
+    settings = Settings(service={"token": "fb_" + "Q" * 32, "base_url": "http://127.0.0.1:9"},
+                        jobs=[JobSettings(id="p", kind="poll", interval_seconds=60)])
+    with Store(f"sqlite:///{tmp_path}/s.db") as store:
+        before = every_text(store)
+        await JobRuntime(settings, store, {"p": PollParams()}).execute("p")
+        assert every_text(store) == before
+    [line] = [r.getMessage() for r in caplog.records if "refused" in r.getMessage()]
+    assert line.startswith("job p (poll) refused: ") and str(key) in line
