@@ -5,8 +5,8 @@ coroutine) and ``errors`` the exit codes and the one mapping from an exception t
 code and message; ``servers`` has the commands that serve until stopped, ``batch``
 the ones that do one piece of work and exit, ``subscribe`` the group of commands for the
 receiver's webhook subscriptions, ``dead_letters`` the commands on the events set aside,
-``key`` the store key's reset, and ``deploy`` the one writing the systemd units and the nginx site; ``demo`` is what
-``formsync demo`` runs (its sheet in ``data/``).
+``key`` the store key's reset, and ``deploy`` the one writing the systemd units and the
+nginx site; ``demo`` is what ``formsync demo`` runs (its sheet in ``data/``).
 """
 
 from __future__ import annotations

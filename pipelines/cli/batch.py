@@ -351,7 +351,7 @@ def _service_time(ctx: Context) -> int | None:
         return None
     try:
         tokens = ctx.grant()
-    except (KeyFileError, GrantError):  # said by the commands that need the sign-in; the age is then by this machine's clock
+    except (KeyFileError, GrantError):  # said by the commands that use the sign-in: here, this machine's clock
         return None
     return ctx.run(read_service_time(service, tokens))
 
