@@ -21,7 +21,8 @@ from pathlib import Path
 
 from aiohttp import web
 
-from .client.grant import key_path, stored_grant
+from .client.grant import stored_grant
+from .config.keyfile import key_path
 from .config.settings import load_settings
 from .receiver.app import create_receiver_app
 from .store import Store
@@ -42,6 +43,7 @@ async def receiver_app() -> web.Application:
     settings = load_settings(config)
     store = Store(settings.store.url, key_file=key_path(settings.store, Path(config) if config else None))
     store.migrate()
+    store.check_key()  # tombstones kept: no delivery is checked with another key
     tokens = stored_grant(store, settings, Path(config) if config else None)
     app = create_receiver_app(store, settings.receiver, service=settings.service, tokens=tokens)
 

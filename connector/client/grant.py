@@ -23,13 +23,13 @@ from typing import TYPE_CHECKING, Any
 import aiohttp
 from pydantic import SecretStr
 
-from ..config.keyfile import default_key_file, key_changed, key_id, load_key, seal, unseal
+from ..config.keyfile import key_changed, key_id, key_path, load_key, seal, unseal
 from ..store.grants import GRANT_LOCK, holds_grant
 from . import oauth
 from .pacing import token_key
 
 if TYPE_CHECKING:
-    from ..config.settings import ServiceSettings, Settings, StoreSettings
+    from ..config.settings import ServiceSettings, Settings
     from ..store import LeaderLock, Store
     from ..store.tables import OAuthGrant
 
@@ -54,11 +54,6 @@ def refused(reason: str) -> GrantError:
 
 def now_ms() -> int:
     return int(time.time() * 1000)
-
-
-def key_path(store: StoreSettings, config: Path | None) -> Path:
-    """The store's key file: ``store.key_file``, else beside the SQLite database or the settings."""
-    return store.key_file or default_key_file(store.url, config)
 
 
 def note_token_use(store: Store, service: ServiceSettings) -> None:

@@ -236,7 +236,8 @@ class FormClient:
         state reads it."""
         session, _ = self._ready()
         try:
-            return await self.service_clock.now(session, self.base_url, self._token.get_secret_value())
+            token = await self.token()  # a signed-in client reads a sandbox's exact clock too
+            return await self.service_clock.now(session, self.base_url, token.get_secret_value())
         except ValueError as exc:
             raise errors.TransportError(str(exc)) from None
         except (aiohttp.ClientError, TimeoutError, OSError) as exc:
@@ -299,6 +300,12 @@ class FormClient:
 
     def _backoff(self, attempt: int) -> float:
         return backoff_delay(attempt, self.backoff_base, self.backoff_cap)
+
+    async def token(self) -> SecretStr:
+        """The token a call sends now: the static one, else the token source's (the stored
+        grant's, refreshed when due). For the few requests beside the API (the sandbox's
+        helpers) that need the same bearer."""
+        return self._token if self._source is None else await self._source.token()
 
     async def _send_renewing(self, session: aiohttp.ClientSession, method: str, body: bytes) -> Any:
         """Send with the token of now; a 401 to a token from a source is sent once more

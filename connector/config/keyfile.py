@@ -9,14 +9,24 @@ from __future__ import annotations
 import hashlib
 import os
 import stat
+from collections.abc import Set as AbstractSet
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from cryptography.exceptions import InvalidTag
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 
+if TYPE_CHECKING:
+    from .settings import StoreSettings
+
 KEY_BYTES = 32
 NONCE_BYTES = 12
 KEY_FILE_NAME = "formsync.key"
+CONFIG_ENV = "FORMSYNC_CONFIG"  # the settings file a process without --config reads (the receiver's workers)
+KEY_FILE_ENV = "FORMSYNC_STORE__KEY_FILE"  # store.key_file, as a variable
+RESET = "formsync key reset --forget-erasures"
+# What keeps the erasures when the key is lost or replaced: the file itself, from where it was backed up.
+RESTORE = "restore the file from the backup kept with the database (or set store.key_file to where it is)"
 
 
 class KeyFileError(Exception):
@@ -35,6 +45,32 @@ def default_key_file(store_url: str, config: Path | None) -> Path:
     if store_url.startswith(prefix) and store_url != prefix + ":memory:":
         return Path(store_url[len(prefix):].split("?", 1)[0]).parent / KEY_FILE_NAME
     return (config.parent if config is not None else Path(".")) / KEY_FILE_NAME
+
+
+def key_path(store: StoreSettings, config: Path | None) -> Path:
+    """The store's key file: ``store.key_file``, else beside the SQLite database or the settings."""
+    return store.key_file or default_key_file(store.url, config)
+
+
+def library_key_path(store_url: str, config: Path | None = None) -> Path:
+    """Where a ``Store`` opened without ``key_file`` finds the key: where ``key_path``
+    puts it for a command given the same settings. The settings file is ``config``, else
+    ``FORMSYNC_CONFIG``; ``FORMSYNC_STORE__KEY_FILE``, then the file's ``store.key_file``,
+    win as they do for a command. Without either, the current directory (a server database)."""
+    if os.environ.get(KEY_FILE_ENV):
+        return Path(os.environ[KEY_FILE_ENV])
+    if config is None and os.environ.get(CONFIG_ENV):
+        config = Path(os.environ[CONFIG_ENV])
+    if config is not None and config.is_file():
+        from .settings import read_toml
+
+        try:
+            named = (read_toml(config).get("store") or {}).get("key_file")
+        except Exception:  # a settings file that cannot be read is said where the settings are loaded
+            named = None
+        if isinstance(named, str) and named:
+            return Path(named)
+    return default_key_file(store_url, config)
 
 
 def key_id(key: bytes) -> str:
@@ -61,8 +97,7 @@ def load_key(path: Path, *, create: bool = False) -> bytes:
     if not path.exists():
         if create:
             return create_key(path)
-        raise KeyFileError("the store's key file is missing: run `formsync login` to sign in again "
-                           "(or restore the file, or set store.key_file)", str(path))
+        raise key_missing(path)
     mode = stat.S_IMODE(path.stat().st_mode)
     if mode & 0o077:
         raise KeyFileError(f"the store's key file has mode {mode:04o}: others may read it; run chmod 600 {path}",
@@ -70,7 +105,7 @@ def load_key(path: Path, *, create: bool = False) -> bytes:
     key = path.read_bytes()
     if len(key) != KEY_BYTES:
         raise KeyFileError(f"the store's key file holds {len(key)} bytes, not {KEY_BYTES}: it is not a formsync "
-                           "key; restore it, or remove it and run `formsync login`", str(path))
+                           f"key; {RESTORE}", str(path))
     return key
 
 
@@ -90,7 +125,36 @@ def unseal(key: bytes, sealed: bytes, context: str, where: str) -> str:
         raise key_changed(where) from None
 
 
-def key_changed(where: str) -> KeyFileError:
-    """The error of a key that is not the one the store's secrets were sealed with."""
-    return KeyFileError("the store's key file is not the key the stored sign-in was kept with (it was changed or "
-                        "replaced): restore it, or run `formsync login` again", where)
+def key_missing(path: Path) -> KeyFileError:
+    """The error of a key file the store needs (its erasures or sign-in) that is not there."""
+    return KeyFileError(f"the store's key file is missing: {RESTORE}; `{RESET}` makes a new key and forgets "
+                        "every erasure and the sign-in", str(path))
+
+
+def key_changed(where: str, kept: str = "the stored sign-in") -> KeyFileError:
+    """The error of a key that is not the one ``kept`` (the store's sign-in, or its
+    erasures) was made with."""
+    return KeyFileError(f"the store's key file is not the key that made {kept} (it was changed or replaced): "
+                        f"{RESTORE}; `{RESET}` makes a new key and forgets them", where)
+
+
+def bound_key(path: Path, bound: AbstractSet[str], *, create: bool = False, granted: bool = False) -> bytes:
+    """The key in ``path`` for a store whose erasures were made with the keys ``bound``
+    (their ``key_id``s) and that holds a sign-in when ``granted``. A new key is made only
+    when ``create`` is true and neither exists (``RESET`` is the one way past them); a
+    key other than the erasures' is a :class:`KeyFileError`, so no tombstone is checked
+    with the wrong key (a person erased would come back)."""
+    key = load_key(path, create=create and not bound and not granted)
+    if bound and set(bound) != {key_id(key)}:
+        raise key_changed(str(path), "the store's erasures")
+    return key
+
+
+def new_key(path: Path) -> bytes:
+    """A new key in ``path``, replacing the file there (``RESET``): written beside it and
+    renamed over it, so a crash leaves the old key or the new one."""
+    tmp = path.with_name(path.name + ".new")
+    tmp.unlink(missing_ok=True)
+    key = create_key(tmp)
+    os.replace(tmp, path)
+    return key

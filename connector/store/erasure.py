@@ -21,6 +21,7 @@ from typing import Any
 from sqlalchemy import Table, delete, func, or_, select, update
 from sqlalchemy.engine import Connection
 
+from ..config.keyfile import key_id
 from .database import in_lists
 from .tables import (
     ARCHIVED,
@@ -200,7 +201,9 @@ def remove(conn: Connection, found: Found, person: Person, key: bytes, now: int,
     marks += [(k, v) for k, v in (("email", person.address), ("external_id", person.external_id)) if v]
     hashes = {erasure_hash(key, kind, value): kind for kind, value in marks}
     kept = set(conn.execute(select(ERASURES.c.hash).where(ERASURES.c.hash.in_(list(hashes)))).scalars())
-    new = [{"hash": h, "kind": kind, "erased_at": now} for h, kind in hashes.items() if h not in kept]
+    made_with = key_id(key)
+    new = [{"hash": h, "kind": kind, "erased_at": now, "key_id": made_with} for h, kind in hashes.items()
+           if h not in kept]
     if new:
         conn.execute(ERASURES.insert(), new)
     remove_rows(conn, found, "erase", now, place)
@@ -291,6 +294,16 @@ def barred(conn: Connection, key: Callable[[], bytes], marks: Sequence[Sequence[
     for some in in_lists(every):
         kept.update(conn.execute(select(ERASURES.c.hash).where(ERASURES.c.hash.in_(some))).scalars())
     return {i for i, hs in enumerate(hashed) if hs & kept}
+
+
+def erasure_keys(conn: Connection) -> set[str]:
+    """The ids of the keys the tombstones were made with (one, unless a key was lost)."""
+    return set(conn.execute(select(ERASURES.c.key_id).where(ERASURES.c.key_id.is_not(None)).distinct()).scalars())
+
+
+def forget_erasures(conn: Connection) -> int:
+    """Drop every tombstone (``formsync key reset --forget-erasures``); returns how many."""
+    return int(conn.execute(delete(ERASURES)).rowcount or 0)
 
 
 def any_erased(conn: Connection) -> bool:

@@ -16,7 +16,7 @@ from sqlalchemy import delete, literal, select, table, text
 from sqlalchemy.engine import Connection, make_url
 from sqlalchemy.exc import ArgumentError, DBAPIError, IntegrityError, OperationalError
 
-from ..config.keyfile import default_key_file, load_key
+from ..config.keyfile import bound_key, library_key_path, new_key
 from ..models import Event
 from .archive import ArchiveStore
 from .campaign import CampaignReads
@@ -24,10 +24,22 @@ from .cursors import ExportCursors
 from .database import Database
 from .deadletters import DeadLetterReads
 from .deletions import DeletionLog
-from .erasure import Found, Person, any_erased, barred, find, find_submissions, marks_of, remove, remove_rows
+from .erasure import (
+    Found,
+    Person,
+    any_erased,
+    barred,
+    erasure_keys,
+    find,
+    find_submissions,
+    forget_erasures,
+    marks_of,
+    remove,
+    remove_rows,
+)
 from .events import EventReads
 from .exports import ExportReads
-from .grants import GrantRows
+from .grants import GrantRows, forget_grants, holds_any_grant
 from .jobstore import ScheduledJobs
 from .keeper import ViewKeeper
 from .leader import LOCK_NAME, LeaderLock
@@ -60,6 +72,7 @@ from .submissions import SubmissionReads
 from .tables import (
     CURSORS,
     DEAD_LETTERS,
+    ERASURES,
     EVENTS,
     REQUESTS,
     SUBMISSIONS,
@@ -110,7 +123,9 @@ class Store:
     ``pre_ping`` false spares a server database the check of a pooled connection
     before each use (a round trip): the first use of a connection the server has
     dropped then fails instead (and the pool is renewed), for callers that retry
-    anyway. Call ``migrate()`` once before use.
+    anyway. ``key_file`` is the store's key (see ``connector.config.keyfile``); unset, it
+    is where a command finds it (``library_key_path``: beside a SQLite database, else as
+    the settings file ``config`` or ``FORMSYNC_CONFIG`` says). Call ``migrate()`` once before use.
 
     Conventions of every write: idempotent and out-of-order safe. An event id is stored
     once. A submission or request row is only replaced by a newer version of it ("newest
@@ -122,11 +137,12 @@ class Store:
     shared by threads (the async receiver calls it from a worker thread)."""
 
     def __init__(self, url: str | Path = "sqlite:///formsync.db", *, clock: Callable[[], int] = now_ms,
-                 echo: bool = False, pre_ping: bool = True, key_file: Path | None = None) -> None:
+                 echo: bool = False, pre_ping: bool = True, key_file: Path | None = None,
+                 config: Path | None = None) -> None:
         self.url = _normalise_url(url)
         self.clock = clock
-        # The store's key (``[store] key_file``): read only once a tombstone is kept.
-        self.key_file = key_file or default_key_file(self.url, None)
+        # The store's key (``[store] key_file``): read only once a tombstone or a sign-in is kept.
+        self.key_file = key_file or library_key_path(self.url, config)
         self._key: bytes | None = None
         writer = WRITERS.get(make_url(self.url).get_backend_name())
         if writer is None:
@@ -214,6 +230,7 @@ class Store:
             self._writer.lock_migrations(conn)
             try:
                 cfg.attributes["connection"] = conn
+                cfg.attributes["key_file"] = self.key_file  # a migration stamping the tombstones reads the key
                 command.upgrade(cfg, "head")
             finally:
                 self._writer.unlock_migrations(conn)
@@ -327,11 +344,37 @@ class Store:
     # -- erasure ------------------------------------------------------------------------
 
     def key(self, *, create: bool = False) -> bytes:
-        """The store's key (``key_file``, made there when missing and ``create`` is true),
-        read once; a ``KeyFileError`` when it cannot be used."""
+        """The store's key (``key_file``), read once: a ``KeyFileError`` when it is
+        missing, cannot be used, or is not the key the tombstones were made with. Made
+        when missing and ``create`` is true, unless tombstones or a sign-in are kept
+        (only ``reset_key`` makes a key then)."""
         if self._key is None:
-            self._key = load_key(self.key_file, create=create)
+            with self._db.reader() as s:
+                conn = s.connection()
+                bound = erasure_keys(conn) if conn.dialect.has_table(conn, ERASURES.name) else set()
+                granted = create and holds_any_grant(conn)
+            self._key = bound_key(self.key_file, bound, create=create, granted=granted)
         return self._key
+
+    def check_key(self) -> None:
+        """Refuse (``KeyFileError``, naming the key file) when tombstones are kept and the
+        key is missing, unusable, or not the one they were made with: what every ingest
+        path, ``erase`` and every send call before their first write. Nothing to check
+        while no tombstone is kept."""
+        with self._db.reader() as s:
+            conn = s.connection()
+            kept = conn.dialect.has_table(conn, ERASURES.name) and any_erased(conn)
+        if kept:
+            self.key()
+
+    def reset_key(self) -> tuple[int, int]:
+        """A new key in ``key_file`` (``formsync key reset --forget-erasures``): every
+        tombstone and every sign-in sealed with the old key is forgotten first, in one
+        transaction, so an erased person can come back with the next full sync. Returns
+        the tombstones and sign-ins forgotten."""
+        counts = self._write(lambda conn: (forget_erasures(conn), forget_grants(conn)))
+        self._key = new_key(self.key_file)
+        return counts
 
     def _unbarred(self, conn: Connection, items: Sequence[T], marks: Callable[[T], list[tuple[str, str]]]) -> list[T]:
         """``items`` without those an erasure's tombstone names (see ``erasure.barred``)."""
@@ -345,7 +388,7 @@ class Store:
         keep the tombstones that bar them from coming back (see ``connector.store.erasure``);
         with ``dry_run``, only find them. Returns what was (or would be) removed; the
         archived files' bytes at ``Found.locations`` are the caller's to remove."""
-        key = self.key(create=True) if not dry_run else b""
+        key = self.key(create=True) if not dry_run else b""  # first: a refused key writes nothing
         now = self.clock()
 
         def work(w: Writer) -> Found:

@@ -8,7 +8,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from sqlalchemy import update
+from sqlalchemy import Table, or_, select, update
+from sqlalchemy.engine import Connection
 from sqlalchemy.exc import IntegrityError
 from sqlmodel import col
 
@@ -21,6 +22,29 @@ GRANT_LOCK = "formsync-grant"  # the store lock one refresh at a time is taken u
 def holds_grant(row: OAuthGrant | None) -> bool:
     """Whether ``row`` holds a sign-in (its tokens), not only a registered client."""
     return row is not None and (row.refresh_token is not None or row.access_token is not None)
+
+
+GRANTS: Table = OAuthGrant.__table__  # type: ignore[attr-defined]
+
+
+def holds_any_grant(conn: Connection) -> bool:
+    """Whether any row holds a sign-in sealed with the store's key."""
+    if not conn.dialect.has_table(conn, GRANTS.name):
+        return False
+    g = GRANTS.c
+    return conn.execute(select(g.service_url).where(or_(g.access_token.is_not(None), g.refresh_token.is_not(None)))
+                        .limit(1)).first() is not None
+
+
+def forget_grants(conn: Connection) -> int:
+    """Drop every sign-in and registered client (their secrets were sealed with a key
+    being replaced); returns how many rows held a sign-in."""
+    if not conn.dialect.has_table(conn, GRANTS.name):
+        return 0
+    signed_in = len(list(conn.execute(select(GRANTS.c.service_url).where(or_(
+        GRANTS.c.access_token.is_not(None), GRANTS.c.refresh_token.is_not(None))))))
+    conn.execute(GRANTS.delete())
+    return signed_in
 
 
 class GrantRows:

@@ -440,6 +440,9 @@ class Erasure(StoreModel, table=True):
     hash: str = Field(primary_key=True)
     kind: str  # email | external_id | submission | request | event
     erased_at: int = Field(sa_type=BigInteger)
+    # The id of the key that made the hash (``keyfile.key_id``): ingest checks the
+    # tombstones only with that key, and refuses another.
+    key_id: str | None = None
 
 
 class Deletion(StoreModel, table=True):

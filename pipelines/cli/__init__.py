@@ -5,8 +5,8 @@ coroutine) and ``errors`` the exit codes and the one mapping from an exception t
 code and message; ``servers`` has the commands that serve until stopped, ``batch``
 the ones that do one piece of work and exit, ``subscribe`` the group of commands for the
 receiver's webhook subscriptions, ``dead_letters`` the commands on the events set aside,
-and ``deploy`` the one writing the systemd units and the nginx site; ``demo`` is what
-``formsync demo`` runs (its sheet in ``data/``).
+``key`` the store key's reset, and ``deploy`` the one writing the systemd units and the
+nginx site; ``demo`` is what ``formsync demo`` runs (its sheet in ``data/``).
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from typing import Annotated
 
 import typer
 
-from . import batch, campaign, dead_letters, deploy, erase, files, login, purge, servers, subscribe
+from . import batch, campaign, dead_letters, deploy, erase, files, key, login, purge, servers, subscribe
 from .helptext import summary
 from .load import load_command
 from .usage import FormsyncGroup
@@ -34,6 +34,7 @@ for _fn, _name in ((servers.sandbox, "sandbox"), (servers.receive, "receive"), (
 app.add_typer(subscribe.app, name="subscribe", short_help="The receiver's webhook subscriptions: list, create, "
                                                           "secret, remove, check.")
 app.add_typer(dead_letters.app, name="dead-letters")
+app.add_typer(key.app, name="key", short_help="The store's key: reset it, forgetting the erasures and the sign-in.")
 app.add_typer(campaign.app, name="campaign", short_help="The campaign after the send: funnel, export, page, "
                                                          "reminders, closing, suppression.")
 

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from .context import command, print_report
+from .context import Context, command, print_report
 from .errors import ExitCode, UsageError
 from .options import ConfigOption
 
@@ -280,7 +280,7 @@ def status(
         settings = ctx.settings()
         check_jobs(settings, to_run=False)
         store = ctx.store(migrate=False)
-        report = collect_status(settings, store)
+        report = collect_status(settings, store, _service_time(ctx))
         found = problems(report)
         _show_status(report, format, ctx.store_url())
         if notify and found:
@@ -294,6 +294,22 @@ def status(
                        "sign-in", err=True)
     if found and format != "prometheus":
         raise typer.Exit(int(ExitCode.ATTENTION))
+
+
+def _service_time(ctx: Context) -> int | None:
+    """The service's time for the token's age, asked only when a token or a sign-in is set."""
+    from connector.client.grant import GrantError
+    from connector.config.keyfile import KeyFileError
+    from pipelines.operate.status import read_service_time
+
+    service = ctx.settings().service
+    if service.token is None and not ctx.signed_in():
+        return None
+    try:
+        tokens = ctx.grant()
+    except (KeyFileError, GrantError):  # said by the commands that use the sign-in: here, this machine's clock
+        return None
+    return ctx.run(read_service_time(service, tokens))
 
 
 def _show_status(report: StatusReport, format: str, store_url: str) -> None:

@@ -110,11 +110,12 @@ def page_command(job: JobArg, out: Annotated[Path, typer.Option("--out", help="T
 
 
 def _form_name(ctx: Context, form_id: str) -> str | None:
-    """The form's name as the service says it now (one ``forms.get``), when a token is set;
-    None without one or when the service cannot say (the page then names what the store knows)."""
+    """The form's name as the service says it now (one ``forms.get``), when a token is set
+    or a sign-in stored; None without either or when the service cannot say (the page then
+    names what the store knows)."""
     from connector.errors import FormsyncError
 
-    if ctx.settings().service.token is None:
+    if ctx.settings().service.token is None and ctx.grant() is None:
         return None
     try:
         return ctx.with_client(lambda fc: fc.get_form(form_id), max_retries=1).name or None

@@ -83,7 +83,7 @@ class Context:
 
     def key_file(self) -> Path:
         """The store's key file: ``store.key_file``, else beside the database or the settings."""
-        from connector.client.grant import key_path
+        from connector.config.keyfile import key_path
 
         return key_path(self.settings().store, self.config)
 
@@ -115,12 +115,23 @@ class Context:
             except Exception as e:  # SQLAlchemy refuses an unusable URL with several exception types
                 raise UsageError(_url_problem(url, first_line(e)), where=where) from None
             if migrate:
+                from connector.config.keyfile import KeyFileError
+
                 try:
                     self._store.migrate()
+                except KeyFileError:  # the tombstones' key is needed to stamp them: said as itself
+                    raise
                 except Exception as e:  # SQLAlchemy and Alembic fail with many exception types
                     raise self.unwritable() or WorkFailed(f"cannot prepare the database {url!r}: {first_line(e)}",
                                                           where=where) from None
         return self._store
+
+    def keyed_store(self) -> Store:
+        """The store, once its key is checked (``Store.check_key``): what every command
+        that brings data in, sends or erases opens, before its first write."""
+        store = self.store()
+        store.check_key()
+        return store
 
     def unwritable(self) -> WorkFailed | None:
         """After a database failure: the store opened, when it cannot be written now (a
@@ -200,8 +211,10 @@ class Context:
 
     def job(self, kind: str, params: JobParams, hooks: Hooks | None = None) -> Any:
         """Run the job of ``kind`` (``pipelines.jobs``) with these params in ``job_env``; its report."""
-        from pipelines.jobs import run_job
+        from pipelines.jobs import KEYED, run_job
 
+        if kind in KEYED:
+            self.keyed_store()  # before any write, the token's first use included
         return self.run(run_job(kind, params, self.job_env(hooks)))
 
     def close(self) -> None:

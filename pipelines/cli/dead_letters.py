@@ -65,7 +65,7 @@ def replay(config: ConfigOption = None) -> None:
     with command(config) as ctx:
         from connector.receiver.replay import replay_dead_letters
 
-        print_report(replay_dead_letters(ctx.store()))
+        print_report(replay_dead_letters(ctx.keyed_store()))
 
 
 for _fn, _name in ((list_, "list"), (export, "export"), (replay, "replay")):

@@ -27,7 +27,9 @@ def erase(
     campaign rows, job-run texts, the archived files no other answer uses and the lines of
     the report files formsync wrote. The address and ids stay only as keyed hashes (the
     store's key, store.key_file): no later sync, poll, callback or campaign brings the
-    person back. Prints a receipt (one line per table); nobody matched is said, exit 0.
+    person back. Back the key file up with the database: without it (or with another key)
+    erase, ingest and sends stop, and only restoring it keeps the erasures. Prints a receipt
+    (one line per table); nobody matched is said, exit 0.
 
     Example: [bold]formsync erase --config formsync.toml --email ada@example.com --dry-run[/bold]
     """
@@ -35,7 +37,7 @@ def erase(
         person = _person(email, external_id)
         from pipelines.lifecycle.erase import erase_person
 
-        receipt = erase_person(ctx.store(), person, dry_run=dry_run)
+        receipt = erase_person(ctx.keyed_store(), person, dry_run=dry_run)
         for line in receipt.text():
             typer.echo(line, err=as_json)
         if as_json:

@@ -111,6 +111,8 @@ RULES: tuple[Rule, ...] = (
          hint="run `formsync login` again"),
     Rule("connector.client.oauth", "OAuthUnavailable", ExitCode.FAILED, prefix="cannot sign in: ",
          hint="check service.base_url and try again later; nothing was stored"),
+    Rule("formservice.sandbox.client", "HelperError", ExitCode.FAILED, prefix="the sandbox refused: ",
+         hint="check service.base_url names a running sandbox and the token or sign-in is its workspace's"),
     Rule("connector.errors", "FormsyncError", ExitCode.FAILED),
     Rule("aiohttp", "ClientError", ExitCode.FAILED, prefix="cannot reach the service: "),
     Rule("connector.receiver.committer", "StoreProcessError", ExitCode.FAILED,

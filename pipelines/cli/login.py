@@ -27,14 +27,14 @@ def login(
 ) -> None:
     """Sign in to the service with OAuth (PKCE, a loopback redirect) and keep the grant in
     the store, its tokens sealed with the store's key (store.key_file, made with mode
-    0600 when missing). Commands, the scheduler and receivers then renew the access token
+    0600 when missing, unless erasures or a sign-in need the old one: restore it from the
+    backup kept with the database). Commands, the scheduler and receivers then renew the access token
     themselves; a service.token, when set, wins.
 
     Example: [bold]formsync login --config formsync.toml --no-browser --port 8790[/bold]
     """
     with command(config) as ctx:
         from connector.client.grant import now_ms
-        from connector.config.keyfile import load_key
         from pipelines.connect.login import LoginOptions, LoginRefused, login
 
         settings = ctx.settings()
@@ -42,7 +42,7 @@ def login(
             typer.echo("warning: service.token is set: it wins over the sign-in until you remove it", err=True)
         store = ctx.store()
         path = ctx.key_file()
-        key = load_key(path, create=True)
+        key = store.key(create=True)  # made only while no erasure or sign-in needs the old one
         opts = LoginOptions(workspace=workspace, open_browser=not no_browser, port=port, paste=no_browser,
                             timeout_seconds=timeout)
 

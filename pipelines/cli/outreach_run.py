@@ -133,6 +133,7 @@ def run_command(ctx: Context, call: OutreachCall) -> int:
     from pipelines.outreach.show import summary_lines
 
     caught: list[signal.Signals] = []
+    ctx.keyed_store()  # before any write, the token's first use included
     prepared, report = _run(ctx, call, caught)
     per_minute = ctx.service_settings().service.creates_per_minute
     delivery = ctx.service_settings().outreach.delivery

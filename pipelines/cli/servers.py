@@ -115,6 +115,7 @@ def receive(
         rs, service = ctx.settings().receiver, ctx.settings().service
         server_context(rs.tls_cert, rs.tls_key)  # a TLS file that cannot serve: said before anything starts
         store = ctx.store(db, where="--db") if db is not None else ctx.store()
+        store.check_key()
 
         def ready(url: str) -> None:
             paths = event_paths(rs)
@@ -160,7 +161,7 @@ def run(
                              where=ctx.where)
         options = SchedulerOptions(lock_poll_seconds=lock_poll_seconds, lease_seconds=lease_seconds,
                                    stop_timeout_seconds=stop_timeout)
-        ctx.serve(serve(settings, ctx.store(), options=options, tokens=ctx.grant(),
+        ctx.serve(serve(settings, ctx.keyed_store(), options=options, tokens=ctx.grant(),
                         on_state=lambda state: typer.echo(f"formsync scheduler {state}", err=True),
                         on_receiver_ready=lambda url: typer.echo(f"formsync receiver listening on {url}",
                                                                  err=True)))

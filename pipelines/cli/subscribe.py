@@ -264,9 +264,8 @@ def check(url: UrlOption, config: ConfigOption = None, form: FormsOption = None,
                              "of receiver.webhook_secrets", where=url,
                              hint="give the receiver the same FORMSYNC_RECEIVER__WEBHOOK_SECRETS and restart it")
         if through_service:
-            service = ctx.service_settings().service
-            token = service.token.get_secret_value() if service.token else ""
-            done = _with_forms(ctx, form, lambda fc, ids: check_through_sandbox(fc, service.base_url, token, ids, url))
+            base_url = ctx.service_settings().service.base_url
+            done = _with_forms(ctx, form, lambda fc, ids: check_through_sandbox(fc, base_url, ids, url))
             typer.echo(done.model_dump_json())
             if not done.verified:
                 raise _undelivered(done, url)

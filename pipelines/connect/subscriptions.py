@@ -303,8 +303,7 @@ async def _check_form(client: FormClient, forms: Iterable[str], target: str) -> 
                             "'formsync subscribe create --event request_canceled'", "--url")
 
 
-async def check_through_sandbox(client: FormClient, base_url: str, token: str, forms: Iterable[str],
-                                target: str) -> ServiceCheck:
+async def check_through_sandbox(client: FormClient, base_url: str, forms: Iterable[str], target: str) -> ServiceCheck:
     """Have the sandbox deliver a real event to ``target``: a request made and canceled on
     the first published form of ``forms`` with a ``request_canceled`` subscription to it, its delivery
     attempted at once; verified when the receiver answered it 200. The hosted service
@@ -315,7 +314,7 @@ async def check_through_sandbox(client: FormClient, base_url: str, token: str, f
     form_id = await _check_form(client, forms, target)
     req = await client.create_request(form_id, external_id="formsync-check-" + secrets.token_hex(6))
     await client.cancel_request(req.id, reason="formsync subscribe check")
-    helpers = SandboxHelpers(base_url, token)
+    helpers = SandboxHelpers(base_url, (await client.token()).get_secret_value())  # the client's: token or grant
     try:
         await helpers.call("deliveries.flush")
         events = (await helpers.call("events.list", {"requestId": req.id, "type": "request.canceled"}))["items"]

@@ -7,7 +7,7 @@ these and nothing else wires a job."""
 from __future__ import annotations
 
 from .env import Hooks, JobEnv, TokenMissing
-from .kinds import JOBS, TargetError, run_job
+from .kinds import JOBS, KEYED, TargetError, run_job
 from .params import (
     PARAMS,
     CloseParams,
@@ -24,7 +24,7 @@ from .params import (
 )
 
 __all__ = [
-    "JOBS", "PARAMS", "CloseParams", "ExportParams", "FilesParams", "Hooks", "JobEnv", "JobParams",
+    "JOBS", "KEYED", "PARAMS", "CloseParams", "ExportParams", "FilesParams", "Hooks", "JobEnv", "JobParams",
     "LoadParams", "OutreachParams", "PollParams", "PurgeParams", "RemindParams", "SyncParams", "TargetError",
     "TokenMissing", "ViewsParams", "run_job",
 ]

@@ -225,6 +225,10 @@ async def views(p: ViewsParams, env: JobEnv) -> ViewsReport:
         return await refresh_views(env.store, fc, form_id=p.form)
 
 
+# The kinds that bring data in or send: refused when the store's key is missing or not the
+# one its erasures were hashed with, since erased people are recognised by keyed hash.
+KEYED = frozenset({"outreach", "poll", "sync", "remind", "close"})
+
 JobFunction = Callable[[Any, JobEnv], Awaitable[BaseModel]]
 
 # Each kind and its one function; the scheduler's dispatch is this table.

@@ -71,9 +71,9 @@ def credential_problems(report: StatusReport) -> list[Notice]:
     lasts 30 days from its making, which formsync cannot know: "at most"), a static OAuth
     access token (one hour), and a stored sign-in the service refused for good."""
     creds, found = report.credentials, []
-    by = creds.token_expires_by
-    if by is not None and report.at >= by - TOKEN_WARN_BEFORE_MS:
-        days = -(-(by - report.at) // DAY_MS)  # whole days, rounded up
+    by, now = creds.token_expires_by, creds.now(report.at)  # the service's clock when status could read it
+    if by is not None and now >= by - TOKEN_WARN_BEFORE_MS:
+        days = -(-(by - now) // DAY_MS)  # whole days, rounded up
         said = (f"the API token expires in at most {days} day{'s' if days != 1 else ''}" if days > 0
                 else "the API token has expired (API tokens last 30 days)")
         found.append(Notice("token_expiring", "service.token", f"{said}: {TOKEN_FIX}"))

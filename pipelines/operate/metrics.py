@@ -61,7 +61,7 @@ def report_metrics(report: StatusReport) -> Iterator[GaugeMetricFamily]:
     if by is not None:
         left = GaugeMetricFamily("formsync_api_token_expiry_seconds", "Seconds until the API token (service.token) "
                                  "expires at the latest: 30 days after formsync first used it.")
-        left.add_metric([], (by - report.at) / 1000)
+        left.add_metric([], (by - report.credentials.now(report.at)) / 1000)
         yield left
     found = problems(report)
     family = GaugeMetricFamily("formsync_problems", "Problems formsync status reports, by kind.", labels=["kind"])

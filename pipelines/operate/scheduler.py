@@ -38,13 +38,14 @@ from apscheduler.schedulers.asyncio import AsyncIOScheduler
 from pydantic import BaseModel
 
 from connector.client.rpc import TokenSource
+from connector.config.keyfile import KeyFileError
 from connector.config.settings import JobSettings, Settings
 from connector.process.repeats import RepeatedWarning
 from connector.store import LeaderLock, Store
 from connector.store.jobstore import JOBSTORE_TABLE
 from connector.store.leader import holder_id
 
-from ..jobs import JOBS, JobEnv, OutreachParams, SyncParams
+from ..jobs import JOBS, KEYED, JobEnv, OutreachParams, SyncParams
 from . import notify
 from .jobs import check_jobs, fingerprint, followers, summarise, trigger_for
 from .notify import Notice
@@ -149,7 +150,14 @@ class JobRuntime:
 
     async def _run(self, job: JobSettings) -> str:
         """One run of a job, recorded from start to end; an error is recorded, not raised.
-        Returns the run's outcome (``ok``, ``skipped``, ``stopped``, ``error``)."""
+        Returns the run's outcome (``ok``, ``skipped``, ``stopped``, ``error``). A job that
+        needs the store's key is refused before any write when the key is missing or not
+        the tombstones' (nothing recorded but the log line and the notice)."""
+        if job.kind in KEYED and (refused := await asyncio.to_thread(key_refusal, self.store)) is not None:
+            log.error("job %s (%s) refused: %s", job.id, job.kind, refused)  # before any write: nothing recorded
+            await notify.send(self.settings.notify, Notice("job_failed", job.id,
+                                                           f"job {job.id} ({job.kind}) refused: {refused}"))
+            return "error"
         run_id = await asyncio.to_thread(self._start, job)  # database work off the loop
         log.info("job %s (%s) started", job.id, job.kind)
         try:
@@ -186,6 +194,16 @@ class JobRuntime:
         if (held := getattr(report, "held_back", None)) is not None:
             log.warning("job %s: %s", job.id, held)
         return report
+
+
+# The kinds that bring data in or send: the tombstones' key is checked before their first write.
+def key_refusal(store: Store) -> str | None:
+    """Why the store's key refuses a keyed job now (``Store.check_key``), or None."""
+    try:
+        store.check_key()
+    except KeyFileError as e:
+        return str(e)
+    return None
 
 
 _active: JobRuntime | None = None  # the runtime of the scheduler leading in this process

@@ -3,6 +3,7 @@ anything (a database not created or not migrated yet reads as empty)."""
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections import Counter
 from datetime import UTC, datetime
@@ -13,9 +14,10 @@ from rich.table import Table
 from rich.text import Text
 
 from connector.client.field_lists import HELD_BACK_FIX
-from connector.client.grant import token_kind
+from connector.client.grant import GrantError, token_kind
 from connector.client.pacing import token_key
-from connector.config.settings import Settings
+from connector.client.rpc import TokenSource
+from connector.config.settings import ServiceSettings, Settings
 from connector.store import FormField, JobRun, OutreachRow, RawEvent, RequestRow, Store, Suppression
 from connector.store.grants import holds_grant
 from connector.store.jobstore import JOBSTORE_TABLE
@@ -25,6 +27,7 @@ from ..outreach.counts import RunCounts, job_counts, recorded_counts
 from .jobs import schedule_text
 
 ERRORS_SHOWN = 10
+SERVICE_TIME_SECONDS = 5.0  # how long status waits for the service's time
 STATUSES = ("completed", "expired", "canceled", "pending")
 
 
@@ -117,6 +120,13 @@ class Credentials(BaseModel):
     workspace_id: str | None = None
     refreshed_at: int | None = None
     refused: str | None = None  # why the service refused the stored chain for good (invalid_grant)
+    # The service's time when status asked it (``read_service_time``): a token's age is
+    # measured on it. None: not asked (no token nor sign-in) or no answer: this machine's clock.
+    service_at: int | None = None
+
+    def now(self, local_at: int) -> int:
+        """The time a token's age is measured at: the service's, else ``local_at``."""
+        return self.service_at if self.service_at is not None else local_at
 
     @property
     def token_expires_by(self) -> int | None:
@@ -131,8 +141,9 @@ class Credentials(BaseModel):
         if self.token_kind == "api":
             by = self.token_expires_by
             left = "" if by is None else f", expires {_when(by)} UTC at the latest"
-            return f"Service token: an API token (fb_){left}" + (", set beside a stored sign-in" if self.signed_in
-                                                                  else "")
+            local = "" if by is None or self.service_at is not None else " (its age by this machine's clock)"
+            return f"Service token: an API token (fb_){left}{local}" + (
+                ", set beside a stored sign-in" if self.signed_in else "")
         if self.signed_in:
             return (f"Service sign-in: workspace {self.workspace_id}, renewed {_when(self.refreshed_at)} UTC"
                     + (f"; refused by the service ({self.refused})" if self.refused else ""))
@@ -156,10 +167,26 @@ class StatusReport(BaseModel):
     credentials: Credentials = Credentials()
 
 
-def collect_status(settings: Settings, store: Store) -> StatusReport:
+async def read_service_time(service: ServiceSettings, tokens: TokenSource | None) -> int | None:
+    """The service's time now (epoch ms; a sandbox's exact test clock), asked once with
+    the token or the sign-in (``tokens``) within ``SERVICE_TIME_SECONDS``, no retry;
+    None when it does not answer (status then measures on this machine's clock)."""
+    from connector.client.rpc import FormClient
+    from connector.errors import FormsyncError
+
+    try:
+        async with FormClient.from_settings(service, tokens, timeout=SERVICE_TIME_SECONDS, max_retries=0) as fc:
+            return await asyncio.wait_for(fc.service_now(), SERVICE_TIME_SECONDS)
+    except (FormsyncError, GrantError, OSError, TimeoutError, ValueError):
+        return None
+
+
+def collect_status(settings: Settings, store: Store, service_at: int | None = None) -> StatusReport:
     """The figures ``formsync status`` shows: configured jobs with their next run (job
     store) and last run (job runs), outreach progress per outreach job, stored pending
-    requests, events received, and the newest job errors and failed outreach rows."""
+    requests, events received, and the newest job errors and failed outreach rows.
+    ``service_at`` is the service's time (``read_service_time``), which a token's age is
+    measured on."""
     report = StatusReport(at=int(time.time() * 1000),
                           jobs=[JobStatus(id=j.id, kind=j.kind, schedule=schedule_text(j)) for j in settings.jobs])
     if not store.exists():
@@ -186,6 +213,7 @@ def collect_status(settings: Settings, store: Store) -> StatusReport:
         report.held_back = store.held_back_fields()
     report.dead_letters = store.dead_letters.count()
     report.credentials = _credentials(settings, store)
+    report.credentials.service_at = service_at
     report.errors = sorted(report.errors, key=lambda e: e.at, reverse=True)[:ERRORS_SHOWN]
     report.nothing_ran = not (any(j.runs for j in report.jobs) or report.outreach or report.requests
                               or report.events_received or report.dead_letters)

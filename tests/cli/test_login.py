@@ -160,10 +160,13 @@ async def test_a_key_file_open_to_others_missing_or_replaced_stops_in_one_line(t
         await sign_in(sandbox, store, create_key(path))
     path.chmod(0o644)
     wanted = {"open": f"error: {path}: the store's key file has mode 0644: others may read it; run chmod 600 {path}",
-              "missing": f"error: {path}: the store's key file is missing: run `formsync login` to sign in again (or "
-                         "restore the file, or set store.key_file)",
-              "replaced": f"error: {path}: the store's key file is not the key the stored sign-in was kept with (it "
-                          "was changed or replaced): restore it, or run `formsync login` again"}
+              "missing": f"error: {path}: the store's key file is missing: restore the file from the backup kept "
+                         "with the database (or set store.key_file to where it is); `formsync key reset "
+                         "--forget-erasures` makes a new key and forgets every erasure and the sign-in",
+              "replaced": f"error: {path}: the store's key file is not the key that made the stored sign-in (it "
+                          "was changed or replaced): restore the file from the backup kept with the database (or "
+                          "set store.key_file to where it is); `formsync key reset --forget-erasures` makes a new "
+                          "key and forgets them"}
     for case, line in wanted.items():
         if case == "missing":
             path.unlink()
@@ -173,3 +176,7 @@ async def test_a_key_file_open_to_others_missing_or_replaced_stops_in_one_line(t
         assert res.exit_code == ExitCode.USAGE, (case, res.output)
         assert res.stderr.strip() == line, case
     assert grant_row(tmp_path, sandbox.base_url).generation == 1  # nothing stored changed
+    path.unlink()  # login makes no new key while a sign-in needs the old one
+    res = await cli("login", "--config", str(cfg), "--no-browser")
+    assert res.exit_code == ExitCode.USAGE and res.stderr.strip() == wanted["missing"], res.output
+    assert not path.exists() and grant_row(tmp_path, sandbox.base_url).generation == 1

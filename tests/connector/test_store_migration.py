@@ -2,17 +2,20 @@
 on SQLite and PostgreSQL: nothing is lost (bodies, answers, a request's own answers),
 what is now derived reads back the same, and a downgrade restores the old layout. And
 migration 0019: the deletion log's places, the loads' cursors of it kept; and migration 0020:
-the rows' content hash and the forms' last full read."""
+the rows' content hash and the forms' last full read; and migration 0021: the tombstones
+stamped with their key's id, refused without the key."""
 
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from typing import Any
 
 import pytest
 import sqlalchemy as sa
 from alembic import command
 
+from connector.config.keyfile import KeyFileError, create_key, key_id
 from connector.store import (
     RawEvent,
     RequestRow,
@@ -240,5 +243,33 @@ def test_the_content_hash_comes_and_goes_with_its_migration(db_url: str) -> None
             view = store.schema("form_1").name
             assert conn.execute(sa.text(f'SELECT COUNT(*) FROM "{view}"' if store.backend != "mysql"
                                         else f"SELECT COUNT(*) FROM `{view}`")).scalar_one() == 1
+    finally:
+        store.close()
+
+
+def test_the_tombstones_kept_are_stamped_with_the_key_present_and_refused_without_it(db_url: str,
+                                                                                      tmp_path: Path) -> None:
+    """Migration 0021: a store holding tombstones and no key file is refused in one line
+    naming the file, and stays at 0020; with the key, each tombstone gets its id."""
+    key_file = tmp_path / "formsync.key"
+    store = Store(db_url, key_file=key_file)
+    try:
+        _to(store, "0020")
+        with store.database.engine.begin() as conn:
+            conn.execute(sa.text("INSERT INTO formsync_erasures (hash, kind, erased_at) VALUES (:h, 'email', 1)"),
+                         [{"h": "a" * 64}, {"h": "b" * 64}])
+        with pytest.raises(KeyFileError) as caught:
+            store.migrate()
+        assert str(key_file) in str(caught.value) and "\n" not in str(caught.value)
+        assert "formsync login" not in str(caught.value) and "restore" in str(caught.value)
+        with store.database.engine.connect() as conn:
+            assert conn.execute(sa.text("SELECT version_num FROM formsync_alembic_version")).scalar_one() == "0020"
+        key = create_key(key_file)
+        store.migrate()
+        with store.database.engine.connect() as conn:
+            assert set(conn.execute(sa.text("SELECT key_id FROM formsync_erasures")).scalars()) == {key_id(key)}
+        _to(store, "0020", down=True)
+        with store.database.engine.connect() as conn:
+            assert conn.execute(sa.text("SELECT count(*) FROM formsync_erasures")).scalar_one() == 2
     finally:
         store.close()

@@ -7,7 +7,7 @@ reads it whole again once ``sync.full_every_hours`` have passed.
 
 The rows stored before have no hash: each takes a place once more at its next write.
 
-Revision ID: 0020_arrival
+Revision ID: 0020
 Revises: 0019
 """
 
@@ -16,7 +16,7 @@ from __future__ import annotations
 import sqlalchemy as sa
 from alembic import op
 
-revision = "0020_arrival"
+revision = "0020"
 down_revision = "0019"
 branch_labels = None
 depends_on = None
