@@ -22,6 +22,10 @@ def load_command(
                                                          "dlt's configuration.")] = None,
     dataset: Annotated[str | None, typer.Option(help="The dataset (schema) to load into (default: "
                                                      "load.dataset, formsync_data).")] = None,
+    table_format: Annotated[str | None, typer.Option(help="delta: Delta tables, with --destination filesystem (in "
+                                                          "formsync-delta/ beside the store unless dlt's "
+                                                          "configuration gives a bucket_url; default: "
+                                                          "load.table_format).")] = None,
     dry_run: Annotated[bool, typer.Option("--dry-run", help="Count the rows a load would send; send nothing.")]
     = False,
     config: ConfigOption = None,
@@ -43,11 +47,15 @@ def load_command(
         from pipelines.export.load import LoadFailed, LoadSettingError, load
 
         settings = ctx.settings().load
+        if table_format not in (None, "delta"):
+            raise UsageError(f"--table-format {table_format!r} is not one formsync writes: give delta (or leave it "
+                             f"out for the destination's own tables)", where="--table-format")
         store = ctx.store()
         try:
             with _progress(not dry_run) as on_rows:
                 report = load(store, destination=destination or settings.destination,
-                              dataset=dataset or settings.dataset, dry_run=dry_run, on_rows=on_rows)
+                              dataset=dataset or settings.dataset, dry_run=dry_run, on_rows=on_rows,
+                              table_format="delta" if (table_format or settings.table_format) else None)
         except LoadSettingError as e:
             raise UsageError(str(e), where="--destination" if destination else "load.destination") from None
         except LoadFailed as e:
