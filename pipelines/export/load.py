@@ -23,6 +23,14 @@ hold one part: a part counts bytes, not rows, as a form of many fields has wide 
 and Arrow's buffers come from malloc, which gives freed batches back
 (``_malloc_for_arrow``).
 
+On dlt's filesystem destination, ``table_format="delta"`` writes Delta tables
+(``delta_target``: dlt's ``bucket_url``, else ``formsync-delta/`` beside the store): the
+form tables and requests merge by Delta's upsert (flagged rows deleted), and since Delta
+has no delete-insert, each part's answers are replaced per submission by a delete of the
+part's and the removed submissions' rows (``delete_answers``) before the part is
+appended; the cursors move after every part, so a load stopped between the two is
+repeated whole by the next. Times are text ``HH:MM:SS`` there (``_delta_cells``).
+
 dlt is configured here, never from the home directory: its pipeline state and working
 files live in ``formsync-dlt/`` beside a SQLite store (in the working directory for a
 server database), its telemetry is off, its log lines have formsync's format and its
@@ -572,12 +580,14 @@ def delta_target(store: Store, destination: str) -> DeltaTarget:
     if destination != "filesystem":
         raise LoadSettingError(f"the delta table format is written by the filesystem destination, not "
                                f"{destination}: give --destination filesystem (or load.destination = \"filesystem\")")
-    given = dlt.secrets.get("destination.filesystem.bucket_url")
+    given: object = dlt.secrets.get("destination.filesystem.bucket_url")
     url = str(given) if given else delta_folder(store).as_uri()
     shown = re.sub(r"//[^/@]*@", "//", url)  # a URL's user and password, if any, stay out of the cursor's name
     digest = hashlib.sha256(url.encode()).hexdigest()[:10]
+    # dlt warns that `direct` naming allows "/" in a table's name, which its file layout
+    # separates with: formsync's table names never hold one (form slugs and fixed names).
     return DeltaTarget(url, f"filesystem+delta:{shown}", f"filesystem_delta_{digest}",
-                       dlt.destinations.filesystem(bucket_url=url))
+                       dlt.destinations.filesystem(bucket_url=url, warn_unsafe_layout_separators=False))
 
 
 def delete_answers(pipeline: Any, keys: Sequence[str]) -> None:
