@@ -188,7 +188,8 @@ class JobRuntime:
             from ..export.load import load
 
             return await asyncio.to_thread(load, store, destination=params.destination or settings.load.destination,
-                                           dataset=params.dataset or settings.load.dataset)
+                                           dataset=params.dataset or settings.load.dataset,
+                                           table_format=params.table_format or settings.load.table_format)
         if isinstance(params, FilesParams):  # downloads from the service's storage need no token
             return await archive_files(store, settings.service.base_url, params.to, form_ids=params.form,
                                        concurrency=params.concurrency)

@@ -212,3 +212,14 @@ def test_the_guides_delta_query_where_duckdb_loads_its_delta_extension(store: St
     [block] = re.findall(r"```python\n(import duckdb\n[^`]*delta_scan[^`]*)```", guide)
     os.chdir(here / "data")
     exec(compile(block, "docs/warehouse.md", "exec"), {})
+
+
+def test_a_load_job_takes_the_delta_table_format() -> None:
+    from connector.config.settings import JobSettings
+    from pipelines.operate.jobs import ConfigError, LoadParams, parse_params
+
+    job = JobSettings(id="lake", kind="load", after="sync", params={"destination": "filesystem", "table_format": "delta"})
+    params = parse_params(job)
+    assert isinstance(params, LoadParams) and params.table_format == "delta"
+    with pytest.raises(ConfigError, match="table_format"):
+        parse_params(JobSettings(id="lake", kind="load", after="sync", params={"table_format": "iceberg"}))
