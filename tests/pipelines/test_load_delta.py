@@ -152,6 +152,19 @@ def test_the_delta_folder_and_cursor_name(store: Store, here: Path) -> None:
     assert result.exit_code == 2 and "--destination filesystem" in result.output and "Traceback" not in result.output
 
 
+def test_a_bucket_url_in_dlts_configuration_holds_the_tables_and_names_the_cursor(
+        store: Store, here: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """dlt's ``bucket_url`` (here a local file:// URL: no object store is reachable) is
+    where the tables go and is in the cursor's name: a load there starts from the first row."""
+    load(store, destination="filesystem", table_format="delta")
+    lake = (here / "lake").as_uri()
+    monkeypatch.setenv("DESTINATION__FILESYSTEM__BUCKET_URL", lake)
+    report = load(store, destination="filesystem", table_format="delta")
+    assert report.rows[store.schema(FORM).name] == 6, "another bucket: every row again"
+    assert DeltaTable(str(here / "lake" / "formsync_data" / "answers")).to_pyarrow_table().num_rows == 24
+    assert store.export_cursors.get(cursor_name(f"filesystem+delta:{lake}", "formsync_data"), "long", "") is not None
+
+
 KILLED = """
 import os, sys, time
 import pipelines.export.load as m
