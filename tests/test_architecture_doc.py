@@ -16,7 +16,7 @@ ENTRY = re.compile(r"^((?:  )*)([a-z_0-9]+(?:\.py|/)(?:, [a-z_0-9]+(?:\.py|/))*)
 # Folders whose modules each have a line (the others are described together).
 EVERY_MODULE = ("connector", "connector/client", "connector/receiver", "connector/process", "connector/config",
                 "pipelines", "pipelines/export", "pipelines/sync", "pipelines/lifecycle", "pipelines/operate",
-                "pipelines/connect")
+                "pipelines/connect", "pipelines/jobs", "pipelines/rules")
 
 
 def folders_block(text: str) -> list[str]:

@@ -206,8 +206,8 @@ class NotifySettings(Section):
         return v
 
 
-# The kinds of scheduled job; the scheduler (pipelines/operate/jobs.py) runs each.
-JobKind = Literal["outreach", "poll", "sync", "export", "load", "remind", "close", "files", "purge"]
+# The kinds of scheduled job; each is one function of the job layer (pipelines/jobs/).
+JobKind = Literal["outreach", "poll", "sync", "export", "load", "remind", "close", "files", "purge", "views"]
 
 
 class JobSettings(Section):

@@ -40,9 +40,9 @@ class RequestReads:
         with self._db.reader() as s:
             return [PendingRequest(r.id, r.form_id, r.created_at, r.expires_at) for r in s.exec(stmt)]
 
-    def pending_to(self, emails: Iterable[str]) -> list[tuple[str, str]]:
-        """``(request id, lower-cased address)`` of each request stored as ``pending``
-        whose recipient is one of ``emails`` (compared lower-cased)."""
+    def pending_to(self, emails: Iterable[str], *, form_id: str | None = None) -> list[tuple[str, str]]:
+        """``(request id, lower-cased address)`` of each request stored as ``pending`` (of
+        ``form_id`` when given) whose recipient is one of ``emails`` (compared lower-cased)."""
         wanted = sorted({e.strip().lower() for e in emails if e.strip()})
         out: list[tuple[str, str]] = []
         with self._db.reader() as s:
@@ -50,6 +50,8 @@ class RequestReads:
                 address = func.lower(RequestRow.recipient_email)
                 stmt = (select(RequestRow.id, address).where(RequestRow.status == "pending")
                         .where(address.in_(some)).order_by(col(RequestRow.id)))
+                if form_id is not None:
+                    stmt = stmt.where(RequestRow.form_id == form_id)
                 out.extend((rid, str(email)) for rid, email in s.exec(stmt))
         return out
 

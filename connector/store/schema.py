@@ -30,7 +30,11 @@ The rules (docs/your-data.md, "The data contract"):
 * column names are SQL-safe (``sql_name``): a field key that is already lower-case
   ``[a-z0-9_]`` keeps its name, any other gets a short hash of the key appended;
 * a field no longer listed keeps its column while stored answers have it (the caller
-  passes it with ``listed=False``)."""
+  passes it with ``listed=False``).
+
+The store's other tables are declared here too, in the same vocabulary: the long answers
+table (``LONG``), the requests (``REQUEST_COLUMNS``) and an outreach job's campaign rows
+(``CAMPAIGN_COLUMNS``); the exports, the frames and the load write them from these."""
 
 from __future__ import annotations
 
@@ -80,11 +84,16 @@ class Column:
     title: str | None = None
 
 
+def _own(*columns: tuple[str, LogicalType]) -> tuple[Column, ...]:
+    """Columns of a row's own values (``source == "own"``), by name and logical type."""
+    return tuple(Column(n, t, "own") for n, t in columns)
+
+
 # The submission's own columns, first in every table: name and type; ``own`` gives where.
-OWN: tuple[Column, ...] = tuple(Column(n, t, "own") for n, t in (  # type: ignore[arg-type]
+OWN: tuple[Column, ...] = _own(
     ("submission_id", "text"), ("form_id", "text"), ("request_id", "text"), ("external_id", "text"),
     ("submitted_at", "timestamp"), ("updated_at", "timestamp"), ("respondent_email", "text"),
-    ("language", "text"), ("completed", "boolean"), ("edit_count", "integer"), ("stored_at", "timestamp")))
+    ("language", "text"), ("completed", "boolean"), ("edit_count", "integer"), ("stored_at", "timestamp"))
 OWN_NAMES = frozenset(c.name for c in OWN)
 # When the service no longer had the submission (``formsync sync --reconcile``): the last
 # column of the wide and long tables only when gone rows are asked for (``include_gone``),
@@ -102,6 +111,27 @@ LONG: tuple[Column, ...] = (
     Column("archived", "keys", "archived"))
 FILE_MEMBERS: tuple[Column, ...] = (Column("name", "text"), Column("type", "text"), Column("size", "number"),
                                     Column("url", "text"))
+
+
+# The requests table (requests exports, ``frames.requests``, the load's ``requests``): one
+# row per request, its newest state. ``metadata`` is the caller's own data as JSON text,
+# kept as sent (its keys are not the form's): text in every destination.
+REQUEST_COLUMNS: tuple[Column, ...] = _own(
+    ("request_id", "text"), ("form_id", "text"), ("status", "text"), ("outcome", "text"),
+    ("delivery_status", "text"), ("external_id", "text"), ("recipient_email", "text"), ("recipient_name", "text"),
+    ("url", "text"), ("submission_id", "text"), ("created_at", "timestamp"), ("expires_at", "timestamp"),
+    ("completed_at", "timestamp"), ("expired_at", "timestamp"), ("canceled_at", "timestamp"),
+    ("cancel_reason", "text"), ("updated_at", "timestamp"), ("metadata", "text"))
+# The campaign rows (the load's ``campaign_rows``): one row per sheet row an outreach job's
+# ledger holds, with its request as the store knows it (``store.campaign.rows``); the
+# request's columns null for a row without one.
+CAMPAIGN_COLUMNS: tuple[Column, ...] = _own(
+    ("job", "text"), ("row_key", "text"), ("row_number", "integer"), ("state", "text"), ("request_id", "text"),
+    ("status", "text"), ("delivery_status", "text"), ("recipient_email", "text"), ("recipient_name", "text"),
+    ("external_id", "text"), ("url", "text"), ("created_at", "timestamp"), ("opened_at", "timestamp"),
+    ("started_at", "timestamp"), ("last_activity_at", "timestamp"), ("completed_at", "timestamp"),
+    ("expired_at", "timestamp"), ("canceled_at", "timestamp"), ("reminders_sent", "integer"),
+    ("is_test", "boolean"), ("last_reminded_at", "timestamp"), ("cancel_reason", "text"))
 
 
 @dataclass(frozen=True)

@@ -8,17 +8,17 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from typing import Any, Literal
 
 from pydantic import BaseModel
 
 from connector import errors, models
 from connector.client.rpc import FormClient
+from connector.config.settings import OutreachSettings
 from connector.store import Store
 from connector.store.campaign import CampaignRow
 
-from ..outreach.contact import Recipient, contact_refusals
+from ..rules.contact import ContactRule, Recipient, contact_rule
 from ..sync.poll import poll_once
 
 MAX_REMINDERS = 8  # what the service allows per request (notes, section 1)
@@ -138,12 +138,11 @@ def pending_rows(rows: Sequence[CampaignRow], *, idle_ms: int | None, now_ms: in
     return idle, len(pending) - len(idle)
 
 
-def contactable(rows: Sequence[CampaignRow], candidates: Sequence[CampaignRow], blocked: Mapping[str, str], *,
-                allow_duplicates: bool = False) -> tuple[list[CampaignRow], list[Refusal]]:
+def contactable(rows: Sequence[CampaignRow], candidates: Sequence[CampaignRow], rule: ContactRule
+                ) -> tuple[list[CampaignRow], list[Refusal]]:
     """Of ``candidates`` (some of the job's ``rows``), those the contact rule lets be
     sent a message, and a refusal (``suppressed (<why>)``) for each of the others."""
-    verdicts = contact_refusals([Recipient(r.row_number, r.recipient_email, r.request_id is not None) for r in rows],
-                                blocked, allow_duplicates=allow_duplicates)
+    verdicts = rule.refusals([Recipient(r.row_number, r.recipient_email, r.request_id is not None) for r in rows])
     why = {r.row_key: v for r, v in zip(rows, verdicts, strict=True)}
     keep = [r for r in candidates if why.get(r.row_key) is None]
     refused = [Refusal(row=r.row_number, request_id=r.request_id or "", reason=str(why[r.row_key]))
@@ -154,7 +153,7 @@ def contactable(rows: Sequence[CampaignRow], candidates: Sequence[CampaignRow], 
 async def act(client: FormClient, store: Store, job: str, action: Action, *, reason: str | None = None,
               idle_ms: int | None = None, dry_run: bool = False, refresh: bool = True,
               now_ms: int | None = None, stop: asyncio.Event | None = None,
-              blocked: Mapping[str, str] | None = None) -> ActionReport:
+              rule: ContactRule | None = None) -> ActionReport:
     """Remind (``action="remind"``) or cancel (``"close"``, with ``reason``) every pending
     request of ``job``. ``refresh`` polls the job's form first (pending requests only,
     one call per 100 when nothing changed). A request formsync reminded within the
@@ -163,9 +162,10 @@ async def act(client: FormClient, store: Store, job: str, action: Action, *, rea
     8) is listed as that row's refusal; after a plan refusal no further call is made. A
     request no longer pending is counted and left. ``now_ms`` is the service's time for
     the idle filter and the spacing (default: the service's, ``FormClient.service_now``).
-    A reminder goes only where the contact rule allows (``blocked``: the addresses it
-    refuses, default the store's list and bounces; see ``outreach.contact``); the others
-    are counted ``suppressed``, no call.
+    A reminder goes only where the contact rule allows (``rule``, as the job was sent:
+    its ``allow_duplicates``; default the store's list and bounces, see
+    ``pipelines.rules.contact``); the others are counted ``suppressed``, no call. The
+    refreshing poll cancels the form's pending requests the rule refuses.
     Raises ``UnknownJob``; API errors other than a row's refusal are raised (what was
     done is stored)."""
     record = store.campaign.job(job)
@@ -173,15 +173,16 @@ async def act(client: FormClient, store: Store, job: str, action: Action, *, rea
         raise UnknownJob(job)
     report = ActionReport(job=job, action=action, dry_run=dry_run)
     calls_before = client.stats["calls"]
+    rule = (rule if rule is not None else contact_rule(store, OutreachSettings())).for_job(
+        bool((record.settings or {}).get("allow_duplicates")))
     try:
         if refresh and not dry_run:
-            await poll_once(client, store, form_id=record.form_id)
+            await poll_once(client, store, form_id=record.form_id, rule=rule)
+            rule = rule.refreshed(store)
         report.now = await client.service_now() if now_ms is None else now_ms
         closed = last_close(store.ledger.rounds(job))
         if closed is not None:
             report.closed_at, report.closed_reason = int(closed["at"]), closed.get("reason")
-        rule = _ContactRule(store.campaign.suppressed() if blocked is None else blocked,
-                            bool((record.settings or {}).get("allow_duplicates")))
         rows = _candidates(store.campaign.rows(job), action, idle_ms, report, rule)
         if dry_run:
             report.would_do = sum(1 for r in rows if action == "close" or not _at_limit(r))
@@ -205,14 +206,8 @@ def _record(store: Store, report: ActionReport, reason: str | None) -> None:
         store.ledger.record_round(report.job, report.action, counts, at=report.first_at or report.now)
 
 
-@dataclass(frozen=True)
-class _ContactRule:
-    blocked: Mapping[str, str]  # address -> why the contact rule refuses it
-    allow_duplicates: bool
-
-
 def _candidates(rows: Sequence[CampaignRow], action: Action, idle_ms: int | None, report: ActionReport,
-                rule: _ContactRule) -> list[CampaignRow]:
+                rule: ContactRule) -> list[CampaignRow]:
     """The rows to act on at the service's time ``report.now``, the others counted in
     ``report``: idle (``not_idle``), for a reminder the ones the contact rule refuses
     (``suppressed``), then the pending ones (``candidates``), and for a reminder not
@@ -220,7 +215,7 @@ def _candidates(rows: Sequence[CampaignRow], action: Action, idle_ms: int | None
     assert report.now is not None
     todo, report.not_idle = pending_rows(rows, idle_ms=idle_ms, now_ms=report.now)
     if action == "remind":
-        todo, refused = contactable(rows, todo, rule.blocked, allow_duplicates=rule.allow_duplicates)
+        todo, refused = contactable(rows, todo, rule)
         report.suppressed, report.suppressions = len(refused), refused[:REFUSALS_SHOWN]
     report.candidates = len(todo)
     if action == "remind":

@@ -28,13 +28,14 @@ class CampaignExportReport(BaseModel):
 
 
 def export_campaign(store: Store, job: str, fmt: str, out: Path, *, sheet: Path | None = None,
-                    sheet_options: SheetOptions | None = None,
-                    answer_keys: Sequence[str] | None = None) -> CampaignExportReport:
+                    sheet_options: SheetOptions | None = None) -> CampaignExportReport:
     """Write ``job``'s campaign table (see ``campaign_table``) to ``out``. The sheet is
     ``sheet``, else the file the job was sent from; one that cannot be read leaves its
-    columns out and says why in the report. Its date and number columns are written typed,
-    read as the job's run read them. ``answer_keys`` orders the answer columns
-    (default: the form's stored field list, else the answers' own keys)."""
+    columns out and says why in the report. Its date and number columns are written typed:
+    those the job's run read as a date or number field's values as the run read them, and
+    a workbook's columns of date or number cells (whatever they were mapped to). The
+    answers are the form's columns (``store.schema``), typed as ``formsync export`` types
+    them; a form with no stored field list has one text column per answered key."""
     record = store.campaign.job(job)
     if record is None:
         raise UnknownJob(job)
@@ -45,19 +46,17 @@ def export_campaign(store: Store, job: str, fmt: str, out: Path, *, sheet: Path 
     answers = store.campaign.answers([r.request_id for r in rows if r.request_id])
     columns: list[str] = []
     cells: dict[int, dict[str, str]] = {}
+    types: dict[str, Sequence[str | None]] = {}
     problem = None
     try:
         read = load_sheet(source, sheet_options)
         columns, cells = read.columns, dict(zip(read.numbers, read.rows, strict=True))
+        types = {c: (kind, None) for c, kind in read.kinds.items()}  # a workbook's own dates and numbers: ISO text
     except (SheetError, OSError) as e:
         problem = str(e)
-    keys = answer_keys if answer_keys is not None else (_field_keys(store, record.form_id) or None)
-    table = campaign_table(columns, cells, rows, answers, keys, (record.settings or {}).get("typed_columns"))
+    types.update((record.settings or {}).get("typed_columns") or {})  # as the run read them
+    answer_columns = store.schema(record.form_id).fields() or None
+    table = campaign_table(columns, cells, rows, answers, answer_columns, types)
     written = write_table(table, fmt, out)
     return CampaignExportReport(job=job, path=str(out), format=fmt, rows=written, columns=table.column_names,
                                 sheet_problem=problem)
-
-
-def _field_keys(store: Store, form_id: str) -> list[str]:
-    """The form's field keys in its schema's order (the wide export's)."""
-    return list(dict.fromkeys(c.field_key for c in store.schema(form_id).fields() if c.field_key is not None))

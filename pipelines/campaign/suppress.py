@@ -1,6 +1,6 @@
 """The suppression list (``formsync campaign suppress``): add addresses (and cancel their
 pending requests, so the service's own scheduled reminders stop too), list them, take
-them off. The contact rule (``outreach.contact``) reads the list; this module keeps it."""
+them off. The contact rule (``pipelines.rules.contact``) reads the list; this module keeps it."""
 
 from __future__ import annotations
 
@@ -13,7 +13,8 @@ from pydantic import BaseModel
 from connector.client.rpc import FormClient
 from connector.store import Store
 
-from ..outreach.suppression import Canceled, cancel_blocked
+from ..outreach.suppression import cancel_blocked
+from ..rules.contact import Canceled, ContactRule
 
 
 class Listed(BaseModel):
@@ -83,12 +84,13 @@ def add(store: Store, addresses: Sequence[str], reason: str | None) -> SuppressR
                           already=[a for a in given if a in known])
 
 
-async def cancel_pending(client: FormClient, store: Store, report: SuppressReport) -> None:
+async def cancel_pending(client: FormClient, store: Store, report: SuppressReport, rule: ContactRule) -> None:
     """Cancel the pending requests to the addresses of ``report`` (added or already
-    listed), each with why it is suppressed, into ``report.canceled``."""
+    listed), each with why ``rule`` (made after the addresses were added) refuses it, into
+    ``report.canceled``."""
     given = {*report.added, *report.already}
-    blocked = {a: why for a, why in store.campaign.suppressed().items() if a in given}
-    report.canceled = await cancel_blocked(client, store, blocked)
+    report.canceled = await cancel_blocked(client, store, ContactRule(
+        {a: why for a in given if (why := rule.blocked.get(a)) is not None}))
 
 
 def remove(store: Store, addresses: Sequence[str]) -> SuppressReport:

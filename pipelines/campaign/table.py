@@ -1,7 +1,9 @@
 """The campaign table: one row per sheet row of an outreach job, with the sheet's own
 cells, its request's status and times, and the answers: "who answered what, who did
-not". Built as one Arrow table (pure) and written as CSV, XLSX or Parquet the way the
-other exports write their cells (formula text neutralised, typed UTC times)."""
+not". Built as one Arrow table (pure), the answers typed by the form's table (the data
+contract's columns, shaped as the wide export shapes them), and written as CSV, XLSX or
+Parquet the way the other exports write their cells (formula text neutralised, typed
+UTC times, numbers as numbers, dates as dates)."""
 
 from __future__ import annotations
 
@@ -15,9 +17,11 @@ import pyarrow.csv as pacsv
 import pyarrow.parquet as pq
 import xlsxwriter
 
+from connector.store import Column
 from connector.store.campaign import CampaignRow
 
-from ..export.write import TIMESTAMP, XLSX_FORMATS, dated_kind, neutralise, neutralise_array, xlsx_columns
+from ..export.wide_json import field_arrays
+from ..export.write import TIMESTAMP, XLSX_FORMATS, csv_table, dated_kind, neutralise, xlsx_columns
 from ..outreach.formats import DATES, NUMBERS, read_as
 
 NOT_SENT = "not sent"  # a sheet row without a request: rejected, or not sent yet
@@ -28,7 +32,8 @@ REQUEST_TIMES = ("created_at", "opened_at", "started_at", "last_activity_at", "c
 ANSWER_PREFIX = "answer."
 
 
-# A sheet column's values as a run read them (see ``outreach.checks.typed_columns``).
+# A sheet column's values as a run read them (see ``outreach.checks.typed_columns``), or as a
+# workbook's cells held them (``Sheet.kinds``: ISO dates and plain numbers, read with no reading).
 SHEET_TYPES: dict[str, tuple[Any, pa.DataType]] = {
     "date": (DATES, pa.date32()), "number": (NUMBERS, pa.float64()), "integer": (NUMBERS, pa.int64())}
 
@@ -47,50 +52,65 @@ def typed_sheet_column(cells: Sequence[str | None], value_type: str, reading: st
 
 def campaign_table(sheet_columns: Sequence[str], sheet_rows: Mapping[int, Mapping[str, str]],
                    rows: Sequence[CampaignRow], answers: Mapping[str, Mapping[str, Any]],
-                   answer_keys: Sequence[str] | None = None,
-                   sheet_types: Mapping[str, Sequence[str]] | None = None) -> pa.Table:
+                   answer_columns: Sequence[Column] | None = None,
+                   sheet_types: Mapping[str, Sequence[str | None]] | None = None) -> pa.Table:
     """The campaign table (pure): one row per sheet row number in ``sheet_rows`` and per
     ledger row of ``rows`` (matched by row number), in row order. The sheet's columns in
     ``sheet_types`` (column -> ``(value type, reading)``) are typed (``typed_sheet_column``),
-    the others text. ``answer_keys`` names and orders the answer columns
-    (``answer.<key>``); by default, the keys of the answers in first-seen order. A cell
-    that is not text, a number or a boolean is JSON text."""
+    the others text. ``answer_columns`` are the form's columns of its answers (the data
+    contract's: ``answer.<name>``, typed and shaped as the wide export's, a column nobody
+    answered with its type); without them, one text column ``answer.<key>`` per key of
+    the answers in first-seen order (a value that is not text as JSON text)."""
     by_number = {r.row_number: r for r in rows}
     numbers = sorted({*sheet_rows, *by_number})
-    keys = list(answer_keys) if answer_keys is not None else _first_seen(answers, rows, numbers, by_number)
-    columns: dict[str, Any] = {"row": numbers}
+    columns: dict[str, pa.Array] = {"row": pa.array(numbers, pa.int64())}
     for name in sheet_columns:
         cells = [sheet_rows.get(n, {}).get(name) for n in numbers]
         typed = (sheet_types or {}).get(name)
-        columns[_unique(name, columns)] = cells if typed is None else typed_sheet_column(cells, typed[0], typed[1])
+        columns[_unique(name, columns)] = (pa.array(cells, pa.string()) if typed is None
+                                           else typed_sheet_column(cells, str(typed[0]), typed[1]))
     picked = [by_number.get(n) for n in numbers]
+    for name, values in _request_arrays(picked):
+        columns[_unique(name, columns)] = values
+    documents = [answers.get(r.request_id) if r is not None and r.request_id else None for r in picked]
+    for name, values in _answer_arrays(documents, answer_columns):
+        columns[_unique(ANSWER_PREFIX + name, columns)] = values
+    return pa.table(columns)
+
+
+def _request_arrays(picked: Sequence[CampaignRow | None]) -> list[tuple[str, pa.Array]]:
+    """Each sheet row's request: its text columns, times and reminders, typed (null
+    where a row has none)."""
+    out = []
     for name in REQUEST_TEXT:
         values = [getattr(r, name) if r is not None else None for r in picked]
         if name == "status":
             values = [v if r is not None and r.request_id else SUPPRESSED if r is not None and r.state == SUPPRESSED
                       else NOT_SENT for v, r in zip(values, picked, strict=True)]
-        columns[_unique(name, columns)] = values
-    times = {}
+        out.append((name, pa.array(values, pa.string())))
     for name in REQUEST_TIMES:
-        col = _unique(name, columns)
-        columns[col] = [getattr(r, name) if r is not None else None for r in picked]
-        times[col] = True
-    columns[_unique("reminders_sent", columns)] = [r.reminders_sent if r is not None else None for r in picked]
-    for key in keys:
-        columns[_unique(ANSWER_PREFIX + key, columns)] = [
-            _cell(answers.get(r.request_id or "", {}).get(key)) if r is not None else None for r in picked]
-    arrays = {name: values if isinstance(values, pa.Array) else pa.array(values, TIMESTAMP if name in times else None)
-              for name, values in columns.items()}
-    return pa.table(arrays)
+        out.append((name, pa.array([getattr(r, name) if r is not None else None for r in picked],
+                                   pa.int64()).cast(TIMESTAMP)))
+    out.append(("reminders_sent", pa.array([r.reminders_sent if r is not None else None for r in picked],
+                                           pa.int64())))
+    return out
 
 
-def _first_seen(answers: Mapping[str, Mapping[str, Any]], rows: Sequence[CampaignRow], numbers: Sequence[int],
-                by_number: Mapping[int, CampaignRow]) -> list[str]:
+def _answer_arrays(documents: Sequence[Mapping[str, Any] | None],
+                   answer_columns: Sequence[Column] | None) -> list[tuple[str, pa.Array]]:
+    """The answers' columns (see ``campaign_table``) over each row's answers (None: none)."""
+    if answer_columns is None:
+        return [(key, pa.array([_cell((d or {}).get(key)) for d in documents], pa.string()))
+                for key in _first_seen(documents)]
+    typed = [c for c in answer_columns if c.source in ("answer", "row")]
+    return list(zip([c.name for c in typed], field_arrays(documents, typed) if typed else [], strict=True))
+
+
+def _first_seen(documents: Sequence[Mapping[str, Any] | None]) -> list[str]:
+    """The answers' keys in the order the rows first name them."""
     keys: dict[str, None] = {}
-    for n in numbers:
-        r = by_number.get(n)
-        if r is not None and r.request_id is not None and r.request_id in answers:
-            keys.update(dict.fromkeys(answers[r.request_id]))
+    for d in documents:
+        keys.update(dict.fromkeys(d or ()))
     return list(keys)
 
 
@@ -118,9 +138,7 @@ def write_table(table: pa.Table, fmt: str, out: Path) -> int:
         if fmt == "parquet":
             pq.write_table(table, tmp)
         elif fmt == "csv":
-            safe = pa.table([neutralise_array(c) for c in table.columns],
-                            names=[str(neutralise(n)) for n in table.column_names])
-            pacsv.write_csv(safe, tmp)
+            pacsv.write_csv(csv_table(table), tmp)
         elif fmt == "xlsx":
             _write_xlsx(table, tmp)
         else:

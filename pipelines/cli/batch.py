@@ -13,14 +13,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
-from pydantic import BaseModel
 
 from .context import command, print_report
 from .errors import ExitCode, UsageError
 from .options import ConfigOption
 
 if TYPE_CHECKING:
-    from connector.config.settings import Settings
     from pipelines.operate.status import StatusReport
 
 
@@ -35,11 +33,11 @@ def poll(
     Example: [bold]formsync poll --config formsync.toml --form form_123[/bold]
     """
     with command(config) as ctx:
-        from pipelines.sync.poll import poll_once
+        from pipelines.jobs import PollParams
 
+        params = ctx.params(PollParams, form=form)
         ctx.service_settings()  # a missing token is said before the database is created
-        store = ctx.store()
-        print_report(ctx.with_client(lambda fc: poll_once(fc, store, form_id=form)))
+        print_report(ctx.job("poll", params))
 
 
 def sync(
@@ -62,27 +60,17 @@ def sync(
     Example: [bold]formsync sync --config formsync.toml --form form_123 --full[/bold]
     """
     with command(config) as ctx:
-        from connector.client.rpc import FormClient
-        from pipelines.sync.reconcile import reconcile as run_reconcile
-        from pipelines.sync.submissions import sync_all, sync_form
+        from pipelines.jobs import SyncParams
 
         if reconcile and (full or drafts):
             raise UsageError("--reconcile reads every id already: it takes no --full or --drafts",
                              where="--reconcile", hint="run the sync and the reconcile as two commands")
-        workspace = ctx.service_settings().service.workspace_id
-        store = ctx.store()
-
-        async def work(fc: FormClient) -> BaseModel:
-            if reconcile:
-                done = await run_reconcile(fc, store, None if form is None else [form])
-                typer.echo(done.outcome(), err=True)
-                return done
-            if form is not None:
-                return await sync_form(fc, store, form, full=full, include_drafts=drafts)
-            ws = workspace or (await fc.list_workspaces())[0].id
-            return await sync_all(fc, store, ws, full=full, include_drafts=drafts)
-
-        print_report(ctx.with_client(work))
+        params = ctx.params(SyncParams, form=form, full=full, drafts=drafts, reconcile=reconcile)
+        ctx.service_settings()
+        report = ctx.job("sync", params)
+        if reconcile:
+            typer.echo(report.outcome(), err=True)
+        print_report(report)
 
 
 def export(
@@ -124,7 +112,9 @@ def export(
     Example: [bold]formsync export --since-last nightly --out 'exports/{form}-{date}.parquet'[/bold]
     """
     with command(config) as ctx:
-        from pipelines.export.write import check_out_template, export_files
+        from pipelines.export.write import check_out_template
+        from pipelines.jobs import ExportParams
+        from pipelines.jobs.kinds import export_targets
 
         if cursors or reset is not None:
             _export_cursors(ctx.store(), reset)
@@ -138,12 +128,10 @@ def export(
                 check_out_template(out, incremental=since_last is not None)
             except ValueError as e:
                 raise UsageError(str(e), where="--out") from None
-        targets = export_targets(format, out, table, ctx.settings())
-        store = ctx.store()
-        make_out_dir(targets)
-        reports = export_files(store, targets, since_last=since_last, table=table,  # type: ignore[arg-type]
-                               form_id=form, since=since_at, status=status, display=display,
-                               include_gone=include_gone)
+        params = ctx.params(ExportParams, format=format, out=out, table=table, form=form, since=since_at,
+                            status=status, display=display, include_gone=include_gone, since_last=since_last)
+        export_targets(params.format, params.out, params.table, ctx.settings())  # said before the store is made
+        reports = ctx.job("export", params).files
         for report in reports:
             print_report(report)
         written = sum(sum(r.rows.values()) for r in reports)
@@ -167,43 +155,6 @@ def _export_cursors(store: Any, reset: str | None) -> None:
     typer.echo(f"reset {reset}: its next export writes every row again")
 
 
-SUFFIX_FORMATS = {".csv": "csv", ".xlsx": "xlsx", ".parquet": "parquet"}
-
-
-def export_targets(fmt: str | None, out: Path | None, table: str, settings: Settings) -> list[tuple[str, Path]]:
-    """The (format, file) pairs an export writes: ``--out`` in ``--format`` or its suffix's
-    format, else ``export.out_dir/TABLE.FORMAT`` for ``--format`` or each of
-    ``export.formats``."""
-    if out is not None:
-        if out.is_dir():
-            raise UsageError(f"{out} is a directory", where="--out",
-                             hint=f"give a file such as {out / (table + '.' + (fmt or 'csv'))}, or leave --out out to "
-                                  f"write export.out_dir/{table}.FORMAT")
-        if not out.parent.is_dir():
-            raise UsageError(f"the directory {out.parent} does not exist", where="--out",
-                             hint=f"create it first (mkdir -p {out.parent}) or write elsewhere")
-        picked = fmt or SUFFIX_FORMATS.get(out.suffix.lower())
-        if picked is None:
-            raise UsageError(f"cannot tell the format from {out.name!r}", where="--format",
-                             hint="give --format csv, xlsx or parquet, or an --out ending in one of them")
-        return [(picked, out)]
-    formats = [fmt] if fmt is not None else list(settings.export.formats)
-    if fmt is not None and fmt not in SUFFIX_FORMATS.values():
-        raise UsageError(f"format must be one of csv, xlsx, parquet, got {fmt!r}", where="--format")
-    return [(f, settings.export.out_dir / f"{table}.{f}") for f in formats]
-
-
-def make_out_dir(targets: list[tuple[str, Path]]) -> None:
-    """The directory of the files to write, made when missing (``export.out_dir``)."""
-    for _, path in targets:
-        try:
-            path.parent.mkdir(parents=True, exist_ok=True)
-        except OSError as e:
-            raise UsageError(f"cannot make the directory {path.parent}: {(e.strerror or str(e)).lower()}",
-                             where="export.out_dir",
-                             hint="give --out, or set export.out_dir to a directory you can write") from None
-
-
 def views(
     config: ConfigOption = None,
     form: Annotated[str | None, typer.Option(help="Only this form id (default: every form the store knows).")]
@@ -217,13 +168,9 @@ def views(
     Example: [bold]formsync views --config formsync.toml[/bold]
     """
     with command(config) as ctx:
-        from pipelines.export.views import refresh_views
+        from pipelines.jobs import ViewsParams
 
-        store = ctx.store()
-        if ctx.settings().service.token is None and not ctx.signed_in():
-            print_report(ctx.run(refresh_views(store, None, form_id=form)))
-        else:
-            print_report(ctx.with_client(lambda fc: refresh_views(store, fc, form_id=form)))
+        print_report(ctx.job("views", ctx.params(ViewsParams, form=form)))
 
 
 def _iso_time(text: str | None) -> datetime | None:
@@ -273,7 +220,8 @@ def outreach(
     Example: [bold]formsync outreach contacts.csv --form form_123 --job spring --report bad.csv[/bold]
     """
     with command(config) as ctx:
-        from pipelines.outreach import SheetError, SheetOptions
+        from pipelines.jobs import OutreachParams
+        from pipelines.outreach import SheetError
         from pipelines.outreach.sheet import check_sheet_path
 
         from .outreach_run import OutreachCall, run_command
@@ -282,12 +230,11 @@ def outreach(
             check_sheet_path(sheet)
         except SheetError as e:
             raise UsageError(str(e), where="SHEET") from None
-        name = job or sheet.stem
-        report_dir = ctx.service_settings().outreach.report_dir
-        call = OutreachCall(sheet=sheet, form=form, job=name, config=config, dry_run=dry_run, test=test,
-                            report=report or report_dir / f"{name}-report.csv",
-                            options=SheetOptions(encoding=encoding, delimiter=delimiter, sheet=sheet_name,
-                                                 header_row=header_row, date_format=date_format, decimal=decimal))
+        params = ctx.params(OutreachParams, sheet=sheet, form=form, job=job or sheet.stem, test=test, dry_run=dry_run,
+                            report=report, encoding=encoding, delimiter=delimiter, sheet_name=sheet_name,
+                            header_row=header_row, date_format=date_format, decimal=decimal)
+        ctx.service_settings()
+        call = OutreachCall(params, config)
         code = run_command(ctx, call)
     if code:
         raise typer.Exit(code)

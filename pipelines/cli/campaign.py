@@ -134,17 +134,11 @@ def remind_command(job: JobArg, config: ConfigOption = None,
     Example: [bold]formsync campaign remind spring --idle 3d --config formsync.toml[/bold]
     """
     with command(config) as ctx:
-        from pipelines.campaign.actions import act, parse_idle
-        from pipelines.outreach.suppression import suppressed_addresses
+        from pipelines.jobs import RemindParams
 
-        try:
-            idle_ms = parse_idle(idle) if idle is not None else None
-        except ValueError as e:
-            raise UsageError(str(e), where="--idle") from None
-        out, store = ctx.service_settings().outreach, ctx.store()
-        blocked = suppressed_addresses(store, out.suppression_file, bounced=out.suppress_bounced)
-        _said(ctx, ctx.with_client(lambda fc: act(fc, store, job, "remind", idle_ms=idle_ms, dry_run=dry_run,
-                                                  blocked=blocked)), json)
+        params = ctx.params(RemindParams, job=job, idle=idle, dry_run=dry_run)
+        ctx.service_settings()
+        _said(ctx, ctx.job("remind", params), json)
 
 
 def close_command(job: JobArg, config: ConfigOption = None,
@@ -157,11 +151,11 @@ def close_command(job: JobArg, config: ConfigOption = None,
     Example: [bold]formsync campaign close spring --reason "survey closed" --config formsync.toml[/bold]
     """
     with command(config) as ctx:
-        from pipelines.campaign.actions import act
+        from pipelines.jobs import CloseParams
 
+        params = ctx.params(CloseParams, job=job, reason=reason, dry_run=dry_run)
         ctx.service_settings()
-        store = ctx.store()
-        _said(ctx, ctx.with_client(lambda fc: act(fc, store, job, "close", reason=reason, dry_run=dry_run)), json)
+        _said(ctx, ctx.job("close", params), json)
 
 
 def _said(ctx: Context, report: ActionReport, json: bool) -> None:
@@ -222,7 +216,10 @@ def suppress_command(addresses: Annotated[list[str] | None, typer.Argument(help=
                 ctx.service_settings()  # canceling calls the service: checked before anything is stored
             report = suppress.add(store, given, reason)
             if pending:
-                ctx.with_client(lambda fc: suppress.cancel_pending(fc, store, report))
+                from pipelines.rules.contact import contact_rule
+
+                rule = contact_rule(store, ctx.settings().outreach)
+                ctx.with_client(lambda fc: suppress.cancel_pending(fc, store, report, rule))
         if json:
             print_report(report)
         else:

@@ -23,8 +23,10 @@ if TYPE_CHECKING:
     from connector.client.rpc import FormClient
     from connector.config.settings import Settings
     from connector.store import Store
+    from pipelines.jobs import Hooks, JobEnv, JobParams
 
 T = TypeVar("T")
+P = TypeVar("P", bound="JobParams")
 log = logging.getLogger("formsync.cli")
 _PASSWORD = re.compile(r"://[^/@\s:]*:([^@\s]+)@")
 TOKEN_HINT = "put it in the [service] section or in FORMSYNC_SERVICE__TOKEN, or run `formsync login`"
@@ -175,6 +177,32 @@ class Context:
                 return await work(fc)
 
         return self.run(go())
+
+    def params(self, model: type[P], **flags: Any) -> P:
+        """The job's params from the command's flags: a value the kind's model refuses is
+        a ``UsageError`` naming the flag."""
+        from pydantic import ValidationError
+
+        try:
+            return model.model_validate(flags)
+        except ValidationError as e:
+            err = e.errors()[0]
+            name = str(err["loc"][0]) if err["loc"] else ""
+            where = f"--{name.replace('_', '-')}" if name in flags else "the command"
+            raise UsageError(err["msg"].removeprefix("Value error, "), where=where) from None
+
+    def job_env(self, hooks: Hooks | None = None, stop: asyncio.Event | None = None) -> JobEnv:
+        """What a job of this command runs with: the settings, the store and the token
+        source (the stored grant when ``service.token`` is not set)."""
+        from pipelines.jobs import Hooks, JobEnv
+
+        return JobEnv(self.settings(), self.store(), tokens=self.grant(), stop=stop, hooks=hooks or Hooks())
+
+    def job(self, kind: str, params: JobParams, hooks: Hooks | None = None) -> Any:
+        """Run the job of ``kind`` (``pipelines.jobs``) with these params in ``job_env``; its report."""
+        from pipelines.jobs import run_job
+
+        return self.run(run_job(kind, params, self.job_env(hooks)))
 
     def close(self) -> None:
         if self._store is not None:

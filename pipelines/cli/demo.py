@@ -48,15 +48,14 @@ from rich.progress import (
 from rich.table import Table
 
 from connector.client.rpc import FormClient
-from connector.config.settings import ReceiverSettings
+from connector.config.settings import OutreachSettings, ReceiverSettings, ServiceSettings, Settings
 from connector.models import RequestRecord
 from connector.receiver.app import RECEIVER_KEY, Channel, Receiver, create_receiver_app, event_paths
 from connector.store import Store
 from formservice.sandbox.recipient import answer_request
-from pipelines.export.write import export
-from pipelines.outreach import read_sheet, run_outreach
-from pipelines.sync.poll import poll_once
-from pipelines.sync.submissions import sync_form
+from pipelines.jobs import ExportParams, JobEnv, OutreachParams, PollParams, SyncParams, kinds
+from pipelines.outreach import read_sheet
+from pipelines.sync.submissions import SyncReport
 
 if TYPE_CHECKING:
     from formservice.sandbox.client import SandboxHelpers
@@ -406,13 +405,25 @@ async def _deliver(w: _World, request_ids: set[str]) -> dict[str, Any]:
     return counts
 
 
-def _export_all(store: Store, out: Path, form_id: str) -> list[FileWritten]:
+async def _export_all(env: JobEnv, out: Path, form_id: str) -> list[FileWritten]:
     files = []
     for fmt, table in (("csv", "wide"), ("xlsx", "all"), ("parquet", "wide")):
         path = out / f"{EXPORT_STEM}.{fmt}"
-        report = export(store, fmt, path, table=table, form_id=form_id)  # type: ignore[arg-type]
-        files.append(FileWritten(path=str(path), format=fmt, rows=report.rows["wide"]))
+        run = await kinds.export(ExportParams.model_validate({"format": fmt, "out": path, "table": table,
+                                                              "form": form_id}), env)
+        files.append(FileWritten(path=str(path), format=fmt, rows=run.files[0].rows["wide"]))
     return files
+
+
+def _env(w: _World, out: Path) -> JobEnv:
+    """The demo's jobs run as the commands run them, on its client and the sandbox's clock."""
+    async def clock() -> int:
+        return (await w.helpers.clock_get()).now_ms
+
+    settings = Settings.model_construct(
+        service=ServiceSettings(base_url=w.sandbox_url),
+        outreach=OutreachSettings(callback_url=w.receiver_url + w.paths["callbacks"], report_dir=out))
+    return JobEnv(settings, w.store, client=w.api, clock=clock)
 
 
 STEPS = ("start the sandbox and the receiver", "subscribe webhooks", "send requests from the sheet",
@@ -514,9 +525,8 @@ async def run_demo(out: Path, *, console: Console | None = None, progress: bool 
             with steps.step(1):
                 await _ensure_webhooks(w, state.webhook_secret)
             with steps.step(2):
-                outreach = await run_outreach(w.api, store, DEMO_SHEET, w.form_id, job=JOB,
-                                              callback_url=w.receiver_url + w.paths["callbacks"],
-                                              report_path=out / REPORT_FILE)
+                outreach = await kinds.outreach(OutreachParams(sheet=DEMO_SHEET, form=w.form_id, job=JOB,
+                                                                 report=out / REPORT_FILE), _env(w, out))
                 this_run["requests_created"] = outreach.sent
                 ids = job_requests(store)
                 records = await _track(w, ids)
@@ -528,13 +538,12 @@ async def run_demo(out: Path, *, console: Console | None = None, progress: bool 
             with steps.step(5):
                 delivered = await _deliver(w, set(ids))
             with steps.step(6):
-                now = (await w.helpers.clock_get()).now_ms
-                polled = await poll_once(w.api, store, form_id=w.form_id, now_ms=now)
-                synced = await sync_form(w.api, store, w.form_id)
+                polled = await kinds.poll(PollParams(form=w.form_id), _env(w, out))
+                synced = await kinds.sync(SyncParams(form=w.form_id), _env(w, out))
                 this_run["polled_updates"] = polled.updated
-                this_run["synced_new"] = synced.fetched
+                this_run["synced_new"] = synced.fetched if isinstance(synced, SyncReport) else 0
             with steps.step(7):
-                files = _export_all(store, out, w.form_id)
+                files = await _export_all(_env(w, out), out, w.form_id)
             this_run.update(receiver_counts(w.receiver))
             summary = _summarise(w, out, set(ids), delivered, files, this_run, round(time.monotonic() - started, 2))
     except HelperError as err:  # a helper the demo relies on refused: one line, no traceback

@@ -82,6 +82,7 @@ class Rule:
     prefix: str = ""
     where: str | None = None
     hint: str | None = None
+    own_place: bool = False  # the exception's own ``where`` and ``hint`` attributes say where and how
 
     def matches(self, exc: BaseException) -> bool:
         # A class whose module was never imported cannot have raised: looking it up in
@@ -95,6 +96,8 @@ RULES: tuple[Rule, ...] = (
     Rule("pipelines.cli.demo", "OutDirError", ExitCode.USAGE, where="--out"),
     Rule("pipelines.cli.demo", "DemoError", ExitCode.FAILED, prefix="the demo stopped: "),
     Rule("pipelines.operate.jobs", "ConfigError", ExitCode.USAGE, where="--config"),
+    # A job's files or inputs that cannot be chosen as asked: the exception names where and the fix.
+    Rule("pipelines.jobs.kinds", "TargetError", ExitCode.USAGE, own_place=True),
     # A sheet that cannot be read, a form that takes no requests, columns that match nothing.
     Rule("pipelines.outreach.sheet", "SheetError", ExitCode.USAGE),
     Rule("pipelines.outreach.checks", "OutreachRefused", ExitCode.USAGE),
@@ -131,6 +134,9 @@ def explain(exc: BaseException) -> Failure:
         return said
     for rule in RULES:
         if rule.matches(exc):
+            if rule.own_place:
+                return Failure(rule.code, rule.prefix + first_line(exc), getattr(exc, "where", None),
+                               getattr(exc, "hint", None))
             return Failure(rule.code, rule.prefix + first_line(exc), rule.where, rule.hint)
     return Failure(ExitCode.FAILED, f"unexpected {type(exc).__name__}: {first_line(exc)}",
                    hint="this is a bug in formsync; please report it with the traceback above", bug=True)

@@ -33,14 +33,13 @@ def files(
         if not 1 <= concurrency <= 64:
             raise UsageError(f"--concurrency {concurrency} is out of range", where="--concurrency",
                              hint="use 1 to 64")
-        from pipelines.lifecycle.archive import LocationError, archive_files
+        from pipelines.jobs import FilesParams, Hooks
+        from pipelines.lifecycle.archive import LocationError
 
-        settings = ctx.settings()
-        store = ctx.store()
+        params = ctx.params(FilesParams, to=to, form=form, concurrency=concurrency)
         with _progress(quiet) as on_file:
             try:
-                report = ctx.run(archive_files(store, settings.service.base_url, to, form_ids=form,
-                                               concurrency=concurrency, on_file=on_file))
+                report = ctx.job("files", params, Hooks(files_done=on_file))
             except LocationError as e:
                 raise WorkFailed(str(e), where="--to") from None
         typer.echo(report.outcome(), err=True)

@@ -44,18 +44,14 @@ def load_command(
             from pipelines.export.load import EXTRA_MISSING
 
             raise UsageError(EXTRA_MISSING)
-        from pipelines.export.load import LoadFailed, LoadSettingError, load
+        from pipelines.export.load import LoadFailed, LoadSettingError
+        from pipelines.jobs import Hooks, LoadParams
 
-        settings = ctx.settings().load
-        if table_format not in (None, "delta"):
-            raise UsageError(f"--table-format {table_format!r} is not one formsync writes: give delta (or leave it "
-                             f"out for the destination's own tables)", where="--table-format")
-        store = ctx.store()
+        params = ctx.params(LoadParams, destination=destination, dataset=dataset, table_format=table_format,
+                            dry_run=dry_run)
         try:
             with _progress(not dry_run) as on_rows:
-                report = load(store, destination=destination or settings.destination,
-                              dataset=dataset or settings.dataset, dry_run=dry_run, on_rows=on_rows,
-                              table_format="delta" if (table_format or settings.table_format) else None)
+                report = ctx.job("load", params, Hooks(load_rows=on_rows))
         except LoadSettingError as e:
             raise UsageError(str(e), where="--destination" if destination else "load.destination") from None
         except LoadFailed as e:

@@ -10,6 +10,7 @@ import asyncio
 import os
 import shlex
 import signal
+from contextlib import ExitStack
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -22,58 +23,62 @@ from .context import Context, print_report
 from .errors import ExitCode, Failure
 
 if TYPE_CHECKING:
-    from connector.client.rpc import FormClient
-    from pipelines.outreach import OutreachReport, Prepared, SheetOptions
+    from pipelines.jobs import OutreachParams
+    from pipelines.outreach import OutreachReport, Prepared
+    from pipelines.outreach.send import ProgressCallback
 
 
 @dataclass(frozen=True)
 class OutreachCall:
-    """What the command was asked: enough to run it, and to say how to run it again."""
+    """What the command was asked (the job's params): enough to run it, and to say how to
+    run it again."""
 
-    sheet: Path
-    form: str
-    job: str
+    params: OutreachParams
     config: Path | None
-    dry_run: bool
-    test: bool
-    report: Path
-    options: SheetOptions
+
+    @property
+    def job(self) -> str:
+        return self.params.job or self.params.sheet.stem
 
     def resume(self) -> str:
         """The command that sends the rows this run did not."""
-        args = ["formsync", "outreach", str(self.sheet), "--form", self.form, "--job", self.job]
+        p = self.params
+        args = ["formsync", "outreach", str(p.sheet), "--form", p.form, "--job", self.job]
         args += ["--config", str(self.config)] if self.config is not None else []
-        args += ["--test"] if self.test else []
-        o = self.options
-        for flag, value in (("--encoding", o.encoding), ("--delimiter", o.delimiter), ("--sheet", o.sheet),
-                            ("--header-row", o.header_row), ("--date-format", o.date_format),
-                            ("--decimal", o.decimal)):
+        args += ["--test"] if p.test else []
+        for flag, value in (("--encoding", p.encoding), ("--delimiter", p.delimiter), ("--sheet", p.sheet_name),
+                            ("--header-row", p.header_row), ("--date-format", p.date_format),
+                            ("--decimal", p.decimal)):
             args += [flag, str(value)] if value is not None else []
         return shlex.join(args)
 
 
-async def _run(fc: FormClient, ctx: Context, call: OutreachCall, caught: list[signal.Signals]
-               ) -> tuple[Prepared, OutreachReport]:
-    from pipelines.outreach import outreach_report, prepare_outreach, send_outreach
+def _run(ctx: Context, call: OutreachCall, caught: list[signal.Signals]) -> tuple[Prepared, OutreachReport]:
+    """The outreach job, with the estimate said before the first send, a progress bar (or
+    a log line at most every 30 s) while it sends, and SIGINT / SIGTERM asking it to stop."""
+    from pipelines.jobs import Hooks, run_job
     from pipelines.outreach.show import estimate_line, progress_bar, progress_log
 
-    settings = ctx.service_settings()
-    out, store, per_minute = settings.outreach, ctx.store(), settings.service.creates_per_minute
-    prepared = await prepare_outreach(fc, store, call.sheet, call.form, job=call.job, mapping=out.mapping,
-                                      delivery=out.delivery, report_path=call.report, sheet_options=call.options,
-                                      mapping_setting=_mapping_place(call.config),
-                                      suppression_file=out.suppression_file, suppress_bounced=out.suppress_bounced,
-                                      allow_duplicates=out.allow_duplicates)
-    if call.dry_run:
-        return prepared, outreach_report(prepared)
-    if prepared.to_send:
-        typer.echo(estimate_line(prepared, per_minute), err=True)
-    stop = asyncio.Event()
-    with stop_on_signals(stop, caught), progress_bar(show=prepared.to_send > 0 and _on_terminal()) as bar:
-        progress = bar or (progress_log(lambda line: typer.echo(line, err=True)) if prepared.to_send else None)
-        report = await send_outreach(fc, store, prepared, delivery=out.delivery, callback_url=out.callback_url,
-                                     test=call.test, progress=progress, stop=stop)
-    return prepared, report
+    per_minute = ctx.service_settings().service.creates_per_minute
+    planned: list[Prepared] = []
+
+    async def go() -> OutreachReport:
+        with ExitStack() as stack:
+            def prepared(p: Prepared) -> ProgressCallback | None:
+                planned.append(p)
+                if call.params.dry_run or not p.to_send:
+                    return None
+                typer.echo(estimate_line(p, per_minute), err=True)
+                bar = stack.enter_context(progress_bar(show=_on_terminal()))
+                return bar or progress_log(lambda line: typer.echo(line, err=True))
+
+            stop = asyncio.Event()
+            stack.enter_context(stop_on_signals(stop, caught))
+            hooks = Hooks(outreach_prepared=prepared, mapping_setting=_mapping_place(call.config))
+            return await run_job("outreach", call.params, ctx.job_env(hooks, stop))
+
+    report = ctx.run(go())
+    return planned[0], report
 
 
 def _on_terminal() -> bool:
@@ -106,13 +111,13 @@ def verdict(call: OutreachCall, prepared: Prepared, report: OutreachReport,
         code = ExitCode.TERMINATED if signal.SIGTERM in caught else ExitCode.INTERRUPTED
         return Failure(code, f"interrupted: {report.outcome(report.report_path)}",
                        hint=f"run again to continue: {call.resume()}")
-    if report.failed or (report.problems and (call.dry_run or not prepared.plan.valid)):
+    if report.failed or (report.problems and (call.params.dry_run or not prepared.plan.valid)):
         first = report.lines[0] if report.lines else None
         said = f"; first: row {first[0]}: {first[1].column + ': ' if first[1].column else ''}{first[1].problem}" \
             if first else ""
         nothing = " (nothing to send)" if not prepared.plan.valid else ""
-        return Failure(ExitCode.REJECTED, f"{report.outcome(dry_run=call.dry_run)}{nothing}{said}",
-                       where=str(call.sheet), hint=f"all in {report.report_path}; fix them and run again")
+        return Failure(ExitCode.REJECTED, f"{report.outcome(dry_run=call.params.dry_run)}{nothing}{said}",
+                       where=str(call.params.sheet), hint=f"all in {report.report_path}; fix them and run again")
     return None
 
 
@@ -128,15 +133,15 @@ def run_command(ctx: Context, call: OutreachCall) -> int:
     from pipelines.outreach.show import summary_lines
 
     caught: list[signal.Signals] = []
-    prepared, report = ctx.with_client(lambda fc: _run(fc, ctx, call, caught))
+    prepared, report = _run(ctx, call, caught)
     per_minute = ctx.service_settings().service.creates_per_minute
     delivery = ctx.service_settings().outreach.delivery
-    for line in summary_lines(prepared, report, dry_run=call.dry_run, per_minute=per_minute, delivery=delivery):
+    for line in summary_lines(prepared, report, dry_run=call.params.dry_run, per_minute=per_minute, delivery=delivery):
         typer.echo(line)
     failure = verdict(call, prepared, report, caught)
     if failure is not None:
         typer.echo(failure.line(ctx.secrets()), err=True)
-    elif not call.dry_run:
+    elif not call.params.dry_run:
         typer.echo(done_line(report), err=True)
     print_report(report)
     if failure is not None:

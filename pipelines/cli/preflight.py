@@ -11,18 +11,18 @@ from typing import TYPE_CHECKING, Any
 from .errors import UsageError, first_line
 
 if TYPE_CHECKING:
-    from pipelines.operate.jobs import OutreachParams
+    from pipelines.jobs import OutreachParams
 
 
 def check_job_files(params: dict[str, Any], where: str) -> None:
     """Every outreach job's sheet exists and reads; every export job's directory exists
     (it is made when missing) and is writable."""
-    from pipelines.operate.jobs import ExportParams, OutreachParams
+    from pipelines.jobs import ExportParams, OutreachParams
 
     for job_id, p in params.items():
         if isinstance(p, OutreachParams):
             _check_sheet(job_id, p, where)
-        elif isinstance(p, ExportParams):
+        elif isinstance(p, ExportParams) and p.out is not None:  # else export.out_dir, made when it runs
             _check_out(job_id, p.out, where)
 
 

@@ -10,7 +10,6 @@ from .context import command, print_report
 from .options import ConfigOption
 
 if TYPE_CHECKING:
-    from connector.client.rpc import FormClient
     from pipelines.lifecycle.purge import PurgeReport
 
 
@@ -31,15 +30,11 @@ def purge(
     Example: [bold]formsync purge --config formsync.toml --dry-run[/bold]
     """
     with command(config) as ctx:
-        from pipelines.lifecycle.purge import purge as run_purge
+        from pipelines.jobs import PurgeParams
 
+        params = ctx.params(PurgeParams, form=form, dry_run=dry_run)
         ctx.service_settings()
-        store = ctx.store()
-
-        async def work(fc: FormClient) -> PurgeReport:
-            return await run_purge(fc, store, form, dry_run=dry_run)
-
-        report = ctx.with_client(work)
+        report: PurgeReport = ctx.job("purge", params)
         for f in report.forms:
             if f.submissions:
                 typer.echo(f"  {f.form_id}: {f.submissions} submissions ({f.events} events, {f.archived_files} "

@@ -15,16 +15,20 @@ import io
 import re
 import textwrap
 import tokenize
+from collections.abc import Sequence
 from datetime import datetime
 from enum import Enum
 from types import UnionType
-from typing import Annotated, Any, Union, get_args, get_origin
+from typing import TYPE_CHECKING, Annotated, Any, Union, get_args, get_origin
 
 import typer
 from pydantic import BaseModel
 from pydantic.fields import FieldInfo
 
 from .helptext import plain
+
+if TYPE_CHECKING:
+    from connector.store import Column
 
 
 def _cell(text: str) -> str:
@@ -433,13 +437,14 @@ def data_types_markdown() -> str:
 
 
 def _long_table_lines() -> list[str]:
-    """The long table's columns and ``gone_at``, from the data contract (``schema.LONG``, ``schema.GONE_AT``)."""
-    from connector.store.schema import ARCHIVED_SUFFIX, GONE_AT, LONG
+    """The long table's columns, ``gone_at``, the requests' and the campaign rows', from
+    the data contract (``schema.LONG``, ``GONE_AT``, ``REQUEST_COLUMNS``, ``CAMPAIGN_COLUMNS``)."""
+    from connector.store.schema import ARCHIVED_SUFFIX, CAMPAIGN_COLUMNS, GONE_AT, LONG, REQUEST_COLUMNS
 
     return ["", "## The long table", "",
             "One row per answer, or per matrix row or group instance and member (long exports, `frames.long`, "
             "the load's `answers`), its columns typed as above:", "",
-            "| Column | Logical type |", "|---|---|", *[f"| `{c.name}` | {c.type} |" for c in LONG], "",
+            *_columns_table(LONG), "",
             "`archived` is set on a file list's row: a file or signature field's, or a file or signature member's "
             f"of one group instance, where `formsync files` keeps each file, as `<name>{ARCHIVED_SUFFIX}` does in "
             "the form's table (beside a file or signature field: a list of locations; beside a group with file "
@@ -447,4 +452,18 @@ def _long_table_lines() -> list[str]:
             "## Gone rows", "",
             "With gone rows asked for (`formsync export --include-gone`, `include_gone=True`), the wide and the "
             f"long table end with `{GONE_AT.name}` ({GONE_AT.type}): when `formsync sync --reconcile` found the "
-            "submission gone from the service, null on the others. Without, the column is not there."]
+            "submission gone from the service, null on the others. Without, the column is not there.", "",
+            "## The requests", "",
+            "One row per request, its newest state (requests exports, `frames.requests`, the load's `requests`); "
+            "`metadata` is the caller's own data as sent, JSON text:", "", *_columns_table(REQUEST_COLUMNS), "",
+            "## The campaign rows", "",
+            "The load's `campaign_rows`: one row per sheet row of each outreach job (`job`), with its request as the "
+            "store knows it (null where the row has none), replaced whole by each load:", "",
+            *_columns_table(CAMPAIGN_COLUMNS), "",
+            "Like a form's table, both are declared, never typed from the rows: a load gives every column its type "
+            "from the first load on (a time a timestamp with its time zone), a column null in every row included."]
+
+
+def _columns_table(columns: Sequence[Column]) -> list[str]:
+    """A table's columns and their logical types, as Markdown table lines."""
+    return ["| Column | Logical type |", "|---|---|", *[f"| `{c.name}` | {c.type} |" for c in columns]]

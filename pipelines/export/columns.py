@@ -59,6 +59,25 @@ def arrow_schema(columns: Sequence[Column], headers: Sequence[str] | None = None
     return pa.schema([(n, arrow_type(c)) for n, c in zip(names, columns, strict=True)])
 
 
+def own_array(column: Column, values: Sequence[Any]) -> pa.Array:
+    """A column of a row's own values as stored (times in epoch ms, booleans as stored
+    integers or booleans) as its Arrow type."""
+    if column.type == "timestamp":
+        return pa.array(values, pa.int64()).cast(TIMESTAMP)
+    if column.type == "boolean":
+        return pa.array([None if v is None else bool(v) for v in values], pa.bool_())
+    return pa.array(values, arrow_type(column))
+
+
+def own_batch(values: Sequence[Sequence[Any]], columns: Sequence[Column], schema: pa.Schema | None = None,
+              ) -> pa.RecordBatch:
+    """A record batch of ``columns`` (each of a row's own values, ``own_array``) from
+    their values, column by column: a column with no row is empty, never untyped."""
+    schema = schema if schema is not None else arrow_schema(columns)
+    return pa.RecordBatch.from_arrays([own_array(c, v) for c, v in zip(columns, values, strict=True)],
+                                      schema=schema)
+
+
 _to_json = json.JSONEncoder(ensure_ascii=False).encode
 
 

@@ -1,6 +1,9 @@
 """Load the store into a warehouse through dlt (the ``warehouse`` extra): one table per
 form (its wide table, the data contract's columns and types given to dlt as column
-hints: ``dlt_columns``), the long answers table, the requests and the campaign rows.
+hints: ``dlt_columns``), the long answers table, the requests and the campaign rows (their
+columns declared in the data contract too: ``REQUEST_COLUMNS``, ``CAMPAIGN_COLUMNS``), so
+every table has its declared columns and types from the first load, a time a timestamp
+with its time zone, whatever the rows hold.
 
 Every load is incremental on the store's arrival order (the same cursors as
 ``formsync export --since-last``, named ``load:<destination>/<dataset>``): it sends the
@@ -56,10 +59,11 @@ from pydantic import BaseModel
 from sqlalchemy.engine import make_url
 
 from connector.store import ALL_FORMS, Column, CursorMark, Store
+from connector.store.campaign import CampaignRow
 from connector.store.database import in_lists
-from connector.store.schema import LONG
+from connector.store.schema import CAMPAIGN_COLUMNS, LONG, REQUEST_COLUMNS
 
-from .columns import json_cells
+from .columns import arrow_schema, json_cells, own_batch
 from .write import TableStream, table_streams, wide_schema
 
 if TYPE_CHECKING:
@@ -95,7 +99,6 @@ _DELETED_HINT: dict[str, Any] = {"data_type": "bool", "nullable": True, "hard_de
 DELETIONS = "deletions"  # the deletion log's cursor, beside the tables' (``export_cursors``)
 _LOG_PAGE = 10_000
 CAMPAIGN = "campaign_rows"  # the campaign rows' table, replaced whole by each load
-_CAMPAIGN_WRITE: dict[str, Any] = {"write_disposition": "replace"}
 LOG_FORMAT = "{asctime} {levelname} {name}: {message}"  # formsync's (pipelines.cli.context), in "{" style
 # dlt's notices that the Arrow batches' types differ from the hints (the hints win, as
 # meant), that DuckDB keeps the time zone over the millisecond precision, and that a part
@@ -150,18 +153,31 @@ class LoadReport(BaseModel):
     seconds: float = 0.0
 
 
-def dlt_column(col: Column) -> dict[str, Any]:
+def dlt_column(col: Column, key: str | None = "submission_id") -> dict[str, Any]:
     """One column's dlt hint: its type from the data contract (a timestamp with its time
-    zone), nullable except the submission id."""
-    hint: dict[str, Any] = {"data_type": DLT_TYPES[col.type], "nullable": col.name != "submission_id"}
+    zone), nullable except the table's ``key``."""
+    hint: dict[str, Any] = {"data_type": DLT_TYPES[col.type], "nullable": col.name != key}
     if col.type == "timestamp":
         hint["timezone"] = True
     return hint
 
 
-def dlt_columns(columns: Sequence[Column]) -> dict[str, dict[str, Any]]:
-    """The column hints of a form's table, in its order (``dlt_column``)."""
-    return {c.name: dlt_column(c) for c in columns}
+def dlt_columns(columns: Sequence[Column], key: str | None = "submission_id") -> dict[str, dict[str, Any]]:
+    """The column hints of a table (a form's, keyed on ``submission_id``), in its order
+    (``dlt_column``)."""
+    return {c.name: dlt_column(c, key) for c in columns}
+
+
+# The campaign rows are replaced whole by each load, their columns as declared.
+_CAMPAIGN_WRITE: dict[str, Any] = {"write_disposition": "replace", "columns": dlt_columns(CAMPAIGN_COLUMNS, None)}
+_CAMPAIGN_SCHEMA = arrow_schema(CAMPAIGN_COLUMNS)
+
+
+def _campaign_batch(job: str, rows: Sequence[CampaignRow]) -> pa.RecordBatch:
+    """``job``'s ledger rows (``store.campaign.rows``) as a batch of the campaign rows'
+    table (``CAMPAIGN_COLUMNS``; times in epoch ms become UTC timestamps)."""
+    records = [{"job": job, **asdict(r)} for r in rows]
+    return own_batch([[r[c.name] for r in records] for c in CAMPAIGN_COLUMNS], CAMPAIGN_COLUMNS, _CAMPAIGN_SCHEMA)
 
 
 def cursor_name(destination: str, dataset: str) -> str:
@@ -263,7 +279,8 @@ def _tables(store: Store, name: str, deletions: Deletions) -> list[_Table]:
                "merge_key": "submission_id",
                "columns": {**dlt_columns([c for c in LONG if c.source == "archived"]), DELETED: _DELETED_HINT}}
     return [*_form_tables(store, name, deletions.submissions), _Table("answers", long, answers, deleted=every),
-            _Table("requests", requests, _merged({}, "request_id"), "request_id", deletions.requests)]
+            _Table("requests", requests, _merged(dlt_columns(REQUEST_COLUMNS, "request_id"), "request_id"),
+                   "request_id", deletions.requests)]
 
 
 class _Feed:
@@ -272,7 +289,7 @@ class _Feed:
     counted), each part taking up where the last one stopped."""
 
     def __init__(self, tables: list[_Table], batches_of: Callable[[_Table], Iterator[pa.RecordBatch]],
-                 make: Callable[[list[Any]], DltSource], campaign: Callable[[], Iterator[dict[str, Any]]]) -> None:
+                 make: Callable[[list[Any]], DltSource], campaign: Callable[[], Iterator[pa.RecordBatch]]) -> None:
         self._tables, self._make, self._campaign = tables, make, campaign
         self._left = {t.name: batches_of(t) for t in tables}  # generators: nothing is read before a part asks
         self._held: dict[str, pa.RecordBatch] = {}  # a table's next batch, read to learn there is one
@@ -478,10 +495,9 @@ def warehouse_source(store: Store, name: str, *, on_rows: Callable[[str, int], N
             empty = pa.RecordBatch.from_pylist([], schema=t.stream.schema)
             yield _deletion_batch(convert(empty).schema, t.key, t.deleted)
 
-    def campaign_rows() -> Iterator[dict[str, Any]]:
+    def campaign_rows() -> Iterator[pa.RecordBatch]:
         for job in store.campaign.jobs():
-            for row in store.campaign.rows(job):
-                yield {"job": job, **asdict(row)}
+            yield _campaign_batch(job, store.campaign.rows(job))
 
     def make(resources: list[Any]) -> DltSource:
         @dlt.source(schema=Schema("formsync", normalizers={"names": "direct"}))
@@ -550,6 +566,21 @@ def destination_of(name: str | None) -> Any:
         return dlt.destinations.duckdb(DuckDbCredentials(str(Path.cwd() / DUCKDB_FILE),
                                                          global_config={"memory_limit": DUCKDB_MEMORY}))
     return name
+
+
+def _drop_retyped(pipeline: Any) -> None:
+    """Drop the campaign rows' table from ``pipeline``'s schema and destination when an
+    earlier load typed a column of it otherwise than declared (before the data contract
+    declared it, its times were epoch ms): dlt never changes a column's type, and the
+    table is replaced whole by each load, so nothing is lost."""
+    if not pipeline.default_schema_name:
+        return
+    table = pipeline.default_schema.tables.get(CAMPAIGN)
+    stored = {} if table is None else {n: c.get("data_type") for n, c in table["columns"].items()}
+    if any(stored.get(n) not in (None, hint["data_type"]) for n, hint in _CAMPAIGN_WRITE["columns"].items()):
+        from dlt.pipeline.helpers import pipeline_drop
+
+        pipeline_drop(pipeline, resources=[CAMPAIGN])()
 
 
 @dataclass(frozen=True)
@@ -651,6 +682,7 @@ def load(store: Store, *, destination: str | None = None, dataset: str | None = 
                 pipeline.sync_destination()
             if pipeline.has_pending_data:  # a failed load's: its rows come again, the cursors did not move
                 pipeline.drop_pending_packages()
+            _drop_retyped(pipeline)
             # A load package per part, loaded before the next part is read: what the
             # working folder and the destination's staging and merge hold is one part.
             file_format = loader_format(pipeline)

@@ -23,7 +23,7 @@ import pyarrow.compute as pc
 
 from connector.store import OWN, Column
 
-from .columns import TIMESTAMP, arrow_type
+from .columns import arrow_type, own_array
 from .json_text import read_typed
 
 Rows = Sequence[tuple[Any, ...]]
@@ -150,14 +150,6 @@ def _python_arrays(documents: Sequence[Any], columns: Sequence[Column]) -> list[
     return [pa.array(v, arrow_type(c)) for v, c in zip(cells, columns, strict=True)]
 
 
-def _own(column: Column, values: Sequence[Any]) -> pa.Array:
-    if column.type == "timestamp":
-        return pa.array(values, pa.int64()).cast(TIMESTAMP)
-    if column.type == "boolean":
-        return pa.array([None if v is None else bool(v) for v in values], pa.bool_())
-    return pa.array(values, arrow_type(column))
-
-
 def wide_batch(rows: Rows, columns: Sequence[Column], schema: pa.Schema) -> pa.RecordBatch:
     """The record batch of submission ``rows`` (``wide_rows``'s shape: ``OWN``'s columns,
     the answers document, then the display document when ``columns`` hold labels) with
@@ -165,7 +157,7 @@ def wide_batch(rows: Rows, columns: Sequence[Column], schema: pa.Schema) -> pa.R
     n = len(rows)
     cols: list[Sequence[Any]] = list(zip(*rows, strict=True)) if rows else [()] * (len(OWN) + 2)
     own = {c.name: i for i, c in enumerate(OWN)}
-    arrays: list[pa.Array | None] = [_own(c, cols[own[c.name]]) if c.source == "own" else None for c in columns]
+    arrays: list[pa.Array | None] = [own_array(c, cols[own[c.name]]) if c.source == "own" else None for c in columns]
     for source, at in (("answer", len(OWN)), ("label", len(OWN) + 1)):
         picked = [i for i, c in enumerate(columns) if (c.source == "row" if source == "answer" else False)
                   or c.source == source]

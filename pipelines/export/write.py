@@ -42,10 +42,10 @@ from pydantic import BaseModel
 from connector.store import ALL_FORMS, OWN, Column, CursorMark, ExportFilter, Store, epoch_ms, json_value
 from connector.store.archive import FileFields
 from connector.store.exports import long_rows
-from connector.store.schema import GONE_AT, display_schema
+from connector.store.schema import GONE_AT, REQUEST_COLUMNS, display_schema
 
 from ..lifecycle.archive.columns import Located, archived_fields, long_archived, with_archived
-from .columns import TIMESTAMP, arrow_schema, csv_schema, text_cells
+from .columns import TIMESTAMP, arrow_schema, csv_schema, own_batch, text_cells
 from .long_json import LONG_SCHEMA, ROWS_SCHEMA, long_batch
 from .wide_json import wide_batch
 
@@ -63,10 +63,6 @@ _to_json = json.JSONEncoder(ensure_ascii=False).encode  # built once: json.dumps
 # A text cell starting with one of these is run as a formula (or starts one) by spreadsheets.
 FORMULA_PREFIXES = ("=", "+", "-", "@", "\t", "\r")
 
-REQUEST_COLUMNS = ["request_id", "form_id", "status", "outcome", "delivery_status", "external_id",
-                   "recipient_email", "recipient_name", "url", "submission_id", "created_at", "expires_at",
-                   "completed_at", "expired_at", "canceled_at", "cancel_reason", "updated_at"]
-_REQUEST_TIMES = ("created_at", "expires_at", "completed_at", "expired_at", "canceled_at", "updated_at")
 _EXCEL_EPOCH_DAYS = 25_569  # days from Excel's day 0 (1899-12-30) to 1970-01-01
 _DAY_MS = 86_400_000
 
@@ -82,6 +78,16 @@ class ExportReport(BaseModel):
     files: dict[str, str] = {}  # table -> the file it was written to
     # ``since_last``: where each table's cursor goes once every file is complete
     cursors: list[CursorMark] = []
+
+
+class ExportRun(BaseModel):
+    """What one export run wrote: one report per file."""
+
+    files: list[ExportReport] = []
+
+    @property
+    def rows(self) -> int:
+        return sum(sum(f.rows.values()) for f in self.files)
 
 
 def neutralise(value: Any) -> Any:
@@ -162,7 +168,7 @@ def _times(ms: Sequence[int | None]) -> pa.Array:
 @dataclass
 class TableStream:
     """One table to write: its name, its Arrow schema (field names are the headers), its
-    columns (the data contract's, None for the long and requests tables), a function
+    columns (the data contract's, None for the long table), a function
     giving its record batches, a function counting its rows, and with ``since_last``
     where its cursor goes. ``shaped`` gives the same rows as shaped, before ``batches``
     regroups them for a file (row groups, frames): for readers with batching of their own."""
@@ -355,24 +361,21 @@ def _long_arrays(rows: Sequence[tuple[Any, ...]]) -> pa.RecordBatch:
 
 def _requests_stream(store: Store, *, form_id: str | None, since: datetime | date | None,
                      status: str | None, since_last: str | None, batch_rows: int) -> TableStream:
-    """The requests, their metadata as one JSON text column (the caller's own data, kept
-    as sent: its keys are not the form's)."""
-    plain = [c for c in REQUEST_COLUMNS if c != "request_id"]
+    """The requests (the data contract's ``REQUEST_COLUMNS``), their metadata as one JSON
+    text column (the caller's own data, kept as sent: its keys are not the form's)."""
+    plain = [c.name for c in REQUEST_COLUMNS[1:-1]]  # the store reads the id first and the metadata last
     f, mark = _incremental(store, since_last, "requests",
                            ExportFilter(form_id=form_id, since_ms=_since_ms(since), status=status))
-    schema = pa.schema([(c, TIMESTAMP if c in _REQUEST_TIMES else pa.string()) for c in REQUEST_COLUMNS]
-                       + [("metadata", pa.string())])
+    schema = arrow_schema(REQUEST_COLUMNS)
 
     def batches() -> Iterator[pa.RecordBatch]:
         for part in store.exports.requests(f, plain, batch_rows=batch_rows):
             columns = list(zip(*part, strict=True))
-            meta = [_to_json(v) if (v := json_value(m)) else None for m in columns[-1]]
-            arrays = [_times(v) if c in _REQUEST_TIMES else pa.array(v, pa.string())
-                      for c, v in zip(REQUEST_COLUMNS, columns, strict=False)]
-            yield pa.RecordBatch.from_arrays([*arrays, pa.array(meta, pa.string())], schema=schema)
+            columns[-1] = tuple(_to_json(v) if (v := json_value(m)) else None for m in columns[-1])
+            yield own_batch(columns, REQUEST_COLUMNS, schema)
 
-    return TableStream("requests", schema, batches, lambda: store.exports.count_requests(f), None, mark,
-                       _slug_of(store, form_id))
+    return TableStream("requests", schema, batches, lambda: store.exports.count_requests(f), REQUEST_COLUMNS,
+                       mark, _slug_of(store, form_id))
 
 
 # ---------------------------------------------------------------------------------------
@@ -385,6 +388,13 @@ def _csv_batch(batch: pa.RecordBatch, schema: pa.Schema) -> pa.RecordBatch:
     numbers with a decimal point), formula text neutralised (a number is none)."""
     return pa.RecordBatch.from_arrays([text_cells(col) if pa.types.is_floating(col.type)
                                        else neutralise_array(text_cells(col)) for col in batch.columns], schema=schema)
+
+
+def csv_table(table: pa.Table) -> pa.Table:
+    """``table`` as the CSV export writes its cells (``_csv_batch``): lists and records
+    as JSON text, numbers with a decimal point, formula text neutralised, headers too."""
+    schema = _csv_schema(table.schema)
+    return pa.Table.from_batches([_csv_batch(b, schema) for b in table.to_batches()], schema)
 
 
 def _csv_schema(schema: pa.Schema) -> pa.Schema:

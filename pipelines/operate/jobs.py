@@ -1,6 +1,6 @@
-"""The jobs of ``formsync run``, checked before anything starts: the params each kind
-takes (named as the options of the matching ``formsync`` command), its trigger, and a
-one-line summary of what a run did. Pure functions: no I/O here."""
+"""The jobs of ``formsync run``, checked before anything starts: each job's params (its
+kind's model, ``pipelines.jobs.params``), its trigger, and a one-line summary of what a
+run did. Pure functions: no I/O here."""
 
 from __future__ import annotations
 
@@ -9,17 +9,16 @@ import json
 import tomllib
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Any
 
 from apscheduler.triggers.base import BaseTrigger
 from apscheduler.triggers.cron import CronTrigger
 from apscheduler.triggers.interval import IntervalTrigger
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ValidationError
 
 from connector.config.settings import JobSettings, Settings
 
-if TYPE_CHECKING:
-    from pipelines.outreach.sheet import SheetOptions
+from ..jobs.params import PARAMS, CloseParams, ExportParams, JobParams
 
 # Jobs that talk to the service and so need [service] token.
 NEEDS_TOKEN = frozenset({"outreach", "poll", "sync", "remind", "close", "purge"})
@@ -29,150 +28,13 @@ class ConfigError(ValueError):
     """A configuration the scheduler refuses: the message names the job and the key."""
 
 
-class _Params(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
-
-class OutreachParams(_Params):
-    """``formsync outreach SHEET --form F [--job J] [--test] [--report R]`` and the sheet
-    options: ``encoding``, ``delimiter``, ``sheet`` (name or number from 1), ``header_row``,
-    ``date_format``, ``decimal``."""
-
-    sheet: Path
-    form: str = Field(min_length=1)
-    job: str | None = Field(None, min_length=1)  # default: the scheduler job's id
-    test: bool = False
-    report: Path | None = None
-    encoding: str | None = Field(None, min_length=1)
-    delimiter: str | None = Field(None, min_length=1)
-    sheet_name: str | None = Field(None, min_length=1)  # the workbook sheet: "sheet" is the file
-    header_row: int | None = Field(None, ge=1)
-    date_format: str | None = None  # dd/mm/yyyy, mm/dd/yyyy, dd.mm.yyyy
-    decimal: str | None = None  # point, comma
-
-    def sheet_options(self) -> SheetOptions:
-        """How to read the sheet, as ``formsync outreach``'s sheet options."""
-        from pipelines.outreach.sheet import SheetOptions
-
-        return SheetOptions(encoding=self.encoding, delimiter=self.delimiter, sheet=self.sheet_name,
-                            header_row=self.header_row, date_format=self.date_format, decimal=self.decimal)
-
-    @field_validator("date_format")
-    @classmethod
-    def _date_format(cls, v: str | None) -> str | None:
-        from pipelines.outreach.formats import date_format_name
-
-        return v if v is None else (date_format_name(v) and v)
-
-    @field_validator("decimal")
-    @classmethod
-    def _decimal(cls, v: str | None) -> str | None:
-        from pipelines.outreach.formats import decimal_name
-
-        return v if v is None else (decimal_name(v) and v)
-
-    @field_validator("sheet")
-    @classmethod
-    def _sheet_type(cls, v: Path) -> Path:
-        if v.suffix.lower() not in (".csv", ".xlsx", ".xlsm"):
-            raise ValueError(f"unsupported sheet type {v.suffix!r}; use .csv or .xlsx")
-        return v
-
-
-class PollParams(_Params):
-    """``formsync poll [--form F]``."""
-
-    form: str | None = Field(None, min_length=1)
-
-
-class SyncParams(_Params):
-    """``formsync sync [--form F] [--full] [--drafts]``; without ``form``, every form of
-    ``service.workspace_id`` (or of the token's workspace)."""
-
-    form: str | None = Field(None, min_length=1)
-    full: bool = False
-    drafts: bool = False
-
-
-class ExportParams(_Params):
-    """``formsync export --format F --out O [--table T] [--form F] [--since S | --since-last N] [--status S]
-    [--display]``: ``out`` may hold ``{date}``, ``{time}``, ``{form}`` and ``{run}``, so each night
-    writes its own file."""
-
-    format: Literal["csv", "xlsx", "parquet"]
-    out: Path
-    table: Literal["wide", "long", "requests", "all"] = "wide"
-    form: str | None = Field(None, min_length=1)
-    since: datetime | None = None
-    status: Literal["pending", "completed", "expired", "canceled"] | None = None
-    display: bool = False
-    since_last: str | None = Field(None, min_length=1)
-
-
-class LoadParams(_Params):
-    """``formsync load [--destination D] [--dataset S] [--table-format delta]`` (default: the
-    ``[load]`` settings), say ``after`` the sync job: the rows stored since the last load."""
-
-    destination: str | None = Field(None, min_length=1)
-    dataset: str | None = Field(None, min_length=1)
-    table_format: Literal["delta"] | None = None
-
-
-class RemindParams(_Params):
-    """``formsync campaign remind JOB [--idle 3d]``: on its schedule (say every 3 days),
-    remind the outreach job's pending requests (idle for at least ``idle``)."""
-
-    job: str = Field(min_length=1)
-    idle: str | None = None
-
-    @field_validator("idle")
-    @classmethod
-    def _idle(cls, v: str | None) -> str | None:
-        if v is not None:
-            from pipelines.campaign.actions import parse_idle
-
-            parse_idle(v)
-        return v
-
-
-class CloseParams(_Params):
-    """``formsync campaign close JOB [--reason R]``, from ``at`` on: a run before ``at``
-    does nothing; the first one after cancels every request still pending, later ones
-    find none (run it on an interval, say hourly)."""
-
-    job: str = Field(min_length=1)
-    at: datetime
-    reason: str | None = Field(None, min_length=1)
-
-
-class FilesParams(_Params):
-    """``formsync files --to LOCATION [--form F] [--concurrency N]``: archive the file
-    answers not archived yet (run it after sync)."""
-
-    to: str = Field(min_length=1)
-    form: list[str] | None = None
-    concurrency: int = Field(8, ge=1, le=64)
-
-
-class PurgeParams(_Params):
-    """``formsync purge [--form F]``: each form's retention, read from the service in the
-    run, applied to the store (run it daily)."""
-
-    form: list[str] | None = None
-
-
-PARAMS: dict[str, type[_Params]] = {"outreach": OutreachParams, "poll": PollParams, "sync": SyncParams,
-                                    "export": ExportParams, "load": LoadParams, "remind": RemindParams,
-                                    "close": CloseParams, "files": FilesParams, "purge": PurgeParams}
-
-
-def _accepted(model: type[_Params]) -> str:
+def _accepted(model: type[JobParams]) -> str:
     req = [n for n, f in model.model_fields.items() if f.is_required()]
     opt = [n for n, f in model.model_fields.items() if not f.is_required()]
     return f"required: {', '.join(req) or 'none'}; optional: {', '.join(opt) or 'none'}"
 
 
-def parse_params(job: JobSettings) -> _Params:
+def parse_params(job: JobSettings) -> JobParams:
     """The job's params as its kind's model, or a ``ConfigError`` naming the job, the
     param and what is accepted."""
     model = PARAMS[job.kind]
@@ -188,10 +50,14 @@ def parse_params(job: JobSettings) -> _Params:
         else:
             what = f"param {key!r}: {err['msg']} (got {err.get('input')!r})"
         raise ConfigError(f"job {job.id!r} ({job.kind}): {what}; {_accepted(model)}") from None
+    if isinstance(params, CloseParams) and params.at is None:
+        raise ConfigError(f"job {job.id!r} (close): missing param 'at': a scheduled close runs from that time on; "
+                          f"{_accepted(model)}")
     if isinstance(params, ExportParams):
-        if params.table == "all" and params.format != "xlsx":
+        fmt = params.format or (params.out.suffix.lower().lstrip(".") if params.out is not None else None)
+        if params.table == "all" and fmt != "xlsx":
             raise ConfigError(f"job {job.id!r} (export): param 'table' = 'all' writes one sheet per table "
-                              f"and needs format 'xlsx', got {params.format!r}")
+                              f"and needs format 'xlsx', got {fmt!r}")
         if params.status is not None and params.table not in ("requests", "all"):
             raise ConfigError(f"job {job.id!r} (export): param 'status' filters requests: use it with table "
                               f"'requests' or 'all', not {params.table!r}")
@@ -201,7 +67,8 @@ def parse_params(job: JobSettings) -> _Params:
         from pipelines.export.write import check_out_template
 
         try:
-            check_out_template(params.out, incremental=params.since_last is not None)
+            if params.out is not None:
+                check_out_template(params.out, incremental=params.since_last is not None)
         except ValueError as e:
             raise ConfigError(f"job {job.id!r} (export): param 'out': {e}") from None
     return params
@@ -307,12 +174,12 @@ def fingerprint(job: JobSettings) -> str:
     return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
-def check_jobs(settings: Settings, *, to_run: bool = True, signed_in: bool = False) -> dict[str, _Params]:
+def check_jobs(settings: Settings, *, to_run: bool = True, signed_in: bool = False) -> dict[str, JobParams]:
     """Every job's params and trigger checked: job id -> params. The first problem is a
     ``ConfigError``. With ``to_run`` (the scheduler), a job that talks to the service also
     needs ``service.token`` or a sign-in (``signed_in``: the store holds one, from
     ``formsync login``); ``formsync status`` reads only the store and needs neither."""
-    out: dict[str, _Params] = {}
+    out: dict[str, JobParams] = {}
     check_after(settings.jobs)
     for job in settings.jobs:
         out[job.id] = parse_params(job)
@@ -363,14 +230,15 @@ def summarise(kind: str, report: BaseModel) -> str:
                 f"canceled {r.canceled}, still pending {r.still_pending}, {r.calls} calls"
                 + (f"; {len(r.suppressed)} canceled as suppressed" if getattr(r, "suppressed", None) else ""))
     if kind == "sync":
+        if hasattr(r, "outcome"):  # a reconcile
+            return str(r.outcome())
         forms = getattr(r, "forms", None)
         if forms is None:
             return f"form {r.form_id}: fetched {r.fetched}, written {r.written}, {r.calls} calls"
         return (f"{len(forms)} forms: fetched {sum(f.fetched for f in forms)}, "
                 f"written {sum(f.written for f in forms)}, {r.calls} calls")
     if kind == "export":
-        rows = ", ".join(f"{k} {v}" for k, v in r.rows.items())
-        return f"wrote {r.path} ({rows} rows)"
+        return "; ".join(f"wrote {f.path} ({', '.join(f'{k} {v}' for k, v in f.rows.items())} rows)" for f in r.files)
     if kind == "load":
         rows = ", ".join(f"{k} {v}" for k, v in r.rows.items())
         deleted = "".join(f"; deleted {k} {v}" for k, v in r.deleted.items())
@@ -379,8 +247,8 @@ def summarise(kind: str, report: BaseModel) -> str:
         from pipelines.campaign.words import action_outcome
 
         return f"{r.job}: {action_outcome(r)}; {r.calls} calls"
-    if kind == "files":
+    if kind in ("files", "purge"):
         return str(r.outcome())
-    if kind == "purge":
-        return str(r.outcome())
+    if kind == "views":
+        return f"{len(r.views)} views" + "".join(f"; {w}" for w in r.warnings[:3])
     return str(report)[:200]

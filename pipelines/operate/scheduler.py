@@ -11,9 +11,11 @@ with the receiver in the same process when ``[receiver] enabled`` is set.
   receiver, poll for the lock and take over when the leader dies.
 * Every run is recorded in ``formsync_job_runs`` (start, end, outcome, error, summary,
   pid) for ``formsync status``.
-* A job with ``after = "<job id>"`` runs each time a run of that job finishes (a job
-  never runs twice at once: one still running runs again when it ends). An export job
-  reads from one snapshot taken as it starts (``store.exports.snapshot``).
+* A job with ``after = "<job id>"`` runs each time a run of that job finishes without
+  failing (a job never runs twice at once: one still running runs again when it ends);
+  after a failed or stopped run it is recorded ``skipped (after <job id> failed)``. An
+  export job reads from one snapshot taken as it starts (``store.exports.snapshot``).
+* Each run calls its kind's one function (``pipelines.jobs``), as the command does.
 * SIGTERM or SIGINT: no new run starts; a running outreach finishes the row it is
   sending and stops (its rows' states are in the store, so the next run resumes); other
   runs finish; then the process exits.
@@ -35,39 +37,16 @@ from apscheduler.events import EVENT_JOB_MISSED, EVENT_JOB_SUBMITTED, JobEvent, 
 from apscheduler.schedulers.asyncio import AsyncIOScheduler
 from pydantic import BaseModel
 
-from connector.client.grant import note_token_use
-from connector.client.rpc import FormClient, TokenSource
+from connector.client.rpc import TokenSource
 from connector.config.settings import JobSettings, Settings
 from connector.process.repeats import RepeatedWarning
 from connector.store import LeaderLock, Store
 from connector.store.jobstore import JOBSTORE_TABLE
 from connector.store.leader import holder_id
 
-from ..campaign.actions import ActionReport, act, parse_idle
-from ..export.write import export_files
-from ..lifecycle.archive import archive_files
-from ..lifecycle.purge import purge
-from ..outreach import run_outreach
-from ..outreach.suppression import suppressed_addresses
-from ..sync.poll import poll_once
-from ..sync.submissions import sync_all, sync_form
+from ..jobs import JOBS, JobEnv, OutreachParams
 from . import notify
-from .jobs import (
-    CloseParams,
-    ExportParams,
-    FilesParams,
-    LoadParams,
-    OutreachParams,
-    PollParams,
-    PurgeParams,
-    RemindParams,
-    SyncParams,
-    check_jobs,
-    fingerprint,
-    followers,
-    summarise,
-    trigger_for,
-)
+from .jobs import check_jobs, fingerprint, followers, summarise, trigger_for
 from .notify import Notice
 
 log = logging.getLogger("formsync.scheduler")
@@ -103,6 +82,7 @@ class JobRuntime:
     active: set[str] = field(default_factory=set)  # the jobs with a run going on
     due: set[str] = field(default_factory=set)  # followers to run again once their current run ends
     tokens: TokenSource | None = None  # the stored grant, when service.token is not set
+    reports: dict[str, BaseModel] = field(default_factory=dict)  # job id -> the report of its last finished run
 
     @property
     def jobs(self) -> dict[str, JobSettings]:
@@ -127,7 +107,8 @@ class JobRuntime:
 
     async def execute(self, job_id: str) -> None:
         """One run of a job (none while another run of it goes on), then the runs of
-        the jobs that follow it (``after``)."""
+        the jobs that follow it (``after``): only after a run that did not fail or stop;
+        otherwise each follower's run is recorded ``skipped``, naming this job."""
         job = self.jobs.get(job_id)
         if job is None:  # removed from the config since it was stored: reconciling removes it
             log.warning("job %s is not configured any more; skipped", job_id)
@@ -137,15 +118,25 @@ class JobRuntime:
             return
         self.active.add(job_id)
         try:
-            await self._run(job)
+            outcome = await self._run(job)
         finally:
             self.active.discard(job_id)
         if self.stopping.is_set():
             return
         again = job_id in self.due
         self.due.discard(job_id)
-        for follower in followers(self.settings.jobs, job_id) + ([job_id] if again else []):
-            self.follow(follower)
+        for follower in followers(self.settings.jobs, job_id):
+            if outcome in ("error", "stopped"):
+                await asyncio.to_thread(self._skip, self.jobs[follower], job_id)
+            else:
+                self.follow(follower)
+        if again:
+            self.follow(job_id)
+
+    def _skip(self, job: JobSettings, after: str) -> None:
+        run_id = self._start(job)
+        self._finish(run_id, "skipped", summary=f"skipped (after {after} failed)")
+        log.warning("job %s skipped: the run of %s it follows failed", job.id, after)
 
     def follow(self, job_id: str) -> None:
         """Start a run of ``job_id`` now, because the job it follows finished; one
@@ -156,8 +147,9 @@ class JobRuntime:
         log.info("job %s starts after %s", job_id, self.jobs[job_id].after)
         asyncio.get_running_loop().create_task(run_job(job_id))
 
-    async def _run(self, job: JobSettings) -> None:
-        """One run of a job, recorded from start to end; an error is recorded, not raised."""
+    async def _run(self, job: JobSettings) -> str:
+        """One run of a job, recorded from start to end; an error is recorded, not raised.
+        Returns the run's outcome (``ok``, ``skipped``, ``stopped``, ``error``)."""
         run_id = await asyncio.to_thread(self._start, job)  # database work off the loop
         log.info("job %s (%s) started", job.id, job.kind)
         try:
@@ -172,70 +164,22 @@ class JobRuntime:
             await asyncio.to_thread(self._finish, run_id, "error", error=f"{type(e).__name__}: {e}")
             await notify.send(self.settings.notify, Notice("job_failed", job.id,
                                                            f"job {job.id} ({job.kind}) failed: {reason}"))
-            return
+            return "error"
+        self.reports[job.id] = report
         summary = summarise(job.kind, report)
         outcome = "stopped" if getattr(report, "stopped", False) else "skipped" if getattr(
             report, "skipped", None) else "ok"
         await asyncio.to_thread(self._finish, run_id, outcome, summary=summary)
         log.info("job %s %s: %s", job.id, outcome, summary)
+        return outcome
 
     async def _dispatch(self, job: JobSettings, params: Any) -> BaseModel:
-        store, settings = self.store, self.settings
-        if isinstance(params, ExportParams):
-            # Exports are synchronous and may be long: off the loop, so the lock stays renewed.
-            return await asyncio.to_thread(_export, store, params)
-        if isinstance(params, LoadParams):
-            from ..export.load import load
-
-            return await asyncio.to_thread(load, store, destination=params.destination or settings.load.destination,
-                                           dataset=params.dataset or settings.load.dataset,
-                                           table_format=params.table_format or settings.load.table_format)
-        if isinstance(params, FilesParams):  # downloads from the service's storage need no token
-            return await archive_files(store, settings.service.base_url, params.to, form_ids=params.form,
-                                       concurrency=params.concurrency)
-        if self.tokens is None:
-            await asyncio.to_thread(note_token_use, store, settings.service)
-        async with FormClient.from_settings(settings.service, self.tokens) as fc:
-            if isinstance(params, OutreachParams):
-                if not params.sheet.is_file():
-                    raise FileNotFoundError(f"sheet {params.sheet} does not exist")
-                name = params.job or job.id
-                out = settings.outreach
-                return await run_outreach(
-                    fc, store, params.sheet, params.form, job=name, mapping=out.mapping, delivery=out.delivery,
-                    callback_url=out.callback_url, test=params.test,
-                    report_path=params.report or out.report_dir / f"{name}-report.csv",
-                    stop=self.stopping, sheet_options=params.sheet_options(),
-                    suppression_file=out.suppression_file, suppress_bounced=out.suppress_bounced,
-                    allow_duplicates=out.allow_duplicates)
-            if isinstance(params, PollParams):
-                return await poll_once(fc, store, form_id=params.form)
-            if isinstance(params, PurgeParams):
-                return await purge(fc, store, params.form)
-            if isinstance(params, RemindParams):
-                idle = parse_idle(params.idle) if params.idle is not None else None
-                out = settings.outreach
-                blocked = suppressed_addresses(store, out.suppression_file, bounced=out.suppress_bounced)
-                return await act(fc, store, params.job, "remind", idle_ms=idle, stop=self.stopping, blocked=blocked)
-            if isinstance(params, CloseParams):
-                at = params.at if params.at.tzinfo is not None else params.at.replace(tzinfo=UTC)
-                if await fc.service_now() < at.timestamp() * 1000:  # the service's time decides
-                    return ActionReport(job=params.job, action="close", not_before=at.isoformat())
-                return await act(fc, store, params.job, "close", reason=params.reason, stop=self.stopping)
-            if isinstance(params, SyncParams):
-                if params.form is not None:
-                    return await sync_form(fc, store, params.form, full=params.full, include_drafts=params.drafts)
-                ws = settings.service.workspace_id or (await fc.list_workspaces())[0].id
-                return await sync_all(fc, store, ws, full=params.full, include_drafts=params.drafts)
-        raise AssertionError(f"unknown job params {type(params).__name__}")
-
-
-def _export(store: Store, params: ExportParams) -> BaseModel:
-    """An export job's run: every read from one snapshot taken as it starts, so the file
-    holds every row committed before then (a sync or poll run that finished) and is
-    consistent across its tables, however long it takes while other jobs write."""
-    return export_files(store, [(params.format, params.out)], since_last=params.since_last, table=params.table,
-                        form_id=params.form, since=params.since, status=params.status, display=params.display)[0]
+        """The job's one function (``pipelines.jobs``), with this runtime's settings, store,
+        token source and stop signal; an outreach job without ``job`` is named by its id."""
+        if isinstance(params, OutreachParams) and params.job is None:
+            params = params.model_copy(update={"job": job.id})
+        env = JobEnv(self.settings, self.store, tokens=self.tokens, stop=self.stopping)
+        return await JOBS[job.kind](params, env)
 
 
 _active: JobRuntime | None = None  # the runtime of the scheduler leading in this process

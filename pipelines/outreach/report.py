@@ -9,6 +9,7 @@ from typing import Annotated
 
 from pydantic import Field, SkipValidation
 
+from ..rules.contact import Canceled
 from .counts import RunCounts
 from .plan import Plan
 from .values import Problem
@@ -25,6 +26,7 @@ class OutreachReport(RunCounts):
     report_path: Path | None = None
     links_path: Path | None = None  # the job's request links (externalId, email, url), when it sent
     documents_uploaded: int = 0
+    canceled: list[Canceled] = []  # the form's pending requests canceled first: the contact rule refuses them
     # The plan the run followed (for a dry run's listing) and the report file's lines; not
     # part of the report's JSON.
     plan: Annotated[Plan | None, SkipValidation] = Field(default=None, exclude=True, repr=False)

@@ -10,9 +10,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from connector.client.rpc import FormClient
+from connector.config.settings import OutreachSettings
 from connector.store import OutreachRow, Store
 from connector.store.ledger import Claim, PendingRow
 
+from ..rules.contact import ContactRule, Recipient, contact_rule
 from .checks import (
     OutreachRefused,
     ValueType,
@@ -23,14 +25,13 @@ from .checks import (
     typed_columns,
 )
 from .columns import ColumnMapping, column_targets
-from .contact import Recipient
 from .counts import RunCounts
 from .documents import Documents, document_problems
 from .plan import Plan, plan_rows
 from .report import OutreachReport, default_report_path, links_path, write_links, write_report
 from .send import ProgressCallback, Sender, SendOptions, SendResult
 from .sheet import Sheet, SheetOptions, load_sheet
-from .suppression import apply_contact_rule, suppressed_addresses
+from .suppression import apply_contact_rule
 
 
 @dataclass
@@ -58,16 +59,16 @@ class Prepared:
 async def prepare_outreach(client: FormClient, store: Store | None, sheet: Path, form_id: str, *, job: str,
                            mapping: ColumnMapping | None = None, delivery: str = "none",
                            report_path: Path | None = None, sheet_options: SheetOptions | None = None,
-                           mapping_setting: str = "outreach.mapping", suppression_file: Path | None = None,
-                           suppress_bounced: bool = True, allow_duplicates: bool = False) -> Prepared:
+                           mapping_setting: str = "outreach.mapping", rule: ContactRule | None = None) -> Prepared:
     """Check the form (``OutreachRefused`` with the service's reason when it cannot take
     requests), the mapping's targets (``OutreachRefused`` naming ``mapping_setting``), read
     the sheet (``SheetError``), check its columns once (``OutreachRefused`` naming each
     unknown column with a mapping that works) and how its dates and numbers read (one
     ``OutreachRefused`` per column that cannot be read, naming the option), plan the rows
     and write the rejected ones to the report; rows still to send that the contact rule
-    refuses (see ``contact``) are reported ``suppressed``, not sent. Calls nothing but
-    ``fields.list``, writes nothing to the store."""
+    refuses (``rule``; default: the store's list and bounces, see ``pipelines.rules.contact``)
+    are reported ``suppressed``, not sent. Calls nothing but ``fields.list``, writes nothing
+    to the store."""
     fields = await form_fields(client, form_id)
     mapping, options = mapping or {}, sheet_options or SheetOptions()
     problem = mapping_problem(mapping, fields, mapping_setting)
@@ -85,13 +86,13 @@ async def prepare_outreach(client: FormClient, store: Store | None, sheet: Path,
                      readings=readings)
     claims = _claims(store, job, plan)
     # A row this job has sent already stays as it is: the rule is for what is still to send.
-    plan = apply_contact_rule(plan, suppressed_addresses(store, suppression_file, bounced=suppress_bounced),
-                              to_send={identity for identity, claim in claims.items() if claim == "send"},
-                              held=_held(store, job, plan), allow_duplicates=allow_duplicates)
+    rule = rule if rule is not None else contact_rule(store, OutreachSettings())
+    plan = apply_contact_rule(plan, rule, to_send={identity for identity, claim in claims.items() if claim == "send"},
+                              held=_held(store, job, plan))
     report_path = report_path or default_report_path(job)
     write_report(report_path, plan.rejected)
     return Prepared(read, form_id, job, plan, report_path, _counts(plan, claims), targets,
-                    typed_columns(targets, fields, readings), allow_duplicates)
+                    typed_columns(targets, fields, readings), rule.allow_duplicates)
 
 
 def _claims(store: Store | None, job: str, plan: Plan) -> dict[str, Claim]:
@@ -172,8 +173,7 @@ async def run_outreach(client: FormClient, store: Store, sheet: Path, form_id: s
                        callback_url: str | None = None, dry_run: bool = False, test: bool = False,
                        report_path: Path | None = None, progress: ProgressCallback | None = None,
                        stop: asyncio.Event | None = None, sheet_options: SheetOptions | None = None,
-                       suppression_file: Path | None = None, suppress_bounced: bool = True,
-                       allow_duplicates: bool = False) -> OutreachReport:
+                       rule: ContactRule | None = None) -> OutreachReport:
     """Send one request per valid row of ``sheet`` to ``form_id``. The form and the
     sheet's columns are checked first (``OutreachRefused``, ``SheetError``: nothing is
     sent); every row is validated against ``fields.list``; bad rows go to the CSV report
@@ -191,9 +191,7 @@ async def run_outreach(client: FormClient, store: Store, sheet: Path, form_id: s
     is sent (a wait for the rate window is cut short), and the report says ``stopped``
     and how many rows are ``left``; the next run sends them."""
     prepared = await prepare_outreach(client, store, sheet, form_id, job=job, mapping=mapping, delivery=delivery,
-                                      report_path=report_path, sheet_options=sheet_options,
-                                      suppression_file=suppression_file, suppress_bounced=suppress_bounced,
-                                      allow_duplicates=allow_duplicates)
+                                      report_path=report_path, sheet_options=sheet_options, rule=rule)
     if dry_run:
         return outreach_report(prepared)
     return await send_outreach(client, store, prepared, delivery=delivery, callback_url=callback_url, test=test,

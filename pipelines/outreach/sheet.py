@@ -74,7 +74,9 @@ def _named_option(option: str, given: str | None, name: Callable[[str], str]) ->
 @dataclass
 class Sheet:
     """A sheet's rows (column -> text cell, '' when empty) with each row's number as the
-    user sees it in the file (the header's row + 1 for the first), and how it was read."""
+    user sees it in the file (the header's row + 1 for the first), and how it was read.
+    ``kinds``: a workbook's columns whose every filled cell below the header is a date
+    (``date``, written ISO in ``rows``) or a number (``number``): the types its cells had."""
 
     path: Path
     columns: list[str]
@@ -84,6 +86,7 @@ class Sheet:
     encoding: str | None = None
     delimiter: str | None = None
     sheet_name: str | None = None
+    kinds: dict[str, str] = field(default_factory=dict)
 
     def describe(self) -> str:
         """How the file was read, in a few words (for the run's summary)."""
@@ -289,6 +292,18 @@ def _cell(value: Any) -> str:
     return str(value)
 
 
+def _kind(value: Any) -> str:
+    """A workbook cell's type as ``Sheet.kinds`` names it: ``date`` (a date, or a
+    date-time at midnight), ``number``, ``""`` when empty, else ``text``."""
+    if value is None or value == "":
+        return ""
+    if isinstance(value, datetime):
+        return "date" if value.time() == time(0) else "text"
+    if isinstance(value, date):
+        return "date"
+    return "number" if isinstance(value, int | float) and not isinstance(value, bool) else "text"
+
+
 def _load_workbook(path: Path, options: SheetOptions) -> Sheet:
     from openpyxl import load_workbook  # type: ignore[import-untyped]
 
@@ -298,17 +313,31 @@ def _load_workbook(path: Path, options: SheetOptions) -> Sheet:
         raise SheetError(f"{path}: cannot be read as an XLSX workbook ({e}); save it again from your "
                          "spreadsheet as .xlsx, or export it as CSV") from None
     try:
-        sheets = {ws.title: [[_cell(v) for v in row] for row in ws.iter_rows(values_only=True)]
-                  for ws in wb.worksheets}
+        raw = {ws.title: list(ws.iter_rows(values_only=True)) for ws in wb.worksheets}
     finally:
         wb.close()
+    sheets = {title: [[_cell(v) for v in row] for row in rows] for title, rows in raw.items()}
     name = _pick_sheet(path, sheets, options.sheet)
     pasted = _pasted_csv(sheets[name])
     if pasted is not None:
         raise SheetError(f"{path}: sheet {name!r} holds whole lines in one column, separated by {_shown(pasted)} "
                          f"({DELIMITERS[pasted]}): split them into columns (Data > Text to Columns), or give the "
                          "CSV file itself")
-    return _sheet(path, sheets[name], options.header_row, sheet_name=name, sheets=sheets)
+    read = _sheet(path, sheets[name], options.header_row, sheet_name=name, sheets=sheets)
+    read.kinds = _column_kinds(read, raw[name])
+    return read
+
+
+def _column_kinds(sheet: Sheet, raw: Sequence[Sequence[Any]]) -> dict[str, str]:
+    """The columns of ``sheet`` whose filled cells (in ``raw``, the workbook's values)
+    are all dates, or all numbers: ``Sheet.kinds``."""
+    header = [_cell(v).strip() for v in raw[sheet.header_row - 1]]
+    found: dict[str, set[str]] = {}
+    for number in sheet.numbers:
+        for i, value in enumerate(raw[number - 1]):
+            if i < len(header) and header[i] and (kind := _kind(value)):
+                found.setdefault(header[i], set()).add(kind)
+    return {c: k for c, ks in found.items() if len(ks) == 1 and (k := next(iter(ks))) in ("date", "number")}
 
 
 def _pasted_csv(records: Sequence[Sequence[str]]) -> str | None:

@@ -28,7 +28,8 @@ whose form is unknown (a ``requests.create`` result carries no ``formId``) are r
 ``requests.get`` one by one; that also stores their form, so later cycles list them.
 Last, a pending request whose address is suppressed, bounced or complained (the contact
 rule's blocked addresses) is canceled with that reason: one ``requests.cancel`` each,
-once (see ``outreach.suppression.cancel_blocked``).
+once, of the polled form only (``rule``, default the store's list and bounces; see
+``pipelines.rules.contact``).
 """
 
 from __future__ import annotations
@@ -43,9 +44,11 @@ from pydantic import BaseModel
 from connector import errors, models
 from connector.client.field_lists import learn_field_lists
 from connector.client.rpc import UNSET, FormClient
+from connector.config.settings import OutreachSettings
 from connector.store import PendingRequest, Store
 
-from ..outreach.suppression import Canceled, cancel_blocked
+from ..outreach.suppression import cancel_blocked
+from ..rules.contact import Canceled, ContactRule, contact_rule
 
 PAGE = 100
 # Below this many candidates, one requests.get each is no dearer than a listing that may
@@ -193,13 +196,15 @@ def _count(report: PollReport, records: Sequence[models.RequestRecord]) -> None:
 
 
 async def poll_once(client: FormClient, store: Store, *, form_id: str | None = None,
-                    now_ms: int | None = None) -> PollReport:
+                    now_ms: int | None = None, rule: ContactRule | None = None) -> PollReport:
     """Bring every stored pending request (of ``form_id`` when given) up to date: those
     still pending are refreshed from ``requests.list`` pages, those that completed are
     stored with their answers and display (``requests.get``) as their submissions' rows,
     expired and canceled ones with their new status and time; a form whose answers
-    name a key its field list lacks gets its ``fields.list`` read (``learn_field_lists``). ``now_ms`` (epoch ms, default the current time) only
-    decides which requests are taken as overdue. See the module docstring for the cost.
+    name a key its field list lacks gets its ``fields.list`` read (``learn_field_lists``).
+    ``now_ms`` (epoch ms, default the current time) only decides which requests are taken
+    as overdue; ``rule`` (default: the store's list and bounces) which pending requests of
+    the polled form are canceled as suppressed. See the module docstring for the cost.
     API errors other than a request gone missing are raised; what was stored stays."""
     now_ms = time.time_ns() // 1_000_000 if now_ms is None else now_ms
     pending = stored_pending(store, form_id)
@@ -219,7 +224,9 @@ async def poll_once(client: FormClient, store: Store, *, form_id: str | None = N
         await _get_each(client, store, unknown, report, answered)
         # An answered key the field list lacks: the list is read now, before any export shows the key.
         await learn_field_lists(client, store, answered)
-        report.suppressed = await cancel_blocked(client, store, store.campaign.suppressed())
+        # The rule as the store is now: this poll may have stored a bounce or a complaint.
+        rule = rule.refreshed(store) if rule is not None else contact_rule(store, OutreachSettings())
+        report.suppressed = await cancel_blocked(client, store, rule, form_id=form_id)
     finally:
         report.calls = int(client.stats["calls"] - calls_before)
     return report

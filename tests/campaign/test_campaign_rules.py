@@ -17,7 +17,8 @@ from pipelines.campaign.page import campaign_page
 from pipelines.campaign.table import NOT_SENT, campaign_table
 from pipelines.operate.jobs import ConfigError, parse_params
 from pipelines.outreach import plan_rows
-from pipelines.outreach.suppression import apply_contact_rule, read_suppression_file
+from pipelines.outreach.suppression import apply_contact_rule
+from pipelines.rules.contact import ContactRule, read_suppression_file
 
 T0 = 1_780_000_000_000
 MIN = 60_000
@@ -80,12 +81,12 @@ def test_suppressed_rows_are_reported_not_sent(tmp_path: Path) -> None:
     fields = [FieldDescriptor(key="name", type="text", title="Name")]
     rows = [{"email": e, "name": "N"} for e in ("a@x.test", "B@X.test", "c@x.test", "")]
     plan = plan_rows(rows, fields, job="j", form_id="form_1")
-    kept = apply_contact_rule(plan, {"b@x.test": "bounced", "c@x.test": "listed: opted out"})
+    kept = apply_contact_rule(plan, ContactRule({"b@x.test": "bounced", "c@x.test": "listed: opted out"}))
     assert [r.number for r in kept.valid] == [2, 5]
     assert [(n, p.problem) for n, p in kept.rejected] == [(3, "suppressed (bounced)"),
                                                           (4, "suppressed (listed: opted out)")]
-    assert (kept.rows, kept.suppressed, kept.invalid) == (4, 2, 0) and apply_contact_rule(plan, {}) is plan
-    sent_before = apply_contact_rule(plan, {"b@x.test": "bounced"}, to_send={r.identity for r in plan.valid[2:]})
+    assert (kept.rows, kept.suppressed, kept.invalid) == (4, 2, 0) and apply_contact_rule(plan, ContactRule()) is plan
+    sent_before = apply_contact_rule(plan, ContactRule({"b@x.test": "bounced"}), to_send={r.identity for r in plan.valid[2:]})
     assert [r.number for r in sent_before.valid] == [2, 3, 4, 5], "a row sent already is left as it is"
 
     listed = tmp_path / "list.txt"

@@ -20,11 +20,13 @@ import pytest
 from typer.testing import CliRunner
 
 from connector.client.rpc import FormClient
+from connector.config.settings import OutreachSettings
 from connector.store import Store
 from formservice.sandbox.recipient import answer_request
 from pipelines.campaign import act, read_campaign
 from pipelines.cli import app
 from pipelines.outreach import run_outreach
+from pipelines.rules.contact import contact_rule
 from tests.conftest import Sandbox
 from tests.pages.test_pages_browser import ARTIFACTS
 
@@ -76,7 +78,8 @@ async def test_a_whole_campaign_counts_agree_everywhere(sandbox: Sandbox, tmp_pa
     async with FormClient(sandbox.base_url, sandbox.pro.token, calls_per_minute=10000,
                           creates_per_minute=10000) as fc:
         sent = await run_outreach(fc, store, sheet, form, job="spring", delivery="email",
-                                  report_path=tmp_path / "spring-report.csv", suppression_file=blocked)
+                                  report_path=tmp_path / "spring-report.csv",
+                                  rule=contact_rule(store, OutreachSettings(suppression_file=blocked)))
         assert (sent.sent, sent.invalid, sent.suppressed) == (11, 0, 2)
         report = (tmp_path / "spring-report.csv").read_text()
         assert "suppressed (listed in do-not-contact.txt)" in report and "suppressed (listed: asked by phone)" in report
@@ -109,7 +112,8 @@ async def test_a_whole_campaign_counts_agree_everywhere(sandbox: Sandbox, tmp_pa
         service = [r for r in service if r.externalId and r.externalId.startswith("c-")]
 
         again = await run_outreach(fc, store, sheet, form, job="spring", delivery="email",
-                                   report_path=tmp_path / "again-report.csv", suppression_file=blocked)
+                                   report_path=tmp_path / "again-report.csv",
+                                   rule=contact_rule(store, OutreachSettings(suppression_file=blocked)))
         assert (again.sent, again.skipped_existing, again.suppressed) == (0, 11, 2), "sent rows are not suppressed"
         # Bounced addresses stay out of the next job.
         later = await run_outreach(fc, store, write_sheet(tmp_path / "autumn.csv", EMAILS[8:11]), form,

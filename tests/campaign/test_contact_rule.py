@@ -15,6 +15,7 @@ import pytest
 from typer.testing import CliRunner
 
 from connector.client.rpc import FormClient
+from connector.config.settings import OutreachSettings
 from connector.store import Store
 from connector.store.campaign import CampaignRow
 from pipelines.campaign import act, read_campaign
@@ -22,8 +23,8 @@ from pipelines.campaign.actions import contactable
 from pipelines.campaign.funnel import funnel
 from pipelines.cli import app
 from pipelines.outreach import run_outreach
-from pipelines.outreach.contact import Recipient, contact_refusals
 from pipelines.outreach.counts import RunCounts
+from pipelines.rules.contact import ContactRule, Recipient, contact_refusals, contact_rule
 from pipelines.sync.poll import poll_once
 from tests.conftest import Sandbox
 
@@ -51,11 +52,11 @@ def test_remind_asks_the_rule_and_the_counts_add_up() -> None:
     rows = [_row(2, "a@x.test"), _row(3, "b@x.test"), _row(4, "A@x.test"), _row(5, "c@x.test", status="completed"),
             _row(6, "d@x.test", state="suppressed"), _row(7, "e@x.test", state="failed")]
     pending = [r for r in rows if r.status == "pending"]
-    keep, refused = contactable(rows, pending, {"b@x.test": "listed: opted out"})
+    keep, refused = contactable(rows, pending, ContactRule({"b@x.test": "listed: opted out"}))
     assert [r.row_number for r in keep] == [2]
     assert [(r.row, r.reason) for r in refused] == [(3, "suppressed (listed: opted out)"),
                                                     (4, "suppressed (same email as row 2)")]
-    assert [r.row_number for r in contactable(rows, pending, {}, allow_duplicates=True)[0]] == [2, 3, 4]
+    assert [r.row_number for r in contactable(rows, pending, ContactRule({}, allow_duplicates=True))[0]] == [2, 3, 4]
 
     f = funnel("j", rows, invalid=3)
     assert (f.rows, f.sent, f.rejected, f.suppressed, f.not_sent) == (9, 4, 4, 1, 0)
@@ -96,7 +97,8 @@ async def test_outreach_sends_one_invitation_per_address_in_a_job(sandbox: Sandb
         assert (second.sent, second.skipped_existing, second.suppressed) == (0, 2, 2)
         assert "suppressed (same email as row 3)" in (tmp_path / "b-report.csv").read_text()
         allowed = await run_outreach(fc, store, tmp_path / "a.csv", form, job="autumn", delivery="email",
-                                     report_path=tmp_path / "c-report.csv", allow_duplicates=True)
+                                     report_path=tmp_path / "c-report.csv",
+                                     rule=contact_rule(store, OutreachSettings(allow_duplicates=True)))
         assert (allowed.sent, allowed.suppressed) == (3, 0)
         await sandbox.helpers.clock_advance(MINUTE)
         spring = {r.request_id for r in store.campaign.rows("spring") if r.request_id}
@@ -124,6 +126,7 @@ async def test_suppress_cancels_pending_requests_and_remind_leaves_suppressed_ro
     store.migrate()
     form = sandbox.pro.forms["Contact"]
     blocked = tmp_path / "blocked.txt"
+    blocked.write_text("# addresses never to contact\n")
     async with FormClient(sandbox.base_url, sandbox.pro.token, calls_per_minute=10000,
                           creates_per_minute=10000) as fc:
         sent = await run_outreach(fc, store, _sheet(tmp_path / "s.csv", [("a", "ann@x.test"), ("e", "eve@x.test"),
@@ -145,15 +148,18 @@ async def test_suppress_cancels_pending_requests_and_remind_leaves_suppressed_ro
         again = json.loads(await _cli(["campaign", "suppress", "eve@x.test", "--json"], config, sandbox.pro.token))
         assert (again["added"], again["already"], again["canceled"]) == ([], ["eve@x.test"], [])
 
-        blocked.write_text("fay@x.test\n")  # the file's addresses are not canceled: remind leaves them out
+        # An address added to the file: the remind's poll cancels its pending request, as the bounced one's.
+        blocked.write_text("fay@x.test\n")
         report = await act(fc, store, "spring", "remind",
-                           blocked={"fay@x.test": "listed in blocked.txt"})
-        assert (report.done, report.suppressed) == (1, 1), "the bounced request was canceled by the poll first"
-        assert [(r.row, r.reason) for r in report.suppressions] == [(4, "suppressed (listed in blocked.txt)")]
-        assert report.calls == 3  # the poll's listing, the bounce's cancel, one reminder: none for fay
+                           rule=contact_rule(store, OutreachSettings(suppression_file=blocked)))
+        assert (report.done, report.suppressed) == (1, 0), "fay's and the bounced request were canceled first"
+        assert report.calls == 4  # the poll's listing, two cancels, one reminder: none for fay
+        fay = next(r for r in store.campaign.rows("spring") if r.recipient_email == "fay@x.test")
+        record = await fc.get_request(fay.request_id or "")
+        assert (record.status, record.cancelReason) == ("canceled", "suppressed (listed in blocked.txt)")
         shown = json.loads(await _cli(["campaign", "remind", "spring", "--dry-run", "--json"], config,
                                       sandbox.pro.token))
-        assert (shown["suppressed"], shown["candidates"]) == (1, 1), "fay from the file left out"
+        assert (shown["suppressed"], shown["candidates"]) == (0, 1), "only ann is left to remind"
 
     mails = (await sandbox.helpers.mail_list()).items
     reminded = {m.to for m in mails if m.kind == "reminder"}

@@ -14,13 +14,14 @@ import pytest
 from sqlalchemy import select
 
 from connector.config.keyfile import KeyFileError
+from connector.config.settings import OutreachSettings
 from connector.models import Event
 from connector.store import METADATA, ExportFilter, Store, SubmissionRow, Unstorable
 from connector.store.erasure import Person, erasure_hash
 from connector.store.ledger import PendingRow
 from connector.store.tables import ArchivedFile
 from pipelines.lifecycle.erase import erase_person
-from pipelines.outreach.suppression import suppressed_addresses
+from pipelines.rules.contact import contact_rule
 
 from .test_store import T0, Clock, item, poll_record, req_completed
 
@@ -140,9 +141,9 @@ def test_an_erased_person_never_comes_back(store: Store, tmp_path: Path) -> None
                                   poll_record("req_g", "pending", T0, recipient={"email": ADA, "name": "A"})]) == []
     assert ADA not in every_text(store)
     # Outreach never sends to her again, though only a keyed hash of the address is kept.
-    assert suppressed_addresses(store, None).get(ADA) == "erased"
-    assert suppressed_addresses(store, None).get("bo@example.com") is None
-    assert ADA not in list(suppressed_addresses(store, None))
+    assert contact_rule(store, OutreachSettings()).blocked.get(ADA) == "erased"
+    assert contact_rule(store, OutreachSettings()).blocked.get("bo@example.com") is None
+    assert ADA not in list(contact_rule(store, OutreachSettings()).blocked)
     key = store.key()
     with store.database.engine.connect() as conn:
         kept = set(conn.execute(select(METADATA.tables["formsync_erasures"].c.hash)).scalars())
@@ -153,7 +154,7 @@ def test_erase_by_external_id_and_nobody_matched(store: Store, tmp_path: Path) -
     fill(store, tmp_path)
     assert not erase_person(store, Person(email="nobody@example.com")).matched
     assert store.deletions.since(0) == []
-    assert suppressed_addresses(store, None).get("nobody@example.com") == "erased", "kept out all the same"
+    assert contact_rule(store, OutreachSettings()).blocked.get("nobody@example.com") == "erased", "kept out all the same"
     receipt = erase_person(store, Person(external_id="ext-b"))
     assert {line.where: line.removed for line in receipt.lines}["formsync_requests"] == 1
     assert submission_ids(store) == {"sub_a", "sub_c", "sub_d"}

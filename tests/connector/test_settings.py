@@ -119,7 +119,7 @@ def test_every_job_kind_the_settings_accept_is_one_the_scheduler_runs(tmp_path):
     from typing import get_args
 
     from connector.config.settings import JobKind
-    from pipelines.operate.jobs import PARAMS
+    from pipelines.jobs import PARAMS
 
     assert set(get_args(JobKind)) == set(PARAMS)
     path = tmp_path / "formsync.toml"

@@ -229,10 +229,11 @@ async def _each_row_says_whether_it_is_gone(store: Store, form: str, gone: set[s
 def test_the_purge_job_takes_forms_and_says_what_it_did():
     from pydantic import ValidationError
 
+    from pipelines.jobs import PARAMS
     from pipelines.lifecycle.purge import FormPurge, PurgeReport
-    from pipelines.operate.jobs import PARAMS, summarise
+    from pipelines.operate.jobs import summarise
 
-    assert PARAMS["purge"].model_validate({"form": ["form_1"]}).model_dump() == {"form": ["form_1"]}
+    assert PARAMS["purge"].model_validate({"form": ["form_1"]}).model_dump() == {"form": ["form_1"], "dry_run": False}
     with pytest.raises(ValidationError):  # an unknown key is refused
         PARAMS["purge"].model_validate({"days": 3})
     report = PurgeReport(dry_run=False, service_now=0, calls=2,

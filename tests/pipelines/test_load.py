@@ -22,7 +22,8 @@ from connector.config.settings import JobSettings, load_settings
 from connector.store import OWN, Column, Store
 from pipelines.cli import app
 from pipelines.export.load import DLT_TYPES, LoadReport, dlt_column, load
-from pipelines.operate.jobs import LoadParams, parse_params, summarise
+from pipelines.jobs import LoadParams
+from pipelines.operate.jobs import parse_params, summarise
 from pipelines.operate.scheduler import SchedulerOptions, serve
 from tests.connector.conftest import PG_HOST, PG_PORT, PG_USER, pg_connect
 from tests.items import list_item

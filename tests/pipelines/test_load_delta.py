@@ -229,7 +229,8 @@ def test_the_guides_delta_query_where_duckdb_loads_its_delta_extension(store: St
 
 def test_a_load_job_takes_the_delta_table_format() -> None:
     from connector.config.settings import JobSettings
-    from pipelines.operate.jobs import ConfigError, LoadParams, parse_params
+    from pipelines.jobs.params import LoadParams
+    from pipelines.operate.jobs import ConfigError, parse_params
 
     job = JobSettings(id="lake", kind="load", after="sync", params={"destination": "filesystem", "table_format": "delta"})
     params = parse_params(job)

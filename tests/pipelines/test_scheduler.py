@@ -436,7 +436,7 @@ async def test_sigterm_mid_outreach_then_restart_sends_each_row_exactly_once(
 
 BAD_JOBS = {
     "unknown kind": ('[[jobs]]\nid = "mailer"\nkind = "mail"\ninterval_seconds = 5\n',
-                     ["job 'mailer': kind", "'outreach', 'poll', 'sync', 'export', 'load', 'remind', 'close', 'files' or 'purge'", "'mail'"]),
+                     ["job 'mailer': kind", "'outreach', 'poll', 'sync', 'export', 'load', 'remind', 'close', 'files', 'purge' or 'views'", "'mail'"]),
     "cron and interval": ('[[jobs]]\nid = "both"\nkind = "poll"\ncron = "* * * * *"\ninterval_seconds = 5\n',
                           ["job 'both'", "exactly one of cron or interval_seconds"]),
     "neither cron nor interval": ('[[jobs]]\nid = "never"\nkind = "poll"\n',
@@ -729,7 +729,7 @@ async def test_a_failed_run_is_one_log_line_with_its_job_id_and_no_success_line(
         stop.set()
         await asyncio.wait_for(task, 20)
     failed = [r for r in caplog.records if r.levelname == "ERROR"]
-    assert failed and all(r.getMessage().startswith("job nightly (export) failed: ValueError: cannot write")
+    assert failed and all(r.getMessage().startswith("job nightly (export) failed: TargetError: the directory")
                           and "\n" not in r.getMessage() and r.exc_info is None for r in failed), failed
     assert not [r for r in caplog.records if "executed successfully" in r.getMessage()]
-    assert runs(store, "nightly")[0].error.startswith("ValueError: cannot write")  # type: ignore[union-attr]
+    assert runs(store, "nightly")[0].error.startswith("TargetError: the directory")  # type: ignore[union-attr]
