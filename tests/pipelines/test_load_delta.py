@@ -2,7 +2,8 @@
 local folder (``formsync-delta/`` beside the store) that equal the store's own tables,
 row for row and value for value, after submissions, an edit, a purge, an erase and a
 field added; a load killed with SIGKILL between deleting a part's answers and appending
-them leaves, after the next load, no row lost or twice; the guide's DuckDB query where
+them leaves, after the next load, no row lost or twice; the campaign rows typed and replaced
+whole; the guide's DuckDB query where
 DuckDB's delta extension loads."""
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ from pipelines.cli import app
 from pipelines.export.load import DELETED, DELTA_DIR, cursor_name, delta_target, dlt_settings, load, work_dir
 from pipelines.export.write import table_streams
 from pipelines.lifecycle.erase import erase_person
+from tests.conftest import Sandbox
 from tests.items import list_item
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -237,3 +239,27 @@ def test_a_load_job_takes_the_delta_table_format() -> None:
     assert isinstance(params, LoadParams) and params.table_format == "delta"
     with pytest.raises(ConfigError, match="table_format"):
         parse_params(JobSettings(id="lake", kind="load", after="sync", params={"table_format": "iceberg"}))
+
+
+async def test_campaign_rows_on_delta_are_typed_and_replaced_whole(sandbox: Sandbox, here: Path) -> None:
+    """The campaign rows' Delta table has every declared column with its type from the
+    first load (none of null type), and is replaced whole by each load: a second job's
+    row joins, the first job's rows are not written twice."""
+    from connector.store.schema import CAMPAIGN_COLUMNS
+    from pipelines.outreach import run_outreach
+    from tests.pipelines.test_load_contract import _client, _sheet, _store_with_a_campaign
+
+    async with await _client(sandbox) as fc:
+        store = await _store_with_a_campaign(fc, sandbox, here)
+        load(store, destination="filesystem", table_format="delta")
+        folder = here / "data" / DELTA_DIR / "formsync_data" / "campaign_rows"
+        first = DeltaTable(str(folder)).to_pyarrow_table()
+        assert first.num_rows == 2 and {c.name for c in CAMPAIGN_COLUMNS} <= set(first.column_names)
+        assert not [f.name for f in first.schema if pa.types.is_null(f.type)]
+        assert pa.types.is_timestamp(first.schema.field("created_at").type)
+        again = await run_outreach(fc, store, _sheet(here / "autumn.csv", ["c@example.test"]),
+                                   sandbox.pro.forms["Contact"], job="autumn", report_path=here / "r2.csv")
+        assert again.sent == 1
+    load(store, destination="filesystem", table_format="delta")
+    rows = DeltaTable(str(folder)).to_pyarrow_table()
+    assert sorted(rows.column("job").to_pylist()) == ["autumn", "spring", "spring"]
