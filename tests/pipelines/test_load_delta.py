@@ -2,9 +2,8 @@
 local folder (``formsync-delta/`` beside the store) that equal the store's own tables,
 row for row and value for value, after submissions, an edit, a purge, an erase and a
 field added; a load killed with SIGKILL between deleting a part's answers and appending
-them leaves, after the next load, no row lost or twice; the campaign rows typed and replaced
-whole; the guide's DuckDB query where
-DuckDB's delta extension loads."""
+them leaves, after the next load, no row lost or twice; the campaign rows typed and
+replaced whole; the guide's DuckDB query where DuckDB's delta extension loads."""
 
 from __future__ import annotations
 
