@@ -244,7 +244,7 @@ class _Table:
     key: str = "submission_id"
     deleted: Sequence[str] = ()
     # Delta's answers: the rows of the keys sent (and of ``deleted``) are deleted by the
-    # load before the part is appended (``_replace_answers``), not by flagged rows.
+    # load before the part is appended (``delete_answers``), not by flagged rows.
     replaced_first: bool = False
 
 
