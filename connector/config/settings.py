@@ -179,10 +179,14 @@ class DeploySettings(Section):
 class LoadSettings(Section):
     """Where ``formsync load`` loads: a dlt destination (``duckdb``: ``formsync.duckdb`` in
     the working directory; ``postgres``, ``bigquery``, ``snowflake``, ``filesystem``, ...:
-    credentials from dlt's own configuration) and the dataset (schema) in it."""
+    credentials from dlt's own configuration) and the dataset (schema) in it. ``table_format
+    = "delta"`` (with ``destination = "filesystem"``) writes Delta tables: into dlt's
+    ``bucket_url`` when its configuration gives one, else ``formsync-delta/`` beside a
+    SQLite store (in the working directory for a server database)."""
 
     destination: str = Field("duckdb", min_length=1)
     dataset: str = Field("formsync_data", min_length=1)
+    table_format: Literal["delta"] | None = None
 
 
 NoticeKind = Literal["job_failed", "scheduler_stopped", "outreach_stalled", "events_set_aside", "token_expiring",

@@ -22,6 +22,10 @@ def load_command(
                                                          "dlt's configuration.")] = None,
     dataset: Annotated[str | None, typer.Option(help="The dataset (schema) to load into (default: "
                                                      "load.dataset, formsync_data).")] = None,
+    table_format: Annotated[str | None, typer.Option(help="delta: Delta tables, with --destination filesystem (in "
+                                                          "formsync-delta/ beside the store unless dlt's "
+                                                          "configuration gives a bucket_url; default: "
+                                                          "load.table_format).")] = None,
     dry_run: Annotated[bool, typer.Option("--dry-run", help="Count the rows a load would send; send nothing.")]
     = False,
     config: ConfigOption = None,
@@ -43,7 +47,8 @@ def load_command(
         from pipelines.export.load import LoadFailed, LoadSettingError
         from pipelines.jobs import Hooks, LoadParams
 
-        params = ctx.params(LoadParams, destination=destination, dataset=dataset, dry_run=dry_run)
+        params = ctx.params(LoadParams, destination=destination, dataset=dataset, table_format=table_format,
+                            dry_run=dry_run)
         try:
             with _progress(not dry_run) as on_rows:
                 report = ctx.job("load", params, Hooks(load_rows=on_rows))

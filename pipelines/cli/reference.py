@@ -134,6 +134,7 @@ _NOTES: dict[str, str] = {
     "export.formats": "the formats `formsync export` without `--format` or `--out` writes",
     "load.destination": "the dlt destination of `formsync load`",
     "load.dataset": "the dataset (schema) `formsync load` loads into",
+    "load.table_format": "`delta`: Delta tables on the filesystem destination (see docs/warehouse.md)",
     "notify.command": "a command that takes each notice as JSON on stdin",
     "notify.on": "the kinds of notice sent",
     "notify.timeout_seconds": "how long a notice's POST or command may take",

@@ -26,6 +26,14 @@ hold one part: a part counts bytes, not rows, as a form of many fields has wide 
 and Arrow's buffers come from malloc, which gives freed batches back
 (``_malloc_for_arrow``).
 
+On dlt's filesystem destination, ``table_format="delta"`` writes Delta tables
+(``delta_target``: dlt's ``bucket_url``, else ``formsync-delta/`` beside the store): the
+form tables and requests merge by Delta's upsert (flagged rows deleted), and since Delta
+has no delete-insert, each part's answers are replaced per submission by a delete of the
+part's and the removed submissions' rows (``delete_answers``) before the part is
+appended; the cursors move after every part, so a load stopped between the two is
+repeated whole by the next. Times are text ``HH:MM:SS`` there (``_delta_cells``).
+
 dlt is configured here, never from the home directory: its pipeline state and working
 files live in ``formsync-dlt/`` beside a SQLite store (in the working directory for a
 server database), its telemetry is off, its log lines have formsync's format and its
@@ -33,23 +41,26 @@ naming convention (``direct``) keeps the contract's column names as they are."""
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import os
 import re
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import contextmanager
-from dataclasses import asdict, dataclass, replace
+from dataclasses import asdict, dataclass, field, replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 import pyarrow as pa
+import pyarrow.compute as pc
 from pydantic import BaseModel
 from sqlalchemy.engine import make_url
 
 from connector.store import ALL_FORMS, Column, CursorMark, Store
 from connector.store.campaign import CampaignRow
+from connector.store.database import in_lists
 from connector.store.schema import CAMPAIGN_COLUMNS, LONG, REQUEST_COLUMNS
 
 from .columns import arrow_schema, json_cells, own_batch
@@ -72,6 +83,11 @@ BATCH_ROWS = 100_000
 PART_BYTES = 128 << 20  # Arrow bytes per load package: what a load holds is bounded by a part, not by all it sends
 DEFAULT_DATASET = "formsync_data"  # not "formsync": DuckDB names the file's catalog after it
 WORK_DIR = "formsync-dlt"
+DELTA_DIR = "formsync-delta"  # the Delta tables' folder when dlt's configuration names no bucket
+TableFormat = Literal["delta"]
+# Ids per Delta delete of answer rows: each delete is one commit that rewrites the files
+# holding any of them, so fewer, longer lists are cheaper (the predicate is parsed once).
+DELTA_IN_LIST = 2000
 EXTRA_MISSING = "formsync load needs the warehouse extra: pip install 'formsync[warehouse]'"
 # The data contract's logical types as dlt's (``pipelines.export.columns`` holds the Arrow and
 # pandas ones, ``connector.store.views`` the SQL ones).
@@ -229,6 +245,9 @@ class _Table:
     write: dict[str, Any]
     key: str = "submission_id"
     deleted: Sequence[str] = ()
+    # Delta's answers: the rows of the keys sent (and of ``deleted``) are deleted by the
+    # load before the part is appended (``delete_answers``), not by flagged rows.
+    replaced_first: bool = False
 
 
 def _merged(columns: dict[str, Any], key: str) -> dict[str, Any]:
@@ -324,6 +343,7 @@ class WarehouseSource:
     _feed: _Feed
     _deletion_mark: CursorMark | None = None  # the deletion log's cursor once passed on
     _whole: DltSource | None = None
+    _replaced: list[str] = field(default_factory=list)  # Delta's answers: keys read since replaced_keys()
 
     @property
     def source(self) -> DltSource:
@@ -354,6 +374,13 @@ class WarehouseSource:
         campaign rows' included: what a pipeline fed the same rows would give dlt."""
         return {**{t.name: t.write for t in self._tables}, CAMPAIGN: _CAMPAIGN_WRITE}
 
+    def replaced_keys(self) -> list[str]:
+        """On Delta, the submissions whose answers the part just extracted replaces (its
+        own and the removed ones): delete their answer rows before loading it. Each
+        submission is in one part only (a batch holds whole submissions)."""
+        keys, self._replaced[:] = list(self._replaced), []
+        return keys
+
     @property
     def deleted(self) -> dict[str, int]:
         """The keys sent as deletions per table (none: left out)."""
@@ -379,6 +406,36 @@ def _for_dlt(batch: pa.RecordBatch) -> pa.RecordBatch:
     return _flagged(nested_as_json(batch))
 
 
+def _delta_cells(batch: pa.RecordBatch) -> pa.RecordBatch:
+    """``nested_as_json``'s batch with its times as text ``HH:MM:SS`` (Delta has no time type)."""
+    batch = nested_as_json(batch)
+    times = [i for i, f in enumerate(batch.schema) if pa.types.is_time(f.type)]
+    if not times:
+        return batch
+    arrays = [c.cast(pa.time32("s")).cast(pa.string()) if i in times else c for i, c in enumerate(batch.columns)]
+    return pa.RecordBatch.from_arrays(arrays, names=batch.schema.names)
+
+
+def _for_delta(batch: pa.RecordBatch) -> pa.RecordBatch:
+    return _flagged(_delta_cells(batch))
+
+
+def _as_delta(t: _Table) -> _Table:
+    """``t`` as a Delta table: its time columns text; a table replaced per key
+    (delete-insert, which Delta lacks: the answers) appended once its keys' rows are
+    deleted (``replaced_first``), without the deletion flag."""
+    columns = {k: {**h, "data_type": "text"} if h.get("data_type") == "time" else h
+               for k, h in t.write.get("columns", {}).items()}
+    disposition = t.write.get("write_disposition")
+    if isinstance(disposition, dict) and disposition.get("strategy") == "delete-insert":
+        columns.pop(DELETED, None)
+        return replace(t, write={"write_disposition": "append", "columns": columns}, replaced_first=True)
+    if disposition == "merge":  # on its key, flagged rows deleted: Delta's upsert
+        return replace(t, write={**t.write, "write_disposition": {"disposition": "merge", "strategy": "upsert"},
+                                 "columns": columns})
+    return replace(t, write={**t.write, "columns": columns})
+
+
 def _ahead(convert: Callable[[pa.RecordBatch], pa.RecordBatch],
            batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
     """``convert`` of each batch, made in a thread while the next batch is read and dlt
@@ -402,33 +459,43 @@ def _deletion_batch(schema: pa.Schema, key: str, ids: Sequence[str]) -> pa.Recor
 
 
 def warehouse_source(store: Store, name: str, *, on_rows: Callable[[str, int], None] | None = None,
-                     deletions: Deletions | None = None) -> WarehouseSource:
+                     deletions: Deletions | None = None, table_format: TableFormat | None = None) -> WarehouseSource:
     """The dlt source of the store's rows stored since the last load under the cursor
     ``name``: for teams that run their own dlt pipeline. Make and run it inside ``with
     store.exports.snapshot():`` (one consistent read), then pass ``marks()`` to
     ``store.export_cursors.advance``. Rows are counted into ``on_rows(table, rows)`` as
     they are read. The deletion log's removals past the cursor are sent as hard deletes:
     ``deletions``, best read with ``read_deletions`` before the snapshot begins (read
-    here when not given, a removal committed meanwhile may meet its row's last edit)."""
+    here when not given, a removal committed meanwhile may meet its row's last edit).
+    ``table_format="delta"`` (dlt's filesystem destination): Delta tables (``_as_delta``),
+    whose answers the caller replaces per submission: delete ``replaced_keys()`` from the
+    answers table before each part is loaded (``delete_answers``)."""
     import dlt
     from dlt.common.schema import Schema
 
     deletions = deletions if deletions is not None else read_deletions(store, name)
-    tables = _tables(store, name, deletions)
+    delta = table_format == "delta"
+    tables = [_as_delta(t) if delta else t for t in _tables(store, name, deletions)]
     rows: dict[str, int] = {}
+    replaced: list[str] = []
 
     def rows_of(t: _Table) -> Iterator[pa.RecordBatch]:
         rows.setdefault(t.name, 0)
+        convert = (_delta_cells if t.replaced_first else _for_delta) if delta else _for_dlt
+        if t.replaced_first:
+            replaced.extend(t.deleted)
         # As shaped: dlt makes its own files and a part is bounded by PART_BYTES, so the
         # wide table is not regrouped (a regrouped batch held a copy of several shaped ones).
-        for batch in _ahead(_for_dlt, t.stream.pieces()):
+        for batch in _ahead(convert, t.stream.pieces()):
             rows[t.name] += batch.num_rows
             if on_rows is not None:
                 on_rows(t.name, batch.num_rows)
+            if t.replaced_first:
+                replaced.extend(pc.unique(batch.column(t.key)).to_pylist())
             yield batch
-        if t.deleted:
+        if t.deleted and not t.replaced_first:
             empty = pa.RecordBatch.from_pylist([], schema=t.stream.schema)
-            yield _deletion_batch(_for_dlt(empty).schema, t.key, t.deleted)
+            yield _deletion_batch(convert(empty).schema, t.key, t.deleted)
 
     def campaign_rows() -> Iterator[pa.RecordBatch]:
         for job in store.campaign.jobs():
@@ -437,11 +504,14 @@ def warehouse_source(store: Store, name: str, *, on_rows: Callable[[str, int], N
     def make(resources: list[Any]) -> DltSource:
         @dlt.source(schema=Schema("formsync", normalizers={"names": "direct"}))
         def formsync() -> list[Any]:
+            if delta:
+                for resource in resources:
+                    resource.apply_hints(table_format="delta")
             return resources
 
         return formsync()
 
-    return WarehouseSource(rows, tables, _Feed(tables, rows_of, make, campaign_rows), deletions.mark)
+    return WarehouseSource(rows, tables, _Feed(tables, rows_of, make, campaign_rows), deletions.mark, _replaced=replaced)
 
 
 @contextmanager
@@ -515,6 +585,62 @@ def _drop_retyped(pipeline: Any) -> None:
         pipeline_drop(pipeline, resources=[CAMPAIGN])()
 
 
+@dataclass(frozen=True)
+class DeltaTarget:
+    """Where a load of Delta tables goes: the folder or bucket's URL, the destination's
+    name in the cursor's (``filesystem+delta:<url>``), dlt's pipeline's and its dlt
+    destination."""
+
+    url: str
+    name: str
+    pipeline: str
+    destination: Any
+
+
+def delta_folder(store: Store) -> Path:
+    """The Delta tables' default folder: ``formsync-delta/`` beside a SQLite store's file,
+    in the working directory for a server database."""
+    return work_dir(store).parent / DELTA_DIR
+
+
+def delta_target(store: Store, destination: str) -> DeltaTarget:
+    """The Delta tables' folder or bucket: dlt's ``destination.filesystem.bucket_url``
+    when its configuration gives one (``.dlt/secrets.toml``, the environment), else
+    ``delta_folder``. Run inside ``dlt_settings``. A destination other than
+    ``filesystem``: a ``LoadSettingError``."""
+    import dlt
+
+    if destination != "filesystem":
+        raise LoadSettingError(f"the delta table format is written by the filesystem destination, not "
+                               f"{destination}: give --destination filesystem (or load.destination = \"filesystem\")")
+    given: object = dlt.secrets.get("destination.filesystem.bucket_url")
+    url = str(given) if given else delta_folder(store).as_uri()
+    shown = re.sub(r"//[^/@]*@", "//", url)  # a URL's user and password, if any, stay out of the cursor's name
+    digest = hashlib.sha256(url.encode()).hexdigest()[:10]
+    # dlt warns that `direct` naming allows "/" in a table's name, which its file layout
+    # separates with: formsync's table names never hold one (form slugs and fixed names).
+    return DeltaTarget(url, f"filesystem+delta:{shown}", f"filesystem_delta_{digest}",
+                       dlt.destinations.filesystem(bucket_url=url, warn_unsafe_layout_separators=False))
+
+
+def delete_answers(pipeline: Any, keys: Sequence[str]) -> None:
+    """Delete the rows of the submissions ``keys`` from the Delta answers table of
+    ``pipeline``'s destination (none yet: nothing to do), in IN lists of at most
+    ``DELTA_IN_LIST`` ids, a Delta commit each."""
+    from dlt.common.destination.exceptions import DestinationUndefinedEntity
+
+    if not keys:
+        return
+    with pipeline.destination_client() as client:
+        try:
+            table = client.load_open_table("delta", "answers")
+        except DestinationUndefinedEntity:
+            return
+    for ids in in_lists(keys, DELTA_IN_LIST):
+        quoted = ", ".join("'" + i.replace("'", "''") + "'" for i in ids)
+        table.delete(f"submission_id IN ({quoted})")
+
+
 def loader_format(pipeline: Any) -> Literal["parquet"] | None:
     """``LOADER_FORMAT`` on DuckDB; None elsewhere: dlt's own choice per destination
     (Parquet for Arrow tables where it is fast, e.g. PostgreSQL with its ADBC driver)."""
@@ -522,21 +648,24 @@ def loader_format(pipeline: Any) -> Literal["parquet"] | None:
 
 
 def load(store: Store, *, destination: str | None = None, dataset: str | None = None, dry_run: bool = False,
-         on_rows: Callable[[str, int], None] | None = None) -> LoadReport:
+         on_rows: Callable[[str, int], None] | None = None, table_format: TableFormat | None = None) -> LoadReport:
     """Load the rows stored since the last load into ``dataset`` (default
     ``formsync_data``) of ``destination`` (default: DuckDB, ``formsync.duckdb`` in the
     working directory). Its cursors move only once dlt has loaded everything: a failed
     load sends the same rows and more next time. ``dry_run`` counts what would be sent
-    and sends nothing. A missing extra is a ``ModuleNotFoundError`` naming it; a
-    destination that cannot be used as configured a ``LoadSettingError``; a load that
-    failed a ``LoadFailed``."""
+    and sends nothing. ``table_format="delta"`` (with ``destination="filesystem"``)
+    writes Delta tables (``delta_target``). A missing extra is a ``ModuleNotFoundError``
+    naming it; a destination that cannot be used as configured a ``LoadSettingError``; a
+    load that failed a ``LoadFailed``."""
     try:
         import dlt
     except ModuleNotFoundError:
         raise ModuleNotFoundError(EXTRA_MISSING, name="dlt") from None
     where = work_dir(store)
     dest_name, dataset = destination or "duckdb", dataset or DEFAULT_DATASET
-    name = cursor_name(dest_name, dataset)
+    with dlt_settings(where):
+        target = None if table_format is None else delta_target(store, dest_name)
+    name = cursor_name(dest_name if target is None else target.name, dataset)
     started = datetime.now(UTC)
     # Read before the snapshot: a removal committed after it is left for the next load,
     # so no row of this load's snapshot is deleted by it.
@@ -546,10 +675,11 @@ def load(store: Store, *, destination: str | None = None, dataset: str | None = 
             tables = _tables(store, name, deletions)
             return LoadReport(destination=dest_name, dataset=dataset, rows={t.name: t.stream.count() for t in tables},
                               deleted={t.name: len(t.deleted) for t in tables if t.deleted}, dry_run=True)
-        made = warehouse_source(store, name, on_rows=on_rows, deletions=deletions)
+        made = warehouse_source(store, name, on_rows=on_rows, deletions=deletions, table_format=table_format)
         try:
-            pipeline = dlt.pipeline(pipeline_name=pipeline_name(dest_name, dataset), pipelines_dir=str(where / "pipelines"),
-                                    destination=destination_of(destination), dataset_name=dataset)
+            pipeline = dlt.pipeline(pipeline_name=pipeline_name(dest_name if target is None else target.pipeline, dataset),
+                                    pipelines_dir=str(where / "pipelines"), dataset_name=dataset,
+                                    destination=destination_of(destination) if target is None else target.destination)
             if pipeline.config.restore_from_destination:  # as dlt's run does first
                 pipeline.sync_destination()
             if pipeline.has_pending_data:  # a failed load's: its rows come again, the cursors did not move
@@ -560,6 +690,8 @@ def load(store: Store, *, destination: str | None = None, dataset: str | None = 
             file_format = loader_format(pipeline)
             for part in made.parts(PART_BYTES):
                 pipeline.extract(part, loader_file_format=file_format)
+                if target is not None:  # Delta's answers: the part's submissions' rows go first
+                    delete_answers(pipeline, made.replaced_keys())
                 pipeline.normalize()
                 pipeline.load()
         except Exception as e:  # dlt's errors are many classes; each becomes one line of ours

@@ -165,7 +165,7 @@ async def load(p: LoadParams, env: JobEnv) -> LoadReport:
     settings = env.settings.load
     report = await asyncio.to_thread(run_load, env.store, destination=p.destination or settings.destination,
                                      dataset=p.dataset or settings.dataset, dry_run=p.dry_run,
-                                     on_rows=env.hooks.load_rows)
+                                     on_rows=env.hooks.load_rows, table_format=p.table_format or settings.table_format)
     report.held_back = held_back_line(env.store)
     return report
 

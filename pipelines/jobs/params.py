@@ -110,11 +110,12 @@ class ExportParams(JobParams):
 
 
 class LoadParams(JobParams):
-    """``formsync load [--destination D] [--dataset S]`` (default: the ``[load]`` settings),
-    say ``after`` the sync job: the rows stored since the last load."""
+    """``formsync load [--destination D] [--dataset S] [--table-format delta]`` (default: the
+    ``[load]`` settings), say ``after`` the sync job: the rows stored since the last load."""
 
     destination: str | None = Field(None, min_length=1)
     dataset: str | None = Field(None, min_length=1)
+    table_format: Literal["delta"] | None = None
     dry_run: bool = False
 
 
