@@ -4,7 +4,8 @@ the warehouse), ``sync/`` (sync, poll, reconcile), ``outreach/`` and ``campaign/
 health, metrics, notices, deploy), ``connect/`` (login, webhook subscriptions) and
 ``cli/`` (the ``formsync`` command and its demo).
 
-Each job is importable from here (``from pipelines import run_outreach, poll_once``),
+Each job is importable from here (``from pipelines import run_outreach, poll_once``), and
+``run_job`` with a ``JobEnv`` runs any kind as ``formsync`` and the scheduler do (``jobs/``),
 imported on first use so the ``formsync`` CLI starts without loading them all. The export
 function is ``pipelines.export.export`` (the ``export`` package names it; its module is
 ``pipelines.export.write``), and ``from pipelines import frames`` gives the frames module."""
@@ -19,6 +20,8 @@ if TYPE_CHECKING:
     from .export.load import LoadReport as LoadReport
     from .export.load import warehouse_source as warehouse_source
     from .export.write import ExportReport as ExportReport
+    from .jobs import JobEnv as JobEnv
+    from .jobs import run_job as run_job
     from .operate.scheduler import SchedulerOptions as SchedulerOptions
     from .operate.scheduler import serve as serve
     from .operate.status import StatusReport as StatusReport
@@ -35,6 +38,7 @@ if TYPE_CHECKING:
 # Each public name and the module that defines it.
 _SOURCES: dict[str, str] = {
     "ExportReport": "export.write", "LoadReport": "export.load", "warehouse_source": "export.load",
+    "JobEnv": "jobs", "run_job": "jobs",
     "OutreachReport": "outreach", "run_outreach": "outreach",
     "PollReport": "sync.poll", "poll_once": "sync.poll",
     "SchedulerOptions": "operate.scheduler", "serve": "operate.scheduler",
@@ -50,9 +54,9 @@ _MODULES: dict[str, str] = {
 }
 
 __all__ = [
-    "ExportReport", "LoadReport", "OutreachReport", "PollReport", "SchedulerOptions", "StatusReport",
-    "SyncAllReport", "SyncReport", "collect_status", "poll_once", "run_outreach", "serve", "sync_all", "sync_form",
-    "warehouse_source",
+    "ExportReport", "JobEnv", "LoadReport", "OutreachReport", "PollReport", "SchedulerOptions", "StatusReport",
+    "SyncAllReport", "SyncReport", "collect_status", "poll_once", "run_job", "run_outreach", "serve", "sync_all",
+    "sync_form", "warehouse_source",
 ]
 
 
