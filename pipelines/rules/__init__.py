@@ -1,0 +1,1 @@
+"""Pure rules shared by several commands (no I/O)."""
