@@ -104,8 +104,10 @@ def export(
                                                                       "has (marked by formsync sync --reconcile), "
                                                                       "left out by default.")] = False,
     since_last: Annotated[str | None, typer.Option("--since-last", metavar="NAME", help=(
-        "Only the rows stored since the last export under NAME (its cursor moves once the files are complete); "
-        "not with --since. An edited submission comes again."))] = None,
+        "Only the rows stored or changed since the last export under NAME (a slug; its cursor moves once the files "
+        "are complete), and the removals since in a file with .deletions before --out's suffix; one format per "
+        "name, one run at a time; never replaces a file (put {run} in --out); nothing new: no file. Not with "
+        "--since."))] = None,
     cursors: Annotated[bool, typer.Option("--cursors", help="List the --since-last cursors (one JSON line each) "
                                                             "and exit.")] = False,
     reset: Annotated[str | None, typer.Option("--reset", metavar="NAME", help="Forget the cursors of NAME: its "
@@ -121,7 +123,7 @@ def export(
     in XLSX). --out's file name may hold {date}, {time} (UTC), {form} (the form's name
     slug) and {run} (with --since-last: the run's number under its name).
 
-    Example: [bold]formsync export --since-last nightly --out 'exports/{form}-{date}.parquet'[/bold]
+    Example: [bold]formsync export --since-last nightly --out 'exports/{form}-{date}-{run}.parquet'[/bold]
     """
     with command(config) as ctx:
         from pipelines.export.write import check_out_template, export_files
@@ -147,8 +149,9 @@ def export(
         for report in reports:
             print_report(report)
         written = sum(sum(r.rows.values()) for r in reports)
-        if written == 0 and since_last is not None:
-            typer.echo(f"note: nothing new since the last export under {since_last!r}", err=True)
+        if since_last is not None:
+            typer.echo(f"nothing new since the last export under {since_last!r}: no file written"
+                       if reports[0].nothing_new else reports[0].outcome(), err=True)
         elif written == 0:
             typer.echo(f"note: nothing to export: the store {ctx.store_url()} holds no rows for this table "
                        f"yet; fill it with formsync sync or formsync poll, or run formsync receive", err=True)
@@ -160,6 +163,12 @@ def _export_cursors(store: Any, reset: str | None) -> None:
         for mark in store.export_cursors.list():
             typer.echo(json.dumps(dataclasses.asdict(mark)))
         return
+    from pipelines.export.nightly import refuse_load_name
+
+    try:
+        refuse_load_name(reset, "--reset")
+    except ValueError as e:
+        raise UsageError(str(e)) from None
     if not store.export_cursors.reset(reset):
         names = sorted({m.name for m in store.export_cursors.list()})
         raise UsageError(f"no export cursor is named {reset!r}", where="--reset",
@@ -275,6 +284,7 @@ def outreach(
     with command(config) as ctx:
         from pipelines.outreach import SheetError, SheetOptions
         from pipelines.outreach.sheet import check_sheet_path
+        from pipelines.rules.names import SLUG_RULE, name_problem
 
         from .outreach_run import OutreachCall, run_command
 
@@ -282,6 +292,8 @@ def outreach(
             check_sheet_path(sheet)
         except SheetError as e:
             raise UsageError(str(e), where="SHEET") from None
+        if job is not None and (why := name_problem(job)) is not None:
+            raise UsageError(f"{why}; a job name is {SLUG_RULE}", where="--job")
         name = job or sheet.stem
         report_dir = ctx.service_settings().outreach.report_dir
         call = OutreachCall(sheet=sheet, form=form, job=name, config=config, dry_run=dry_run, test=test,
