@@ -5,6 +5,7 @@ migration 0019: the deletion log's places, the loads' cursors of it kept."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from typing import Any
 
@@ -200,5 +201,28 @@ def test_the_deletion_log_takes_places_and_the_loads_cursors_keep_their_meaning(
             last = conn.execute(sa.text("SELECT max(id) FROM formsync_deletions")).scalar_one()
             assert conn.execute(sa.text("SELECT arrival FROM formsync_export_cursors WHERE table_name = :t"),
                                 {"t": DELETIONS}).scalar_one() == last
+    finally:
+        store.close()
+
+
+def test_the_export_cursors_keep_their_format(db_url: str) -> None:
+    """Migration 0020: a cursor stored before has no format (its name keeps working and
+    takes the format of its next run); one stored after keeps its own; a downgrade drops
+    the column and keeps the cursors."""
+    store = Store(db_url)
+    try:
+        _to(store, "0019")
+        with store.database.engine.begin() as conn:
+            conn.execute(sa.text("INSERT INTO formsync_export_cursors (name, table_name, form_id, arrival, row_count, "
+                                 "run, updated_at) VALUES ('nightly', 'wide', 'form_1', 7, 2, 3, 1)"))
+        store.migrate()
+        (before,) = store.export_cursors.list("nightly")
+        assert (before.arrival, before.run, before.format) == (7, 3, None)
+        store.export_cursors.advance([dataclasses.replace(before, arrival=9, run=4, format="parquet")])
+        assert [(m.arrival, m.format) for m in store.export_cursors.list("nightly")] == [(9, "parquet")]
+        _to(store, "0019", down=True)
+        with store.database.engine.connect() as conn:
+            assert [tuple(r) for r in conn.execute(sa.text(
+                "SELECT name, arrival, run FROM formsync_export_cursors"))] == [("nightly", 9, 4)]
     finally:
         store.close()
