@@ -636,7 +636,7 @@ Planned = list[tuple[list[TableStream], Path]]  # the files of an export and the
 
 def _planned(tables: list[TableStream], fmt: Format, out: Path, at: datetime) -> Planned:
     """The files the tables go to (one workbook, else one file each), ``out``'s placeholders filled in."""
-    if fmt == "xlsx":
+    if fmt == "xlsx" and tables:
         forms = {t.form for t in tables}
         runs = [t.mark.run for t in tables if t.mark is not None]
         return [(tables, out_path(out, at=at, form=forms.pop() if len(forms) == 1 else "all",
@@ -667,10 +667,11 @@ def _write_changes(tables: list[TableStream], removed: TableStream, fmt: Format,
     when one has) and, when there are removals, the deletions file; none when nothing is
     new. Refused before any is written when one exists. Every file of a run has one
     ``{run}``: one more than the name's last."""
-    run = max(t.mark.run for t in [*tables, removed] if t.mark is not None) if removed.mark or tables else 1
+    run = max((t.mark.run for t in [*tables, removed] if t.mark is not None), default=1)
     for t in [*tables, removed]:
         t.mark = None if t.mark is None else replace(t.mark, run=run)
-    fresh = tables if fmt == "xlsx" and any(t.fresh for t in tables) else [t for t in tables if t.fresh]
+    fresh = [t for t in tables if t.fresh and t.mark is not None]  # no form stored: no mark, nothing new
+    fresh = tables if fmt == "xlsx" and fresh else fresh
     planned = _planned(fresh, fmt, out, at)
     gone = deletions_path(out_path(out, at=at, form=form, run=run)) if removed.fresh else None
     _refuse_existing([p for _, p in planned] + ([gone] if gone else []), fmt, str(out))

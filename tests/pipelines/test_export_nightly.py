@@ -24,9 +24,10 @@ from connector.config.settings import JobSettings, Settings
 from connector.store import Store
 from connector.store.erasure import Person
 from pipelines.cli import app
-from pipelines.export.nightly import cursor_lock
+from pipelines.export.nightly import ExportBusy, cursor_lock
 from pipelines.export.write import deletions_path, export
 from pipelines.operate.jobs import ConfigError, check_jobs, job_warnings, parse_params
+from tests.connector.conftest import db_url, mysql_database  # noqa: F401  (fixtures)
 from tests.items import list_item
 
 FORM = "form_a"
@@ -139,6 +140,13 @@ def test_a_file_that_exists_is_never_replaced(store: Store, tmp_path: Path) -> N
     assert deletions_path(Path("x/a-1.csv")) == Path("x/a-1.deletions.csv")
 
 
+def test_an_empty_store_writes_nothing(store: Store, tmp_path: Path) -> None:
+    for fmt, table in (("parquet", "wide"), ("csv", "long"), ("xlsx", "all")):
+        report = export(store, fmt, tmp_path / f"e-{{run}}.{fmt}", table=table, since_last=f"n-{fmt}")  # type: ignore[arg-type]
+        assert report.nothing_new and report.files == {} and report.cursors == []
+    assert list(tmp_path.glob("e-*")) == []
+
+
 def test_names_and_formats_are_checked(store: Store, tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
     store.upsert_submissions([sub("sub_1", "a")], FORM)
     out = tmp_path / "n-{run}.parquet"
@@ -160,6 +168,26 @@ def test_names_and_formats_are_checked(store: Store, tmp_path: Path, caplog: pyt
         "old name", "wide", FORM, -1, 0, 1, None)])
     assert run(store, tmp_path / "old-{run}.parquet", name="old name").rows == {"wide": 2}
     assert "'old name': 'old name' holds ' '; it keeps working" in caplog.text
+
+
+def test_one_holder_of_a_names_lock_on_every_database(db_url: str) -> None:  # noqa: F811
+    """The lock of a name, held by one store and refused to another at once (PostgreSQL's
+    and MariaDB's session locks, SQLite's lease), renewed while held, free once released."""
+    one, two = Store(db_url), Store(db_url)
+    one.migrate()
+    try:
+        with cursor_lock(one, "nightly", ttl_seconds=0.6):
+            time.sleep(1)  # past its first lease: renewed meanwhile
+            with pytest.raises(ExportBusy, match="'nightly': another export under this name is running"):
+                with cursor_lock(two, "nightly"):
+                    pass
+            with cursor_lock(two, "weekly"):
+                pass
+        with cursor_lock(two, "nightly"):
+            pass
+    finally:
+        one.close()
+        two.close()
 
 
 def test_a_second_run_under_a_name_refuses_at_once(store: Store, tmp_path: Path) -> None:
