@@ -398,9 +398,8 @@ def summarise(kind: str, report: BaseModel) -> str:
             return f"form {r.form_id}: fetched {r.fetched}, written {r.written}, {r.calls} calls"
         return (f"{len(forms)} forms: fetched {sum(f.fetched for f in forms)}, "
                 f"written {sum(f.written for f in forms)}, {r.calls} calls")
-    if kind == "export":
-        rows = ", ".join(f"{k} {v}" for k, v in r.rows.items())
-        return f"wrote {r.path} ({rows} rows)"
+    if kind == "export":  # "nothing new" for an incremental run with nothing to write
+        return str(r.outcome())
     if kind == "load":
         rows = ", ".join(f"{k} {v}" for k, v in r.rows.items())
         deleted = "".join(f"; deleted {k} {v}" for k, v in r.deleted.items())

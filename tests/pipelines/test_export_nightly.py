@@ -26,7 +26,7 @@ from connector.store.erasure import Person
 from pipelines.cli import app
 from pipelines.export.nightly import ExportBusy, cursor_lock
 from pipelines.export.write import deletions_path, export
-from pipelines.operate.jobs import ConfigError, check_jobs, job_warnings, parse_params
+from pipelines.operate.jobs import ConfigError, check_jobs, job_warnings, parse_params, summarise
 from tests.connector.conftest import db_url, mysql_database  # noqa: F401  (fixtures)
 from tests.items import list_item
 
@@ -98,7 +98,7 @@ def test_nights_with_two_runs_a_day_stack_into_the_stores_table(store: Store, tm
     assert gone.select(["id", "kind", "form_id"]).to_pylist() == [{"id": "sub_2", "kind": "submission",
                                                                     "form_id": FORM}]
     quiet = run(store, out, at=night2 + timedelta(hours=1))
-    assert quiet.nothing_new and quiet.rows == {"wide": 0} and quiet.outcome() == "nothing new"
+    assert quiet.nothing_new and quiet.rows == {"wide": 0} and summarise("export", quiet) == "nothing new"
 
     night3 = night2 + timedelta(days=1)
     store.erase(Person(email="sub_3@example.com"))
