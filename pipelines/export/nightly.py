@@ -40,11 +40,10 @@ def check_since_last(store: Store, name: str, fmt: str) -> bool:
     written in another format. True when the name is new (no cursor yet)."""
     refuse_load_name(name)
     stored = store.export_cursors.list(name)
-    if name_problem(name) is not None:
+    if (problem := name_problem(name)) is not None:
         if not stored:
             check_name(name, "--since-last")
-        log.warning("--since-last %r: %s; it keeps working, but give new exports a slug name",
-                    name, name_problem(name))
+        log.warning("--since-last %r: %s; it keeps working, but give new exports a slug name", name, problem)
     formats = sorted({m.format for m in stored if m.format is not None})
     if formats and formats[0] != fmt:
         raise ValueError(f"--since-last {name!r} writes {formats[0]}: its cursors moved with {formats[0]} files, so "

@@ -189,9 +189,9 @@ class TableStream:
     count: Callable[[], int]
     columns: tuple[Column, ...] | None = None
     mark: CursorMark | None = None  # an incremental export's cursor after this table
-    fresh: bool = True  # an incremental export: whether any row is new since its cursor
     form: str = "all"  # ``{form}`` in the file's name: its form's name slug
     shaped: Callable[[], Iterator[pa.RecordBatch]] | None = None
+    fresh: bool = True  # an incremental export: whether any row is new since its cursor
 
     def pieces(self) -> Iterator[pa.RecordBatch]:
         """The rows as shaped (``shaped``), else as ``batches``."""
@@ -262,8 +262,8 @@ def _wide_stream(store: Store, name: str, form_id: str, *, since: datetime | dat
                 yield ahead.result()
 
     return TableStream(name, schema, lambda: _regrouped(shaped(), schema, batch_rows),
-                       lambda: store.exports.count_submissions(f), columns, mark, fresh, form_slug(store, form_id),
-                       shaped)
+                       lambda: store.exports.count_submissions(f), columns, mark, form_slug(store, form_id), shaped,
+                       fresh=fresh)
 
 
 def _wide_shaped(part: Sequence[tuple[Any, ...]], columns: Sequence[Column], schema: pa.Schema,
@@ -320,7 +320,7 @@ def _long_stream(store: Store, *, form_id: str | None, since: datetime | date | 
         include_gone=include_gone))
     schema = _with_gone_at(LONG_SCHEMA) if include_gone else LONG_SCHEMA
     return TableStream("long", schema, lambda: _long_batches(store, f, schema, batch_rows),
-                       lambda: _count(store, f), None, mark, fresh, _slug_of(store, form_id))
+                       lambda: _count(store, f), None, mark, _slug_of(store, form_id), fresh=fresh)
 
 
 def _long_batches(store: Store, f: ExportFilter, schema: pa.Schema, batch_rows: int) -> Iterator[pa.RecordBatch]:
@@ -390,8 +390,8 @@ def _requests_stream(store: Store, *, form_id: str | None, since: datetime | dat
                       for c, v in zip(REQUEST_COLUMNS, columns, strict=False)]
             yield pa.RecordBatch.from_arrays([*arrays, pa.array(meta, pa.string())], schema=schema)
 
-    return TableStream("requests", schema, batches, lambda: store.exports.count_requests(f), None, mark, fresh,
-                       _slug_of(store, form_id))
+    return TableStream("requests", schema, batches, lambda: store.exports.count_requests(f), None, mark,
+                       _slug_of(store, form_id), fresh=fresh)
 
 
 # ---------------------------------------------------------------------------------------
@@ -729,7 +729,7 @@ def _removals_stream(store: Store, name: str, form_id: str | None, *, first: boo
                                               pa.array(forms, pa.string()), _times(at)], schema=REMOVALS_SCHEMA)
 
     return TableStream("deletions", REMOVALS_SCHEMA, batches, lambda: sum(b.num_rows for b in batches()),
-                       None, mark, mark is not None and not first)
+                       None, mark, fresh=mark is not None and not first)
 
 
 PLACEHOLDERS = ("date", "time", "form", "run")
