@@ -33,11 +33,11 @@ def refuse_load_name(name: str, flag: str = "--since-last") -> None:
                          f"load skip those rows; give the export a name of its own, e.g. nightly")
 
 
-def check_since_last(store: Store, name: str, fmt: str) -> bool:
+def check_since_last(store: Store, name: str, fmt: str) -> None:
     """Refuse (``ValueError``, one line) an incremental export under ``name`` in ``fmt``
     when ``name`` is a load's cursor name, is not a slug (``pipelines.rules.names``) and
     has no stored cursor (a stored one keeps working, with a warning), or has cursors
-    written in another format. True when the name is new (no cursor yet)."""
+    written in another format."""
     refuse_load_name(name)
     stored = store.export_cursors.list(name)
     if (problem := name_problem(name)) is not None:
@@ -49,7 +49,12 @@ def check_since_last(store: Store, name: str, fmt: str) -> bool:
         raise ValueError(f"--since-last {name!r} writes {formats[0]}: its cursors moved with {formats[0]} files, so "
                          f"a {fmt} run would miss their rows; give {fmt} a name of its own (e.g. {name}-{fmt}) "
                          f"or run formsync export --reset {name}")
-    return not stored
+
+
+def last_run(store: Store, name: str) -> int:
+    """The number of the last run under ``name`` (0: none yet; ``--reset`` starts again):
+    the next run's files carry one more as ``{run}``. Read while holding its lock."""
+    return max((m.run for m in store.export_cursors.list(name)), default=0)
 
 
 @contextmanager

@@ -47,7 +47,7 @@ from connector.store.schema import GONE_AT, display_schema
 from ..lifecycle.archive.columns import Located, archived_fields, long_archived, with_archived
 from .columns import TIMESTAMP, arrow_schema, csv_schema, text_cells
 from .long_json import LONG_SCHEMA, ROWS_SCHEMA, long_batch
-from .nightly import check_since_last, cursor_lock
+from .nightly import check_since_last, cursor_lock, last_run
 from .wide_json import wide_batch
 
 Format = Literal["csv", "xlsx", "parquet"]
@@ -618,14 +618,15 @@ def export(store: Store, fmt: Format, out: Path, *, table: Table | Literal["all"
             store, name, form_id=form_id, since=since, status=status,  # type: ignore[arg-type]
             display=display, fields=fields, include_gone=include_gone)]
         return _write_all(_planned(tables, fmt, Path(out), at), fmt, out)
-    first = check_since_last(store, since_last, fmt)
+    check_since_last(store, since_last, fmt)
     with cursor_lock(store, since_last):
+        before = last_run(store, since_last)
         with store.exports.snapshot():
             tables = [t for name in names for t in table_streams(
                 store, name, form_id=form_id, status=status, display=display,  # type: ignore[arg-type]
                 fields=fields, since_last=since_last, include_gone=include_gone)]
-            removed = _removals_stream(store, since_last, form_id, first=first)
-            report = _write_changes(tables, removed, fmt, Path(out), at, _slug_of(store, form_id))
+            removed = _removals_stream(store, since_last, form_id, first=before == 0)
+            report = _write_changes(tables, removed, fmt, Path(out), at, _slug_of(store, form_id), before + 1)
         if advance and report.cursors:
             store.export_cursors.advance(report.cursors)
     return report
@@ -662,12 +663,11 @@ def _write_all(planned: Planned, fmt: Format, out: str | Path) -> ExportReport:
 
 
 def _write_changes(tables: list[TableStream], removed: TableStream, fmt: Format, out: Path, at: datetime,
-                   form: str) -> ExportReport:
+                   form: str, run: int) -> ExportReport:
     """An incremental export's files: the tables with new rows (all of an XLSX workbook's
     when one has) and, when there are removals, the deletions file; none when nothing is
-    new. Refused before any is written when one exists. Every file of a run has one
-    ``{run}``: one more than the name's last."""
-    run = max((t.mark.run for t in [*tables, removed] if t.mark is not None), default=1)
+    new. Refused before any is written when one exists. Every file of a run has its
+    ``run`` (one more than the name's last, over its every cursor) as ``{run}``."""
     for t in [*tables, removed]:
         t.mark = None if t.mark is None else replace(t.mark, run=run)
     fresh = [t for t in tables if t.fresh and t.mark is not None]  # no form stored: no mark, nothing new

@@ -112,6 +112,14 @@ def test_nights_with_two_runs_a_day_stack_into_the_stores_table(store: Store, tm
         "all-2026-05-03-5.deletions.parquet", "survey-2026-05-01-1.parquet", "survey-2026-05-01-2.parquet",
         "survey-2026-05-02-3.parquet", "survey-2026-05-03-4.parquet"]
 
+    assert stacked(tmp_path) == store_view(store, tmp_path)
+
+    night4 = night3 + timedelta(days=1)  # the service stops listing sub_5, then lists it again
+    assert store.reconcile(FORM, {"sub_1"}) == (["sub_5"], [])
+    assert run(store, out, at=night4).removed == 1
+    assert store.reconcile(FORM, {"sub_1", "sub_5"}) == ([], ["sub_5"])
+    back = run(store, out, at=night4 + timedelta(hours=1))
+    assert back.rows == {"wide": 1} and back.deletions is None, "found again: sent again, no removal"
     view = store_view(store, tmp_path)
     assert [r["submission_id"] for r in view] == ["sub_1", "sub_5"]
     assert stacked(tmp_path) == view
@@ -138,6 +146,20 @@ def test_a_file_that_exists_is_never_replaced(store: Store, tmp_path: Path) -> N
         run(store, tmp_path / "{form}-{date}-{run}.parquet", name="nightly")  # the deletions file is checked too
     assert store.export_cursors.list("nightly") == before
     assert deletions_path(Path("x/a-1.csv")) == Path("x/a-1.deletions.csv")
+
+
+def test_the_deletions_file_is_in_the_runs_format(store: Store, tmp_path: Path) -> None:
+    store.upsert_submissions([sub("sub_1", "a"), sub("sub_2", "b")], FORM, "Survey")
+    run(store, tmp_path / "{form}-{run}.csv", fmt="csv")
+    store.remove_submissions({"sub_1": FORM}, reason="purge")
+    report = run(store, tmp_path / "{form}-{run}.csv", fmt="csv")
+    assert report.files == {} and report.deletions == str(tmp_path / "all-2.deletions.csv")
+    lines = (tmp_path / "all-2.deletions.csv").read_text().splitlines()
+    assert lines[0] == '"id","kind","form_id","removed_at"' and lines[1].startswith('"sub_1","submission","form_a",')
+    assert (tmp_path / "all-2.deletions.schema.json").is_file()
+    store.remove_submissions({"sub_2": FORM}, reason="purge")
+    booked = run(store, tmp_path / "{form}-{run}.xlsx", name="book", fmt="xlsx")
+    assert booked.nothing_new, "a new name starts from the store as it is: no earlier removal"
 
 
 def test_an_empty_store_writes_nothing(store: Store, tmp_path: Path) -> None:
