@@ -273,7 +273,18 @@ def test_job_names_and_export_jobs_are_checked() -> None:
     assert len(warned) == 1 and warned[0].startswith("job 'daily' (export): param 'out'") and "{run}" in warned[0]
 
 
-def test_the_erase_receipt_can_name_the_exports_that_wrote_a_person(store: Store, tmp_path: Path) -> None:
+def test_the_erase_receipt_can_name_the_exports_that_wrote_a_person(db_url: str, tmp_path: Path) -> None:  # noqa: F811
+    """``store.exports.names_past`` on SQLite, PostgreSQL and MariaDB: the names whose
+    cursor of a submissions table passed the submissions' places."""
+    store = Store(db_url)
+    store.migrate()
+    try:
+        _names_past(store, tmp_path)
+    finally:
+        store.close()
+
+
+def _names_past(store: Store, tmp_path: Path) -> None:
     store.upsert_submissions([sub("sub_1", "a")], FORM)
     run(store, tmp_path / "a-{run}.parquet", name="early")
     store.upsert_submissions([sub("sub_2", "b")], FORM)
