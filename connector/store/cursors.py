@@ -21,7 +21,9 @@ ALL_FORMS = ""  # the form of a cursor over every form
 @dataclass(frozen=True)
 class CursorMark:
     """Where an incremental export stopped: the last arrival place of its rows
-    (``arrival``), how many rows its file held and the run's number under the name."""
+    (``arrival``), how many rows its file held, the run's number under the name and the
+    format its files are in (None for a load's cursor, and for cursors stored before
+    formats were kept)."""
 
     name: str
     table: str
@@ -29,13 +31,14 @@ class CursorMark:
     arrival: int
     rows: int
     run: int
+    format: str | None = None
 
 
 _c = EXPORT_CURSORS.c
 # One cursor moved (``ExportCursors.advance``): its key as ``k_*``, its new values as ``v_*``.
 _MOVE = update(EXPORT_CURSORS).where(_c.name == bindparam("k_name"), _c.table_name == bindparam("k_table"),
                                      _c.form_id == bindparam("k_form")).values(
-    {col: bindparam(f"v_{col}") for col in ("arrival", "row_count", "run", "updated_at")})
+    {col: bindparam(f"v_{col}") for col in ("arrival", "row_count", "run", "updated_at", "format")})
 
 
 class ExportCursors:
@@ -70,7 +73,8 @@ class ExportCursors:
         # of a few rows pays for this transaction, so no ORM unit of work is set up for it.
         with self._db.engine.begin() as conn:
             for m in marks:
-                values = {"arrival": m.arrival, "row_count": m.rows, "run": m.run, "updated_at": now}
+                values = {"arrival": m.arrival, "row_count": m.rows, "run": m.run, "updated_at": now,
+                          "format": m.format}
                 changed: Any = conn.execute(_MOVE, {"k_name": m.name, "k_table": m.table, "k_form": m.form_id,
                                                     **{f"v_{k}": v for k, v in values.items()}})
                 if changed.rowcount == 0:
@@ -101,10 +105,10 @@ def rewind_statement(form_id: str) -> Update:
 def cursor_query(name: str, table: str, form_id: str | None) -> Select[Any]:
     """The cursor row of ``name`` for one table and form (None: every form), as ``cursor_mark`` reads it."""
     c = EXPORT_CURSORS.c
-    return (select(c.name, c.table_name, c.form_id, c.arrival, c.row_count, c.run)
+    return (select(c.name, c.table_name, c.form_id, c.arrival, c.row_count, c.run, c.format)
             .where(c.name == name, c.table_name == table, c.form_id == (form_id or ALL_FORMS)))
 
 
 def cursor_mark(row: Any) -> CursorMark:
     """A cursor row (``ExportCursor``, or a row of ``cursor_query``) as a ``CursorMark``."""
-    return CursorMark(row.name, row.table_name, row.form_id, row.arrival, row.row_count, row.run)
+    return CursorMark(row.name, row.table_name, row.form_id, row.arrival, row.row_count, row.run, row.format)

@@ -18,16 +18,18 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import Select, Text, cast, func, select
+from sqlalchemy import Select, Text, and_, cast, exists, func, or_, select
 from sqlalchemy.engine import Connection
 
 from .cursors import CursorMark, cursor_mark, cursor_query
 from .database import Database, in_lists
 from .mapping import answer_count, answer_tuples
 from .sqlite import READ_OPTION
-from .tables import ARCHIVED, EXPORT_CURSORS, REQUESTS, SUBMISSIONS
+from .tables import ARCHIVED, DELETIONS, EXPORT_CURSORS, REQUESTS, SUBMISSIONS
 
 Batch = Sequence[tuple[Any, ...]]
+REMOVALS = "deletions"  # an incremental export's cursor of the deletion log, beside its tables'
+REMOVED_KINDS = ("submission", "request")  # the removals an incremental export hands on
 
 
 @dataclass(frozen=True)
@@ -164,6 +166,45 @@ class ExportReads:
             return None, self.last_arrival(f, table)
         return cursor_mark(row), None if row[-1] is None else int(row[-1])
 
+    def removals_cursor(self, name: str, form_id: str | None) -> tuple[CursorMark | None, int | None]:
+        """The cursor of ``name`` on the deletion log (table ``REMOVALS``) for ``form_id``
+        (None: every form) and the last place of the removals past it (``removals``'
+        rows, and those of rows since back in the store); read in this thread's snapshot."""
+        d = DELETIONS.c
+        mark = self._first(cursor_query(name, REMOVALS, form_id))
+        old = None if mark is None else cursor_mark(mark)
+        last = self._scalar(_removed_of(select(func.max(d.arrival)), -1 if old is None else old.arrival, form_id))
+        return old, None if last is None else int(last)
+
+    def removals(self, after: int, form_id: str | None, *, batch_rows: int) -> Iterator[Batch]:
+        """The submissions and requests removed from the store (purged, reconciled, erased:
+        the deletion log) placed after ``after``, of ``form_id`` (None: every form), as
+        ``(id, kind, form_id, removed_at)`` in the order removed; a row the store holds
+        again (a reconciled submission whose form was restored) is left out."""
+        d, t, r = DELETIONS.c, SUBMISSIONS.c, REQUESTS.c
+        back = or_(and_(d.kind == "submission", exists().where(t.id == d.item_id, t.gone_at.is_(None))),
+                   and_(d.kind == "request", exists().where(r.id == d.item_id)))
+        stmt = _removed_of(select(d.item_id, d.kind, d.form_id, d.deleted_at), after, form_id).where(~back)
+        return self._batches(stmt.order_by(d.arrival, d.id), batch_rows)
+
+    def names_past(self, submission_ids: Sequence[str], *, files_only: bool = True) -> list[str]:
+        """The incremental export names (``export --since-last``) whose cursor of a table
+        of submissions (``wide``, ``long``) is past the arrival place of one of
+        ``submission_ids``: the names that had already written one of them to a file
+        (the erase receipt lists them). ``files_only``: not the loads' cursors (which
+        have no format). Sorted; empty when none is."""
+        c, t = EXPORT_CURSORS.c, SUBMISSIONS.c
+        found: set[str] = set()
+        with self._db.reader() as s:
+            for some in in_lists(sorted(set(submission_ids))):
+                wrote = exists().where(t.id.in_(list(some)), t.arrival <= c.arrival,
+                                       or_(c.form_id == "", c.form_id == t.form_id))
+                stmt = select(c.name).distinct().where(c.table_name.in_(("wide", "long")), wrote)
+                if files_only:
+                    stmt = stmt.where(c.format.is_not(None))
+                found.update(s.connection().execute(stmt).scalars())
+        return sorted(found)
+
     def _scalar(self, stmt: Select[Any]) -> Any:
         """``stmt``'s one value, read in this thread's snapshot while one is open."""
         row = self._first(stmt)
@@ -259,6 +300,14 @@ def _submissions_of(stmt: Select[Any], f: ExportFilter) -> Select[Any]:
     if f.after is not None:
         stmt = stmt.where(t.arrival > f.after)
     return stmt if f.since_ms is None else stmt.where(t.submitted_at >= f.since_ms)
+
+
+def _removed_of(stmt: Select[Any], after: int, form_id: str | None) -> Select[Any]:
+    """``stmt`` narrowed to the logged removals an incremental export hands on: of
+    submissions and requests, placed after ``after``, of ``form_id`` when given."""
+    d = DELETIONS.c
+    stmt = stmt.where(d.arrival > after, d.kind.in_(REMOVED_KINDS))
+    return stmt if form_id is None else stmt.where(d.form_id == form_id)
 
 
 def _requests_of(stmt: Select[Any], f: ExportFilter) -> Select[Any]:

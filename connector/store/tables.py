@@ -424,6 +424,8 @@ class ExportCursor(StoreModel, table=True):
     row_count: int = Field(sa_type=BigInteger)  # rows the last file held
     run: int = Field(sa_type=BigInteger)  # files written under this name, table and form
     updated_at: int = Field(sa_type=BigInteger)
+    # The format its files are written in (csv, xlsx, parquet); None for a load's cursor.
+    format: str | None = Field(default=None, max_length=16)
 
 
 ARRIVAL = "arrival"  # the counter's one row

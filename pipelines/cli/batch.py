@@ -98,8 +98,10 @@ def export(
                                                                       "has (marked by formsync sync --reconcile), "
                                                                       "left out by default.")] = False,
     since_last: Annotated[str | None, typer.Option("--since-last", metavar="NAME", help=(
-        "Only the rows stored since the last export under NAME (its cursor moves once the files are complete); "
-        "not with --since. An edited submission comes again."))] = None,
+        "Only the rows stored or changed since the last export under NAME (a slug; its cursor moves once the files "
+        "are complete), and the removals since in a file with .deletions before --out's suffix; one format per "
+        "name, one run at a time; never replaces a file (put {run} in --out); nothing new: no file. Not with "
+        "--since."))] = None,
     cursors: Annotated[bool, typer.Option("--cursors", help="List the --since-last cursors (one JSON line each) "
                                                             "and exit.")] = False,
     reset: Annotated[str | None, typer.Option("--reset", metavar="NAME", help="Forget the cursors of NAME: its "
@@ -115,7 +117,7 @@ def export(
     in XLSX). --out's file name may hold {date}, {time} (UTC), {form} (the form's name
     slug) and {run} (with --since-last: the run's number under its name).
 
-    Example: [bold]formsync export --since-last nightly --out 'exports/{form}-{date}.parquet'[/bold]
+    Example: [bold]formsync export --since-last nightly --out 'exports/{form}-{date}-{run}.parquet'[/bold]
     """
     with command(config) as ctx:
         from pipelines.export.write import check_out_template
@@ -144,8 +146,9 @@ def export(
         if run.held_back is not None:
             typer.echo(f"note: {run.held_back}", err=True)
         written = sum(sum(r.rows.values()) for r in reports)
-        if written == 0 and since_last is not None:
-            typer.echo(f"note: nothing new since the last export under {since_last!r}", err=True)
+        if since_last is not None:
+            typer.echo(f"nothing new since the last export under {since_last!r}: no file written"
+                       if reports[0].nothing_new else reports[0].outcome(), err=True)
         elif written == 0:
             typer.echo(f"note: nothing to export: the store {ctx.store_url()} holds no rows for this table "
                        f"yet; fill it with formsync sync or formsync poll, or run formsync receive", err=True)
@@ -157,6 +160,12 @@ def _export_cursors(store: Any, reset: str | None) -> None:
         for mark in store.export_cursors.list():
             typer.echo(json.dumps(dataclasses.asdict(mark)))
         return
+    from pipelines.export.nightly import refuse_load_name
+
+    try:
+        refuse_load_name(reset, "--reset")
+    except ValueError as e:
+        raise UsageError(str(e)) from None
     if not store.export_cursors.reset(reset):
         names = sorted({m.name for m in store.export_cursors.list()})
         raise UsageError(f"no export cursor is named {reset!r}", where="--reset",
@@ -232,6 +241,7 @@ def outreach(
         from pipelines.jobs import OutreachParams
         from pipelines.outreach import SheetError
         from pipelines.outreach.sheet import check_sheet_path
+        from pipelines.rules.names import SLUG_RULE, name_problem
 
         from .outreach_run import OutreachCall, run_command
 
@@ -239,6 +249,8 @@ def outreach(
             check_sheet_path(sheet)
         except SheetError as e:
             raise UsageError(str(e), where="SHEET") from None
+        if job is not None and (why := name_problem(job)) is not None:
+            raise UsageError(f"{why}; a job name is {SLUG_RULE}", where="--job")
         params = ctx.params(OutreachParams, sheet=sheet, form=form, job=job or sheet.stem, test=test, dry_run=dry_run,
                             report=report, encoding=encoding, delimiter=delimiter, sheet_name=sheet_name,
                             header_row=header_row, date_format=date_format, decimal=decimal)

@@ -146,12 +146,15 @@ def run(
     Example: [bold]formsync run --config formsync.toml[/bold]
     """
     with command(config, log_level=logging.DEBUG if verbose else logging.INFO) as ctx:
-        from pipelines.operate.jobs import check_jobs
+        from pipelines.operate.jobs import check_jobs, job_warnings
         from pipelines.operate.scheduler import SchedulerOptions, serve
 
         settings = ctx.settings()
         # Before anything starts, not even the database (a sign-in is looked for, never made).
-        check_job_files(check_jobs(settings, signed_in=ctx.signed_in()), ctx.where)
+        checked = check_jobs(settings, signed_in=ctx.signed_in())
+        check_job_files(checked, ctx.where)
+        for warning in job_warnings(checked):
+            typer.echo(f"warning: {warning}", err=True)
         if settings.receiver.enabled:
             from connector.receiver.tls import server_context
 

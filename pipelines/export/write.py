@@ -25,7 +25,7 @@ import string
 from collections import deque
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
-from contextlib import contextmanager, nullcontext
+from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from datetime import UTC, date, datetime
 from pathlib import Path
@@ -41,12 +41,13 @@ from pydantic import BaseModel
 
 from connector.store import ALL_FORMS, OWN, Column, CursorMark, ExportFilter, Store, epoch_ms, json_value
 from connector.store.archive import FileFields
-from connector.store.exports import long_rows
+from connector.store.exports import REMOVALS, long_rows
 from connector.store.schema import GONE_AT, REQUEST_COLUMNS, display_schema
 
 from ..lifecycle.archive.columns import Located, archived_fields, long_archived, with_archived
 from .columns import TIMESTAMP, arrow_schema, csv_schema, own_batch, text_cells
 from .long_json import LONG_SCHEMA, ROWS_SCHEMA, long_batch
+from .nightly import check_since_last, cursor_lock, last_run
 from .wide_json import wide_batch
 
 Format = Literal["csv", "xlsx", "parquet"]
@@ -78,6 +79,21 @@ class ExportReport(BaseModel):
     files: dict[str, str] = {}  # table -> the file it was written to
     # ``since_last``: where each table's cursor goes once every file is complete
     cursors: list[CursorMark] = []
+    # ``since_last``: the deletions file (the removals since the last run) and its rows
+    deletions: str | None = None
+    removed: int = 0
+    # ``since_last``: no changed row and no removal, so no file was written
+    nothing_new: bool = False
+
+    def outcome(self) -> str:
+        """The run in words, for a log or a scheduled job's record: ``nothing new``, or
+        what was written."""
+        if self.nothing_new:
+            return "nothing new"
+        said = [f"wrote {self.path} ({', '.join(f'{k} {v}' for k, v in self.rows.items())} rows)"] if self.files else []
+        if self.deletions is not None:
+            said.append(f"wrote {self.deletions} ({self.removed} removed)")
+        return "; ".join(said)
 
 
 class ExportRun(BaseModel):
@@ -182,6 +198,7 @@ class TableStream:
     mark: CursorMark | None = None  # an incremental export's cursor after this table
     form: str = "all"  # ``{form}`` in the file's name: its form's name slug
     shaped: Callable[[], Iterator[pa.RecordBatch]] | None = None
+    fresh: bool = True  # an incremental export: whether any row is new since its cursor
 
     def pieces(self) -> Iterator[pa.RecordBatch]:
         """The rows as shaped (``shaped``), else as ``batches``."""
@@ -189,16 +206,17 @@ class TableStream:
 
 
 def _incremental(store: Store, since_last: str | None, table: str, f: ExportFilter,
-                 ) -> tuple[ExportFilter, CursorMark | None]:
+                 ) -> tuple[ExportFilter, CursorMark | None, bool]:
     """``f`` narrowed to the rows placed after ``since_last``'s cursor of this table and
-    form, and the cursor once they are written (the last place they hold; unchanged
-    when there is none). Read inside the export's snapshot."""
+    form, the cursor once they are written (the last place they hold; unchanged when
+    there is none) and whether there is any. Read inside the export's snapshot."""
     if since_last is None:
-        return f, None
+        return f, None, True
     old, last = store.exports.since_cursor(since_last, table, f)
     f = replace(f, after=None if old is None else old.arrival)
     arrival = last if last is not None else -1 if old is None else old.arrival
-    return f, CursorMark(since_last, table, f.form_id or ALL_FORMS, arrival, 0, 1 if old is None else old.run + 1)
+    run = 1 if old is None else old.run + 1
+    return f, CursorMark(since_last, table, f.form_id or ALL_FORMS, arrival, 0, run), last is not None
 
 
 def _headers(columns: Sequence[Column], titles: bool) -> list[str]:
@@ -228,8 +246,8 @@ def _wide_stream(store: Store, name: str, form_id: str, *, since: datetime | dat
     columns, schema = wide_schema(store, form_id, display=display)
     if include_gone:
         columns, schema = (*columns, GONE_AT), _with_gone_at(schema)
-    f, mark = _incremental(store, since_last, "wide", ExportFilter(form_id=form_id, since_ms=_since_ms(since),
-                                                                   include_gone=include_gone))
+    f, mark, fresh = _incremental(store, since_last, "wide", ExportFilter(
+        form_id=form_id, since_ms=_since_ms(since), include_gone=include_gone))
     labels = any(c.source == "label" for c in columns)
     files = archived_fields(columns)
 
@@ -251,7 +269,8 @@ def _wide_stream(store: Store, name: str, form_id: str, *, since: datetime | dat
                 yield ahead.result()
 
     return TableStream(name, schema, lambda: _regrouped(shaped(), schema, batch_rows),
-                       lambda: store.exports.count_submissions(f), columns, mark, form_slug(store, form_id), shaped)
+                       lambda: store.exports.count_submissions(f), columns, mark, form_slug(store, form_id), shaped,
+                       fresh=fresh)
 
 
 def _wide_shaped(part: Sequence[tuple[Any, ...]], columns: Sequence[Column], schema: pa.Schema,
@@ -303,12 +322,12 @@ def _wide_streams(store: Store, *, form_id: str | None, since: datetime | date |
 
 def _long_stream(store: Store, *, form_id: str | None, since: datetime | date | None,
                  fields: list[str] | None, since_last: str | None, include_gone: bool, batch_rows: int) -> TableStream:
-    f, mark = _incremental(store, since_last, "long", ExportFilter(
+    f, mark, fresh = _incremental(store, since_last, "long", ExportFilter(
         form_id=form_id, since_ms=_since_ms(since), fields=None if fields is None else tuple(fields),
         include_gone=include_gone))
     schema = _with_gone_at(LONG_SCHEMA) if include_gone else LONG_SCHEMA
     return TableStream("long", schema, lambda: _long_batches(store, f, schema, batch_rows),
-                       lambda: _count(store, f), None, mark, _slug_of(store, form_id))
+                       lambda: _count(store, f), None, mark, _slug_of(store, form_id), fresh=fresh)
 
 
 def _long_batches(store: Store, f: ExportFilter, schema: pa.Schema, batch_rows: int) -> Iterator[pa.RecordBatch]:
@@ -365,7 +384,7 @@ def _requests_stream(store: Store, *, form_id: str | None, since: datetime | dat
     """The requests (the data contract's ``REQUEST_COLUMNS``), their metadata as one JSON
     text column (the caller's own data, kept as sent: its keys are not the form's)."""
     plain = [c.name for c in REQUEST_COLUMNS[1:-1]]  # the store reads the id first and the metadata last
-    f, mark = _incremental(store, since_last, "requests",
+    f, mark, fresh = _incremental(store, since_last, "requests",
                            ExportFilter(form_id=form_id, since_ms=_since_ms(since), status=status))
     schema = arrow_schema(REQUEST_COLUMNS)
 
@@ -376,7 +395,7 @@ def _requests_stream(store: Store, *, form_id: str | None, since: datetime | dat
             yield own_batch(columns, REQUEST_COLUMNS, schema)
 
     return TableStream("requests", schema, batches, lambda: store.exports.count_requests(f), REQUEST_COLUMNS,
-                       mark, _slug_of(store, form_id))
+                       mark, _slug_of(store, form_id), fresh=fresh)
 
 
 # ---------------------------------------------------------------------------------------
@@ -588,9 +607,14 @@ def export(store: Store, fmt: Format, out: Path, *, table: Table | Literal["all"
     display text for choices and composite answers, numbers kept numbers).
 
     ``since_last`` NAME writes exactly the rows stored since the last export under NAME
-    (per table and form: the store's arrival order, see ``store.export_cursors``); an
-    edited submission is stored again, so it comes again. Its cursors move once every
-    file is complete (``advance``; else the report's ``cursors`` say where they would go).
+    (per table and form: the store's arrival order, see ``store.export_cursors``), a log
+    of changes: an edited submission is stored again, so it comes again, and the
+    removals since (purged, reconciled, erased) go to a deletions file beside them
+    (``deletions_path``). NAME is a slug, not a load's, written in one format, and one
+    run at a time holds it (``pipelines.export.nightly``); the run refuses (``ValueError``)
+    before anything is written or moved when a file it would write exists. A run with
+    nothing new writes no file (the report's ``nothing_new``). Its cursors move once
+    every file is complete (``advance``; else the report's ``cursors`` say where they would go).
 
     A bad argument, or a table too long for one worksheet, is a ``ValueError`` and no
     file is written; a failure while writing leaves no file either."""
@@ -599,35 +623,124 @@ def export(store: Store, fmt: Format, out: Path, *, table: Table | Literal["all"
         raise ValueError("since and since_last exclude each other: since_last already picks the rows new since then")
     at = at or datetime.now(UTC)
     check_out_template(out, incremental=since_last is not None)
-    with store.exports.snapshot() if since_last is not None else nullcontext():
-        tables: list[TableStream] = []
-        for name in list(TABLES) if table == "all" else [table]:
-            tables += table_streams(store, name, form_id=form_id, since=since,  # type: ignore[arg-type]
-                                    status=status, display=display, fields=fields, since_last=since_last,
-                                    include_gone=include_gone)
-        report = _write_all(tables, fmt, Path(out), at)
-    if advance and report.cursors:
-        store.export_cursors.advance(report.cursors)
+    names = list(TABLES) if table == "all" else [table]
+    if since_last is None:
+        tables = [t for name in names for t in table_streams(
+            store, name, form_id=form_id, since=since, status=status,  # type: ignore[arg-type]
+            display=display, fields=fields, include_gone=include_gone)]
+        return _write_all(_planned(tables, fmt, Path(out), at), fmt, out)
+    check_since_last(store, since_last, fmt)
+    with cursor_lock(store, since_last):
+        before = last_run(store, since_last)
+        with store.exports.snapshot():
+            tables = [t for name in names for t in table_streams(
+                store, name, form_id=form_id, status=status, display=display,  # type: ignore[arg-type]
+                fields=fields, since_last=since_last, include_gone=include_gone)]
+            removed = _removals_stream(store, since_last, form_id, first=before == 0)
+            report = _write_changes(tables, removed, fmt, Path(out), at, _slug_of(store, form_id), before + 1)
+        if advance and report.cursors:
+            store.export_cursors.advance(report.cursors)
     return report
 
 
-def _write_all(tables: list[TableStream], fmt: Format, out: Path, at: datetime) -> ExportReport:
-    """Write the tables to ``out`` (one workbook, else one file each), its placeholders filled in."""
-    runs = [t.mark.run for t in tables if t.mark is not None]
-    if fmt == "xlsx":
+Planned = list[tuple[list[TableStream], Path]]  # the files of an export and the tables each holds
+
+
+def _planned(tables: list[TableStream], fmt: Format, out: Path, at: datetime) -> Planned:
+    """The files the tables go to (one workbook, else one file each), ``out``'s placeholders filled in."""
+    if fmt == "xlsx" and tables:
         forms = {t.form for t in tables}
-        return _write(tables, fmt, out_path(out, at=at, form=forms.pop() if len(forms) == 1 else "all",
-                                            run=max(runs) if runs else None))
-    reports = []
+        runs = [t.mark.run for t in tables if t.mark is not None]
+        return [(tables, out_path(out, at=at, form=forms.pop() if len(forms) == 1 else "all",
+                                  run=max(runs) if runs else None))]
+    several = len(tables) > 1 and "{form}" not in str(out)
+    planned = []
     for t in tables:
         path = out_path(out, at=at, form=t.form, run=None if t.mark is None else t.mark.run)
-        several = len(tables) > 1 and "{form}" not in str(out)
-        reports.append(_write([t], fmt, _form_file(path, t.name) if several else path))
+        planned.append(([t], _form_file(path, t.name) if several else path))
+    return planned
+
+
+def _write_all(planned: Planned, fmt: Format, out: str | Path) -> ExportReport:
+    """Write each planned file; one report of them all."""
+    reports = [_write(tables, fmt, path) for tables, path in planned]
+    if not reports:
+        return ExportReport(path="", format=fmt, rows={}, columns={})
     return ExportReport(path=reports[0].path if len(reports) == 1 else str(out), format=fmt,
                         rows={k: v for r in reports for k, v in r.rows.items()},
                         columns={k: v for r in reports for k, v in r.columns.items()},
                         files={k: v for r in reports for k, v in r.files.items()},
                         cursors=[m for r in reports for m in r.cursors])
+
+
+def _write_changes(tables: list[TableStream], removed: TableStream, fmt: Format, out: Path, at: datetime,
+                   form: str, run: int) -> ExportReport:
+    """An incremental export's files: the tables with new rows (all of an XLSX workbook's
+    when one has) and, when there are removals, the deletions file; none when nothing is
+    new. Refused before any is written when one exists. Every file of a run has its
+    ``run`` (one more than the name's last, over its every cursor) as ``{run}``."""
+    for t in [*tables, removed]:
+        t.mark = None if t.mark is None else replace(t.mark, run=run)
+    fresh = [t for t in tables if t.fresh and t.mark is not None]  # no form stored: no mark, nothing new
+    fresh = tables if fmt == "xlsx" and fresh else fresh
+    planned = _planned(fresh, fmt, out, at)
+    gone = deletions_path(out_path(out, at=at, form=form, run=run)) if removed.fresh else None
+    _refuse_existing([p for _, p in planned] + ([gone] if gone else []), fmt, str(out))
+    report = _write_all(planned, fmt, out)
+    if gone is not None:
+        written = _write([removed], fmt, gone)
+        report.deletions, report.removed = str(gone), written.rows[removed.name]
+        report.cursors += written.cursors
+    elif removed.mark is not None:
+        report.cursors.append(replace(removed.mark, format=fmt))
+    report.nothing_new = not planned and gone is None
+    report.rows = {t.name: report.rows.get(t.name, 0) for t in tables}  # a table with nothing new: 0
+    return report
+
+
+def _refuse_existing(paths: list[Path], fmt: Format, template: str) -> None:
+    """A ``ValueError`` (one line) when a file an incremental export would write exists:
+    a file is never replaced by a later run."""
+    named = "{run}" in template or "{time}" in template
+    for path in paths:
+        for p in (path, schema_file(path)) if fmt == "csv" else (path,):
+            if not p.exists():
+                continue
+            if named:  # written by a run before a --reset (it restarts {run}), or one stopped before its cursor moved
+                raise ValueError(f"{p} exists and an incremental export never replaces a file: move it away and run "
+                                 f"again; nothing was written and no cursor moved")
+            raise ValueError(f"{p} exists and an incremental export never replaces a file: put {{run}} or {{time}} in "
+                             f"--out's file name, e.g. '{Path(template).parent / '{form}-{date}-{run}'}"
+                             f"{Path(template).suffix}'; nothing was written and no cursor moved")
+
+
+def deletions_path(path: Path) -> Path:
+    """The deletions file of an incremental export's ``path``: ``.deletions`` before its
+    extension (``nightly-3.parquet`` -> ``nightly-3.deletions.parquet``)."""
+    return path.with_name(f"{path.stem}.deletions{path.suffix}")
+
+
+REMOVALS_SCHEMA = pa.schema([("id", pa.string()), ("kind", pa.string()), ("form_id", pa.string()),
+                             ("removed_at", TIMESTAMP)])
+
+
+def _removals_stream(store: Store, name: str, form_id: str | None, *, first: bool) -> TableStream:
+    """The removals since ``name``'s last run (the deletion log past its cursor, read in
+    the snapshot), as the ``deletions`` table. A new name's first run carries every row
+    as it is now, so it hands on no removal made before (its cursor starts at the end)."""
+    old, last = store.exports.removals_cursor(name, form_id)
+    after = -1 if old is None else old.arrival
+    run = 1 if old is None else old.run + 1
+    mark = None if last is None else CursorMark(name, REMOVALS, form_id or ALL_FORMS, last, 0, run)
+
+    def batches() -> Iterator[pa.RecordBatch]:
+        for part in store.exports.removals(after, form_id, batch_rows=CHUNK_ROWS):
+            ids, kinds, forms, at = zip(*part, strict=True)
+            yield pa.RecordBatch.from_arrays([pa.array(ids, pa.string()), pa.array(kinds, pa.string()),
+                                              pa.array(forms, pa.string()), _times(at)], schema=REMOVALS_SCHEMA)
+
+    return TableStream("deletions", REMOVALS_SCHEMA, batches, lambda: sum(b.num_rows for b in batches()),
+                       None, mark, fresh=mark is not None and not first)
 
 
 PLACEHOLDERS = ("date", "time", "form", "run")
@@ -680,15 +793,16 @@ def form_slug(store: Store, form_id: str) -> str:
 def export_files(store: Store, targets: Sequence[tuple[Format, Path]], *, since_last: str | None = None,
                  **options: Any) -> list[ExportReport]:
     """``export`` of each ``(format, file)`` of ``targets`` (same ``options``), from one
-    snapshot: every file holds the same rows. With ``since_last``, its cursors move once
-    every file is complete, so each format holds the rows new since the last run."""
+    snapshot: every file holds the same rows. With ``since_last``, one target only (a
+    name's cursor is written in one format: a ``ValueError`` names the formats)."""
     at = datetime.now(UTC)
+    if since_last is not None:
+        if len(targets) != 1:
+            raise ValueError(f"--since-last {since_last!r} writes one format, got {', '.join(f for f, _ in targets)}: "
+                             f"give --format (or --out), and another name for each other format")
+        return [export(store, targets[0][0], targets[0][1], since_last=since_last, at=at, **options)]
     with store.exports.snapshot():
-        reports = [export(store, fmt, path, since_last=since_last, advance=False, at=at, **options)
-                   for fmt, path in targets]
-    if reports and reports[0].cursors:
-        store.export_cursors.advance(reports[0].cursors)
-    return reports
+        return [export(store, fmt, path, at=at, **options) for fmt, path in targets]
 
 
 def _slug_of(store: Store, form_id: str | None) -> str:
@@ -762,7 +876,7 @@ def _write(tables: list[TableStream], fmt: Format, out: Path) -> ExportReport:
     return ExportReport(path=str(out), format=fmt, rows=rows,
                         columns={t.name: [str(n) for n in t.schema.names] for t in tables},
                         files={t.name: str(out) for t in tables},
-                        cursors=[replace(t.mark, rows=rows[t.name]) for t in tables if t.mark is not None])
+                        cursors=[replace(t.mark, rows=rows[t.name], format=fmt) for t in tables if t.mark is not None])
 
 
 def _replace(tmp: Path, out: Path, *, durable: bool) -> None:

@@ -18,7 +18,8 @@ from pydantic import BaseModel, ValidationError
 
 from connector.config.settings import JobSettings, Settings
 
-from ..jobs.params import PARAMS, CloseParams, ExportParams, JobParams
+from ..jobs.params import PARAMS, CloseParams, ExportParams, JobParams, OutreachParams
+from ..rules.names import SLUG_RULE, name_problem
 
 # Jobs that talk to the service and so need [service] token.
 NEEDS_TOKEN = frozenset({"outreach", "poll", "sync", "remind", "close", "purge"})
@@ -64,14 +65,41 @@ def parse_params(job: JobSettings) -> JobParams:
         if params.since is not None and params.since_last is not None:
             raise ConfigError(f"job {job.id!r} (export): params 'since' and 'since_last' exclude each other: "
                               f"drop 'since'")
-        from pipelines.export.write import check_out_template
-
-        try:
-            if params.out is not None:
-                check_out_template(params.out, incremental=params.since_last is not None)
-        except ValueError as e:
-            raise ConfigError(f"job {job.id!r} (export): param 'out': {e}") from None
+        _check_export_names(job, params)
+    if isinstance(params, OutreachParams) and params.job is not None and (why := name_problem(params.job)):
+        raise ConfigError(f"job {job.id!r} (outreach): param 'job': {why}; a job name is {SLUG_RULE}")
     return params
+
+
+def _check_export_names(job: JobSettings, params: ExportParams) -> None:
+    """An export job's ``out`` template and ``since_last`` name, or a ``ConfigError``."""
+    from pipelines.export.nightly import refuse_load_name
+    from pipelines.export.write import check_out_template
+
+    try:
+        if params.out is not None:
+            check_out_template(params.out, incremental=params.since_last is not None)
+    except ValueError as e:
+        raise ConfigError(f"job {job.id!r} (export): param 'out': {e}") from None
+    if params.since_last is not None:
+        try:
+            refuse_load_name(params.since_last, "param 'since_last'")
+        except ValueError as e:
+            raise ConfigError(f"job {job.id!r} (export): {e}") from None
+        if not params.since_last.strip():
+            raise ConfigError(f"job {job.id!r} (export): param 'since_last' is blank; a name is {SLUG_RULE}")
+
+
+def job_warnings(params: dict[str, JobParams]) -> list[str]:
+    """What ``formsync run`` warns of in the checked jobs (``check_jobs``' answer), one
+    line each: an incremental export whose ``out`` has neither ``{run}`` nor ``{time}``
+    (its second run of a day would find the day's file and refuse)."""
+    return [f"job {job_id!r} (export): param 'out' = {str(p.out)!r} has neither {{run}} nor {{time}}: a second "
+            f"run the same day finds its file and refuses; write e.g. '{p.out.parent / '{form}-{date}-{run}'}"
+            f"{p.out.suffix}'"
+            for job_id, p in params.items()
+            if isinstance(p, ExportParams) and p.since_last is not None and p.out is not None
+            and "{run}" not in p.out.name and "{time}" not in p.out.name]
 
 
 def trigger_for(job: JobSettings) -> BaseTrigger | None:
@@ -182,6 +210,8 @@ def check_jobs(settings: Settings, *, to_run: bool = True, signed_in: bool = Fal
     out: dict[str, JobParams] = {}
     check_after(settings.jobs)
     for job in settings.jobs:
+        if (why := name_problem(job.id)) is not None:
+            raise ConfigError(f"job id: {why}; a job id is {SLUG_RULE}")
         out[job.id] = parse_params(job)
         check_spacing(job, trigger_for(job))
         if to_run and job.kind in NEEDS_TOKEN and settings.service.token is None and not signed_in:
@@ -239,8 +269,8 @@ def summarise(kind: str, report: BaseModel) -> str:
         whole = sum(1 for f in forms if f.full)
         return (f"{len(forms)} forms{f' ({whole} read whole, edits included)' if whole else ''}: "
                 f"fetched {sum(f.fetched for f in forms)}, written {sum(f.written for f in forms)}, {r.calls} calls")
-    if kind == "export":
-        return "; ".join(f"wrote {f.path} ({', '.join(f'{k} {v}' for k, v in f.rows.items())} rows)" for f in r.files)
+    if kind == "export":  # "nothing new" for an incremental run with nothing to write
+        return "; ".join(f.outcome() for f in r.files) or "nothing new"
     if kind == "load":
         rows = ", ".join(f"{k} {v}" for k, v in r.rows.items())
         deleted = "".join(f"; deleted {k} {v}" for k, v in r.deleted.items())

@@ -2,11 +2,12 @@
 on SQLite and PostgreSQL: nothing is lost (bodies, answers, a request's own answers),
 what is now derived reads back the same, and a downgrade restores the old layout. And
 migration 0019: the deletion log's places, the loads' cursors of it kept; and migration 0020:
-the rows' content hash and the forms' last full read; and migration 0021: the tombstones
-stamped with their key's id, refused without the key."""
+the rows' content hash and the forms' last full read; migration 0021: the tombstones
+stamped with their key's id, refused without the key; migration 0022: a cursor's format."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 from typing import Any
@@ -271,5 +272,28 @@ def test_the_tombstones_kept_are_stamped_with_the_key_present_and_refused_withou
         _to(store, "0020", down=True)
         with store.database.engine.connect() as conn:
             assert conn.execute(sa.text("SELECT count(*) FROM formsync_erasures")).scalar_one() == 2
+    finally:
+        store.close()
+
+
+def test_the_export_cursors_keep_their_format(db_url: str) -> None:
+    """Migration 0022: a cursor stored before has no format (its name keeps working and
+    takes the format of its next run); one stored after keeps its own; a downgrade drops
+    the column and keeps the cursors."""
+    store = Store(db_url)
+    try:
+        _to(store, "0021")
+        with store.database.engine.begin() as conn:
+            conn.execute(sa.text("INSERT INTO formsync_export_cursors (name, table_name, form_id, arrival, row_count, "
+                                 "run, updated_at) VALUES ('nightly', 'wide', 'form_1', 7, 2, 3, 1)"))
+        store.migrate()
+        (before,) = store.export_cursors.list("nightly")
+        assert (before.arrival, before.run, before.format) == (7, 3, None)
+        store.export_cursors.advance([dataclasses.replace(before, arrival=9, run=4, format="parquet")])
+        assert [(m.arrival, m.format) for m in store.export_cursors.list("nightly")] == [(9, "parquet")]
+        _to(store, "0021", down=True)
+        with store.database.engine.connect() as conn:
+            assert [tuple(r) for r in conn.execute(sa.text(
+                "SELECT name, arrival, run FROM formsync_export_cursors"))] == [("nightly", 9, 4)]
     finally:
         store.close()

@@ -539,7 +539,7 @@ def test_cli_export(store: Store, tmp_path: Path) -> None:
     bad = CliRunner().invoke(app, ["export", "--format", "csv", "--out", str(out2), "--since", "yesterday"], env=env)
     assert bad.exit_code == 2 and "expected an ISO date or time" in bad.output
     bad = CliRunner().invoke(app, ["export", "--format", "doc", "--out", str(tmp_path / "x.doc")], env=env)
-    assert bad.exit_code == 2 and "format must be one of csv, xlsx, parquet" in bad.output
+    assert bad.exit_code == 2 and "error: --format: expected 'csv', 'xlsx' or 'parquet', got 'doc'" in bad.output
     assert not (tmp_path / "x.doc").exists()
 
 

@@ -64,21 +64,26 @@ def test_each_run_writes_the_rows_stored_since_the_last(store: Store, tmp_path: 
         "each name has its own cursor"
 
     assert store.export_cursors.reset("nightly") == 1
+    with pytest.raises(ValueError, match=r"spring-survey-1.parquet exists .* move it away"):
+        export(store, "parquet", out, since_last="nightly")  # {run} restarts after a reset: never replaced
+    assert store.export_cursors.list("nightly") == [] and ids(tmp_path / "spring-survey-1.parquet") == ["sub_1", "sub_2"]
+    (tmp_path / "spring-survey-1.parquet").rename(tmp_path / "before-the-reset.parquet")
     assert export(store, "parquet", out, since_last="nightly").rows == {"wide": 3}
 
 
 def test_the_cursor_moves_only_when_every_file_is_complete(store: Store, tmp_path: Path) -> None:
     store.upsert_submissions([list_item("sub_1", {"q": "a"})], FORM_A)
-    (tmp_path / "gone").mkdir()
-    targets = [("csv", tmp_path / "ok.csv"), ("parquet", tmp_path / "gone" / "x.parquet")]
-    (tmp_path / "gone").rmdir()
     with pytest.raises(ValueError, match="does not exist"):
-        export_files(store, targets, since_last="nightly")  # type: ignore[arg-type]
+        export_files(store, [("parquet", tmp_path / "gone" / "x.parquet")], since_last="nightly")  # type: ignore[list-item]
     assert store.export_cursors.list() == []
-    reports = export_files(store, [("csv", tmp_path / "a.csv"), ("parquet", tmp_path / "a.parquet")],
-                           since_last="nightly")
-    assert [r.rows for r in reports] == [{"wide": 1}, {"wide": 1}], "every format holds the same rows"
-    assert [(m.table, m.form_id, m.rows, m.run) for m in store.export_cursors.list()] == [("wide", FORM_A, 1, 1)]
+    with pytest.raises(ValueError, match="'nightly' writes one format, got csv, parquet"):
+        export_files(store, [("csv", tmp_path / "a.csv"), ("parquet", tmp_path / "a.parquet")],  # type: ignore[list-item]
+                     since_last="nightly")
+    assert store.export_cursors.list() == [] and list(tmp_path.glob("a.*")) == []
+    reports = export_files(store, [("parquet", tmp_path / "a.parquet")], since_last="nightly")  # type: ignore[list-item]
+    assert [r.rows for r in reports] == [{"wide": 1}]
+    assert [(m.table, m.form_id, m.rows, m.run, m.format) for m in store.export_cursors.list()] == \
+        [("wide", FORM_A, 1, 1, "parquet")]
 
 
 def test_the_file_is_on_disk_before_the_cursor_moves(store: Store, tmp_path: Path,

@@ -62,8 +62,9 @@ def add_new(store: Store) -> None:
 
 def export_all(store: Store, out: Path, name: str | None) -> None:
     for table, form in EXPORTS:
-        export(store, "parquet", out / f"{table}-{form}.parquet", table=table, form_id=form,  # type: ignore[arg-type]
-               since_last=name)
+        numbered = "-{run}" if name else ""  # an incremental export never replaces a file
+        export(store, "parquet", out / f"{table}-{form}{numbered}.parquet", table=table,  # type: ignore[arg-type]
+               form_id=form, since_last=name)
 
 
 class _Recording:
@@ -176,7 +177,8 @@ def _check_plans(store: Store, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
     assert len(reads) >= 2 * len(EXPORTS), "the cursor's place and the rows, for each table"
     full = {" ".join(sql.split()): found for sql, params in reads if (found := scans(sql, params))}
     assert full == {}, "every read of an incremental export goes through an index"
-    assert pq_rows(tmp_path / "long-None.parquet") == NEW * 2  # two answers each: the new rows only
+    last = max(tmp_path.glob("long-None-*.parquet"), key=lambda p: int(p.stem.rsplit("-", 1)[1]))  # {run}: the name's
+    assert pq_rows(last) == NEW * 2  # two answers each: the new rows only
 
 
 def pq_rows(path: Path) -> int:
@@ -261,20 +263,20 @@ def test_the_rows_after_the_cursor_on_every_database(db_url: str, tmp_path: Path
     try:
         fill(store, 200)
         for table, form in EXPORTS:
-            first = export(store, "parquet", tmp_path / "first.parquet", table=table,  # type: ignore[arg-type]
+            first = export(store, "parquet", tmp_path / f"first-{table}-{form}.parquet", table=table,  # type: ignore[arg-type]
                            form_id=form, since_last=f"{table}-{form}")
             assert {c.run for c in first.cursors} == {1} and sum(first.rows.values()) > 0
         add_new(store)
         for table, form in EXPORTS:
-            again = export(store, "parquet", tmp_path / "again.parquet", table=table,  # type: ignore[arg-type]
+            again = export(store, "parquet", tmp_path / f"again-{table}-{form}.parquet", table=table,  # type: ignore[arg-type]
                            form_id=form, since_last=f"{table}-{form}")
             new = {"long": NEW * 2 // (1 if form is None else 2), "wide": NEW // (1 if form is None else 2),
                    "requests": 0}[table]
             assert sum(again.rows.values()) == new, (table, form)
-            assert {c.run for c in again.cursors} == {2}
-            last = export(store, "parquet", tmp_path / "last.parquet", table=table,  # type: ignore[arg-type]
+            assert {c.run for c in again.cursors} == ({2} if new else set()), "nothing new: no cursor moves"
+            last = export(store, "parquet", tmp_path / f"last-{table}-{form}.parquet", table=table,  # type: ignore[arg-type]
                           form_id=form, since_last=f"{table}-{form}")
-            assert sum(last.rows.values()) == 0
-            assert [c.arrival for c in last.cursors] == [c.arrival for c in again.cursors]
+            assert sum(last.rows.values()) == 0 and last.nothing_new and last.cursors == []
+            assert not (tmp_path / f"last-{table}-{form}.parquet").exists(), "nothing new: no file"
     finally:
         store.close()

@@ -156,7 +156,8 @@ def test_load_job_params_and_summary() -> None:
 
 async def test_the_scheduler_runs_the_load_and_incremental_export_jobs(filled: Store, here: Path) -> None:
     """``formsync run``'s jobs: a load, and an export of the rows new since its last run
-    into a file of its own each time (``{run}``)."""
+    into a file of its own each time (``{run}``); a run with nothing new writes no file
+    and is recorded ``nothing new``."""
     cfg = here / "formsync.toml"
     cfg.write_text(f'[store]\nurl = "{filled.url}"\n[load]\ndataset = "nightly"\n'
                    '[[jobs]]\nid = "warehouse"\nkind = "load"\ninterval_seconds = 1\n'
@@ -168,7 +169,8 @@ async def test_the_scheduler_runs_the_load_and_incremental_export_jobs(filled: S
     try:
         for _ in range(300):
             done = {j: filled.runs.last(j) for j in ("warehouse", "files")}
-            if (here / "new-load-test-2.csv").exists() and all(r and r.outcome != "running" for r in done.values()):
+            if (here / "new-load-test-1.csv").exists() and all(r and r.outcome != "running" for r in done.values()) \
+                    and done["files"] and done["files"].summary == "nothing new":
                 break
             await asyncio.sleep(0.1)
     finally:
@@ -178,8 +180,10 @@ async def test_the_scheduler_runs_the_load_and_incremental_export_jobs(filled: S
     assert first is not None and first.outcome == "ok", first
     assert (first.summary or "").startswith("loaded into duckdb/nightly (")
     assert _duck(here / "formsync.duckdb", f"SELECT count(*) FROM nightly.{filled.schema(FORM).name}") == [(2,)]
-    assert [len((here / f"new-load-test-{n}.csv").read_text().splitlines()) for n in (1, 2)] == [3, 1], \
-        "the rows once, then only the header"
+    assert len((here / "new-load-test-1.csv").read_text().splitlines()) == 3, "the rows once"
+    files = filled.runs.last("files")
+    assert files is not None and (files.outcome, files.summary) == ("ok", "nothing new"), files
+    assert not (here / "new-load-test-2.csv").exists(), "then nothing new: no file"
 
 
 def test_a_load_in_parts_sends_the_same_rows(filled: Store, here: Path, monkeypatch: pytest.MonkeyPatch,

@@ -1,0 +1,83 @@
+"""The guards of an incremental export (``export --since-last NAME``), checked before
+anything is read or written: its name (a slug, not a load's cursor name), its format
+(the one stored with its cursor) and the store's lock of its name, held while it runs,
+so two runs under one name never write the same rows twice."""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+from connector.store import Store
+
+from ..rules.names import check_name, name_problem
+
+log = logging.getLogger("formsync.export")
+
+LOAD_PREFIX = "load:"  # the loads' cursor names (``pipelines.export.load.cursor_name``)
+LOCK_PREFIX = "cursor:"  # the store's lock of an incremental export's name
+LOCK_SECONDS = 30.0  # a lease (SQLite) of a run that was killed is free after this
+
+
+class ExportBusy(ValueError):
+    """Another export under the same ``--since-last`` name is running: nothing was done."""
+
+
+def refuse_load_name(name: str, flag: str = "--since-last") -> None:
+    """A ``ValueError`` (one line) when ``name`` is a load's cursor name: an export under
+    it would move the load's cursor, and the warehouse would miss those rows."""
+    if name.startswith(LOAD_PREFIX):
+        raise ValueError(f"{flag} {name!r} is the cursor of formsync load: an export under it would make the "
+                         f"load skip those rows; give the export a name of its own, e.g. nightly")
+
+
+def check_since_last(store: Store, name: str, fmt: str) -> None:
+    """Refuse (``ValueError``, one line) an incremental export under ``name`` in ``fmt``
+    when ``name`` is a load's cursor name, is not a slug (``pipelines.rules.names``) and
+    has no stored cursor (a stored one keeps working, with a warning), or has cursors
+    written in another format."""
+    refuse_load_name(name)
+    stored = store.export_cursors.list(name)
+    if (problem := name_problem(name)) is not None:
+        if not stored:
+            check_name(name, "--since-last")
+        log.warning("--since-last %r: %s; it keeps working, but give new exports a slug name", name, problem)
+    formats = sorted({m.format for m in stored if m.format is not None})
+    if formats and formats[0] != fmt:
+        raise ValueError(f"--since-last {name!r} writes {formats[0]}: its cursors moved with {formats[0]} files, so "
+                         f"a {fmt} run would miss their rows; give {fmt} a name of its own (e.g. {name}-{fmt}) "
+                         f"or run formsync export --reset {name}")
+
+
+def last_run(store: Store, name: str) -> int:
+    """The number of the last run under ``name`` (0: none yet; ``--reset`` starts again):
+    the next run's files carry one more as ``{run}``. Read while holding its lock."""
+    return max((m.run for m in store.export_cursors.list(name)), default=0)
+
+
+@contextmanager
+def cursor_lock(store: Store, name: str, *, ttl_seconds: float = LOCK_SECONDS) -> Iterator[None]:
+    """Hold the store's lock ``cursor:NAME`` (``store.leader_lock``, as the sign-in's
+    refresh does) until the block ends, renewed meanwhile; ``ExportBusy`` at once when
+    another process holds it."""
+    lock = store.leader_lock(LOCK_PREFIX + name, ttl_seconds=ttl_seconds)
+    if not lock.try_acquire():
+        raise ExportBusy(f"--since-last {name!r}: another export under this name is running (or was stopped less "
+                         f"than {ttl_seconds:.0f} s ago); nothing was written: run again once it has finished")
+    stop = threading.Event()
+
+    def renew() -> None:
+        while not stop.wait(ttl_seconds / 3):
+            if not lock.still_held():
+                log.warning("--since-last %r: cannot renew the lock of its cursor", name)
+
+    keeper = threading.Thread(target=renew, name=f"lock {name}", daemon=True)
+    keeper.start()
+    try:
+        yield
+    finally:
+        stop.set()
+        keeper.join()
+        lock.release()
