@@ -108,6 +108,7 @@ RULES: tuple[Rule, ...] = (
          hint="run `formsync login` again"),
     Rule("connector.client.oauth", "OAuthUnavailable", ExitCode.FAILED, prefix="cannot sign in: ",
          hint="check service.base_url and try again later; nothing was stored"),
+    Rule("connector.errors", "DefaultServiceAbsent", ExitCode.USAGE, where="service.base_url"),
     Rule("connector.errors", "FormsyncError", ExitCode.FAILED),
     Rule("aiohttp", "ClientError", ExitCode.FAILED, prefix="cannot reach the service: "),
     Rule("connector.receiver.committer", "StoreProcessError", ExitCode.FAILED,
