@@ -57,7 +57,7 @@ from .runs import JobRuns
 from .schema import FormSchema
 from .sqlite import SQLiteWriter
 from .submissions import SubmissionReads
-from .tables import CURSORS, DEAD_LETTERS, EVENTS, REQUESTS, SUBMISSIONS, SyncCursor
+from .tables import CURSORS, DEAD_LETTERS, EVENTS, FORM_FIELDS, REQUESTS, SUBMISSIONS, SyncCursor
 from .writer import Writer
 
 log = logging.getLogger("formsync.store")
@@ -480,6 +480,14 @@ class Store:
     def answered_forms(self) -> list[str]:
         """The forms with at least one stored submission, by id."""
         return self._views.answered_forms()
+
+    def knows_form(self, form_id: str) -> bool:
+        """Whether anything of ``form_id`` was ever stored: a submission, a request, a
+        field list or a sync cursor (a form synced with no submission yet is known)."""
+        tables = (SUBMISSIONS, REQUESTS, FORM_FIELDS, CURSORS)
+        with self._db.reader() as s:
+            return any(s.execute(select(t.c.form_id).where(t.c.form_id == form_id).limit(1)).first() is not None
+                       for t in tables)
 
     def views(self) -> list[FormSchema]:
         """The typed view of every form the store knows (name, form, columns), by form id."""

@@ -17,6 +17,7 @@ from pydantic import BaseModel
 
 from .context import command, print_report
 from .errors import ExitCode, UsageError
+from .forms import check_stored_forms, service_forms
 from .options import ConfigOption
 
 if TYPE_CHECKING:
@@ -39,6 +40,7 @@ def poll(
 
         ctx.service_settings()  # a missing token is said before the database is created
         store = ctx.store()
+        check_stored_forms(store, form)
         print_report(ctx.with_client(lambda fc: poll_once(fc, store, form_id=form)))
 
 
@@ -82,7 +84,8 @@ def sync(
             ws = workspace or (await fc.list_workspaces())[0].id
             return await sync_all(fc, store, ws, full=full, include_drafts=drafts)
 
-        print_report(ctx.with_client(work))
+        with service_forms(form):
+            print_report(ctx.with_client(work))
 
 
 def export(
@@ -140,6 +143,7 @@ def export(
                 raise UsageError(str(e), where="--out") from None
         targets = export_targets(format, out, table, ctx.settings())
         store = ctx.store()
+        check_stored_forms(store, form)
         make_out_dir(targets)
         reports = export_files(store, targets, since_last=since_last, table=table,  # type: ignore[arg-type]
                                form_id=form, since=since_at, status=status, display=display,
@@ -220,6 +224,7 @@ def views(
         from pipelines.export.views import refresh_views
 
         store = ctx.store()
+        check_stored_forms(store, form)
         if ctx.settings().service.token is None and not ctx.signed_in():
             print_report(ctx.run(refresh_views(store, None, form_id=form)))
         else:

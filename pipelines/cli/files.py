@@ -10,6 +10,7 @@ import typer
 
 from .context import command, print_report
 from .errors import ExitCode, UsageError, WorkFailed
+from .forms import check_stored_forms
 from .options import ConfigOption
 
 
@@ -37,6 +38,7 @@ def files(
 
         settings = ctx.settings()
         store = ctx.store()
+        check_stored_forms(store, form)
         with _progress(quiet) as on_file:
             try:
                 report = ctx.run(archive_files(store, settings.service.base_url, to, form_ids=form,

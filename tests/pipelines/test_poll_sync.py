@@ -393,4 +393,4 @@ async def test_cli_refuses_a_missing_config_a_missing_token_and_reports_api_erro
     res = await formsync("poll", "--config", str(bare))
     assert res.exit_code == 2 and "service.token is not set" in said(res)
     res = await formsync("sync", "--config", str(write_config(tmp_path, sandbox)), "--form", "form_unknown")
-    assert res.exit_code == 1 and "error:" in said(res) and "not found" in said(res).lower()
+    assert res.exit_code == 2 and "--form: the service has no form 'form_unknown' (NOT_FOUND" in said(res)
