@@ -31,10 +31,16 @@ def export_campaign(store: Store, job: str, fmt: str, out: Path, *, sheet: Path 
                     sheet_options: SheetOptions | None = None,
                     answer_keys: Sequence[str] | None = None) -> CampaignExportReport:
     """Write ``job``'s campaign table (see ``campaign_table``) to ``out``. The sheet is
-    ``sheet``, else the file the job was sent from; one that cannot be read leaves its
-    columns out and says why in the report. Its date and number columns are written typed,
+    ``sheet``, else the file the job was sent from; a ``sheet`` that cannot be read is a
+    ``SheetError``, the job's own file that cannot be read leaves its columns out and says why in the report. Its date and number columns are written typed,
     read as the job's run read them. ``answer_keys`` orders the answer columns
     (default: the form's stored field list, else the answers' own keys)."""
+    named = None
+    if sheet is not None:  # named explicitly: one that cannot be read is a mistake to fix, said first
+        try:
+            named = load_sheet(sheet, sheet_options)
+        except (SheetError, OSError) as e:
+            raise SheetError(f"--sheet: {e}") from None
     record = store.campaign.job(job)
     if record is None:
         raise UnknownJob(job)
@@ -47,7 +53,7 @@ def export_campaign(store: Store, job: str, fmt: str, out: Path, *, sheet: Path 
     cells: dict[int, dict[str, str]] = {}
     problem = None
     try:
-        read = load_sheet(source, sheet_options)
+        read = named or load_sheet(source, sheet_options)
         columns, cells = read.columns, dict(zip(read.numbers, read.rows, strict=True))
     except (SheetError, OSError) as e:
         problem = str(e)

@@ -62,13 +62,14 @@ class Failure:
     hint: str | None = None
     bug: bool = False  # not foreseen: the traceback is printed above the line
 
-    def line(self, secrets: Iterable[str] = ()) -> str:
-        """``error: WHERE: MESSAGE; HINT`` on one line, with every secret and any password
-        in a URL replaced by ``***``."""
+    def line(self, secrets: Iterable[str] = (), *, label: str = "error") -> str:
+        """``error: WHERE: MESSAGE; HINT`` on one line (``label`` instead of ``error`` for
+        an outcome that is no failure, such as a dry run's), with every secret and any
+        password in a URL replaced by ``***``."""
         text = "; ".join(p for p in (self.message, self.hint) if p)
         if self.where:
             text = f"{self.where}: {text}"
-        return "error: " + scrub(" ".join(text.split()), secrets)
+        return f"{label}: " + scrub(" ".join(text.split()), secrets)
 
 
 @dataclass(frozen=True)

@@ -31,6 +31,8 @@ def files(
     Example: [bold]formsync files --config formsync.toml --to /srv/formsync-files[/bold]
     """
     with command(config) as ctx:
+        if not to.strip():
+            raise UsageError("is empty", where="--to", hint="name a folder or an fsspec URL, e.g. --to ./formsync-files")
         if not 1 <= concurrency <= 64:
             raise UsageError(f"--concurrency {concurrency} is out of range", where="--concurrency",
                              hint="use 1 to 64")

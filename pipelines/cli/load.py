@@ -40,9 +40,14 @@ def load_command(
             from pipelines.export.load import EXTRA_MISSING
 
             raise UsageError(EXTRA_MISSING)
-        from pipelines.export.load import LoadFailed, LoadSettingError, load
+        from pipelines.export.load import LoadFailed, LoadSettingError, destination_problem, load
 
         settings = ctx.settings().load
+        if dataset is not None and not dataset.strip():
+            raise UsageError("is empty", where="--dataset",
+                             hint=f"name a dataset, or leave --dataset out for load.dataset ({settings.dataset})")
+        if (problem := destination_problem(destination or settings.destination)) is not None:
+            raise UsageError(str(problem), where="--destination" if destination else "load.destination")
         store = ctx.store()
         try:
             with _progress(not dry_run) as on_rows:
