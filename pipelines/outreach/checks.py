@@ -71,10 +71,15 @@ def known_columns(fields: Sequence[FieldDescriptor]) -> list[str]:
     return list(dict.fromkeys([*RECIPIENT_COLUMNS, *SPECIAL_COLUMNS, *(f.key for f in fields)]))
 
 
+# How alike a column and a known name must be (difflib's ratio, case and punctuation aside)
+# to be suggested: `emial` is `email` (0.8); `Menge` is no `meeting` (0.67), `Land` no `plan` (0.75).
+CLOSE_MATCH = 0.8
+
+
 def closest(column: str, known: Sequence[str]) -> str | None:
-    """The known name ``column`` most likely means (case and punctuation aside), if any."""
+    """The known name ``column`` most likely means (case and punctuation aside), if one is close."""
     plain = {header_key(k): k for k in known}
-    found = difflib.get_close_matches(header_key(column), list(plain), n=1, cutoff=0.6)
+    found = difflib.get_close_matches(header_key(column), list(plain), n=1, cutoff=CLOSE_MATCH)
     return plain[found[0]] if found else None
 
 
