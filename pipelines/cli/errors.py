@@ -4,7 +4,8 @@ to its exit code and its one-line message.
 Every command runs inside ``pipelines.cli.context.command``, which hands whatever escapes
 the command to :func:`explain` and prints the line it returns on stderr. The table
 ``RULES`` below is the only place that decides which failure is the user's to fix (2) and
-which is the work failing (1); README.md ("Exit codes") documents the same table.
+which is the work failing (1); docs/reference/exit-codes.md (made from ``ExitCode`` by
+``pipelines.cli.reference``) documents the codes.
 """
 
 from __future__ import annotations
