@@ -41,7 +41,11 @@ def poll(
         ctx.service_settings()  # a missing token is said before the database is created
         store = ctx.store()
         check_stored_forms(store, form)
-        print_report(ctx.with_client(lambda fc: poll_once(fc, store, form_id=form)))
+        report = ctx.with_client(lambda fc: poll_once(fc, store, form_id=form))
+        print_report(report)
+        if report.pending_before == 0:
+            whose = f" of form {form!r}" if form else ""
+            typer.echo(f"note: the store holds no pending request{whose}: nothing to poll", err=True)
 
 
 def sync(

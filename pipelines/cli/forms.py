@@ -20,7 +20,8 @@ def check_stored_forms(store: Store, form_ids: str | Iterable[str] | None) -> No
     one is known (a known form with no rows is no mistake)."""
     for form_id in [form_ids] if isinstance(form_ids, str) else (form_ids or ()):
         if not store.knows_form(form_id):
-            raise UsageError(f"the store holds nothing of form {form_id!r}", where="--form",
+            raise UsageError(f"the store holds nothing of form {form_id!r} (no submission, request or field list)",
+                             where="--form",
                              hint=f"check the form id, or copy its submissions first: formsync sync --form {form_id}")
 
 
