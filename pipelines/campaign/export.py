@@ -32,8 +32,9 @@ def export_campaign(store: Store, job: str, fmt: str, out: Path, *, sheet: Path 
                     answer_keys: Sequence[str] | None = None) -> CampaignExportReport:
     """Write ``job``'s campaign table (see ``campaign_table``) to ``out``. The sheet is
     ``sheet``, else the file the job was sent from; a ``sheet`` that cannot be read is a
-    ``SheetError``, the job's own file that cannot be read leaves its columns out and says why in the report. Its date and number columns are written typed,
-    read as the job's run read them. ``answer_keys`` orders the answer columns
+    ``SheetError`` (before anything else), the job's own file that cannot be read leaves
+    its columns out and says why in the report. Its date and number columns are written
+    typed, read as the job's run read them. ``answer_keys`` orders the answer columns
     (default: the form's stored field list, else the answers' own keys)."""
     named = None
     if sheet is not None:  # named explicitly: one that cannot be read is a mistake to fix, said first
