@@ -5,6 +5,7 @@ Every failure envelope becomes its exception in one place, :func:`from_envelope`
 
     FormsyncError                 every error the connector raises
     ├── TransportError            no answer, or an answer that is not the API's envelope
+    │   └── DefaultServiceAbsent  no service.base_url, and no sandbox at the default address
     ├── UnexpectedResult          a success whose data lacks what the connector needs
     └── ApiError                  a failure the service reported (``code``, ``reason``, ``field``)
         ├── ValidationError       VALIDATION_ERROR, 400
@@ -120,6 +121,17 @@ class TransportError(FormsyncError):
         super().__init__(message)
         self.status = status
         self.retryable = retryable
+
+
+class DefaultServiceAbsent(TransportError):
+    """``service.base_url`` is not set and nothing answers at the address it defaults to
+    (the local sandbox): said at the first refused connection, never retried."""
+
+    def __init__(self, base_url: str) -> None:
+        super().__init__(f"is not set, and nothing listens at {base_url} (the local sandbox it defaults to); "
+                         "set it in the config file's [service] section or FORMSYNC_SERVICE__BASE_URL, "
+                         "or start `formsync sandbox`")
+        self.base_url = base_url
 
 
 class UnexpectedResult(FormsyncError):

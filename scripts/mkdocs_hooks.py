@@ -1,5 +1,6 @@
 """Hooks of the documentation site's build (``mkdocs.yml``): the front page from
-README.md, and the reference pages made from the code (``pipelines.cli.reference``)."""
+README.md, and a check that the committed reference pages are what the code makes
+(``pipelines.cli.reference``)."""
 
 from __future__ import annotations
 
@@ -29,24 +30,17 @@ def front_page(readme: str, docs: set[str]) -> str:
 
 
 def on_files(files: Files, config: Any) -> Files:
-    from pipelines.cli import app
-    from pipelines.cli.reference import (
-        commands_markdown,
-        data_types_markdown,
-        events_markdown,
-        exit_codes_markdown,
-        settings_markdown,
-    )
+    """The front page from README.md. The reference pages are committed under
+    docs/reference/ (so links work in a checkout too): the build only checks that they are
+    what the code makes now."""
+    from mkdocs.exceptions import PluginError
 
-    pages = {
-        "reference/commands.md": commands_markdown(app),
-        "reference/settings.md": settings_markdown(),
-        "reference/exit-codes.md": exit_codes_markdown(),
-        "reference/events.md": events_markdown(),
-        "reference/data-types.md": data_types_markdown(),
-    }
-    docs = {f.src_uri for f in files} | set(pages)  # the front page links to generated pages too
-    pages["index.md"] = front_page((ROOT / "README.md").read_text(encoding="utf-8"), docs)
-    for uri, content in pages.items():
-        files.append(File.generated(config, uri, content=content))
+    from pipelines.cli.reference import stale_pages
+
+    if stale := stale_pages(ROOT):
+        raise PluginError(f"docs/reference/ is stale ({', '.join(stale)}): run `python -m pipelines.cli.reference` "
+                          "and commit the pages")
+    docs = {f.src_uri for f in files}
+    files.append(File.generated(config, "index.md", content=front_page((ROOT / "README.md").read_text(encoding="utf-8"),
+                                                                       docs)))
     return files

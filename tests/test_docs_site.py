@@ -201,6 +201,34 @@ async def test_the_site_reads_in_chromium(served: str, page):  # noqa: F811
     assert "FORMSYNC_STORE__URL" in await page.locator("article").inner_text()
 
 
+@pytest.mark.browser
+async def test_long_code_lines_wrap_and_the_nav_title_lies_over_no_entry(served: str, page):  # noqa: F811
+    """Debian's chromium: no code block runs its text under its edge (the quick start's
+    one-liner read "...formsync d"), and with the sidebar scrolled the sticky "formsync"
+    title covers none of the nav's entries ("Home")."""
+    ARTIFACTS.mkdir(exist_ok=True)
+    await page.set_viewport_size({"width": 1400, "height": 700})
+    await page.goto(f"{served}/getting-started.html")
+    cut = await page.evaluate("""() => [...document.querySelectorAll('article pre > code')]
+        .filter(c => c.scrollWidth > c.clientWidth + 1).map(c => c.innerText.slice(0, 60))""")
+    assert cut == [], f"code lines cut off: {cut}"
+    await page.goto(f"{served}/reference/commands.html")
+    sidebar = page.locator(".md-sidebar--primary .md-sidebar__scrollwrap")
+    await sidebar.evaluate("el => { el.scrollTop = 60; }")
+    await page.screenshot(path=str(ARTIFACTS / "site-nav-scrolled.png"))
+    covered = await page.evaluate("""() => [...document.querySelectorAll('.md-nav--primary .md-nav__link')]
+        .filter(a => a.offsetParent !== null).filter(a => {
+            const r = a.getBoundingClientRect();
+            if (r.height === 0 || r.bottom < 60 || r.top > window.innerHeight) return false;
+            const top = document.elementFromPoint(r.left + 5, r.top + r.height / 2);
+            return top !== null && !a.contains(top) && top.closest('.md-nav__title') !== null;
+        }).map(a => a.innerText.trim())""")
+    assert covered == [], f"nav entries under the nav's title: {covered}"
+    titles = await page.locator(".md-nav--primary > .md-nav__title").evaluate_all(
+        "els => els.map(e => getComputedStyle(e).display)")
+    assert titles == ["none"], "on a wide screen the header names the site; the nav starts with its entries"
+
+
 def test_no_help_text_holds_brackets_that_rich_would_eat():
     import re
 

@@ -115,3 +115,21 @@ async def test_methods_list_on_the_helpers_endpoint_is_what_an_unknown_helper_na
         assert e.code == "METHOD_NOT_FOUND"
     else:
         raise AssertionError("an unknown helper is refused")
+
+
+async def test_submissions_delete_removes_one_submission_and_clears_its_requests_answers(sandbox: Sandbox) -> None:
+    form = sandbox.pro.forms["Contact"]
+    kept = await sandbox.helpers.submissions_create(form, CONTACT)
+    req_id = await _request(sandbox)
+    done = await sandbox.helpers.requests_complete(req_id, CONTACT)
+    gone = await sandbox.helpers.submissions_delete(done.submission_id)
+    assert (gone.id, gone.form_id, gone.request_id) == (done.submission_id, form, req_id)
+    listed = {s["id"] for s in (await sandbox.rpc("submissions.list", {"formId": form})).data["items"]}
+    assert kept.id in listed and done.submission_id not in listed
+    request = (await sandbox.rpc("requests.get", {"requestId": req_id})).data
+    assert request["status"] == "completed" and not request.get("answers")
+    (await sandbox.helper("submissions.delete", {"submissionId": done.submission_id})).expect(
+        "NOT_FOUND", 404, field="submissionId")
+    other = sandbox.workspaces["business"].forms["Contact"]
+    foreign = await sandbox.helpers_for("business").submissions_create(other, CONTACT)
+    (await sandbox.helper("submissions.delete", {"submissionId": foreign.id})).expect("FORBIDDEN", 403)

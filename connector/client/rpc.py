@@ -13,6 +13,7 @@ that keeps every 60-second window within the limits.
 from __future__ import annotations
 
 import asyncio
+import errno
 import hashlib
 import json
 import logging
@@ -150,8 +151,11 @@ class FormClient:
                  timeout: float = 30.0,
                  backoff_base: float = 0.5, backoff_cap: float = 30.0,
                  session: aiohttp.ClientSession | None = None, pacer: Pacer | None = None,
-                 sleep: Sleep = asyncio.sleep, clock: Clock = time.monotonic) -> None:
+                 sleep: Sleep = asyncio.sleep, clock: Clock = time.monotonic, base_url_unset: bool = False) -> None:
         self.base_url = base_url.rstrip("/")
+        # base_url left at its default: a refused connection there means no sandbox runs, not
+        # a service that is down for a while, so it is said at once instead of retried.
+        self.base_url_unset = base_url_unset
         # A token source (the stored grant) gives the token of each call; 401 asks it once for another.
         self._source: TokenSource | None = None
         if isinstance(token, str | SecretStr):
@@ -196,7 +200,8 @@ class FormClient:
                              "FORMSYNC_SERVICE__TOKEN, or run `formsync login`")
         options: dict[str, Any] = {
             "calls_per_minute": service.calls_per_minute, "creates_per_minute": service.creates_per_minute,
-            "max_retries": service.max_retries, "timeout": service.timeout_seconds, **overrides}
+            "max_retries": service.max_retries, "timeout": service.timeout_seconds,
+            "base_url_unset": not service.base_url_given, **overrides}
         return cls(service.base_url, token, **options)
 
     def __repr__(self) -> str:
@@ -241,6 +246,7 @@ class FormClient:
         except ValueError as exc:
             raise errors.TransportError(str(exc)) from None
         except (aiohttp.ClientError, TimeoutError, OSError) as exc:
+            self._check_default_address(exc)
             raise errors.TransportError(f"the service at {self.base_url} could not be reached to read its time "
                                         f"({type(exc).__name__}: {exc})") from None
 
@@ -306,6 +312,12 @@ class FormClient:
         grant's, refreshed when due). For the few requests beside the API (the sandbox's
         helpers) that need the same bearer."""
         return self._token if self._source is None else await self._source.token()
+    def _check_default_address(self, exc: BaseException) -> None:
+        """Raises DefaultServiceAbsent when ``exc`` is a refused connection to the default address."""
+        cause = exc.os_error if isinstance(exc, aiohttp.ClientConnectorError) else exc
+        refused = isinstance(cause, OSError) and cause.errno == errno.ECONNREFUSED
+        if self.base_url_unset and refused:
+            raise errors.DefaultServiceAbsent(self.base_url) from None
 
     async def _send_renewing(self, session: aiohttp.ClientSession, method: str, body: bytes) -> Any:
         """Send with the token of now; a 401 to a token from a source is sent once more
@@ -331,6 +343,7 @@ class FormClient:
         except (aiohttp.ClientError, TimeoutError, OSError) as exc:
             # Only the exception's type and text are kept: aiohttp's request info holds the headers.
             # A malformed URL or a TLS failure stays the same however often it is tried.
+            self._check_default_address(exc)
             lasting = isinstance(exc, aiohttp.InvalidURL | aiohttp.ClientSSLError)
             raise errors.TransportError(f"{method}: the service at {self.base_url} could not be reached "
                                         f"({type(exc).__name__}: {exc})", retryable=not lasting) from None

@@ -58,6 +58,21 @@ class ServiceSettings(Section):
             check_secret_text(v.get_secret_value())
         return v
 
+    @field_validator("base_url")
+    @classmethod
+    def _url_has_scheme(cls, v: str) -> str:
+        """An address without http:// or https:// is refused here, before any call tries it."""
+        scheme, sep, rest = v.partition("://")
+        if not sep or scheme.lower() not in ("http", "https") or not rest.strip("/"):
+            raise ValueError(f"{v!r} is not an http(s) URL; write it with its scheme, "
+                             f"e.g. 'http://{v.split('://')[-1].strip('/') or '127.0.0.1:8787'}'")
+        return v
+
+    @property
+    def base_url_given(self) -> bool:
+        """Whether base_url was set (file or environment) rather than left at the sandbox default."""
+        return "base_url" in self.model_fields_set
+
 
 class ReceiverSettings(Section):
     """The receiver of signed callbacks and webhook deliveries."""

@@ -74,6 +74,7 @@ from .tables import (
     DEAD_LETTERS,
     ERASURES,
     EVENTS,
+    FORM_FIELDS,
     REQUESTS,
     SUBMISSIONS,
     VERSION_TABLE,
@@ -553,6 +554,14 @@ class Store:
     def answered_forms(self) -> list[str]:
         """The forms with at least one stored submission, by id."""
         return self._views.answered_forms()
+
+    def knows_form(self, form_id: str) -> bool:
+        """Whether anything of ``form_id`` was ever stored: a submission, a request, a
+        field list or a sync cursor (a form synced with no submission yet is known)."""
+        tables = (SUBMISSIONS, REQUESTS, FORM_FIELDS, CURSORS)
+        with self._db.reader() as s:
+            return any(s.execute(select(t.c.form_id).where(t.c.form_id == form_id).limit(1)).first() is not None
+                       for t in tables)
 
     def views(self) -> list[FormSchema]:
         """The typed view of every form the store knows (name, form, columns), by form id."""

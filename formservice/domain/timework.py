@@ -81,12 +81,18 @@ def purge(session: Session, now: int) -> int:
             doomed += list(session.exec(select(Submission).where(Submission.form_id == form.id,
                                                                  col(Submission.is_completed).is_(True))))
         for sub in doomed:
-            if sub.request_id:
-                req = session.get(Request, sub.request_id)
-                if req is not None and req.data_purged_at is None:
-                    req.answers = None
-                    req.display = None
-                    req.data_purged_at = now
-            session.delete(sub)
+            remove_submission(session, sub, now)
             purged += 1
     return purged
+
+
+def remove_submission(session: Session, sub: Submission, now: int) -> None:
+    """Delete ``sub``; the request it answered keeps its status, its answers cleared
+    (``dataPurgedAt``) as a retention purge clears them."""
+    if sub.request_id:
+        req = session.get(Request, sub.request_id)
+        if req is not None and req.data_purged_at is None:
+            req.answers = None
+            req.display = None
+            req.data_purged_at = now
+    session.delete(sub)

@@ -22,6 +22,7 @@ from .models import (
     ClockResult,
     CompletedRequest,
     Deleted,
+    DeletedSubmission,
     DialectView,
     EventList,
     FaultPlan,
@@ -209,6 +210,11 @@ class SandboxHelpers:
         editAfterSubmit and maxEdits apply); emits ``submission.updated``."""
         return await self._model(UpdatedSubmission, "submissions.update",
                                  {"submissionId": submission_id, "answers": answers})
+
+    async def submissions_delete(self, submission_id: str) -> DeletedSubmission:
+        """Delete one submission as its form's owner would (no API method does): it leaves
+        submissions.list; a request it answered keeps its status, its answers cleared."""
+        return await self._model(DeletedSubmission, "submissions.delete", {"submissionId": submission_id})
 
     async def share_links_submit(self, url: str, answers: dict[str, Any] | None = None, *, completed: bool = True,
                                  password: str | None = None, edit_token: str | None = None,

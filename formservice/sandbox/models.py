@@ -283,6 +283,18 @@ class UpdatedSubmission(HelperResult):
     answers: dict[str, Any] = {}
 
 
+class SubmissionIdParams(Params):
+    submissionId: str
+
+
+class DeletedSubmission(HelperResult):
+    """``submissions.delete``: the submission deleted, its form, and the request it answered."""
+
+    id: str
+    form_id: str
+    request_id: str | None = None
+
+
 # -- the outbox: mail and events --------------------------------------------------------
 
 

@@ -30,12 +30,19 @@ class CampaignExportReport(BaseModel):
 def export_campaign(store: Store, job: str, fmt: str, out: Path, *, sheet: Path | None = None,
                     sheet_options: SheetOptions | None = None) -> CampaignExportReport:
     """Write ``job``'s campaign table (see ``campaign_table``) to ``out``. The sheet is
-    ``sheet``, else the file the job was sent from; one that cannot be read leaves its
-    columns out and says why in the report. Its date and number columns are written typed:
-    those the job's run read as a date or number field's values as the run read them, and
-    a workbook's columns of date or number cells (whatever they were mapped to). The
-    answers are the form's columns (``store.schema``), typed as ``formsync export`` types
-    them; a form with no stored field list has one text column per answered key."""
+    ``sheet``, else the file the job was sent from; a ``sheet`` that cannot be read is a
+    ``SheetError`` (before anything else), the job's own file that cannot be read leaves
+    its columns out and says why in the report. Its date and number columns are written
+    typed: those the job's run read as a date or number field's values as the run read
+    them, and a workbook's columns of date or number cells (whatever they were mapped to).
+    The answers are the form's columns (``store.schema``), typed as ``formsync export``
+    types them; a form with no stored field list has one text column per answered key."""
+    named = None
+    if sheet is not None:  # named explicitly: one that cannot be read is a mistake to fix, said first
+        try:
+            named = load_sheet(sheet, sheet_options)
+        except (SheetError, OSError) as e:
+            raise SheetError(f"--sheet: {e}") from None
     record = store.campaign.job(job)
     if record is None:
         raise UnknownJob(job)
@@ -49,7 +56,7 @@ def export_campaign(store: Store, job: str, fmt: str, out: Path, *, sheet: Path 
     types: dict[str, Sequence[str | None]] = {}
     problem = None
     try:
-        read = load_sheet(source, sheet_options)
+        read = named or load_sheet(source, sheet_options)
         columns, cells = read.columns, dict(zip(read.numbers, read.rows, strict=True))
         types = {c: (kind, None) for c, kind in read.kinds.items()}  # a workbook's own dates and numbers: ISO text
     except (SheetError, OSError) as e:

@@ -16,6 +16,7 @@ import typer
 
 from .context import Context, command, print_report
 from .errors import ExitCode, UsageError
+from .forms import check_stored_forms, service_forms
 from .options import ConfigOption
 
 if TYPE_CHECKING:
@@ -37,7 +38,12 @@ def poll(
 
         params = ctx.params(PollParams, form=form)
         ctx.service_settings()  # a missing token is said before the database is created
-        print_report(ctx.job("poll", params))
+        check_stored_forms(ctx.store(), form)
+        report = ctx.job("poll", params)
+        print_report(report)
+        if report.pending_before == 0:
+            whose = f" of form {form!r}" if form else ""
+            typer.echo(f"note: the store holds no pending request{whose}: nothing to poll", err=True)
 
 
 def sync(
@@ -69,7 +75,8 @@ def sync(
                              where="--reconcile", hint="run the sync and the reconcile as two commands")
         params = ctx.params(SyncParams, form=form, full=full, drafts=drafts, reconcile=reconcile)
         ctx.service_settings()
-        report = ctx.job("sync", params)
+        with service_forms(form):
+            report = ctx.job("sync", params)
         if reconcile:
             typer.echo(report.outcome(), err=True)
         print_report(report)
@@ -139,6 +146,7 @@ def export(
         params = ctx.params(ExportParams, format=format, out=out, table=table, form=form, since=since_at,
                             status=status, display=display, include_gone=include_gone, since_last=since_last)
         export_targets(params.format, params.out, params.table, ctx.settings())  # said before the store is made
+        check_stored_forms(ctx.store(), form)
         run = ctx.job("export", params)
         reports = run.files
         for report in reports:
@@ -188,6 +196,7 @@ def views(
     with command(config) as ctx:
         from pipelines.jobs import ViewsParams
 
+        check_stored_forms(ctx.store(), form)
         print_report(ctx.job("views", ctx.params(ViewsParams, form=form)))
 
 

@@ -200,9 +200,10 @@ class Context:
             err = e.errors()[0]
             name = str(err["loc"][0]) if err["loc"] else ""
             where = f"--{name.replace('_', '-')}" if name in flags else "the command"
-            if err["type"] == "literal_error":  # the values accepted, and the one given
-                raise UsageError(f"expected {err.get('ctx', {}).get('expected')}, got {err.get('input')!r}",
-                                 where=where) from None
+            said = {"literal_error": "expected {expected}", "greater_than_equal": "expected {ge} or more",
+                    "less_than_equal": "expected {le} or less"}.get(err["type"])
+            if said is not None:  # what is accepted, and what was given
+                raise UsageError(f"{said.format(**err.get('ctx', {}))}, got {err.get('input')!r}", where=where) from None
             raise UsageError(err["msg"].removeprefix("Value error, "), where=where) from None
 
     def job_env(self, hooks: Hooks | None = None, stop: asyncio.Event | None = None) -> JobEnv:

@@ -245,6 +245,23 @@ def delivery_counts(events: Sequence[Mapping[str, Any]], request_ids: set[str]) 
 # ======================================================================================
 
 
+class _DemoTokens:
+    """The demo's current API token, for its receiver's ``fields.list`` reads: the
+    receiver starts before the first token is minted, and the token is renewed as the
+    demo moves the sandbox's clock."""
+
+    key = "demo"
+
+    def __init__(self) -> None:
+        self.current = ""
+
+    async def token(self) -> SecretStr:
+        return SecretStr(self.current)
+
+    async def renew(self, stale: SecretStr) -> SecretStr:
+        return SecretStr(self.current)
+
+
 @dataclass
 class _World:
     """The running parts of one demo run."""
@@ -257,6 +274,7 @@ class _World:
     receiver: Receiver
     receiver_url: str
     paths: dict[Channel, str]
+    tokens: _DemoTokens
     token: str = ""
     client: FormClient | None = None
 
@@ -275,7 +293,8 @@ class _World:
         sandbox's clock, and the demo moves that clock past the seeded token's lifetime."""
         from formservice.sandbox.seed import renew_token
 
-        self.token = renew_token(self.service, self.workspace["id"], self.workspace["userId"], TOKEN_NAME)
+        self.token = self.tokens.current = renew_token(self.service, self.workspace["id"], self.workspace["userId"],
+                                                       TOKEN_NAME)
         old, self.client = self.client, FormClient(self.sandbox_url, self.token)
         await self.client.__aenter__()
         if old is not None:
@@ -304,8 +323,10 @@ async def _bind(start: Callable[[int], Awaitable[Any]], preferred: int) -> Any:
 
 
 async def _start_receiver(stack: AsyncExitStack, store: Store, settings: ReceiverSettings,
-                          preferred: int) -> tuple[Receiver, int]:
-    app = create_receiver_app(store, settings)
+                          preferred: int, service: ServiceSettings, tokens: _DemoTokens) -> tuple[Receiver, int]:
+    # With the service and the demo's token, the receiver reads each new form's field list
+    # as a real installation with service.token does (none held back, nothing to warn of).
+    app = create_receiver_app(store, settings, service=service, tokens=tokens)
     runner = web.AppRunner(app, handle_signals=False, access_log=None)
     await runner.setup()
     stack.push_async_callback(runner.cleanup)  # stops taking deliveries, then commits what is queued
@@ -472,11 +493,14 @@ async def _start(stack: AsyncExitStack, state_dir: Path, state: DemoState) -> tu
     store.migrate()
     settings = ReceiverSettings(host="127.0.0.1", port=0, callback_secrets=[SecretStr(ws["signingSecret"])],
                                 webhook_secrets=[SecretStr(state.webhook_secret)])
-    receiver, receiver_port = await _start_receiver(stack, store, settings, state.receiver_port)
+    tokens = _DemoTokens()
+    receiver, receiver_port = await _start_receiver(stack, store, settings, state.receiver_port,
+                                                    ServiceSettings(base_url=str(sandbox.service.base_url)), tokens)
     state = state.model_copy(update={"sandbox_port": sandbox.bound_port, "receiver_port": receiver_port})
     http = await stack.enter_async_context(aiohttp.ClientSession())
     w = _World(service=sandbox.service, workspace=ws, form_id=ws["forms"][DEMO_FORM], store=store, http=http,
-               receiver=receiver, receiver_url=f"http://127.0.0.1:{receiver_port}", paths=event_paths(settings))
+               receiver=receiver, receiver_url=f"http://127.0.0.1:{receiver_port}", paths=event_paths(settings),
+               tokens=tokens)
     stack.push_async_callback(w.close)
     await w.renew_token()
     return w, state

@@ -34,7 +34,7 @@ def deploy(
     Example: [bold]formsync deploy systemd --config /etc/formsync/formsync.toml --out /etc/systemd/system[/bold]
     """
     with command(config) as ctx:
-        from pipelines.operate.deploy import DeployError, nginx_site, systemd_units
+        from pipelines.operate.deploy import DeployError, hidden_paths, nginx_site, systemd_units
 
         settings = ctx.settings()
         where = config.resolve()
@@ -52,6 +52,10 @@ def deploy(
         for name, text in files.items():
             (out / name).write_text(text, encoding="utf-8")
             typer.echo(str(out / name))
+        if target is Target.systemd and (hidden := hidden_paths(settings, where)):
+            said = ", ".join(f"{path} ({setting}; hidden by {hides})" for path, setting, hides in hidden)
+            typer.echo(f"warning: the units cannot see {said}, which their sandboxing hides; move them, "
+                       "e.g. under /etc/formsync and /var/lib/formsync", err=True)
         then = ("systemctl daemon-reload && systemctl enable --now formsync-receive formsync-run"
                 if target is Target.systemd else "nginx -t && systemctl reload nginx")
         typer.echo(f"written for {config}; install them (see docs/deploy.md), then: {then}", err=True)

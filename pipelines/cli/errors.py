@@ -4,7 +4,8 @@ to its exit code and its one-line message.
 Every command runs inside ``pipelines.cli.context.command``, which hands whatever escapes
 the command to :func:`explain` and prints the line it returns on stderr. The table
 ``RULES`` below is the only place that decides which failure is the user's to fix (2) and
-which is the work failing (1); README.md ("Exit codes") documents the same table.
+which is the work failing (1); docs/reference/exit-codes.md (made from ``ExitCode`` by
+``pipelines.cli.reference``) documents the codes.
 """
 
 from __future__ import annotations
@@ -62,13 +63,14 @@ class Failure:
     hint: str | None = None
     bug: bool = False  # not foreseen: the traceback is printed above the line
 
-    def line(self, secrets: Iterable[str] = ()) -> str:
-        """``error: WHERE: MESSAGE; HINT`` on one line, with every secret and any password
-        in a URL replaced by ``***``."""
+    def line(self, secrets: Iterable[str] = (), *, label: str = "error") -> str:
+        """``error: WHERE: MESSAGE; HINT`` on one line (``label`` instead of ``error`` for
+        an outcome that is no failure, such as a dry run's), with every secret and any
+        password in a URL replaced by ``***``."""
         text = "; ".join(p for p in (self.message, self.hint) if p)
         if self.where:
             text = f"{self.where}: {text}"
-        return "error: " + scrub(" ".join(text.split()), secrets)
+        return f"{label}: " + scrub(" ".join(text.split()), secrets)
 
 
 @dataclass(frozen=True)
@@ -113,6 +115,7 @@ RULES: tuple[Rule, ...] = (
          hint="check service.base_url and try again later; nothing was stored"),
     Rule("formservice.sandbox.client", "HelperError", ExitCode.FAILED, prefix="the sandbox refused: ",
          hint="check service.base_url names a running sandbox and the token or sign-in is its workspace's"),
+    Rule("connector.errors", "DefaultServiceAbsent", ExitCode.USAGE, where="service.base_url"),
     Rule("connector.errors", "FormsyncError", ExitCode.FAILED),
     Rule("aiohttp", "ClientError", ExitCode.FAILED, prefix="cannot reach the service: "),
     Rule("connector.receiver.committer", "StoreProcessError", ExitCode.FAILED,

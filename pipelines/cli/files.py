@@ -10,6 +10,7 @@ import typer
 
 from .context import command, print_report
 from .errors import ExitCode, UsageError, WorkFailed
+from .forms import check_stored_forms
 from .options import ConfigOption
 
 
@@ -30,12 +31,15 @@ def files(
     Example: [bold]formsync files --config formsync.toml --to /srv/formsync-files[/bold]
     """
     with command(config) as ctx:
+        if not to.strip():
+            raise UsageError("is empty", where="--to", hint="name a folder or an fsspec URL, e.g. --to ./formsync-files")
         if not 1 <= concurrency <= 64:
             raise UsageError(f"--concurrency {concurrency} is out of range", where="--concurrency",
                              hint="use 1 to 64")
         from pipelines.jobs import FilesParams, Hooks
         from pipelines.lifecycle.archive import LocationError
 
+        check_stored_forms(ctx.store(), form)
         params = ctx.params(FilesParams, to=to, form=form, concurrency=concurrency)
         with _progress(quiet) as on_file:
             try:

@@ -44,9 +44,15 @@ def load_command(
             from pipelines.export.load import EXTRA_MISSING
 
             raise UsageError(EXTRA_MISSING)
-        from pipelines.export.load import LoadFailed, LoadSettingError
+        from pipelines.export.load import LoadFailed, LoadSettingError, destination_problem
         from pipelines.jobs import Hooks, LoadParams
 
+        settings = ctx.settings().load
+        if dataset is not None and not dataset.strip():
+            raise UsageError("is empty", where="--dataset",
+                             hint=f"name a dataset, or leave --dataset out for load.dataset ({settings.dataset})")
+        if (problem := destination_problem(destination or settings.destination)) is not None:
+            raise UsageError(str(problem), where="--destination" if destination else "load.destination")
         params = ctx.params(LoadParams, destination=destination, dataset=dataset, table_format=table_format,
                             dry_run=dry_run)
         try:

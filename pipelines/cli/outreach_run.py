@@ -141,7 +141,9 @@ def run_command(ctx: Context, call: OutreachCall) -> int:
         typer.echo(line)
     failure = verdict(call, prepared, report, caught)
     if failure is not None:
-        typer.echo(failure.line(ctx.secrets()), err=True)
+        # A dry run's rejected rows are what it was run to find: its result, not an error.
+        label = "dry run" if call.params.dry_run and failure.code == ExitCode.REJECTED else "error"
+        typer.echo(failure.line(ctx.secrets(), label=label), err=True)
     elif not call.params.dry_run:
         typer.echo(done_line(report), err=True)
     print_report(report)

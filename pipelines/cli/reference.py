@@ -18,6 +18,7 @@ import tokenize
 from collections.abc import Sequence
 from datetime import datetime
 from enum import Enum
+from pathlib import Path
 from types import UnionType
 from typing import TYPE_CHECKING, Annotated, Any, Union, get_args, get_origin
 
@@ -71,12 +72,25 @@ def _command(path: str, cmd: Any) -> list[str]:
     return lines
 
 
+# The commands in the order a user meets them: try it, connect, bring the data in, take it
+# out, reach people, run it unattended, look after the data. A command not named goes last.
+JOURNEY = ("demo", "sandbox", "login", "logout", "sync", "poll", "receive", "subscribe", "views", "export", "load",
+           "files", "outreach", "campaign", "run", "status", "deploy", "dead-letters", "purge", "erase",
+           "key")
+
+
+def _journey_key(name: str) -> tuple[int, str]:
+    return (JOURNEY.index(name) if name in JOURNEY else len(JOURNEY), name)
+
+
 def command_paths(cmd: Any, path: str = "formsync") -> dict[str, Any]:
-    """Every command under ``cmd`` (a Typer app's Click command), by its path, sorted."""
+    """Every command under ``cmd`` (a Typer app's Click command), by its path: the top
+    level in ``JOURNEY`` order, a group's commands in the order the group declares them."""
     subs = getattr(cmd, "commands", None)
     if subs is None:
         return {path: cmd}
-    return {p: c for name in sorted(subs) for p, c in command_paths(subs[name], f"{path} {name}").items()}
+    names = sorted(subs, key=_journey_key) if path == "formsync" else list(subs)
+    return {p: c for name in names for p, c in command_paths(subs[name], f"{path} {name}").items()}
 
 
 def commands_markdown(app: typer.Typer) -> str:
@@ -467,3 +481,43 @@ def _long_table_lines() -> list[str]:
 def _columns_table(columns: Sequence[Column]) -> list[str]:
     """A table's columns and their logical types, as Markdown table lines."""
     return ["| Column | Logical type |", "|---|---|", *[f"| `{c.name}` | {c.type} |" for c in columns]]
+
+
+# -- the committed pages ---------------------------------------------------------------------------
+
+PAGES_DIR = "docs/reference"
+
+
+def reference_pages() -> dict[str, str]:
+    """Each generated reference page (file name under ``docs/reference/`` -> text), the
+    same on every machine: no terminal width, no colour."""
+    from . import app
+
+    return {"commands.md": commands_markdown(app), "settings.md": settings_markdown(),
+            "exit-codes.md": exit_codes_markdown(), "events.md": events_markdown(),
+            "data-types.md": data_types_markdown()}
+
+
+def stale_pages(root: Path) -> list[str]:
+    """The reference pages under ``root/docs/reference`` that differ from what the code
+    makes now (or are missing), by file name."""
+    folder = root / PAGES_DIR
+    return [name for name, text in reference_pages().items()
+            if not (folder / name).is_file() or (folder / name).read_bytes() != text.encode("utf-8")]
+
+
+def write_pages(root: Path) -> list[str]:
+    """Write the stale reference pages under ``root/docs/reference``; returns their names."""
+    stale = stale_pages(root)
+    pages = reference_pages()
+    for name in stale:
+        (root / PAGES_DIR / name).write_bytes(pages[name].encode("utf-8"))
+    return stale
+
+
+if __name__ == "__main__":  # python -m pipelines.cli.reference: regenerate the pages after a change
+    import sys
+
+    here = Path(sys.argv[1]) if len(sys.argv) > 1 else Path.cwd()
+    for written in write_pages(here):
+        print(f"{PAGES_DIR}/{written}")

@@ -16,6 +16,7 @@ import typer
 
 from .context import Context, command, print_report
 from .errors import UsageError, WorkFailed
+from .forms import service_forms
 from .helptext import summary
 from .options import ConfigOption
 
@@ -60,7 +61,7 @@ def _with_forms(ctx: Context, forms: list[str] | None, work: Callable[[FormClien
         ids = list(forms) if forms else await workspace_forms(fc, workspace)
         return await work(fc, ids)
 
-    with _as_usage():
+    with _as_usage(), service_forms(forms):
         return ctx.with_client(go)
 
 

@@ -130,14 +130,28 @@ def load_failure(exc: BaseException, destination: str) -> Exception:
                                 f"snowflake, filesystem or another of dlt's destinations")
     if isinstance(cause, ConfigFieldMissingException):
         missing = ", ".join(f"{f}" for f in cause.fields)
+        variables = " or ".join(f"DESTINATION__{destination.upper()}__{f.upper()}" for f in cause.fields)
         return LoadSettingError(f"the {destination} destination misses {missing} in dlt's configuration: set "
-                                f"DESTINATION__{destination.upper()}__CREDENTIALS or .dlt/secrets.toml "
-                                f"(see docs/warehouse.md)")
+                                f"{variables or f'DESTINATION__{destination.upper()}__CREDENTIALS'} or "
+                                f".dlt/secrets.toml (see docs/warehouse.md)")
     step = getattr(exc, "step", None)
     first = (str(cause).strip().splitlines() or [type(cause).__name__])[0]
     where = f" at its {step} step" if step else ""
     return LoadFailed(f"dlt could not load into {destination}{where}: {first}; nothing moved: the next load "
                       f"sends the same rows again")
+
+
+def destination_problem(name: str) -> LoadSettingError | None:
+    """What the real load would say of a destination ``name`` that is no dlt destination
+    (checked without loading: a dry run refuses it too); None for a known one."""
+    from dlt.common.destination import Destination
+
+    try:
+        Destination.from_reference(name)
+    except Exception as e:  # dlt refuses an unknown name with several exception types
+        made = load_failure(e, name)
+        return made if isinstance(made, LoadSettingError) else None
+    return None
 
 
 class LoadReport(BaseModel):
@@ -214,8 +228,9 @@ class Deletions:
 
 def read_deletions(store: Store, name: str) -> Deletions:
     """The deletion log's submissions and requests placed past the cursor ``name`` in the
-    store's arrival order (all of it the first time: a delete of a row the destination never had does nothing), less the
-    submissions a reconcile marked and then found again (their form restored)."""
+    store's arrival order, less the submissions a reconcile marked and then found again
+    (their form restored). The first load under ``name`` only moves past the log: it
+    deletes (and reports) nothing the destination never had."""
     old = store.export_cursors.get(name, DELETIONS, None)
     after, after_id = (0 if old is None else old.arrival), None
     logged = []
@@ -232,6 +247,8 @@ def read_deletions(store: Store, name: str) -> Deletions:
     requests = list(dict.fromkeys(d.item_id for d in logged if d.kind == "request"))
     mark = None if not logged else CursorMark(name, DELETIONS, ALL_FORMS, after, len(logged),
                                               1 if old is None else old.run + 1)
+    if old is None and not store.export_cursors.list(name):
+        return Deletions({}, [], mark)  # the first load: the destination never had these rows
     return Deletions({f: list(ids) for f, ids in submissions.items()}, requests, mark)
 
 

@@ -772,6 +772,10 @@ def check_out_template(template: str | Path, *, incremental: bool) -> None:
         raise ValueError(f"{text}: {e}; {accepted}") from None
     if unknown := [n for n in names if n not in PLACEHOLDERS]:
         raise ValueError(f"{text}: unknown placeholder {{{unknown[0]}}}; {accepted}")
+    shaped = [(n, conv, spec) for _, n, spec, conv in string.Formatter().parse(text) if n and (spec or conv)]
+    for n, conv, spec in shaped[:1]:
+        given = "{" + n + (f"!{conv}" if conv else "") + (f":{spec}" if spec else "") + "}"
+        raise ValueError(f"{text}: {given} takes no format: write {{{n}}}; {accepted}")
     if "run" in names and not incremental:
         raise ValueError(f"{text}: {{run}} numbers the runs of an incremental export: use it with since_last")
     if in_directory:
@@ -869,6 +873,8 @@ def _write(tables: list[TableStream], fmt: Format, out: Path) -> ExportReport:
         # An incremental export's cursor moves once this returns: the file must outlive a
         # power cut first, or the rows it holds would be skipped by the next run.
         _replace(tmp, out, durable=any(t.mark is not None for t in tables))
+    except OSError as e:  # said of the file asked for: the temporary one beside it is ours
+        raise OSError(e.errno, f"cannot write it: {os.strerror(e.errno) if e.errno else e}", str(out)) from None
     finally:
         tmp.unlink(missing_ok=True)
     if fmt == "csv":

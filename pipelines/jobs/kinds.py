@@ -134,7 +134,11 @@ def export_targets(fmt: str | None, out: Path | None, table: str, settings: Sett
         if not out.parent.is_dir():
             raise TargetError(f"the directory {out.parent} does not exist", where="--out",
                               hint=f"create it first (mkdir -p {out.parent}) or write elsewhere")
-        picked = fmt or SUFFIX_FORMATS.get(out.suffix.lower())
+        named = SUFFIX_FORMATS.get(out.suffix.lower())
+        if fmt is not None and named is not None and fmt != named:
+            raise TargetError(f"--format {fmt} disagrees with --out {out.name!r}, which names {named}",
+                              where="--format", hint=f"drop --format, or end --out in .{fmt}")
+        picked = fmt or named
         if picked is None:
             raise TargetError(f"cannot tell the format from {out.name!r}", where="--format",
                               hint="give --format csv, xlsx or parquet, or an --out ending in one of them")

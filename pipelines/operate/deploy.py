@@ -76,6 +76,34 @@ def systemd_units(settings: Settings, config: Path, command: Path) -> dict[str, 
     return {unit: _templates().get_template(unit + ".j2").render(values) for unit in UNITS}
 
 
+# Where the units' sandboxing hides files: each unit gets an empty /tmp and /var/tmp of its
+# own (PrivateTmp=yes), and no /home, /root or /run/user (ProtectHome=yes).
+HIDDEN = (("/tmp", "PrivateTmp=yes"), ("/var/tmp", "PrivateTmp=yes"), ("/home", "ProtectHome=yes"),
+          ("/root", "ProtectHome=yes"), ("/run/user", "ProtectHome=yes"))
+
+
+def hidden_paths(settings: Settings, config: Path) -> list[tuple[str, str, str]]:
+    """The files and directories the units need that their sandboxing hides, as
+    ``(path, setting, what hides it)``: the settings file, the working directory, the
+    SQLite database, the store's key, the TLS files, the environment file."""
+    r, d = settings.receiver, settings.deploy
+    needed: list[tuple[Path | None, str]] = [
+        (config, "--config"), (d.working_dir, "deploy.working_dir"), (d.environment_file, "deploy.environment_file"),
+        (settings.store.key_file, "store.key_file"), (r.tls_cert, "receiver.tls_cert"), (r.tls_key, "receiver.tls_key")]
+    url = make_url(settings.store.url)
+    if url.get_backend_name() == "sqlite" and url.database:
+        needed.append((Path(url.database), "store.url"))
+    found = []
+    for path, setting in needed:
+        if path is None or not path.is_absolute():
+            continue
+        for top, hides in HIDDEN:
+            if path.is_relative_to(top):
+                found.append((str(path), setting, hides))
+                break
+    return found
+
+
 def upstream(settings: Settings) -> str:
     """Where nginx passes deliveries on: the receiver's address and port (loopback when it
     listens on every address)."""

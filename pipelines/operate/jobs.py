@@ -52,8 +52,8 @@ def parse_params(job: JobSettings) -> JobParams:
             what = f"param {key!r}: {err['msg']} (got {err.get('input')!r})"
         raise ConfigError(f"job {job.id!r} ({job.kind}): {what}; {_accepted(model)}") from None
     if isinstance(params, CloseParams) and params.at is None:
-        raise ConfigError(f"job {job.id!r} (close): missing param 'at': a scheduled close runs from that time on; "
-                          f"{_accepted(model)}")
+        raise ConfigError(f"job {job.id!r} (close): missing param 'at'; required: job, at; optional: reason, dry_run "
+                          f"(a scheduled close runs from that time on)")
     if isinstance(params, ExportParams):
         fmt = params.format or (params.out.suffix.lower().lstrip(".") if params.out is not None else None)
         if params.table == "all" and fmt != "xlsx":

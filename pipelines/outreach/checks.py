@@ -10,7 +10,7 @@ from collections.abc import Mapping, Sequence
 from typing import Literal
 
 from connector.client.rpc import FormClient
-from connector.errors import Forbidden, NotFound
+from connector.errors import ApiError, Forbidden, NotFound
 from connector.models import FieldDescriptor
 
 from .columns import (
@@ -36,17 +36,30 @@ class OutreachRefused(ValueError):
     The text says what is wrong and how to fix it."""
 
 
+def form_refusal(form_ids: Sequence[str], exc: ApiError) -> str | None:
+    """What to say when the service will not act on the forms named on the command line
+    (``form_ids``): not found, or in another workspace; None for any other failure. Every
+    command taking ``--form`` says it with these words."""
+    named = " or ".join(repr(f) for f in form_ids)
+    if exc.field not in (None, "formId"):
+        return None
+    if isinstance(exc, NotFound):
+        return f"the service has no form {named} (NOT_FOUND: {exc.message}); check the form id (it starts with form_)"
+    if isinstance(exc, Forbidden):
+        return (f"form {named} belongs to another workspace than service.token's (FORBIDDEN: {exc.message}); "
+                "use that workspace's token or one of your forms")
+    return None
+
+
 async def form_fields(client: FormClient, form_id: str) -> list[FieldDescriptor]:
     """The form's fields; an ``OutreachRefused`` with the service's reason when the form
     cannot take requests: not found, in another workspace, or not published."""
     try:
         listed = await client.list_fields(form_id)
-    except NotFound as e:
-        raise OutreachRefused(f"--form: the service has no form {form_id!r} (NOT_FOUND: {e.message}); "
-                              "check the form id (it starts with form_)") from None
-    except Forbidden as e:
-        raise OutreachRefused(f"--form: form {form_id!r} belongs to another workspace than service.token's "
-                              f"(FORBIDDEN: {e.message}); use that workspace's token or one of your forms") from None
+    except (NotFound, Forbidden) as e:
+        if (said := form_refusal([form_id], e)) is None:
+            raise
+        raise OutreachRefused(f"--form: {said}") from None
     if not listed.published:
         raise OutreachRefused(f"--form: form {form_id!r} is not published (FORM_NOT_PUBLISHED): the service "
                               "creates no requests for it; publish it, then run again")
@@ -58,10 +71,15 @@ def known_columns(fields: Sequence[FieldDescriptor]) -> list[str]:
     return list(dict.fromkeys([*RECIPIENT_COLUMNS, *SPECIAL_COLUMNS, *(f.key for f in fields)]))
 
 
+# How alike a column and a known name must be (difflib's ratio, case and punctuation aside)
+# to be suggested: `emial` is `email` (0.8); `Menge` is no `meeting` (0.67), `Land` no `plan` (0.75).
+CLOSE_MATCH = 0.8
+
+
 def closest(column: str, known: Sequence[str]) -> str | None:
-    """The known name ``column`` most likely means (case and punctuation aside), if any."""
+    """The known name ``column`` most likely means (case and punctuation aside), if one is close."""
     plain = {header_key(k): k for k in known}
-    found = difflib.get_close_matches(header_key(column), list(plain), n=1, cutoff=0.6)
+    found = difflib.get_close_matches(header_key(column), list(plain), n=1, cutoff=CLOSE_MATCH)
     return plain[found[0]] if found else None
 
 

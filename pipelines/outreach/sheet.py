@@ -212,12 +212,26 @@ def delimiter_problem(text: str, given: str | None) -> str | None:
     if given is not None and fits is not None and fits != given and not _steady(lines, given)[0]:
         return (f"--delimiter {_shown(given)} does not split its lines into columns, {_shown(fits)} "
                 f"({DELIMITERS[fits]}) does: give --delimiter {_shown(fits)}, or leave --delimiter out to detect it")
+    if given is not None and fits is not None and fits != given and not _splits_header(lines, fits, given):
+        # e.g. ';' cells holding decimal commas (12,50): ',' splits the rows steadily, never the header
+        return (f"--delimiter {_shown(given)} leaves its header line whole; the delimiter looks like "
+                f"{_shown(fits)} ({DELIMITERS[fits]}): give --delimiter {_shown(fits)}, or leave --delimiter out "
+                "to detect it")
     if fits is None and lines and not any(_steady(lines, sep)[0] for sep in DELIMITERS):
         other = _other_separator(lines)
         if other is not None:
             return (f"its cells are separated by {other!r}, which formsync does not read; save it again "
                     "with , ; tab or | between cells (or as .xlsx)")
     return None
+
+
+def _splits_header(lines: Sequence[str], fits: str, given: str) -> bool:
+    """Whether ``given`` splits the header (the first line ``fits`` splits into its steady
+    number of cells) into more than one cell."""
+    cells = _steady(lines, fits)[1]
+    header = next((ln for ln, row in zip(lines, csv.reader(lines, delimiter=fits), strict=False)
+                   if len(row) == cells), lines[0])
+    return len(next(csv.reader([header], delimiter=given))) > 1
 
 
 def _other_separator(lines: Sequence[str]) -> str | None:

@@ -22,6 +22,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from datetime import UTC, datetime, timedelta
 from typing import Any, TypeVar
 
+import pydantic
 import pytest
 from aiohttp import web
 from aiohttp.test_utils import TestServer
@@ -760,6 +761,24 @@ async def test_connection_refused_is_retried_then_raised(sandbox):
         err = await fails(errors.TransportError, fc.me())
     assert err.retryable and err.attempts == 4 and len(sleeps.delays) == 3
     assert "could not be reached" in str(err)
+
+
+async def test_a_refused_default_address_is_said_at_once_naming_the_unset_setting(sandbox):
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    sleeps = Sleeps()
+    async with client(sandbox, base_url=f"http://127.0.0.1:{port}", sleep=sleeps, base_url_unset=True) as fc:
+        err = await fails(errors.DefaultServiceAbsent, fc.me())
+    assert (err.retryable, sleeps.delays) == (False, [])
+    assert "is not set" in str(err) and "FORMSYNC_SERVICE__BASE_URL" in str(err)
+
+
+def test_base_url_given_is_told_from_the_default_and_needs_a_scheme():
+    assert not ServiceSettings().base_url_given
+    assert ServiceSettings(base_url="http://127.0.0.1:1").base_url_given
+    with pytest.raises(pydantic.ValidationError, match="not an http"):
+        ServiceSettings(base_url="127.0.0.1:41501")
 
 
 async def test_a_malformed_base_url_is_not_retried(sandbox):

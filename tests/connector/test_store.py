@@ -905,3 +905,12 @@ def test_read_integers_past_32_bits_are_stored_and_past_64_bits_named(store: Sto
                                          r"nothing was stored"):
         store.upsert_requests([poll_record("req_huge", "pending", 2**63)])
     assert count(store, RequestRow) == 0
+
+
+def test_a_form_is_known_once_anything_of_it_is_stored(store: Store) -> None:
+    assert not store.knows_form("form_contact")
+    store.upsert_submissions([item("sub_k", answers={"n": "k"})], "form_contact")
+    store.set_cursor("form_synced", SyncMark(sql_ts(T0), "sub_0"))
+    store.record_fields("form_listed", [{"key": "n", "type": "short_text", "title": "N"}])
+    assert [store.knows_form(f) for f in ("form_contact", "form_synced", "form_listed", "form_other")] == [
+        True, True, True, False]

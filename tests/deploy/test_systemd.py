@@ -81,3 +81,25 @@ def test_a_setting_the_units_cannot_take_is_one_line_naming_it(tmp_path: Path, s
     done = CliRunner().invoke(app, ["deploy", "systemd", "--config", str(cfg), "--out", str(tmp_path / "units")])
     assert done.exit_code == 2 and done.output.strip() == done.output.strip().splitlines()[0], done.output
     assert f"error: {cfg}: {said}" in done.output and not (tmp_path / "units").exists()
+
+
+def test_paths_the_units_sandboxing_hides_are_named_in_one_warning(tmp_path: Path) -> None:
+    from connector.config.settings import Settings
+    from pipelines.operate.deploy import hidden_paths
+
+    settings = Settings.model_validate({
+        "store": {"url": "sqlite:////tmp/formsync/formsync.db"},
+        "receiver": {"tls_cert": "/home/ops/cert.pem", "tls_key": "/etc/formsync/key.pem"},
+        "deploy": {"working_dir": "/var/lib/formsync"}})
+    assert hidden_paths(settings, Path("/etc/formsync/formsync.toml")) == [
+        ("/home/ops/cert.pem", "receiver.tls_cert", "ProtectHome=yes"),
+        ("/tmp/formsync/formsync.db", "store.url", "PrivateTmp=yes")]
+    assert hidden_paths(Settings.model_validate({"deploy": {"working_dir": "/srv/formsync"}}),
+                        Path("/etc/formsync/formsync.toml")) == []
+
+    cfg = tmp_path / "formsync.toml"
+    cfg.write_text('[deploy]\nworking_dir = "/srv/formsync"\n[receiver]\ntls_key = "/var/tmp/key.pem"\n')
+    done = CliRunner().invoke(app, ["deploy", "systemd", "--config", str(cfg), "--out", str(tmp_path / "units")])
+    warnings = [ln for ln in done.stderr.splitlines() if ln.startswith("warning:")]
+    assert done.exit_code == 0 and len(warnings) == 1, done.output
+    assert "/var/tmp/key.pem (receiver.tls_key; hidden by PrivateTmp=yes)" in warnings[0]

@@ -99,6 +99,16 @@ def test_purged_erased_and_reconciled_rows_leave_duckdb(store: Store, here: Path
     assert _remaining(query, table, dataset) == (["sub_4"], ["sub_4"], ["req_bo"])
 
 
+def test_the_first_load_into_a_fresh_dataset_reports_no_deletions(store: Store, here: Path) -> None:
+    table, query, dataset = store.schema(FORM).name, _duck(here), "fresh"
+    _remove_three(store)
+    assert load(store, dataset=dataset, dry_run=True).deleted == {}
+    first = load(store, dataset=dataset)
+    assert first.deleted == {} and first.rows[table] == 1
+    assert _remaining(query, table, dataset) == (["sub_4"], ["sub_4"], ["req_bo"])
+    assert load(store, dataset=dataset).deleted == {}, "the log was moved past"
+
+
 def test_deletions_and_new_rows_in_parts_of_one_batch_each(store: Store, here: Path,
                                                             monkeypatch: pytest.MonkeyPatch) -> None:
     """A load in parts (one batch a part, each loaded before the next) that also carries

@@ -384,6 +384,24 @@ async def test_cli_sync_and_poll_print_their_reports(sandbox: Sandbox, client: F
     assert request_rows(cli_store)[ids[0]].status == "canceled"
 
 
+async def test_store_only_commands_refuse_a_form_never_stored_and_say_when_a_known_one_is_empty(
+        sandbox: Sandbox, tmp_path: Path) -> None:
+    cfg = write_config(tmp_path, sandbox)
+    form = sandbox.pro.forms["Draft survey"]
+    for command in (["poll"], ["export", "--table", "requests", "--out", str(tmp_path / "r.csv")], ["views"]):
+        res = await formsync(*command, "--config", str(cfg), "--form", form)
+        assert res.exit_code == 2 and f"formsync sync --form {form}" in said(res), said(res)
+    assert not (tmp_path / "r.csv").exists()
+    store = Store(f"sqlite:///{tmp_path}/cli.db")  # known by its field list, with no row yet
+    store.record_fields(form, [{"key": "q", "type": "text", "title": "Q"}])
+    store.close()
+    res = await formsync("poll", "--config", str(cfg), "--form", form)
+    assert res.exit_code == 0 and f"the store holds no pending request of form '{form}'" in said(res)
+    res = await formsync("export", "--table", "requests", "--out", str(tmp_path / "r.csv"), "--config", str(cfg),
+                         "--form", form)
+    assert res.exit_code == 0 and "nothing to export" in said(res)
+
+
 async def test_cli_refuses_a_missing_config_a_missing_token_and_reports_api_errors(
         sandbox: Sandbox, tmp_path: Path) -> None:
     res = await formsync("sync", "--config", str(tmp_path / "nope.toml"))
@@ -393,4 +411,4 @@ async def test_cli_refuses_a_missing_config_a_missing_token_and_reports_api_erro
     res = await formsync("poll", "--config", str(bare))
     assert res.exit_code == 2 and "service.token is not set" in said(res)
     res = await formsync("sync", "--config", str(write_config(tmp_path, sandbox)), "--form", "form_unknown")
-    assert res.exit_code == 1 and "error:" in said(res) and "not found" in said(res).lower()
+    assert res.exit_code == 2 and "--form: the service has no form 'form_unknown' (NOT_FOUND" in said(res)

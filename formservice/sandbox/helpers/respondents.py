@@ -9,15 +9,18 @@ from ...domain import events, sharelinks
 from ...domain import requests as req_domain
 from ...domain import submissions as subs_domain
 from ...domain.base import Ctx
+from ...domain.timework import remove_submission
 from ...errors import ApiError, not_found, validation
 from ...pages import flow
 from ...tables import Form, ShareLink, Submission
 from ..models import (
     CompleteParams,
+    DeletedSubmission,
     RequestIdParams,
     ShareSubmitParams,
     ShareSubmitted,
     StartParams,
+    SubmissionIdParams,
     SubmissionRef,
     SubmitParams,
     UpdatedSubmission,
@@ -132,3 +135,17 @@ def submissions_update(ctx: Ctx, p: UpdateParams) -> UpdatedSubmission:
     sub = sharelinks.edit_submission(ctx.session, form, sub, p.answers, ctx.now, ctx.base_url, field="submissionId")
     return UpdatedSubmission(id=sub.id, form_id=form.id, edit_count=sub.edit_count, updated_at=from_ms(sub.updated_at),
                              answers=sub.answers or {})
+
+
+@helper("submissions.delete")
+def submissions_delete(ctx: Ctx, p: SubmissionIdParams) -> DeletedSubmission:
+    """Delete one submission, as its form's owner can in the results (the API has no such
+    method): it leaves ``submissions.list``; a request it answered keeps its status, its
+    answers cleared as a retention purge clears them. What a reconcile is tested against."""
+    sub = ctx.session.get(Submission, p.submissionId)
+    if sub is None:
+        raise not_found("Submission", field="submissionId", reason="SUBMISSION_NOT_FOUND")
+    form = ctx.form(sub.form_id, trashed_ok=True, param="submissionId")
+    deleted = DeletedSubmission(id=sub.id, form_id=form.id, request_id=sub.request_id)
+    remove_submission(ctx.session, sub, ctx.now)
+    return deleted
