@@ -353,7 +353,10 @@ class Store:
         holding it leaves it for the next checkpoint): its older frames held the rows removed."""
         raw = self._db.engine.raw_connection()  # outside a transaction: a checkpoint cannot run in one
         try:
-            raw.driver_connection.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchall()
+            cursor = raw.cursor()
+            cursor.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+            cursor.fetchall()
+            cursor.close()
         finally:
             raw.close()
 

@@ -65,7 +65,7 @@ def deliveries_pending(ctx: Ctx, p: PendingParams) -> PendingList:
     if p.subscriptionIds is not None:
         stmt = stmt.where(col(Delivery.subscription_id).in_(p.subscriptionIds))
     return PendingList(items=[PendingItem(subscription_id=sid, pending=n, next_attempt_at=from_ms(at))
-                              for sid, n, at in ctx.session.exec(stmt).all()])
+                              for sid, n, at in ctx.session.exec(stmt).all() if sid is not None])
 
 
 def deliveries_of(ctx: Ctx, event_id: str) -> list[DeliveryItem]:
