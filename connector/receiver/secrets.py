@@ -27,7 +27,8 @@ def read_secrets_file(path: Path) -> list[str]:
     try:
         text = path.read_text(encoding="utf-8")
     except OSError as e:
-        raise ValueError(f"cannot read the secrets file {path}: {e.strerror or e}") from None
+        raise ValueError(f"cannot read the secrets file {path} (receiver.secrets_file): {e.strerror or e}; "
+                         f"write it with 'formsync subscribe secret', or fix the setting") from None
     except UnicodeDecodeError:
         raise ValueError(f"the secrets file {path} is not text") from None
     try:

@@ -117,7 +117,7 @@ async def test_a_rotation_while_100_events_are_delivered_fails_no_delivery(sandb
     form, secrets_file = sandbox.pro.forms["Contact"], tmp_path / "webhook.env"
     env = {"FORMSYNC_SERVICE__BASE_URL": sandbox.base_url, "FORMSYNC_SERVICE__TOKEN": sandbox.pro.token,
            "FORMSYNC_STORE__URL": f"sqlite:///{tmp_path / 'cli.db'}", "FORMSYNC_RECEIVER__SECRETS_FILE": str(secrets_file)}
-    with pytest.raises(ValueError, match=f"cannot read the secrets file {tmp_path / 'absent'}"):
+    with pytest.raises(ValueError, match="cannot read the secrets file"):
         create_receiver_app(store, ReceiverSettings(secrets_file=tmp_path / "absent", store_process=False))
     secrets_file.write_text("")
     async with _receiving(store, secrets_file) as target:
