@@ -614,9 +614,14 @@ async def run_receiver(store: Store, settings: ReceiverSettings, *, host: str | 
 
 @contextmanager
 def _reload_on_hangup(receiver: Receiver) -> Iterator[None]:
-    """SIGHUP re-reads the secrets file at once, while the server runs."""
+    """SIGHUP re-reads the secrets file at once, while the server runs (only the main
+    thread's loop takes signals: elsewhere the file is still looked at once a second)."""
     loop = asyncio.get_running_loop()
-    loop.add_signal_handler(signal.SIGHUP, receiver.reload_secrets)
+    try:
+        loop.add_signal_handler(signal.SIGHUP, receiver.reload_secrets)
+    except (NotImplementedError, RuntimeError, ValueError):
+        yield
+        return
     try:
         yield
     finally:

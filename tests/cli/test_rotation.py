@@ -9,6 +9,12 @@ import asyncio
 import json
 import logging
 import os
+import queue
+import signal
+import subprocess
+import sys
+import threading
+import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -166,3 +172,47 @@ async def test_a_rotation_while_100_events_are_delivered_fails_no_delivery(sandb
     assert all(any(d.state == "delivered" for d in e.deliveries) for e in events)
     assert len(given_up) <= 2, given_up
     store.close()
+
+
+def _lines(proc: subprocess.Popen[str]) -> queue.Queue[str]:
+    """``proc``'s output lines as they come (read by a thread of their own)."""
+    lines: queue.Queue[str] = queue.Queue()
+    assert proc.stdout is not None
+    out = proc.stdout
+    threading.Thread(target=lambda: [lines.put(line) for line in out], daemon=True).start()
+    return lines
+
+
+def _line_with(lines: queue.Queue[str], text: str, seconds: float = 30) -> str:
+    """The first line holding ``text`` within ``seconds`` ("" if none came)."""
+    deadline = time.monotonic() + seconds
+    while (left := deadline - time.monotonic()) > 0:
+        try:
+            line = lines.get(timeout=left)
+        except queue.Empty:
+            break
+        if text in line:
+            return line
+    return ""
+
+
+def test_sighup_makes_formsync_receive_read_its_secrets_file_at_once(tmp_path: Path) -> None:
+    secrets_file = tmp_path / "webhook.env"
+    secrets_file.write_text(with_secrets("", ["whsec_old"]))
+    (tmp_path / "formsync.toml").write_text(f'[store]\nurl = "sqlite:///{tmp_path}/r.db"\n[receiver]\nport = 0\n'
+                                            f'store_process = false\nsecrets_file = "{secrets_file}"\n')
+    env = {k: v for k, v in os.environ.items() if not k.startswith("FORMSYNC_")}
+    proc = subprocess.Popen([sys.executable, "-m", "pipelines.cli", "receive", "--verbose", "--config",
+                             str(tmp_path / "formsync.toml")], env={**env, "PYTHONUNBUFFERED": "1"},
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        lines = _lines(proc)
+        assert "listening" in _line_with(lines, "listening")
+        secrets_file.write_text(with_secrets("", ["whsec_old", "whsec_new"]))
+        proc.send_signal(signal.SIGHUP)  # no delivery arrives: only the signal makes it look
+        line = _line_with(lines, "webhook secrets", 10)
+        assert "webhook secrets reloaded from" in line and "2 now" in line and "whsec" not in line, line
+        assert proc.poll() is None, "SIGHUP does not stop it"
+    finally:
+        proc.terminate()
+        proc.wait(30)
