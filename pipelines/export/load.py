@@ -194,10 +194,14 @@ def pipeline_name(destination: str, dataset: str) -> str:
 def work_dir(store: Store) -> Path:
     """Where dlt keeps its state and working files: ``formsync-dlt/`` beside a SQLite
     store's file, in the working directory for a server database."""
-    url = make_url(store.url)
-    if store.backend == "sqlite" and url.database not in (None, "", ":memory:"):
-        return Path(str(url.database)).resolve().parent / WORK_DIR
-    return Path.cwd() / WORK_DIR
+    return (store_folder(store) or Path.cwd()) / WORK_DIR
+
+
+def store_folder(store: Store) -> Path | None:
+    """The folder of a SQLite store's file (None for a server database)."""
+    database = make_url(store.url).database
+    return Path(database).resolve().parent if store.backend == "sqlite" and database not in (None, "", ":memory:") \
+        else None
 
 
 @dataclass(frozen=True)

@@ -13,13 +13,12 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from pydantic import BaseModel
-from sqlalchemy.engine import make_url
 
 from connector.config.settings import Settings
 from connector.store import Store
 from connector.store.erasure import Person
 
-from ..export.load import dlt_packages, remove_packages, work_dir
+from ..export.load import dlt_packages, remove_packages, store_folder, work_dir
 from ..outreach.report import links_path
 
 PARTIAL_IDLE = 60.0  # seconds unchanged after which a partial file without its writer's id is a leftover
@@ -114,13 +113,6 @@ class WorkFolders:
     def partial_dirs(self, store: Store) -> list[Path]:
         """Where partial files are looked for: these folders and the store's."""
         return [d for d in (store_folder(store), self.reports, self.exports) if d is not None]
-
-
-def store_folder(store: Store) -> Path | None:
-    """The folder of a SQLite store's file (None for a server database)."""
-    database = make_url(store.url).database
-    return Path(database).resolve().parent if store.backend == "sqlite" and database not in (None, "", ":memory:") \
-        else None
 
 
 def partial_files(folders: Iterable[Path], *, idle: float = PARTIAL_IDLE) -> list[Path]:
