@@ -73,3 +73,12 @@ def with_secrets(text: str, secrets: Sequence[str]) -> str:
     if not said:
         kept.append(secrets_line(secrets) + "\n")
     return "".join(kept)
+
+
+def reloaded(configured: Sequence[str], at_start: Sequence[str], now: Sequence[str]) -> list[str]:
+    """The signing secrets once the secrets file, which held ``at_start`` when the process
+    started, holds ``now``: the configured secrets (``configured``, the settings' and the
+    environment's) that did not come from the file, then the file's now. A secret dropped
+    from the file is dropped though the environment read from the file still holds it."""
+    came_from_file = set(at_start)
+    return signing_secrets([s for s in configured if s not in came_from_file], now)

@@ -86,6 +86,10 @@ class ReceiverSettings(Section):
     # subscriptions with their own. Several secrets per list allow rotation.
     callback_secrets: list[SecretStr] = []
     webhook_secrets: list[SecretStr] = []
+    # An environment file holding FORMSYNC_RECEIVER__WEBHOOK_SECRETS (the one
+    # `formsync subscribe secret --secret-file` writes): its secrets are webhook secrets too,
+    # and each receiver process re-reads it when it changes (a rotation needs no restart).
+    secrets_file: Path | None = None
     tolerance_seconds: int = Field(300, ge=0)
     max_body_bytes: int = Field(1024 * 1024, ge=1024)
     # A delivery whose commit has not ended within this is answered 503 (the sender's own

@@ -3,8 +3,8 @@
 ``app.py`` is the aiohttp receiver (verify, persist by group commit, acknowledge);
 ``delivery.py`` says what a verified body holds, ``committer.py`` where bodies are read
 and group commits run, ``refusals.py`` which refusals are logged and the advice for a
-signature refused, ``replay.py`` the dead letters exported and replayed, ``tls.py`` the
-receiver's TLS context. ``connector.receiver`` offers what its single module offered
+signature refused, ``replay.py`` the dead letters exported and replayed, ``secrets.py`` the
+webhook secrets re-read from the secrets file, ``tls.py`` the receiver's TLS context. ``connector.receiver`` offers what its single module offered
 before (``from connector.receiver import run_receiver``), each name imported on first use."""
 
 from __future__ import annotations

@@ -59,10 +59,11 @@ import functools
 import gc
 import json
 import logging
+import signal
 import time
 from collections import deque
-from collections.abc import AsyncIterator, Callable, Iterable
-from contextlib import nullcontext
+from collections.abc import AsyncIterator, Callable, Iterable, Iterator
+from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -86,7 +87,7 @@ from ..config.secrets_file import signing_secrets
 from ..config.settings import ReceiverSettings, ServiceSettings
 from ..process.serverlog import quiet_malformed_requests
 from ..process.signals import stop_on_signals
-from ..signing import CustomScheme, Scheme, SigningConfigError, verify
+from ..signing import CustomScheme, Scheme, SigningConfigError, Verification, verify
 from ..store import Source, Store
 from .committer import Committer, Result, committer_for
 from .delivery import (
@@ -100,6 +101,7 @@ from .delivery import (
     parse_event,
 )
 from .refusals import Channel, RefusalLog, signature_advice
+from .secrets import WebhookSecrets
 from .tls import server_context
 
 __all__ = [
@@ -339,12 +341,9 @@ class Receiver:
         else:
             self.scheme = settings.scheme
         self.callback_secrets = _secrets(settings.callback_secrets)
-        self.webhook_secrets = _secrets(settings.webhook_secrets)
-        # A malformed secret is a configuration error: refuse to start, not 500 per request.
-        try:
-            verify({}, b"", self.callback_secrets + self.webhook_secrets, self.scheme)
-        except SigningConfigError as e:
-            raise ValueError(f"receiver secrets are unusable with scheme {settings.scheme!r}: {e}") from None
+        # A malformed secret is a configuration error: refuse to start, not 500 per request
+        # (and a reload that brings one keeps the secrets held).
+        self._webhook = WebhookSecrets(_secrets(settings.webhook_secrets), settings.secrets_file, self._usable)
         self.metrics = m = ReceiverMetrics()
         self.refusal_log = RefusalLog()
         self._pinging: asyncio.Future[str | None] | None = None
@@ -360,6 +359,21 @@ class Receiver:
                                   commit_timeout=_COMMIT_TIMEOUT_ANSWERS * settings.answer_timeout_seconds)
         self.writer = _Writer(committer, m, max_batch, answer_within=settings.answer_timeout_seconds,
                               max_held_bytes=settings.max_queued_bytes, after_commit=self.field_lists.poke)
+
+    def _usable(self, webhook: list[SecretStr]) -> None:
+        try:
+            verify({}, b"", self.callback_secrets + webhook, self.scheme)
+        except SigningConfigError as e:
+            raise ValueError(f"receiver secrets are unusable with scheme {self.settings.scheme!r}: {e}") from None
+
+    @property
+    def webhook_secrets(self) -> list[SecretStr]:
+        """The webhook secrets now (``receiver.secrets_file`` re-read when it changed)."""
+        return self._webhook.get()
+
+    def reload_secrets(self) -> bool:
+        """Read the secrets file again now (SIGHUP); whether the secrets changed."""
+        return self._webhook.reload()
 
     # -- lifecycle ------------------------------------------------------------------
 
@@ -422,11 +436,17 @@ class Receiver:
         return bytes(body)
 
     def _verify(self, request: web.Request, body: bytes, channel: Channel) -> Source:
-        secrets = {"callbacks": self.callback_secrets, "webhooks": self.webhook_secrets,
-                   "any": self.callback_secrets + self.webhook_secrets}[channel]
-        now = self.now() if self.now is not None else None
-        result = verify(request.headers, body, secrets, self.scheme, tolerance=self.settings.tolerance_seconds,
-                        now=now)
+        def attempt() -> Verification:
+            webhook = self.webhook_secrets
+            secrets = {"callbacks": self.callback_secrets, "webhooks": webhook,
+                       "any": self.callback_secrets + webhook}[channel]
+            return verify(request.headers, body, secrets, self.scheme, tolerance=self.settings.tolerance_seconds,
+                          now=self.now() if self.now is not None else None)
+
+        result = attempt()
+        # Signed with a secret just written to the secrets file: taken at once, not a second later.
+        if not result.ok and channel != "callbacks" and self._webhook.reload(only_if_changed=True):
+            result = attempt()
         if not result.ok:
             reason = result.reason.value if result.reason else "signature"
             raise RefusalError(Refusal(401, "UNAUTHORIZED", reason, f"signature rejected: {result.detail}",
@@ -552,7 +572,8 @@ def create_receiver_app(store: Store, settings: ReceiverSettings, *, custom_sche
     app.router.add_get("/healthz", receiver.healthz)
     app.router.add_get("/metrics", receiver.metrics_view)
     if not receiver.callback_secrets and not receiver.webhook_secrets:
-        log.warning("no callback or webhook secret is configured: every delivery will be refused with 401")
+        log.warning("no callback or webhook secret is configured: every delivery will be refused with 401%s",
+                    f" until {settings.secrets_file} holds one" if settings.secrets_file else "")
     return app
 
 
@@ -573,7 +594,8 @@ async def run_receiver(store: Store, settings: ReceiverSettings, *, host: str | 
                               tokens=tokens, collectors=collectors)
     stop = stop or asyncio.Event()
     runner = web.AppRunner(app, handle_signals=False, shutdown_timeout=shutdown_timeout)
-    with stop_on_signals(stop) if handle_signals else nullcontext():
+    with stop_on_signals(stop) if handle_signals else nullcontext(), \
+            _reload_on_hangup(app[RECEIVER_KEY]) if handle_signals else nullcontext():
         await runner.setup()
         try:
             site = web.TCPSite(runner, host or settings.host, settings.port if port is None else port,
@@ -588,3 +610,19 @@ async def run_receiver(store: Store, settings: ReceiverSettings, *, host: str | 
             log.info("receiver stopping: finishing requests in flight and pending commits")
         finally:
             await runner.cleanup()
+
+
+@contextmanager
+def _reload_on_hangup(receiver: Receiver) -> Iterator[None]:
+    """SIGHUP re-reads the secrets file at once, while the server runs (only the main
+    thread's loop takes signals: elsewhere the file is still looked at once a second)."""
+    loop = asyncio.get_running_loop()
+    try:
+        loop.add_signal_handler(signal.SIGHUP, receiver.reload_secrets)
+    except (NotImplementedError, RuntimeError, ValueError):
+        yield
+        return
+    try:
+        yield
+    finally:
+        loop.remove_signal_handler(signal.SIGHUP)

@@ -392,13 +392,36 @@ class Store:
         key = self.key(create=True) if not dry_run else b""  # first: a refused key writes nothing
         now = self.clock()
 
+        zero = self.backend == "sqlite" and not dry_run
+
         def work(w: Writer) -> Found:
             found = find(w.conn, person)
             if not dry_run:
-                remove(w.conn, found, person, key, now, w.take_place)
+                if zero:  # the cells and pages the removals free are zeroed: no copy stays in the file
+                    w.conn.exec_driver_sql("PRAGMA secure_delete=ON")
+                try:
+                    remove(w.conn, found, person, key, now, w.take_place)
+                finally:
+                    if zero:
+                        w.conn.exec_driver_sql("PRAGMA secure_delete=OFF")
             return found
 
-        return self._write_tx(work)
+        found = self._write_tx(work)
+        if zero:
+            self._truncate_log()
+        return found
+
+    def _truncate_log(self) -> None:
+        """SQLite's write-ahead log written into the file and emptied (best effort: a reader
+        holding it leaves it for the next checkpoint): its older frames held the rows removed."""
+        raw = self._db.engine.raw_connection()  # outside a transaction: a checkpoint cannot run in one
+        try:
+            cursor = raw.cursor()
+            cursor.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+            cursor.fetchall()
+            cursor.close()
+        finally:
+            raw.close()
 
     def remove_submissions(self, submissions: Mapping[str, str], *, reason: str, dry_run: bool = False,
                            cleared: Sequence[str] = ()) -> Found:

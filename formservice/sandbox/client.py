@@ -33,6 +33,7 @@ from .models import (
     MailList,
     MemberRemoved,
     MemberView,
+    PendingList,
     ResetResult,
     ShareSubmitted,
     SubmissionRef,
@@ -235,3 +236,7 @@ class SandboxHelpers:
     async def events_list(self, *, request_id: str | None = None, type: str | None = None,
                           form_id: str | None = None) -> EventList:
         return await self._model(EventList, "events.list", _given(requestId=request_id, type=type, formId=form_id))
+
+    async def deliveries_pending(self, subscription_ids: list[str] | None = None) -> PendingList:
+        """Per subscription, the deliveries still pending (only those of ``subscription_ids``)."""
+        return await self._model(PendingList, "deliveries.pending", _given(subscriptionIds=subscription_ids))

@@ -368,6 +368,25 @@ class EventList(HelperResult):
     items: list[EventItem]
 
 
+class PendingParams(Params):
+    """``deliveries.pending``: only these subscriptions' deliveries (all when not given)."""
+
+    subscriptionIds: list[str] | None = None
+
+
+class PendingItem(HelperResult):
+    """A subscription's deliveries still waiting for an answer (not delivered, not given up)."""
+
+    subscription_id: str
+    pending: int
+    next_attempt_at: Ms | None
+    next_attempt_at_ms: ClassVar[MsOf[int | None]] = MsOf()
+
+
+class PendingList(HelperResult):
+    items: list[PendingItem]  # only subscriptions with a delivery pending
+
+
 class DialectParams(Params):
     """``dialect.set``: the dialect later ``/api/v1`` answers use (formservice/dialect.py)."""
 

@@ -24,20 +24,22 @@ def erase(
 ) -> None:
     """Remove one person's data from every table in one transaction: their requests and
     submissions with the answers, the events and dead letters naming them, outreach and
-    campaign rows, job-run texts, the archived files no other answer uses and the lines of
-    the report files formsync wrote. The address and ids stay only as keyed hashes (the
+    campaign rows, job-run texts, the archived files no other answer uses, the lines of the
+    report files formsync wrote (outreach.report_dir), dlt's load packages not yet loaded
+    (the next load reads their rows again) and the partial files interrupted runs left. The address and ids stay only as keyed hashes (the
     store's key, store.key_file): no later sync, poll, callback or campaign brings the
     person back. Back the key file up with the database: without it (or with another key)
     erase, ingest and sends stop, and only restoring it keeps the erasures. Prints a receipt
-    (one line per table); nobody matched is said, exit 0.
+    (one line per table, the files it removed or rewrote, and what it cannot reach: files
+    exported earlier, the warehouse until the next load); nobody matched is said, exit 0.
 
     Example: [bold]formsync erase --config formsync.toml --email ada@example.com --dry-run[/bold]
     """
     with command(config) as ctx:
         person = _person(email, external_id)
-        from pipelines.lifecycle.erase import erase_person
+        from pipelines.lifecycle.erase import WorkFolders, erase_person
 
-        receipt = erase_person(ctx.keyed_store(), person, dry_run=dry_run)
+        receipt = erase_person(ctx.keyed_store(), person, dry_run=dry_run, folders=WorkFolders.of(ctx.settings()))
         for line in receipt.text():
             typer.echo(line, err=as_json)
         if as_json:

@@ -136,6 +136,7 @@ _NOTES: dict[str, str] = {
     "receiver.path": "event path; `<path>/callbacks` and `<path>/webhooks` too",
     "receiver.scheme": "signatures: `formstep`, `standard` (Standard Webhooks) or `custom`",
     "receiver.webhook_secrets": "your subscriptions' signing secrets",
+    "receiver.secrets_file": "an environment file of webhook secrets, re-read when it changes",
     "receiver.tolerance_seconds": "largest signature age, either way",
     "receiver.max_body_bytes": "larger bodies get 413",
     "receiver.tls_key": "the unencrypted PEM key of `receiver.tls_cert`: both or neither",

@@ -42,11 +42,14 @@ SecretFileOption = Annotated[Path | None, typer.Option(
 
 @contextmanager
 def _as_usage() -> Iterator[None]:
-    """A subscription the service would refuse, said as a usage error naming the option."""
-    from pipelines.connect.subscriptions import SubscriptionError
+    """A subscription the service would refuse, said as a usage error naming the option;
+    superseded subscriptions not removable yet, as work that could not be done now."""
+    from pipelines.connect.subscriptions import StillDelivering, SubscriptionError
 
     try:
         yield
+    except StillDelivering as e:
+        raise WorkFailed(str(e), where=e.where) from None
     except SubscriptionError as e:
         raise UsageError(str(e), where=e.where) from None
 
@@ -98,13 +101,18 @@ def _configured(ctx: Context) -> list[str]:
     return [s.get_secret_value() for s in ctx.settings().receiver.webhook_secrets if s.get_secret_value()]
 
 
-def _known(ctx: Context, secret_file: Path | None) -> tuple[list[str], str]:
+def _secrets_file(ctx: Context, given: Path | None) -> Path | None:
+    """``--secret-file``, else the receiver's (``receiver.secrets_file``), which it re-reads."""
+    return given if given is not None else ctx.settings().receiver.secrets_file
+
+
+def _known(ctx: Context, secret_file: Path | None, *, writing: bool = True) -> tuple[list[str], str]:
     """The signing secrets that exist (the settings' and those ``secret_file`` holds, by the
     secrets file's one rule) and the file's text ("" when there is none yet). A file whose
     secrets cannot be read is a ``UsageError``, and nothing is written."""
     from connector.config.secrets_file import SecretsFileError, file_secrets, signing_secrets
 
-    if secret_file is not None:
+    if secret_file is not None and writing:
         _check_writable(secret_file)  # refused before anything is made
     if secret_file is None or not secret_file.exists():
         return signing_secrets(_configured(ctx)), ""
@@ -170,6 +178,7 @@ def create(
             raise UsageError("name the forms: --form FORM_ID (repeatable) or --all-forms", where="--form")
         with _as_usage():
             want = wanted(url, event or [], provider, idle_window, ctx.service_settings().service.base_url)
+        secret_file = _secrets_file(ctx, secret_file)
         known, text = _known(ctx, secret_file)
         secret = known[-1] if known else new_secret()
 
@@ -201,27 +210,40 @@ def secret(config: ConfigOption = None, secret_file: SecretFileOption = None) ->
     with command(config) as ctx:
         from connector.client.webhooks import new_secret
 
+        secret_file = _secrets_file(ctx, secret_file)
         known, text = _known(ctx, secret_file)
         _hand_over([*known, new_secret()], secret_file, text,
-                   f"a new signing secret was added after the {len(known)} that exist (restart the receiver with "
-                   "them, then run 'formsync subscribe create --rotate' with them)")
+                   f"a new signing secret was added after the {len(known)} that exist (a receiver whose "
+                   "receiver.secrets_file is this file takes it within a second; then run 'formsync subscribe "
+                   "create --rotate' with them)")
 
 
 def remove(url: UrlOption, config: ConfigOption = None, form: FormsOption = None, event: EventsOption = None,
            superseded: Annotated[bool, typer.Option("--superseded", help="Only those a newer subscription of the "
-                                                                         "same event type replaces (after --rotate).")]
+                                                                         "same event type replaces (after --rotate); "
+                                                                         "refused while the service may still hold "
+                                                                         "deliveries for them.")] = False,
+           force: Annotated[bool, typer.Option("--force", help="With --superseded: remove them though the service "
+                                                               "may still hold deliveries for them (given up).")]
            = False) -> None:
     """Remove the subscriptions to the URL from the forms. The forms are every form of
     the workspace unless --form names some; only the event types --event names, if any.
-    Prints the report as JSON.
+    With --superseded, refused (exit 1, nothing removed) while the service still holds
+    deliveries for them: the sandbox says which it holds; the hosted service cannot, so
+    until its retry horizon (about 27.6 h) after the rotation. Prints the report as JSON.
 
     Example: [bold]formsync subscribe remove --config formsync.toml --url https://data.example.com/formsync/events/webhooks[/bold]
     """
     with command(config) as ctx:
-        from pipelines.connect.subscriptions import remove_subscriptions
+        from pipelines.connect.subscriptions import remove_subscriptions, sandbox_pending
 
-        print_report(_with_forms(ctx, form, lambda fc, ids: remove_subscriptions(fc, ids, url, event or [],
-                                                                                 superseded=superseded)))
+        if force and not superseded:
+            raise UsageError("--force applies to --superseded only", where="--force", hint="add --superseded or "
+                             "leave --force out")
+        service = ctx.service_settings().service
+        pending_of = sandbox_pending(service.base_url, service.token.get_secret_value() if service.token else "")
+        print_report(_with_forms(ctx, form, lambda fc, ids: remove_subscriptions(
+            fc, ids, url, event or [], superseded=superseded, pending_of=pending_of, force=force)))
 
 
 def check(url: UrlOption, config: ConfigOption = None, form: FormsOption = None,
@@ -239,7 +261,7 @@ def check(url: UrlOption, config: ConfigOption = None, form: FormsOption = None,
 
         from pipelines.connect.subscriptions import check_receiver, check_through_sandbox, require_sandbox
 
-        configured = _configured(ctx)
+        configured = _known(ctx, ctx.settings().receiver.secrets_file, writing=False)[0]
         if through_service:
             with _as_usage():
                 require_sandbox(ctx.service_settings().service.base_url)

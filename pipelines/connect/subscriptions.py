@@ -15,7 +15,7 @@ import ipaddress
 import json
 import secrets
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from urllib.parse import urlsplit
@@ -34,6 +34,7 @@ from connector.client.webhooks import (
 )
 from connector.models import WebhookSubscription
 from connector.signing import formstep_headers
+from formservice.delivery import ATTEMPT_TIMEOUT_S, RETRY_SCHEDULE_MS
 
 CHECK_TYPE = "formsync.check"
 API_VERSION = "2026-09-24"
@@ -199,30 +200,100 @@ async def create_subscriptions(client: FormClient, forms: Iterable[str], want: W
     return await make_subscriptions(client, want, missing, secret, report)
 
 
-def _superseded(subs: Sequence[WebhookSubscription]) -> set[str]:
-    """The ids of subscriptions with a newer one of the same target, event type and idle
-    window (``webhooks.list`` lists the oldest first)."""
-    newest = {(s.target_url, s.event_type, s.idle_window): s.subscription_id for s in subs}
-    return {s.subscription_id for s in subs} - set(newest.values())
+# How long the service may hold a delivery: its retries (after 5 s, 5 min, 30 min, 2 h, 5 h,
+# 10 h and 10 h, the sandbox's schedule as the hosted service's) and each attempt's timeout
+# (about 27.6 h). The hosted service cannot list what it holds; past this, nothing is held.
+RETRY_HORIZON_MS = sum(RETRY_SCHEDULE_MS) + (len(RETRY_SCHEDULE_MS) + 1) * ATTEMPT_TIMEOUT_S * 1000
+
+
+def _superseded(subs: Sequence[WebhookSubscription]) -> dict[str, WebhookSubscription]:
+    """The subscriptions with a newer one of the same target, event type and idle window
+    (``webhooks.list`` lists the oldest first): id -> the newest, which replaces it."""
+    newest = {(s.target_url, s.event_type, s.idle_window): s for s in subs}
+    return {s.subscription_id: newest[(s.target_url, s.event_type, s.idle_window)] for s in subs
+            if newest[(s.target_url, s.event_type, s.idle_window)] is not s}
+
+
+PendingOf = Callable[[list[str]], Awaitable[dict[str, int]]]
+"""The deliveries the service holds per subscription id (the sandbox's ``deliveries.pending``)."""
+
+
+class StillDelivering(SubscriptionError):
+    """Superseded subscriptions whose deliveries the service may still hold: removing them
+    would give those up."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message, "--superseded")
+
+
+def held_back(old: Mapping[str, int | None], pending: Mapping[str, int] | None, now_ms: int) -> str | None:
+    """Why the superseded subscriptions ``old`` (id -> when the one replacing it was made,
+    epoch ms) may not be removed yet, or None: the service holds ``pending`` deliveries for
+    them (when it can say, as the sandbox does), else the retry horizon after the rotation
+    has not passed."""
+    if pending is not None:
+        held = {sid: n for sid, n in pending.items() if sid in old and n}
+        if not held:
+            return None
+        return (f"the service still holds {sum(held.values())} deliveries for {len(held)} of the {len(old)} superseded "
+                f"subscriptions; run it again once they are answered (the receiver, holding both secrets, answers "
+                f"each at its next attempt), or add --force to give them up")
+    rotated = max((at or 0 for at in old.values()), default=0)
+    if not old or now_ms >= rotated + RETRY_HORIZON_MS:
+        return None
+    until = datetime.fromtimestamp((rotated + RETRY_HORIZON_MS) / 1000, UTC).isoformat(timespec="minutes")
+    return (f"the service may still retry deliveries to the {len(old)} superseded subscriptions until {until} (its "
+            f"retry horizon, about {RETRY_HORIZON_MS / 3_600_000:.1f} h after the rotation), and it cannot say which "
+            f"it holds; run it again then, or add --force to give them up")
 
 
 async def remove_subscriptions(client: FormClient, forms: Iterable[str], target: str, events: Sequence[str] = (),
-                               *, superseded: bool = False) -> SubscriptionReport:
+                               *, superseded: bool = False, pending_of: PendingOf | None = None,
+                               force: bool = False, now_ms: int | None = None) -> SubscriptionReport:
     """Remove the forms' subscriptions to ``target`` (only of ``events`` when given; with
     ``superseded``, only those that a newer one of the same event type replaces: the old
     half of a rotation). The service gives up the deliveries still waiting for a retry to a
-    subscription removed."""
+    subscription removed, so superseded ones are removed only once the service holds none
+    for them (``pending_of``, when the service can say) or the retry horizon after the
+    rotation has passed (when it cannot), unless ``force``: else a ``StillDelivering``,
+    and nothing is removed."""
     only = {event_type_of(e) for e in events}
     forms = list(forms)
     report = SubscriptionReport(forms=len(forms))
+    doomed: list[tuple[str, WebhookSubscription, WebhookSubscription | None]] = []
     for form_id in forms:
         subs = [s for s in await client.list_webhooks(form_id) if s.target_url == target]
-        old = _superseded(subs) if superseded else {s.subscription_id for s in subs}
-        for sub in subs:
-            if sub.subscription_id in old and (not only or sub.event_type in only):
-                await client.delete_webhook(sub.subscription_id)
-                report.removed.append(_row(form_id, sub))
+        old = _superseded(subs) if superseded else {s.subscription_id: None for s in subs}
+        doomed += [(form_id, sub, old[sub.subscription_id]) for sub in subs
+                   if sub.subscription_id in old and (not only or sub.event_type in only)]
+    if superseded and doomed and not force:
+        ids = {sub.subscription_id: (new.created_at_ms if new else None) for _, sub, new in doomed}
+        pending = await pending_of(list(ids)) if pending_of is not None else None
+        now = now_ms if now_ms is not None else int(time.time() * 1000)
+        if (why := held_back(ids, pending, now)) is not None:
+            raise StillDelivering(why)
+    for form_id, sub, _ in doomed:
+        await client.delete_webhook(sub.subscription_id)
+        report.removed.append(_row(form_id, sub))
     return report
+
+
+def sandbox_pending(base_url: str, token: str) -> PendingOf | None:
+    """What the service holds per subscription, asked of the sandbox (a service on this
+    machine, ``deliveries.pending``); None for another service, which cannot say."""
+    if not _loopback(urlsplit(base_url).hostname):
+        return None
+
+    async def pending_of(ids: list[str]) -> dict[str, int]:
+        from formservice.sandbox.client import SandboxHelpers
+
+        helpers = SandboxHelpers(base_url, token)
+        try:
+            return {item.subscription_id: item.pending for item in (await helpers.deliveries_pending(ids)).items}
+        finally:
+            await helpers.close()
+
+    return pending_of
 
 
 class CheckResult(BaseModel):

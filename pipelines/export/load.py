@@ -45,6 +45,7 @@ import hashlib
 import logging
 import os
 import re
+import shutil
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import contextmanager
@@ -99,6 +100,7 @@ _DELETED_HINT: dict[str, Any] = {"data_type": "bool", "nullable": True, "hard_de
 DELETIONS = "deletions"  # the deletion log's cursor, beside the tables' (``export_cursors``)
 _LOG_PAGE = 10_000
 CAMPAIGN = "campaign_rows"  # the campaign rows' table, replaced whole by each load
+_FORCED = {"LOAD__DELETE_COMPLETED_JOBS": "true"}  # dlt's settings a load sets whatever the environment says
 LOG_FORMAT = "{asctime} {levelname} {name}: {message}"  # formsync's (pipelines.cli.context), in "{" style
 # dlt's notices that the Arrow batches' types differ from the hints (the hints win, as
 # meant), that DuckDB keeps the time zone over the millisecond precision, and that a part
@@ -120,7 +122,8 @@ class LoadFailed(RuntimeError):
 
 def load_failure(exc: BaseException, destination: str) -> Exception:
     """dlt's exception ``exc`` as ``LoadSettingError`` or ``LoadFailed``, in one line that
-    says what is wrong and how to fix it."""
+    starts with the real cause (dlt wraps it in a generic advice about credentials and the
+    internet connection) and says how to fix it."""
     from dlt.common.configuration.exceptions import ConfigFieldMissingException
     from dlt.common.destination.exceptions import UnknownDestinationModule
 
@@ -135,10 +138,39 @@ def load_failure(exc: BaseException, destination: str) -> Exception:
                                 f"{variables or f'DESTINATION__{destination.upper()}__CREDENTIALS'} or "
                                 f".dlt/secrets.toml (see docs/warehouse.md)")
     step = getattr(exc, "step", None)
-    first = (str(cause).strip().splitlines() or [type(cause).__name__])[0]
     where = f" at its {step} step" if step else ""
-    return LoadFailed(f"dlt could not load into {destination}{where}: {first}; nothing moved: the next load "
-                      f"sends the same rows again")
+    return LoadFailed(f"{failure_cause(root_cause(cause))} (dlt could not load into {destination}{where}); "
+                      f"nothing moved: the next load sends the same rows again")
+
+
+def root_cause(exc: BaseException) -> BaseException:
+    """The innermost error ``exc`` was raised from or while handling (the driver's own,
+    under dlt's wrappers)."""
+    seen = {id(exc)}
+    while (inner := exc.__cause__ or exc.__context__) is not None and id(inner) not in seen:
+        seen.add(id(inner))
+        exc = inner
+    return exc
+
+
+_LOCKED = re.compile(r'Could not set lock on file "(?P<file>[^"]+)"')
+_PID = re.compile(r"\(PID (\d+)\)")
+_NOT_DUCKDB = re.compile(r'The file "(?P<file>[^"]+)" exists, but it is not a valid DuckDB database file')
+
+
+def failure_cause(exc: BaseException) -> str:
+    """What went wrong, said first: a DuckDB file another process holds, a file that is
+    not DuckDB's, else the error's own first line."""
+    text = str(exc).strip()
+    if m := _LOCKED.search(text):
+        pid = _PID.search(text)
+        who = f" (PID {pid.group(1)})" if pid else ""
+        return (f"another process{who} holds {m['file']}: let it finish or stop it (a DuckDB file takes one "
+                f"writer), then load again")
+    if m := _NOT_DUCKDB.search(text):
+        return (f"{m['file']} is not a DuckDB database file: move it away (a load makes a new one) or set "
+                f"DESTINATION__DUCKDB__CREDENTIALS to another path")
+    return (text.splitlines() or [type(exc).__name__])[0]
 
 
 def destination_problem(name: str) -> LoadSettingError | None:
@@ -210,10 +242,14 @@ def pipeline_name(destination: str, dataset: str) -> str:
 def work_dir(store: Store) -> Path:
     """Where dlt keeps its state and working files: ``formsync-dlt/`` beside a SQLite
     store's file, in the working directory for a server database."""
-    url = make_url(store.url)
-    if store.backend == "sqlite" and url.database not in (None, "", ":memory:"):
-        return Path(str(url.database)).resolve().parent / WORK_DIR
-    return Path.cwd() / WORK_DIR
+    return (store_folder(store) or Path.cwd()) / WORK_DIR
+
+
+def store_folder(store: Store) -> Path | None:
+    """The folder of a SQLite store's file (None for a server database)."""
+    database = make_url(store.url).database
+    return Path(database).resolve().parent if store.backend == "sqlite" and database not in (None, "", ":memory:") \
+        else None
 
 
 @dataclass(frozen=True)
@@ -552,6 +588,9 @@ def dlt_settings(where: Path) -> Iterator[None]:
             "RUNTIME__LOG_LEVEL": "WARNING"}
     added = [k for k in ours if k not in os.environ]
     os.environ.update({k: ours[k] for k in added})
+    # Not the user's to choose: a loaded package's files hold the answers in plain bytes.
+    before = {k: os.environ.get(k) for k in _FORCED}
+    os.environ.update(_FORCED)
     dlt_log = logging.getLogger("dlt")
     expected = ExpectedNotices()
     dlt_log.addFilter(expected)
@@ -561,6 +600,33 @@ def dlt_settings(where: Path) -> Iterator[None]:
         dlt_log.removeFilter(expected)
         for k in added:
             os.environ.pop(k, None)
+        for k, v in before.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+
+
+# Where dlt keeps a pipeline's packages: extracted, normalised (not yet loaded), loaded.
+_PACKAGE_FOLDERS = ("normalize/extracted", "load/new", "load/normalized", "load/loaded")
+
+
+def dlt_packages(where: Path, *, pipeline: str = "*", loaded_only: bool = False) -> list[Path]:
+    """The folders of the load packages dlt keeps under ``where`` (``work_dir``), of every
+    pipeline or of ``pipeline``: each holds the rows it carries in plain bytes.
+    ``loaded_only``: those of loads that completed."""
+    folders = _PACKAGE_FOLDERS[-1:] if loaded_only else _PACKAGE_FOLDERS
+    return sorted(p for f in folders for p in (where / "pipelines").glob(f"{pipeline}/{f}/*") if p.is_dir())
+
+
+def remove_packages(packages: Sequence[Path]) -> list[Path]:
+    """Remove ``packages`` (``dlt_packages``'); returns those removed (one already gone is fine)."""
+    removed = []
+    for p in packages:
+        shutil.rmtree(p, ignore_errors=True)
+        if not p.exists():
+            removed.append(p)
+    return removed
 
 
 class ExpectedNotices(logging.Filter):
@@ -714,5 +780,7 @@ def load(store: Store, *, destination: str | None = None, dataset: str | None = 
         except Exception as e:  # dlt's errors are many classes; each becomes one line of ours
             raise load_failure(e, dest_name) from e
     store.export_cursors.advance(made.marks())
+    # Only now: had the cursors not moved, the next load would send these rows again anyway.
+    remove_packages(dlt_packages(where, pipeline=pipeline_name(dest_name, dataset), loaded_only=True))
     return LoadReport(destination=dest_name, dataset=dataset, rows=made.rows, deleted=made.deleted,
                       seconds=round((datetime.now(UTC) - started).total_seconds(), 3))

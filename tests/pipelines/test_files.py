@@ -383,3 +383,41 @@ async def test_files_inside_a_repeating_group_reach_every_output_by_instance_and
     assert {(k, i, m): None if v is None else json.loads(v) for k, i, m, v in loaded} == want
     assert wide is not None and json.loads(wide[0]) == [{"scan": [at["b"], None]}, {"sig": [at["c"]]}]
     store.close()
+
+
+async def test_a_killed_run_records_what_it_archived_and_the_next_fetches_only_the_rest(sandbox: Sandbox,
+                                                                                      tmp_path: Path):
+    """A real ``formsync files`` process killed (SIGKILL) once it has archived a few files:
+    each file was recorded as it completed, so the next run fetches only the others."""
+    import os
+    import signal
+    import sys
+
+    db = f"sqlite:///{tmp_path}/killed.db"
+    store = Store(db)
+    store.migrate()
+    made = [await sandbox.helpers.files_create(f"f{i}.pdf", b"%%PDF-1.4 %d " % i * 10_000, "application/pdf")
+            for i in range(40)]
+    await _stored(sandbox, store, [{"attachment": [m.model_dump() for m in made[i:i + 10]]} for i in range(0, 40, 10)])
+    cfg = tmp_path / "formsync.toml"
+    cfg.write_text(f'[service]\nbase_url = "{sandbox.base_url}"\n[store]\nurl = "{db}"\n')
+    out = tmp_path / "archive"
+    run = await asyncio.create_subprocess_exec(sys.executable, "-m", "pipelines.cli", "files", "--config", str(cfg),
+                                               "--to", str(out), "--concurrency", "1", "--quiet",
+                                               stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.DEVNULL,
+                                               env={**os.environ, "COLUMNS": "200"})
+    deadline = asyncio.get_running_loop().time() + 60
+    for _ in iter(lambda: store.archive.count() >= 3 or run.returncode is not None
+                  or asyncio.get_running_loop().time() > deadline, True):
+        await asyncio.sleep(0.005)  # the sandbox serves the run from this loop meanwhile
+    assert run.returncode is None, "the run was still archiving when it was killed"
+    run.send_signal(signal.SIGKILL)
+    assert await asyncio.wait_for(run.wait(), 10) == -signal.SIGKILL
+    recorded = store.archive.count()
+    assert 3 <= recorded < 40
+    kept = {p.name for p in out.iterdir() if p.name != PARTIAL}
+    assert len(kept) - recorded <= 1, "at most the file of the interrupted commit is unrecorded"
+
+    again = await archive_files(store, sandbox.base_url, str(out))
+    assert (again.files, again.already, again.archived, again.failed) == (40, recorded, 40 - recorded, 0)
+    store.close()

@@ -21,7 +21,7 @@ from typer.testing import CliRunner
 from connector.config.settings import JobSettings, load_settings
 from connector.store import OWN, Column, Store
 from pipelines.cli import app
-from pipelines.export.load import DLT_TYPES, LoadReport, dlt_column, load
+from pipelines.export.load import DLT_TYPES, LoadReport, dlt_column, load, pipeline_name
 from pipelines.jobs import LoadParams
 from pipelines.operate.jobs import parse_params, summarise
 from pipelines.operate.scheduler import SchedulerOptions, serve
@@ -275,8 +275,14 @@ def test_a_load_failing_in_a_later_part_moves_nothing_and_the_next_sends_each_ro
 def test_every_table_reaches_duckdb_as_parquet(filled: Store, here: Path) -> None:
     """dlt's fastest loader file format on DuckDB for every table the load sends: no
     table's rows go as INSERT statements (only dlt's own state does)."""
+    import dlt
+
     load(filled)
-    done = list((here / "data" / "formsync-dlt").glob("pipelines/*/load/loaded/*/completed_jobs/*"))
+    # The packages are gone once loaded (no copy of the rows stays): dlt's trace names their files.
+    pipeline = dlt.attach(pipeline_name("duckdb", "formsync_data"),
+                          pipelines_dir=str(here / "data" / "formsync-dlt" / "pipelines"))
+    done = [Path(job.file_path) for package in pipeline.last_trace.last_load_info.load_packages
+            for job in package.jobs["completed_jobs"]]
     tables = {p.name.split(".")[0]: p.name.split(".")[-1] for p in done if not p.name.startswith("_dlt")
               and not p.name.endswith(".sql")}
     assert tables == {filled.schema(FORM).name: "parquet", "answers": "parquet", "requests": "parquet"}

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from sqlmodel import col, select
+from sqlmodel import col, func, select
 
 from ...clock import from_ms
 from ...domain.base import Ctx
@@ -16,6 +16,9 @@ from ..models import (
     MailItem,
     MailList,
     MailParams,
+    PendingItem,
+    PendingList,
+    PendingParams,
 )
 from .registry import helper
 
@@ -48,6 +51,21 @@ def events_list(ctx: Ctx, p: EventsParams) -> EventList:
         EventItem(id=ev.id, type=ev.type, created_at=from_ms(ev.created_at), test=ev.test, request_id=ev.request_id,
                   submission_id=ev.submission_id, payload=ev.payload, deliveries=deliveries_of(ctx, ev.id))
         for ev in ctx.session.exec(stmt.order_by(col(Event.created_at))).all()])
+
+
+@helper("deliveries.pending")
+def deliveries_pending(ctx: Ctx, p: PendingParams) -> PendingList:
+    """Per webhook subscription of the workspace, the deliveries still pending (neither
+    answered 2xx nor given up) and when the next attempt is due: what a subscription's
+    removal would give up."""
+    stmt = (select(Delivery.subscription_id, func.count(), func.min(Delivery.next_attempt_at))
+            .where(Delivery.workspace_id == ctx.workspace.id, Delivery.state == "pending",
+                   col(Delivery.subscription_id).is_not(None))
+            .group_by(Delivery.subscription_id).order_by(Delivery.subscription_id))
+    if p.subscriptionIds is not None:
+        stmt = stmt.where(col(Delivery.subscription_id).in_(p.subscriptionIds))
+    return PendingList(items=[PendingItem(subscription_id=sid, pending=n, next_attempt_at=from_ms(at))
+                              for sid, n, at in ctx.session.exec(stmt).all() if sid is not None])
 
 
 def deliveries_of(ctx: Ctx, event_id: str) -> list[DeliveryItem]:

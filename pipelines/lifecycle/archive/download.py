@@ -16,7 +16,6 @@ import asyncio
 import contextlib
 import hashlib
 import os
-import time
 import uuid
 from collections.abc import Callable
 from typing import Any
@@ -32,7 +31,6 @@ CHUNK = 256 * 1024  # bytes read and written at a time: memory is bounded by con
 PARTIAL = ".formsync-partial"  # the temporary folder under the location
 ATTEMPTS = 5
 RECORD_EVERY = 500  # files recorded in the store per transaction, at most
-RECORD_SECONDS = 2.0  # and at least this often while files arrive
 
 
 class ArchiveProblem(BaseModel):
@@ -217,11 +215,10 @@ async def archive_files(store: Store, base_url: str, to: str, *, form_ids: list[
     if on_file is not None:
         on_file(len(todo), finished)
     gate = asyncio.Semaphore(concurrency)
-    kept: list[dict[str, Any]] = []  # rows of the archived-files table, as plain values
-    recorded = time.monotonic()
+    recorder = _Recorder(store)
 
     async def one(http: aiohttp.ClientSession, ref: FileRef) -> None:
-        nonlocal finished, recorded
+        nonlocal finished
         async with gate:
             try:
                 digest, size = await _download(http, target, ref)
@@ -235,19 +232,42 @@ async def archive_files(store: Store, base_url: str, to: str, *, form_ids: list[
             return
         report.archived += 1
         report.bytes += size
-        kept.append({"submission_id": ref.submission_id, "field_key": ref.field, "instance": ref.instance,
-                     "member": ref.member, "idx": ref.index, "form_id": ref.form_id, "name": ref.name,
-                     "url": ref.url or "", "size": size, "sha256": digest, "location": target.location(digest),
-                     "archived_at": store.clock()})
-        # Recorded in batches (one transaction each), by count or by time: a killed run
-        # fetches again at most the last few seconds' files, whose bytes are whole already.
-        if len(kept) >= RECORD_EVERY or time.monotonic() - recorded >= RECORD_SECONDS:
-            store.archive.record(kept)
-            kept.clear()
-            recorded = time.monotonic()
+        recorder.add({"submission_id": ref.submission_id, "field_key": ref.field, "instance": ref.instance,
+                      "member": ref.member, "idx": ref.index, "form_id": ref.form_id, "name": ref.name,
+                      "url": ref.url or "", "size": size, "sha256": digest, "location": target.location(digest),
+                      "archived_at": store.clock()})
 
     timeout = aiohttp.ClientTimeout(total=None, sock_connect=15, sock_read=60)
     async with aiohttp.ClientSession(timeout=timeout) as http:
-        await asyncio.gather(*(one(http, ref) for ref in todo))
-    store.archive.record(kept)
+        try:
+            await asyncio.gather(*(one(http, ref) for ref in todo))
+        finally:
+            await recorder.close()
     return report
+
+
+class _Recorder:
+    """Records each archived file as it completes: a commit starts as soon as a file is
+    kept, and the files kept while it runs go in the next one (at most ``RECORD_EVERY``
+    each), so a killed run fetches again only the files of the commit it interrupted."""
+
+    def __init__(self, store: Store) -> None:
+        self._store = store
+        self._waiting: list[dict[str, Any]] = []  # rows of the archived-files table, as plain values
+        self._running: asyncio.Task[None] | None = None
+
+    def add(self, row: dict[str, Any]) -> None:
+        self._waiting.append(row)
+        if self._running is None or self._running.done():
+            self._running = asyncio.ensure_future(self._commit())
+
+    async def _commit(self) -> None:
+        while self._waiting:
+            rows, self._waiting = self._waiting[:RECORD_EVERY], self._waiting[RECORD_EVERY:]
+            await asyncio.to_thread(self._store.archive.record, rows)
+
+    async def close(self) -> None:
+        """Wait until every file kept is recorded (a failed commit raises here)."""
+        if self._running is not None:
+            await self._running
+        await self._commit()
