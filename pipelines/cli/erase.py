@@ -7,11 +7,12 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from .context import command, print_report
-from .errors import UsageError
+from .errors import ExitCode, UsageError
 from .options import ConfigOption
 
 if TYPE_CHECKING:
     from connector.store.erasure import Person
+    from pipelines.lifecycle.erase import EraseReceipt
 
 
 def erase(
@@ -30,20 +31,37 @@ def erase(
     store's key, store.key_file): no later sync, poll, callback or campaign brings the
     person back. Back the key file up with the database: without it (or with another key)
     erase, ingest and sends stop, and only restoring it keeps the erasures. Prints a receipt
-    (one line per table, the files it removed or rewrote, and what it cannot reach: files
-    exported earlier, the warehouse until the next load); nobody matched is said, exit 0.
+    (one line per table, the files it removed or rewrote, the --since-last export names
+    that had written them, and what it cannot reach: files exported earlier, the warehouse
+    until the next load); nobody matched is said, exit 0. With service.token or a sign-in,
+    their pending requests are canceled at the service first; one left pending (no token,
+    or the service refused) is named, and the command exits 1 once the erasure is done.
 
     Example: [bold]formsync erase --config formsync.toml --email ada@example.com --dry-run[/bold]
     """
     with command(config) as ctx:
         person = _person(email, external_id)
-        from pipelines.lifecycle.erase import WorkFolders, erase_person
+        from pipelines.lifecycle.erase import WorkFolders, erase_everywhere
 
-        receipt = erase_person(ctx.keyed_store(), person, dry_run=dry_run, folders=WorkFolders.of(ctx.settings()))
+        store, folders = ctx.keyed_store(), WorkFolders.of(ctx.settings())
+        env = ctx.job_env()
+
+        async def erase() -> EraseReceipt:
+            if env.settings.service.token is None and env.tokens is None:
+                return await erase_everywhere(store, person, None, dry_run=dry_run, folders=folders)
+            async with env.service(max_retries=1) as fc:
+                return await erase_everywhere(store, person, fc, dry_run=dry_run, folders=folders)
+
+        receipt = ctx.run(erase())
         for line in receipt.text():
             typer.echo(line, err=as_json)
         if as_json:
             print_report(receipt)
+    if receipt.pending_requests and not dry_run:
+        typer.echo(f"error: {len(receipt.pending_requests)} of their requests are still pending at the service "
+                   f"(no token or sign-in, or the service refused): cancel them there (formsync campaign close, or "
+                   f"requests.cancel); the erasure itself is complete", err=True)
+        raise typer.Exit(int(ExitCode.FAILED))
 
 
 def _person(email: str | None, external_id: str | None) -> Person:

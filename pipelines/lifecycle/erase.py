@@ -14,6 +14,8 @@ from pathlib import Path
 
 from pydantic import BaseModel
 
+from connector import errors
+from connector.client.rpc import FormClient
 from connector.config.settings import Settings
 from connector.store import Store
 from connector.store.erasure import Person
@@ -65,6 +67,37 @@ class EraseReceipt(BaseModel):
 # What an erase cannot reach, whatever it found (the exports and pending requests are named apart).
 UNREACHABLE = ("files exported earlier (formsync export, the Python API): remove them or export again",
                "the warehouse: the next formsync load deletes their rows there")
+
+
+CANCEL_REASON = "erased on request"
+
+
+async def erase_everywhere(store: Store, person: Person, client: FormClient | None, *, dry_run: bool = False,
+                           folders: WorkFolders | None = None) -> EraseReceipt:
+    """``erase_person``, with what only the service can do first: each of the person's
+    pending requests is canceled there (``client``; none without a token or sign-in) so no
+    reminder reaches them, and the receipt names the requests left pending (no client, a
+    cancel refused) and the ``--since-last`` export names that had already written them."""
+    found = store.erase(person, dry_run=True)
+    pending = {r.id for r in store.requests.pending()} & set(found.requests)
+    exports = store.exports.names_past(list(found.submissions))
+    left = sorted(pending)
+    if client is not None and not dry_run:
+        left = [rid for rid in left if not await _canceled(client, rid)]
+    receipt = erase_person(store, person, dry_run=dry_run, folders=folders)
+    receipt.exports, receipt.pending_requests = exports, left
+    return receipt
+
+
+async def _canceled(client: FormClient, request_id: str) -> bool:
+    """Whether the request is no longer pending at the service once asked to cancel it."""
+    try:
+        await client.cancel_request(request_id, reason=CANCEL_REASON)
+    except errors.Conflict as e:
+        return e.reason == "REQUEST_NOT_PENDING"
+    except (errors.FormsyncError, OSError, TimeoutError):  # the erasure goes on; the receipt names it
+        return False
+    return True
 
 
 def erase_person(store: Store, person: Person, *, dry_run: bool = False,

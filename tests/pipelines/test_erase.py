@@ -70,3 +70,55 @@ async def test_erase_mistakes_are_one_line_and_exit_2(tmp_path: Path):
         res = await _cli("erase", "--config", str(cfg), *args)
         assert res.exit_code == 2, res.output
         assert where in res.output and "Traceback" not in res.output and res.output.count("\n") <= 2
+
+
+def _people(path: Path) -> Path:
+    path.write_text("externalId,name,email\na,Ada,ada@example.com\nb,Bo,bo@example.com\nc,Cy,cy@example.com\n")
+    return path
+
+
+async def test_erase_cancels_their_pending_requests_and_names_the_exports_that_wrote_them(
+        sandbox: Sandbox, tmp_path: Path) -> None:
+    """With a token, the person's pending request is canceled at the service before their rows
+    go (no reminder reaches them); without one the erasure completes, names the request left
+    pending and exits 1; the receipt names the --since-last export that had written them."""
+    await sandbox.helpers.limits_set(calls_per_minute=10000, creates_per_minute=10000)
+    db, key = f"sqlite:///{tmp_path}/erase.db", tmp_path / "store.key"
+    base = f'[store]\nurl = "{db}"\nkey_file = "{key}"\n[service]\nbase_url = "{sandbox.base_url}"\n'
+    (tmp_path / "with.toml").write_text(base + f'token = "{sandbox.pro.token}"\n')
+    (tmp_path / "without.toml").write_text(base)
+    form = sandbox.pro.forms["Contact"]
+    sheet = _people(tmp_path / "people.csv")
+    res = await _cli("outreach", str(sheet), "--form", form, "--job", "spring", "--config", str(tmp_path / "with.toml"))
+    assert res.exit_code == 0, res.output
+    store = Store(db, key_file=key)
+    rows = {r.recipient_email: r.request_id for r in store.campaign.rows("spring")}
+    await sandbox.helpers.requests_complete(rows["cy@example.com"] or "", {"topic": "support", "message": "hi"})
+    res = await _cli("sync", "--form", form, "--config", str(tmp_path / "with.toml"))
+    assert res.exit_code == 0, res.output
+    exports = tmp_path / "exports"
+    exports.mkdir()
+    res = await _cli("export", "--since-last", "nightly", "--out", str(exports / "{form}-{run}.csv"), "--form", form,
+                     "--config", str(tmp_path / "with.toml"))
+    assert res.exit_code == 0, res.output
+
+    res = await _cli("erase", "--email", "ada@example.com", "--json", "--config", str(tmp_path / "with.toml"))
+    assert res.exit_code == 0, res.output
+    receipt = json.loads(res.stdout.splitlines()[-1])
+    assert receipt["pending_requests"] == [] and receipt["exports"] == []
+    async with FormClient(sandbox.base_url, sandbox.pro.token) as fc:
+        ada = await fc.get_request(rows["ada@example.com"] or "")
+        assert (ada.status, ada.cancelReason) == ("canceled", "erased on request")
+
+        res = await _cli("erase", "--email", "bo@example.com", "--json", "--config", str(tmp_path / "without.toml"))
+        assert res.exit_code == 1, res.output
+        assert json.loads(res.stdout.splitlines()[-1])["pending_requests"] == [rows["bo@example.com"]]
+        last = res.stderr.strip().splitlines()[-1]
+        assert last.startswith("error: 1 of their requests are still pending at the service"), res.stderr
+        assert (await fc.get_request(rows["bo@example.com"] or "")).status == "pending"
+
+    res = await _cli("erase", "--email", "cy@example.com", "--json", "--config", str(tmp_path / "with.toml"))
+    assert res.exit_code == 0, res.output
+    assert json.loads(res.stdout.splitlines()[-1])["exports"] == ["nightly"], "the nightly file holds Cy's answers"
+    assert not _emails(store) & {"ada@example.com", "bo@example.com", "cy@example.com"}
+    store.close()
