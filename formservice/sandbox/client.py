@@ -34,6 +34,8 @@ from .models import (
     MemberView,
     ResetResult,
     ShareSubmitted,
+    SnapshotList,
+    SnapshotView,
     SubmissionRef,
     TokenList,
     TokenView,
@@ -229,3 +231,16 @@ class SandboxHelpers:
     async def events_list(self, *, request_id: str | None = None, type: str | None = None,
                           form_id: str | None = None) -> EventList:
         return await self._model(EventList, "events.list", _given(requestId=request_id, type=type, formId=form_id))
+
+    # -- snapshots --------------------------------------------------------------------------
+    async def snapshot_save(self, name: str) -> SnapshotView:
+        """Save the sandbox's whole state as ``name`` (replacing one of that name)."""
+        return await self._model(SnapshotView, "snapshot.save", {"name": name})
+
+    async def snapshot_restore(self, name: str) -> SnapshotView:
+        """Go back to the state saved as ``name``."""
+        return await self._model(SnapshotView, "snapshot.restore", {"name": name})
+
+    async def snapshot_list(self) -> SnapshotList:
+        """The snapshots kept, by name."""
+        return await self._model(SnapshotList, "snapshot.list")
