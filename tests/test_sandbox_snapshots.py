@@ -97,6 +97,9 @@ async def test_unknown_names_and_other_schema_versions_are_refused(sandbox: Sand
     reply = await sandbox.helper("snapshot.restore", {"name": "old"})
     assert "another version" in reply.expect("CONFLICT", 409, reason="SNAPSHOT_VERSION")["message"]
     assert (await sandbox.helpers.clock_get()).offset_ms == DAY_MS, "a refused restore changes nothing"
+    path.write_bytes(b"not a database")
+    assert [i.name for i in (await sandbox.helpers.snapshot_list()).items] == ["old"]
+    (await sandbox.helper("snapshot.restore", {"name": "old"})).expect("CONFLICT", 409, reason="SNAPSHOT_VERSION")
 
 
 async def test_snapshots_outlive_a_restart_and_carry_their_credentials(tmp_path: Path) -> None:

@@ -82,7 +82,7 @@ class SnapshotStore:
         ``name`` kept them. NOT_FOUND for an unknown name; CONFLICT (``SNAPSHOT_VERSION``)
         for a snapshot of another schema version, changing nothing."""
         with self._open(name) as source:
-            facts = dict(source.execute("SELECT key, value FROM meta WHERE key LIKE 'snapshot_%'").fetchall())
+            facts = _facts(source)
             ours = service_schema(service)
             if facts.get(_VERSION) != ours or schema_version(source) != ours:
                 raise ApiError("CONFLICT", f"Snapshot {name!r} was saved by another version of the sandbox (its "
@@ -140,9 +140,17 @@ def service_schema(service: Service) -> str:
         raw.close()
 
 
+def _facts(conn: sqlite3.Connection) -> dict[str, str]:
+    """The snapshot's meta facts; none for a file that is not a sandbox's database (its
+    restore is then refused as of another version)."""
+    try:
+        return dict(conn.execute("SELECT key, value FROM meta WHERE key LIKE 'snapshot_%'").fetchall())
+    except sqlite3.DatabaseError:
+        return {}
+
+
 def _saved_at(conn: sqlite3.Connection) -> int:
-    row = conn.execute("SELECT value FROM meta WHERE key = ?", (_SAVED_AT,)).fetchone()
-    return int(row[0]) if row else 0
+    return int(_facts(conn).get(_SAVED_AT) or 0)
 
 
 def _size(conn: sqlite3.Connection) -> int:
