@@ -12,7 +12,7 @@ from typing import Any
 
 from sqlmodel import select
 
-from formservice.sandbox.client import HelperError
+from formservice.sandbox.client import HelperError, SandboxHelpers
 from formservice.sandbox.runner import SandboxServer
 from formservice.tables import Workspace
 from tests.conftest import Sandbox, start_sandbox
@@ -83,6 +83,8 @@ async def test_restore_brings_back_every_view_and_refuses_later_tokens(sandbox: 
     assert secret == sb.pro.signing_secret, "the snapshot's signing secret is back"
     (await sb.rpc("me.get", token=later_token)).expect("UNAUTHORIZED", 401, reason="INVALID_TOKEN")
     assert [i.name for i in (await h.snapshot_list()).items] == ["base"]
+    copy = sb.service.data_dir / "snapshots" / "base.db"  # type: ignore[operator]
+    assert sb.pro.token.encode() not in copy.read_bytes(), "the copy keeps token hashes, as the store does"
 
 
 async def test_unknown_names_and_other_schema_versions_are_refused(sandbox: Sandbox) -> None:
@@ -110,6 +112,7 @@ async def test_snapshots_outlive_a_restart_and_carry_their_credentials(tmp_path:
             await h.submissions_create(first.workspace("pro")["forms"]["Contact"], {"name": "Kept", "email": "kept@example.test"})
             await h.snapshot_save("kept")
     async with SandboxServer(tmp_path / "b", snapshot_dir=shots, credentials_file=creds_file) as second:
+        own_token = second.workspace("pro")["token"]
         async with second.helpers() as h:
             assert [i.name for i in (await h.snapshot_list()).items] == ["kept"]
             await h.snapshot_restore("kept")
@@ -126,6 +129,10 @@ async def test_snapshots_outlive_a_restart_and_carry_their_credentials(tmp_path:
                 assert len(s.exec(select(Workspace)).all()) == 3
             events = await h.events_list(type="submission.completed")
             assert len(events.items) == 1, "the submission made before the save is there"
+        async with SandboxHelpers(second.base_url, first_token) as h:
+            await h.reset()  # back to the second sandbox's own seed, and its credentials
+        assert second.workspace("pro")["token"] == own_token != first_token
+        assert json.loads(creds_file.read_text())["workspaces"] == second.credentials["workspaces"]
 
 
 async def test_a_restart_on_the_same_data_dir_keeps_its_snapshots(tmp_path: Path) -> None:

@@ -1,7 +1,8 @@
-"""Named snapshots of a running sandbox: its store copied with SQLite's backup API, and
-what the service holds in memory (clock offset, limits, rate windows, call log) and the
-credentials it handed out, kept in the copy's meta table. In a folder (one ``NAME.db``
-each, so they outlive a restart) or, for a sandbox without a data dir, in memory."""
+"""Named snapshots of a running sandbox: its store copied with SQLite's backup API, with
+what the service holds in memory (clock offset, limits, rate windows, call log) in the
+copy's meta table, and the credentials it handed out beside it (the store keeps only
+token hashes). In a folder (``NAME.db`` and ``NAME.credentials.json``, so they outlive a
+restart) or, for a sandbox without a data dir, in memory."""
 
 from __future__ import annotations
 
@@ -20,9 +21,9 @@ from ..service import Service
 from .seed import CREDENTIALS
 
 SUFFIX = ".db"
+CREDS_SUFFIX = ".credentials.json"  # beside the copy: the store itself keeps only hashes
 _STATE = "snapshot_state"  # the meta keys of a snapshot copy
 _VERSION = "snapshot_schema"
-_CREDENTIALS = "snapshot_credentials"
 _SAVED_AT = "snapshot_saved_at"
 
 
@@ -51,29 +52,31 @@ class SnapshotStore:
     credentials: dict[str, Any] = field(default_factory=dict)
     credential_files: list[Path] = field(default_factory=list)
     _memory: dict[str, sqlite3.Connection] = field(default_factory=dict, repr=False)
+    _memory_creds: dict[str, dict[str, Any]] = field(default_factory=dict, repr=False)
 
     def save(self, service: Service, name: str) -> SnapshotInfo:
         """Copy the store as it is now under ``name`` (replacing one of that name), with
         the service's in-memory state and the credentials in the copy's meta table."""
         saved_at = service.now()
+        creds = {k: v for k, v in self.credentials.items() if k != "baseUrl"}
         if self.folder is None:
             target = sqlite3.connect(":memory:", check_same_thread=False)
             self._fill(service, target, saved_at)
-            self._memory[name] = target
+            self._memory[name], self._memory_creds[name] = target, creds
             return SnapshotInfo(name, saved_at, _size(target))
         self.folder.mkdir(parents=True, exist_ok=True)
         path, tmp = self.folder / f"{name}{SUFFIX}", self.folder / f".{name}{SUFFIX}.tmp"
         tmp.unlink(missing_ok=True)
         with contextlib.closing(sqlite3.connect(tmp)) as target:
             self._fill(service, target, saved_at)
+        (self.folder / f"{name}{CREDS_SUFFIX}").write_text(json.dumps(creds, indent=2))
         os.replace(tmp, path)  # a reader never sees half a snapshot
         return SnapshotInfo(name, saved_at, path.stat().st_size)
 
     def _fill(self, service: Service, target: sqlite3.Connection, saved_at: int) -> None:
         service.copy_store(into=target)
-        creds = {k: v for k, v in self.credentials.items() if k != "baseUrl"}
         facts = {_STATE: json.dumps(service.runtime_state()), _VERSION: schema_version(target),
-                 _CREDENTIALS: json.dumps(creds), _SAVED_AT: str(saved_at)}
+                 _SAVED_AT: str(saved_at)}
         target.executemany("INSERT OR REPLACE INTO meta (key, value) VALUES (?, ?)", facts.items())
         target.commit()
 
@@ -91,7 +94,7 @@ class SnapshotStore:
             service.load_store(source)
             size = _size(source)
         service.load_runtime_state(json.loads(facts[_STATE]))
-        self._put_credentials(json.loads(facts.get(_CREDENTIALS) or "{}"))
+        self.put_credentials(self._credentials_of(name))
         return SnapshotInfo(name, int(facts[_SAVED_AT]), size)
 
     @contextlib.contextmanager
@@ -108,7 +111,15 @@ class SnapshotStore:
         with contextlib.closing(sqlite3.connect(path)) as conn:
             yield conn
 
-    def _put_credentials(self, creds: dict[str, Any]) -> None:
+    def _credentials_of(self, name: str) -> dict[str, Any]:
+        if name in self._memory_creds:
+            return self._memory_creds[name]
+        kept = self.folder / f"{name}{CREDS_SUFFIX}" if self.folder is not None else None
+        return json.loads(kept.read_text()) if kept is not None and kept.is_file() else {}
+
+    def put_credentials(self, creds: dict[str, Any]) -> None:
+        """Make ``creds`` (without ``baseUrl``) the credentials handed out, and rewrite the
+        files that hold them; nothing when empty."""
         if not creds:
             return
         base_url = self.credentials.get("baseUrl")
