@@ -56,7 +56,7 @@ class SnapshotStore:
 
     def save(self, service: Service, name: str) -> SnapshotInfo:
         """Copy the store as it is now under ``name`` (replacing one of that name), with
-        the service's in-memory state and the credentials in the copy's meta table."""
+        the service's in-memory state in the copy's meta table and the credentials beside it."""
         saved_at = service.now()
         creds = {k: v for k, v in self.credentials.items() if k != "baseUrl"}
         if self.folder is None:
@@ -130,9 +130,9 @@ class SnapshotStore:
             path.write_text(json.dumps(shown, indent=2))
 
     def names(self) -> list[str]:
-        return [i.name for i in self.list()]
+        return [i.name for i in self.kept()]
 
-    def list(self) -> list[SnapshotInfo]:
+    def kept(self) -> list[SnapshotInfo]:
         """The snapshots kept, by name."""
         out = [SnapshotInfo(n, _saved_at(c), _size(c)) for n, c in self._memory.items()]
         if self.folder is not None and self.folder.is_dir():

@@ -37,4 +37,4 @@ async def snapshot_restore(service: Service, p: SnapshotParams) -> SnapshotView:
 @helper("snapshot.list")
 def snapshot_list(ctx: Ctx, p: NoParams) -> SnapshotList:
     """The snapshots kept (across restarts when the sandbox has a snapshot dir), by name."""
-    return SnapshotList(items=[_view(i) for i in store_of(ctx.service).list()])
+    return SnapshotList(items=[_view(i) for i in store_of(ctx.service).kept()])
