@@ -13,6 +13,9 @@ the tests ``@pytest.mark.asyncio``) and in ``asyncio_mode = "auto"`` alike.
 ``formsync_client`` is a ``connector.client.FormClient`` for its Pro workspace;
 ``formsync_receiver`` (``formservice.pytest_receiver``) a real receiver taking the sandbox's
 callbacks and webhook deliveries into its own SQLite store, with ``wait_for`` an event.
+A test marked ``@pytest.mark.sandbox_snapshot("name")`` gets a sandbox restored to the
+snapshot ``name`` from ``formsync_snapshot_dir`` (a folder for the whole session; override
+the fixture to build or keep snapshots there).
 Needs: ``pip install 'formsync[pytest]'``.
 """
 
@@ -28,7 +31,10 @@ from .pytest_receiver import ReceiverHandle, formsync_receiver
 from .sandbox.handle import SandboxHandle
 from .sandbox.runner import SandboxServer
 
-__all__ = ["ReceiverHandle", "SandboxHandle", "formsync_client", "formsync_receiver", "formsync_sandbox"]
+__all__ = ["ReceiverHandle", "SandboxHandle", "formsync_client", "formsync_receiver", "formsync_sandbox",
+           "formsync_snapshot_dir"]
+
+MARKER = "sandbox_snapshot"
 
 try:
     from pytest_asyncio import fixture as async_fixture
@@ -36,14 +42,33 @@ except ImportError:  # pytest-asyncio absent: the plugin still loads; its fixtur
     async_fixture = pytest.fixture  # type: ignore[assignment]
 
 
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line("markers", f"{MARKER}(name): start the test's formsync_sandbox restored to the "
+                                       "snapshot name (saved in formsync_snapshot_dir)")
+
+
+@pytest.fixture(scope="session")
+def formsync_snapshot_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The folder every ``formsync_sandbox`` of the session keeps its snapshots in (so one
+    test's or fixture's ``snapshot.save`` is another's ``sandbox_snapshot``); a new empty
+    folder unless overridden."""
+    return tmp_path_factory.mktemp("formsync-snapshots")
+
+
 @async_fixture
-async def formsync_sandbox(tmp_path: Path) -> AsyncIterator[SandboxHandle]:
+async def formsync_sandbox(tmp_path: Path, formsync_snapshot_dir: Path,
+                           request: pytest.FixtureRequest) -> AsyncIterator[SandboxHandle]:
     """A freshly seeded sandbox for one test, on SQLite in the test's tmp_path (its
-    credentials also in ``credentials.json`` there)."""
+    credentials also in ``credentials.json`` there); restored to the snapshot the test's
+    ``sandbox_snapshot`` marker names, if any."""
     data_dir = tmp_path / "formsync-sandbox"
-    async with SandboxServer(data_dir, credentials_file=data_dir / "credentials.json") as server:
+    async with SandboxServer(data_dir, credentials_file=data_dir / "credentials.json",
+                             snapshot_dir=formsync_snapshot_dir) as server:
         handle = SandboxHandle(server.base_url, server.credentials)
         try:
+            marker = request.node.get_closest_marker(MARKER)
+            if marker is not None:
+                await handle.restore_snapshot(*marker.args, **marker.kwargs)
             yield handle
         finally:
             await handle.close()

@@ -48,3 +48,11 @@ class SlidingWindow:
 
     def reset(self) -> None:
         self._logs.clear()
+
+    def state(self) -> dict[str, list[int]]:
+        """The send times kept per key (what :meth:`load` puts back)."""
+        return {key: list(log) for key, log in self._logs.items() if log}
+
+    def load(self, state: dict[str, list[int]]) -> None:
+        """Replace the send logs with ``state`` (from :meth:`state`)."""
+        self._logs = {key: deque(sorted(int(t) for t in times)) for key, times in state.items()}

@@ -86,6 +86,7 @@ class Service:
         self.failed_auth = SlidingWindow(self.limits.failed_auth, self.limits.failed_auth_window_ms)
         self.call_log: list[tuple[int, str, str]] = []  # (ms, token id, method): counted by tests
         self.worker: Any = None  # the DeliveryWorker, attached by the app
+        self.snapshots: Any = None  # the sandbox's SnapshotStore (formservice/sandbox/snapshots.py)
         self.faults = FaultInjector()  # the sandbox's injected faults (faults.set); none by default
         self.dialect = "full"  # how much of each /api/v1 answer is sent (formservice/dialect.py)
 
@@ -115,7 +116,7 @@ class Service:
         """Keep a copy of the store as it is now (just seeded), for :meth:`restore_seed_state`."""
         target = (sqlite3.connect(self.data_dir / self.SEED_COPY) if self.data_dir is not None
                   else sqlite3.connect(":memory:", check_same_thread=False))
-        self._copy_store(into=target)
+        self.copy_store(into=target)
         if self.data_dir is not None:
             target.close()
         else:
@@ -131,11 +132,9 @@ class Service:
             source = sqlite3.connect(self.data_dir / self.SEED_COPY)
         else:
             raise LookupError("no copy of the seeded state was kept")
-        raw = self.engine.raw_connection()
         try:
-            source.backup(raw.driver_connection)  # type: ignore[arg-type]
+            self.load_store(source)
         finally:
-            raw.close()
             if source is not self._seed_copy:
                 source.close()
         self.clock.offset_ms = int(self.meta("clock_offset_ms") or 0)
@@ -145,12 +144,42 @@ class Service:
         self.call_log.clear()
         self.faults.clear()
 
-    def _copy_store(self, into: sqlite3.Connection) -> None:
+    def copy_store(self, into: sqlite3.Connection) -> None:
+        """Copy the whole store into ``into`` consistently (SQLite's backup API)."""
         raw = self.engine.raw_connection()
         try:
             raw.driver_connection.backup(into)  # type: ignore[union-attr]
         finally:
             raw.close()
+
+    def load_store(self, source: sqlite3.Connection) -> None:
+        """Replace the whole store by the database of ``source`` (SQLite's backup API)."""
+        raw = self.engine.raw_connection()
+        try:
+            source.backup(raw.driver_connection)  # type: ignore[arg-type]
+        finally:
+            raw.close()
+
+    def runtime_state(self) -> dict[str, Any]:
+        """What the service holds in memory besides its store: the clock offset, the
+        limits, the rate windows' send times and the call log (:meth:`load_runtime_state`)."""
+        return {"clockOffsetMs": self.clock.offset_ms, "limits": vars(self.limits).copy(),
+                "windows": {"calls": self.calls.state(), "creates": self.creates.state(),
+                            "failedAuth": self.failed_auth.state()},
+                "callLog": [list(c) for c in self.call_log]}
+
+    def load_runtime_state(self, state: dict[str, Any]) -> None:
+        """Put back what :meth:`runtime_state` returned (the clock offset is also stored)."""
+        self.clock.offset_ms = int(state["clockOffsetMs"])
+        self.set_limits(**{k: int(v) for k, v in state["limits"].items()})
+        windows = state["windows"]
+        self.calls.load(windows["calls"])
+        self.creates.load(windows["creates"])
+        self.failed_auth.load(windows["failedAuth"])
+        self.call_log[:] = [(int(at), str(tok), str(m)) for at, tok, m in state["callLog"]]
+        with self.session() as s:
+            self.set_meta(s, "clock_offset_ms", str(self.clock.offset_ms))
+            s.commit()
 
     def now(self) -> int:
         return self.clock.now_ms()

@@ -180,3 +180,35 @@ async def test_sandbox_on_a_port_in_use_names_port_and_leaves_nothing(tmp_path):
     assert f"port {port} on 127.0.0.1 is in use" in text and "--port" in text, text
     assert "receiver.port" not in text and "Traceback" not in text and len(text.strip().splitlines()) == 1, text
     assert not data_dir.exists(), "a failed start leaves no data directory behind"
+
+
+async def helper(base_url: str, token: str, method: str, params: dict[str, Any]) -> tuple[int, dict[str, Any]]:
+    async with aiohttp.ClientSession() as http, http.post(
+        base_url + "/api/sandbox", json={"method": method, "params": params},
+        headers={"Authorization": f"Bearer {token}"},
+    ) as resp:
+        return resp.status, await resp.json()
+
+
+@pytest.mark.slow  # two sandbox processes one after the other: about 10 s
+async def test_snapshots_in_snapshot_dir_outlive_the_sandbox(tmp_path):
+    shots, creds_file = tmp_path / "shots", tmp_path / "creds.json"
+    async with sandbox_process(tmp_path / "a", creds_file, "--snapshot-dir", str(shots)) as run:
+        pro = next(w for w in run.creds["workspaces"] if w["plan"] == "pro")
+        status, body = await helper(run.creds["baseUrl"], pro["token"], "snapshot.save", {"name": "kept"})
+        assert status == 200 and body["data"]["name"] == "kept", body
+        code, err = await stop(run)
+        assert code == 0, err
+    assert (shots / "kept.db").is_file()
+    async with sandbox_process(tmp_path / "b", creds_file, "--snapshot-dir", str(shots)) as run:
+        own = next(w for w in run.creds["workspaces"] if w["plan"] == "pro")["token"]
+        status, body = await helper(run.creds["baseUrl"], own, "snapshot.list", {})
+        assert [i["name"] for i in body["data"]["items"]] == ["kept"], body
+        status, body = await helper(run.creds["baseUrl"], own, "snapshot.restore", {"name": "kept"})
+        assert status == 200, body
+        written = json.loads(creds_file.read_text())
+        assert next(w for w in written["workspaces"] if w["plan"] == "pro")["token"] == pro["token"]
+        assert (await rpc(run.creds["baseUrl"], pro["token"], "me.get", {}))[0] == 200
+        assert (await rpc(run.creds["baseUrl"], own, "me.get", {}))[0] == 401
+        code, err = await stop(run)
+        assert code == 0 and "Traceback" not in err, err

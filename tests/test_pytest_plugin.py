@@ -105,3 +105,55 @@ def test_the_guides_example_is_a_test_as_written(tmp_path: Path) -> None:
     done = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-W", "error"],
                           cwd=tmp_path, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0 and "1 passed" in done.stdout, done.stdout + done.stderr
+
+
+def test_the_guides_snapshot_example_is_a_test_as_written(tmp_path: Path) -> None:
+    guide = (Path(__file__).resolve().parent.parent / "docs" / "sandbox.md").read_text()
+    section = guide[guide.index("### Snapshots in pytest"):]
+    example = re.search(r"```python\n(.*?)```", section, re.S)
+    assert example is not None and len(example.group(1).splitlines()) < 30
+    done = run_user_suite(tmp_path, "strict", {"test_snapshots.py": example.group(1)})
+    assert done.returncode == 0 and "2 passed" in done.stdout, done.stdout + done.stderr
+
+
+DAY_MS = 24 * 3600 * 1000
+
+
+@pytest.fixture(scope="session")
+def formsync_snapshot_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """This module's snapshot: a day on the clock, one submission and a token of its own."""
+    import asyncio
+
+    from formservice.sandbox.runner import SandboxServer
+
+    folder = tmp_path_factory.mktemp("snapshots")
+
+    async def build() -> None:
+        async with SandboxServer(tmp_path_factory.mktemp("build"), snapshot_dir=folder) as sb:
+            async with sb.helpers() as helpers:
+                await helpers.clock_advance(DAY_MS)
+                await helpers.submissions_create(sb.workspace("pro")["forms"]["Contact"],
+                                                 {"name": "Snap", "email": "snap@example.test"})
+                await helpers.snapshot_save("day-one")
+                (folder / "token").write_text(sb.workspace("pro")["token"])
+
+    asyncio.run(build())
+    return folder
+
+
+@pytest.mark.sandbox_snapshot("day-one")
+@pytest.mark.parametrize("run", [1, 2])
+async def test_the_marker_restores_the_snapshot_before_each_test(run, formsync_sandbox, formsync_client,
+                                                                 formsync_snapshot_dir):
+    assert formsync_sandbox.workspace("pro")["token"] == (formsync_snapshot_dir / "token").read_text()
+    assert (await formsync_sandbox.helpers.clock_get()).offset_ms == DAY_MS, f"run {run} starts on day one"
+    events = await formsync_sandbox.helpers.events_list(type="submission.completed")
+    assert len(events.items) == 1, f"run {run} sees the snapshot's one submission, not the other run's"
+    await formsync_sandbox.helpers.clock_advance(DAY_MS)
+    await formsync_sandbox.helpers.submissions_create(formsync_sandbox.workspace("pro")["forms"]["Contact"],
+                                                      {"name": "More", "email": "more@example.test"})
+    assert (await formsync_client.list_fields(formsync_sandbox.workspace("pro")["forms"]["Contact"])).published
+
+
+def test_the_marker_is_registered(pytestconfig: pytest.Config) -> None:
+    assert any(line.startswith("sandbox_snapshot(name)") for line in pytestconfig.getini("markers"))

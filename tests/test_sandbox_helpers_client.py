@@ -20,7 +20,8 @@ def test_every_helper_has_a_client_method() -> None:
 
 
 def test_async_helpers_are_registered_like_the_others() -> None:
-    assert {name for name, m in HELPERS.items() if m.is_async} == {"reset", "deliveries.flush"}
+    assert {name for name, m in HELPERS.items() if m.is_async} == {"reset", "deliveries.flush", "snapshot.save",
+                                                                      "snapshot.restore"}
     assert HELPERS["reset"].summary.startswith("Wipe the sandbox back to its seeded state")
 
 

@@ -36,6 +36,8 @@ from .models import (
     PendingList,
     ResetResult,
     ShareSubmitted,
+    SnapshotList,
+    SnapshotView,
     SubmissionRef,
     TokenList,
     TokenView,
@@ -240,3 +242,16 @@ class SandboxHelpers:
     async def deliveries_pending(self, subscription_ids: list[str] | None = None) -> PendingList:
         """Per subscription, the deliveries still pending (only those of ``subscription_ids``)."""
         return await self._model(PendingList, "deliveries.pending", _given(subscriptionIds=subscription_ids))
+
+    # -- snapshots --------------------------------------------------------------------------
+    async def snapshot_save(self, name: str) -> SnapshotView:
+        """Save the sandbox's whole state as ``name`` (replacing one of that name)."""
+        return await self._model(SnapshotView, "snapshot.save", {"name": name})
+
+    async def snapshot_restore(self, name: str) -> SnapshotView:
+        """Go back to the state saved as ``name``."""
+        return await self._model(SnapshotView, "snapshot.restore", {"name": name})
+
+    async def snapshot_list(self) -> SnapshotList:
+        """The snapshots kept, by name."""
+        return await self._model(SnapshotList, "snapshot.list")

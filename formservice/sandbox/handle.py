@@ -43,6 +43,12 @@ class SandboxHandle:
         except HelperError as err:
             raise AssertionError(str(err)) from err
 
+    async def restore_snapshot(self, name: str) -> None:
+        """Restore the snapshot ``name`` (``snapshot.restore``): the credentials become the
+        snapshot's, and the helpers clients use its tokens; AssertionError when it fails."""
+        await self.helper("snapshot.restore", {"name": name})
+        await self.close()  # their tokens may be gone with the state they were made in
+
     async def close(self) -> None:
         for client in self._clients.values():
             await client.close()

@@ -411,3 +411,24 @@ class FileObject(HelperResult):
     type: str
     size: int
     url: str
+
+
+# -- snapshots -----------------------------------------------------------------------
+
+
+class SnapshotParams(Params):
+    """``snapshot.save`` / ``snapshot.restore``: the snapshot's name (a file name in the
+    snapshot dir: letters, digits, ``.``, ``_``, ``-``)."""
+
+    name: Annotated[str, Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")]
+
+
+class SnapshotView(HelperResult):
+    name: str
+    saved_at: Ms
+    size_bytes: int
+    saved_at_ms: ClassVar[MsOf[int]] = MsOf()
+
+
+class SnapshotList(HelperResult):
+    items: list[SnapshotView]

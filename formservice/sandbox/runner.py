@@ -23,7 +23,8 @@ from ..delivery import trusting
 from ..dialect import Dialect
 from ..service import Service
 from .client import SandboxHelpers
-from .seed import load_seed, prepare
+from .seed import CREDENTIALS, load_seed, prepare
+from .snapshots import SnapshotStore
 
 log = logging.getLogger("formservice.sandbox")
 
@@ -40,15 +41,18 @@ class SandboxServer:
     stays bound or open then. ``dialect`` ``minimal`` answers only what the spec shows
     (formservice/dialect.py); the ``dialect.set`` helper switches it while running.
     ``ca_file`` (PEM) adds authorities its https deliveries trust (``ValueError`` if it
-    cannot be used)."""
+    cannot be used). ``snapshot_dir`` keeps the ``snapshot.*`` helpers' snapshots
+    (default: ``snapshots`` in the data dir)."""
 
     def __init__(self, data_dir: Path, *, host: str = "127.0.0.1", port: int = 0, seed: Path | None = None,
-                 credentials_file: Path | None = None, dialect: Dialect = "full", ca_file: Path | None = None) -> None:
+                 credentials_file: Path | None = None, dialect: Dialect = "full", ca_file: Path | None = None,
+                 snapshot_dir: Path | None = None) -> None:
         self.dialect: Dialect = dialect
         self.tls = trusting(ca_file) if ca_file is not None else None
         self.data_dir = Path(data_dir)
         self.host, self.port, self.seed = host, port, seed
         self.credentials_file = credentials_file
+        self.snapshot_dir = snapshot_dir or self.data_dir / "snapshots"
         self.service: Service | None = None
         self.runner: web.AppRunner | None = None
         self.credentials: dict[str, Any] = {}
@@ -85,6 +89,8 @@ class SandboxServer:
             _remove_new(self.data_dir, made)
             raise
         self.service, self.runner = service, runner
+        service.snapshots = SnapshotStore(self.snapshot_dir, credentials=self.credentials, credential_files=[
+            self.data_dir / CREDENTIALS, *([self.credentials_file] if self.credentials_file else [])])
         if self.credentials_file is not None:
             self.credentials_file.parent.mkdir(parents=True, exist_ok=True)
             self.credentials_file.write_text(json.dumps(self.credentials, indent=2))
@@ -142,12 +148,12 @@ def _bind(host: str, port: int) -> socket.socket:
 
 async def serve(host: str, port: int, data_dir: Path, seed: Path | None, credentials_file: Path | None,
                 ready: asyncio.Event | None = None, stop: asyncio.Event | None = None,
-                dialect: Dialect = "full", ca_file: Path | None = None) -> None:
+                dialect: Dialect = "full", ca_file: Path | None = None, snapshot_dir: Path | None = None) -> None:
     """Run the sandbox until ``stop`` is set (or SIGINT/SIGTERM): bind, seed on first
     start, write the credentials file, serve (in ``dialect``), its https deliveries also
-    trusting the authorities of ``ca_file``."""
+    trusting the authorities of ``ca_file``, its snapshots kept in ``snapshot_dir``."""
     async with SandboxServer(data_dir, host=host, port=port, seed=seed, credentials_file=credentials_file,
-                             dialect=dialect, ca_file=ca_file) as sb:
+                             dialect=dialect, ca_file=ca_file, snapshot_dir=snapshot_dir) as sb:
         stop = stop or asyncio.Event()
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGINT, signal.SIGTERM):

@@ -21,6 +21,7 @@ from ..tables import ApiToken, Folder, Integration, Member, User, Workspace
 
 DEFAULT_SEED = Path(__file__).parent.parent / "data" / "sandbox-seed.yaml"
 CREDENTIALS = "sandbox-credentials.json"
+SEED_CREDENTIALS = "seed-credentials.json"  # the seed's credentials, kept for reset
 
 
 class SeedError(ValueError):
@@ -131,7 +132,16 @@ def prepare(service: Service, data_dir: Path | None, seed: dict[str, Any],
         service.save_seed_state()  # what the reset helper goes back to
         if stored is not None:
             stored.write_text(json.dumps(creds, indent=2))
+            # what reset hands out again, whatever a snapshot restored since
+            (stored.parent / SEED_CREDENTIALS).write_text(json.dumps(creds, indent=2))
     return {"baseUrl": service.base_url, **creds}
+
+
+def seed_credentials(data_dir: Path | None) -> dict[str, Any]:
+    """The credentials the seed handed out in ``data_dir`` (empty when not kept: no data
+    dir, or one seeded by an older version)."""
+    kept = data_dir / SEED_CREDENTIALS if data_dir is not None else None
+    return json.loads(kept.read_text()) if kept is not None and kept.is_file() else {}
 
 
 def renew_token(service: Service, workspace_id: str, user_id: str, name: str) -> str:

@@ -40,6 +40,9 @@ def sandbox(
     ca_file: Annotated[Path | None, typer.Option(
         help="A PEM file of certificate authorities its https deliveries also trust: the one that signed "
              "a receiver's certificate (a self-signed certificate itself).")] = None,
+    snapshot_dir: Annotated[Path | None, typer.Option(
+        help="Where the snapshot.save helper keeps snapshots, across restarts (default: snapshots in the "
+             "data dir).")] = None,
 ) -> None:
     """Run the local Form Collection Service: JSON-RPC, agent endpoint, recipient pages
     and test helpers, on SQLite.
@@ -51,6 +54,9 @@ def sandbox(
             raise UsageError(f"seed file {seed} does not exist", where="--seed")
         if data_dir.exists() and not data_dir.is_dir():
             raise UsageError(f"{data_dir} is a file", where="--data-dir", hint="give a directory (made if missing)")
+        if snapshot_dir is not None and snapshot_dir.exists() and not snapshot_dir.is_dir():
+            raise UsageError(f"{snapshot_dir} is a file", where="--snapshot-dir",
+                             hint="give a directory (made if missing)")
         if ca_file is not None:
             from formservice.delivery import trusting
 
@@ -60,11 +66,11 @@ def sandbox(
                 raise UsageError(str(e), where="--ca-file", hint="give the PEM certificate of the authority that "
                                                                  "signed the receiver's certificate") from None
         ctx.serve(_sandbox(host, port, data_dir, seed, credentials_file or data_dir / "credentials.json",
-                           "minimal" if dialect is SandboxDialect.minimal else "full", ca_file))
+                           "minimal" if dialect is SandboxDialect.minimal else "full", ca_file, snapshot_dir))
 
 
 async def _sandbox(host: str, port: int, data_dir: Path, seed: Path | None, credentials: Path,
-                   dialect: Literal["full", "minimal"], ca_file: Path | None) -> None:
+                   dialect: Literal["full", "minimal"], ca_file: Path | None, snapshot_dir: Path | None) -> None:
     """The sandbox, saying where its credentials are once it listens."""
     import asyncio
 
@@ -79,7 +85,8 @@ async def _sandbox(host: str, port: int, data_dir: Path, seed: Path | None, cred
 
     told = asyncio.create_task(say())
     try:
-        await serve(host, port, data_dir, seed, credentials, ready=ready, dialect=dialect, ca_file=ca_file)
+        await serve(host, port, data_dir, seed, credentials, ready=ready, dialect=dialect, ca_file=ca_file,
+                    snapshot_dir=snapshot_dir)
     except OSError as exc:
         said = bind_failure(exc, "--port")
         if said is None:

@@ -23,6 +23,7 @@ from ..models import (
     NoParams,
     ResetResult,
 )
+from ..seed import seed_credentials
 from .registry import HELPERS, helper
 
 
@@ -55,6 +56,8 @@ async def reset(service: Service, p: NoParams) -> ResetResult:
         raise ApiError("CONFLICT", "This sandbox's data dir was seeded before reset existed, so no copy of its "
                        "seeded state was kept; start the sandbox on a new --data-dir to use reset.",
                        reason="NO_SEED_STATE") from None
+    if service.snapshots is not None:  # a snapshot restored may have handed out others
+        service.snapshots.put_credentials(seed_credentials(service.data_dir))
     return ResetResult(reset=True, now=from_ms(service.now()))
 
 
