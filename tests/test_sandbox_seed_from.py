@@ -10,6 +10,8 @@ import os
 
 import pytest
 
+from pipelines.connect.seed_from import mask_email
+
 from .mcp.test_mcp_endpoint import agent
 from .test_cli_sandbox import FORMSYNC, sandbox_process
 
@@ -73,3 +75,22 @@ async def test_a_workspace_seeded_from_upstream_answers_in_its_shape_until_a_fie
         banner = run.banner + (await run.proc.stdout.read()).decode() + (await run.proc.stderr.read()).decode()
     for text in (said, changed, banner, (tmp_path / "copy" / "seed-from.yaml").read_text()):
         assert token not in text and copied["token"] not in text
+
+
+async def test_submissions_come_only_when_asked_with_their_emails_masked(
+        sandbox, tmp_path, monkeypatch: pytest.MonkeyPatch) -> None:
+    await sandbox.helpers.limits_set(calls_per_minute=1000)
+    monkeypatch.setenv("FORMSYNC_SERVICE__TOKEN", sandbox.pro.token)
+    async with sandbox_process(tmp_path / "copy", tmp_path / "creds.json", "--seed-from", sandbox.base_url,
+                               "--with-submissions") as run:
+        run.proc.kill()
+        await run.proc.wait()
+        said = (await run.proc.stderr.read()).decode()
+    seed = (tmp_path / "copy" / "seed-from.yaml").read_text()
+    assert "read-only calls" in said and "not copied: themes" in said
+    assert "grace@example.test" not in seed and mask_email("grace@example.test") in seed
+    assert "Grace Hopper" in seed, "other answers are copied as they are"
+    async with sandbox_process(tmp_path / "plain", tmp_path / "creds2.json", "--seed-from", sandbox.base_url) as run:
+        run.proc.kill()
+        await run.proc.wait()
+    assert "Grace Hopper" not in (tmp_path / "plain" / "seed-from.yaml").read_text()

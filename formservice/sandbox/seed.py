@@ -13,8 +13,8 @@ from sqlmodel import select
 from ..domain import auth
 from ..domain import forms as forms_domain
 from ..domain import oauth as oauth_domain
-from ..domain.settings import WRITABLE
 from ..domain import submissions as subs_domain
+from ..domain.settings import WRITABLE
 from ..errors import ApiError
 from ..ids import new_id, new_signing_secret
 from ..service import Service

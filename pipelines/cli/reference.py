@@ -72,11 +72,13 @@ def _command(path: str, cmd: Any) -> list[str]:
 
 
 def command_paths(cmd: Any, path: str = "formsync") -> dict[str, Any]:
-    """Every command under ``cmd`` (a Typer app's Click command), by its path, sorted."""
+    """Every command under ``cmd`` (a Typer app's Click command), by its path, sorted; a
+    group that also runs on its own (``formsync sandbox``) is one of them."""
     subs = getattr(cmd, "commands", None)
     if subs is None:
         return {path: cmd}
-    return {p: c for name in sorted(subs) for p, c in command_paths(subs[name], f"{path} {name}").items()}
+    own = {path: cmd} if getattr(cmd, "invoke_without_command", False) and path != "formsync" else {}
+    return own | {p: c for name in sorted(subs) for p, c in command_paths(subs[name], f"{path} {name}").items()}
 
 
 def commands_markdown(app: typer.Typer) -> str:

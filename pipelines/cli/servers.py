@@ -4,9 +4,9 @@
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from enum import Enum
 from pathlib import Path
-from collections.abc import Callable
 from typing import TYPE_CHECKING, Annotated, Literal
 
 import typer
@@ -61,11 +61,11 @@ def sandbox(
     if ctx_.invoked_subcommand is not None:
         return
     with command(config, log_level=logging.INFO if verbose else logging.WARNING) as ctx:
-        if seed_from is not None:
-            if seed is not None:
-                raise UsageError("--seed and --seed-from cannot go together", where="--seed-from",
-                                 hint="give one of them")
-            seed = _seed_from(ctx, seed_from, data_dir, with_submissions)
+        if seed is not None and seed_from is not None:
+            raise UsageError("--seed and --seed-from cannot go together", where="--seed-from", hint="give one of them")
+        if with_submissions and seed_from is None:
+            raise UsageError("--with-submissions copies submissions from a workspace", where="--with-submissions",
+                             hint="give --seed-from URL too")
         if seed is not None and not seed.exists():
             raise UsageError(f"seed file {seed} does not exist", where="--seed")
         if data_dir.exists() and not data_dir.is_dir():
@@ -78,6 +78,13 @@ def sandbox(
             except ValueError as e:
                 raise UsageError(str(e), where="--ca-file", hint="give the PEM certificate of the authority that "
                                                                  "signed the receiver's certificate") from None
+        if seed_from is not None:
+            from formservice.sandbox.seed import CREDENTIALS
+
+            if (data_dir / CREDENTIALS).exists():
+                raise UsageError(f"{data_dir} already holds a seeded sandbox; --seed-from seeds a new data dir",
+                                 where="--data-dir", hint="give an empty or new --data-dir")
+            seed = _seed_from(ctx, seed_from, data_dir, with_submissions)
         ctx.serve(_sandbox(host, port, data_dir, seed, credentials_file or data_dir / "credentials.json",
                            "minimal" if dialect is SandboxDialect.minimal else "full", ca_file))
 
