@@ -35,9 +35,11 @@ EVERY_TYPE = [
 ]
 
 
-async def _diff(upstream: str, creds: os.PathLike[str]) -> tuple[int, str]:
+async def _diff(upstream: str, creds: os.PathLike[str] | None) -> tuple[int, str]:
+    """``formsync sandbox diff`` against the sandbox of ``creds`` (None: one it seeds itself)."""
+    against = ["--sandbox-credentials", str(creds)] if creds is not None else []
     proc = await asyncio.create_subprocess_exec(
-        str(FORMSYNC), "sandbox", "diff", "--upstream", upstream, "--sandbox-credentials", str(creds),
+        str(FORMSYNC), "sandbox", "diff", "--upstream", upstream, *against,
         stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
     out, err = await asyncio.wait_for(proc.communicate(), 120)
     assert proc.returncode is not None
@@ -61,6 +63,8 @@ async def test_a_workspace_seeded_from_upstream_answers_in_its_shape_until_a_fie
         code, said = await _diff(sandbox.base_url, creds)
         assert code == 0, said
         assert "0 of " in said and "fields.list 'Every type': same shape" in said
+        code, own = await _diff(sandbox.base_url, None)
+        assert code == 0 and "0 of " in own, own
 
         async with agent(sandbox) as a:  # upstream, a field becomes another type
             doc = await a.ok("editor_getDocument", {"formId": form})
@@ -73,7 +77,7 @@ async def test_a_workspace_seeded_from_upstream_answers_in_its_shape_until_a_fie
         run.proc.kill()
         await run.proc.wait()
         banner = run.banner + (await run.proc.stdout.read()).decode() + (await run.proc.stderr.read()).decode()
-    for text in (said, changed, banner, (tmp_path / "copy" / "seed-from.yaml").read_text()):
+    for text in (said, own, changed, banner, (tmp_path / "copy" / "seed-from.yaml").read_text()):
         assert token not in text and copied["token"] not in text
 
 
