@@ -100,7 +100,7 @@ def _seed_from(ctx: Context, url: str, data_dir: Path, with_submissions: bool) -
         typer.echo(f"reading {url}: {calls} read-only calls{more}, paced within 120 a minute", err=True)
 
     read = ctx.with_client(lambda fc: read_workspace(fc, with_submissions=with_submissions, on_plan=plan),
-                           base_url=url, calls_per_minute=120)
+                           base_url=url, calls_per_minute=_paced(ctx))
     data_dir.mkdir(parents=True, exist_ok=True)
     path = data_dir / "seed-from.yaml"
     path.write_text(yaml.safe_dump(build_seed(read), sort_keys=False, allow_unicode=True), encoding="utf-8")
@@ -134,7 +134,7 @@ def diff(
                 return await _compare_with(up, creds[0], creds[1], plan)
             return await _compare_seeded(up, plan)
 
-        found = ctx.with_client(work, base_url=upstream, calls_per_minute=120)
+        found = ctx.with_client(work, base_url=upstream, calls_per_minute=_paced(ctx))
         differing = [d for d in found if d.differences]
         for d in found:
             typer.echo(f"{d.call}: " + ("same shape" if not d.differences else f"{len(d.differences)} differences"))
@@ -143,6 +143,11 @@ def diff(
         typer.echo(f"{len(differing)} of {len(found)} calls differ in shape")
         if differing:
             raise typer.Exit(1)
+
+
+def _paced(ctx: Context) -> int:
+    """Calls a minute to the upstream: the configured pace, never above the service's 120."""
+    return min(ctx.settings().service.calls_per_minute, 120)
 
 
 def _credentials(path: Path) -> tuple[str, str]:
