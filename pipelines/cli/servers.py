@@ -91,19 +91,15 @@ def sandbox(
 
 def _seed_from(ctx: Context, url: str, data_dir: Path, with_submissions: bool) -> Path:
     """Read the workspace at ``url`` and write its seed into ``data_dir``; the seed file's path."""
-    import yaml
-
-    from pipelines.connect.seed_from import NOT_COPIED, build_seed, read_workspace
+    from pipelines.connect.seed_from import NOT_COPIED, build_seed, read_workspace, write_seed
 
     def plan(calls: int) -> None:
         more = " (and the submissions' pages)" if with_submissions else ""
-        typer.echo(f"reading {url}: {calls} read-only calls{more}, paced within 120 a minute", err=True)
+        typer.echo(f"reading {url}: {calls} read-only calls{more}, paced within {_paced(ctx)} a minute", err=True)
 
     read = ctx.with_client(lambda fc: read_workspace(fc, with_submissions=with_submissions, on_plan=plan),
                            base_url=url, calls_per_minute=_paced(ctx))
-    data_dir.mkdir(parents=True, exist_ok=True)
-    path = data_dir / "seed-from.yaml"
-    path.write_text(yaml.safe_dump(build_seed(read), sort_keys=False, allow_unicode=True), encoding="utf-8")
+    path = write_seed(build_seed(read), data_dir / "seed-from.yaml")
     typer.echo(f"{len(read.forms)} forms copied into {path}; not copied: " + "; ".join(NOT_COPIED), err=True)
     return path
 
@@ -123,11 +119,10 @@ def diff(
     Example: [bold]formsync sandbox diff --upstream https://forms.example.com[/bold]
     """
     with command(config) as ctx:
-
         creds = _credentials(sandbox_credentials) if sandbox_credentials is not None else None
 
         def plan(calls: int) -> None:
-            typer.echo(f"sending {calls} read-only calls to each side, paced within 120 a minute", err=True)
+            typer.echo(f"sending {calls} read-only calls to each side, paced within {_paced(ctx)} a minute", err=True)
 
         async def work(up: FormClient) -> list[CallDiff]:
             if creds is not None:
@@ -174,15 +169,12 @@ async def _compare_seeded(up: FormClient, plan: Callable[[int], None]) -> list[C
     """A sandbox seeded from the upstream now, in a temporary directory, compared and stopped."""
     import tempfile
 
-    import yaml
-
     from formservice.sandbox.runner import SandboxServer
-    from pipelines.connect.seed_from import build_seed, read_workspace
+    from pipelines.connect.seed_from import build_seed, read_workspace, write_seed
 
     seed = build_seed(await read_workspace(up))
     with tempfile.TemporaryDirectory(prefix="formsync-diff-") as tmp:
-        path = Path(tmp) / "seed.yaml"
-        path.write_text(yaml.safe_dump(seed, sort_keys=False, allow_unicode=True), encoding="utf-8")
+        path = write_seed(seed, Path(tmp) / "seed.yaml")
         server = await SandboxServer(Path(tmp) / "data", seed=path).start()
         try:
             ws = server.credentials["workspaces"][0]

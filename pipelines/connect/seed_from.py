@@ -6,7 +6,10 @@ from __future__ import annotations
 
 import hashlib
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
+
+import yaml
 
 from connector.client.rpc import FormClient
 
@@ -115,6 +118,13 @@ def build_seed(workspace: WorkspaceRead, plan: str = "business") -> dict[str, An
     forms = [form_seed(r, folders) for r in reversed(workspace.forms)]
     return {"workspaces": [{"name": workspace.name, "plan": plan, "folders": sorted(set(folders.values())),
                             "forms": forms}]}
+
+
+def write_seed(seed: dict[str, Any], path: Path) -> Path:
+    """``seed`` written as YAML at ``path`` (its folder made); the path."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(yaml.safe_dump(seed, sort_keys=False, allow_unicode=True), encoding="utf-8")
+    return path
 
 
 async def _all(fc: FormClient, method: str, params: dict[str, Any]) -> list[dict[str, Any]]:
