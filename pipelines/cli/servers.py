@@ -122,7 +122,7 @@ def diff(
         creds = _credentials(sandbox_credentials) if sandbox_credentials is not None else None
 
         def plan(calls: int) -> None:
-            typer.echo(f"sending {calls} read-only calls to each side, paced within {_paced(ctx)} a minute", err=True)
+            typer.echo(f"sending at most {calls} read-only calls to each side, paced within {_paced(ctx)} a minute", err=True)
 
         async def work(up: FormClient) -> list[CallDiff]:
             if creds is not None:

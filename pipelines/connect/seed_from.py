@@ -127,7 +127,7 @@ def write_seed(seed: dict[str, Any], path: Path) -> Path:
     return path
 
 
-async def _all(fc: FormClient, method: str, params: dict[str, Any]) -> list[dict[str, Any]]:
+async def all_items(fc: FormClient, method: str, params: dict[str, Any]) -> list[dict[str, Any]]:
     """Every item of a paginated read."""
     items: list[dict[str, Any]] = []
     cursor: str | None = None
@@ -144,8 +144,8 @@ async def read_workspace(fc: FormClient, *, with_submissions: bool = False,
     """The token's workspace read through ``READ_METHODS`` only (plus ``submissions.list``
     when asked); ``on_plan(calls)`` is told the planned number of calls once the forms are listed."""
     ws = (await fc.call("workspaces.list", {}))["items"][0]
-    folders = await _all(fc, "folders.list", {"workspaceId": ws["id"]})
-    items = await _all(fc, "forms.list", {"workspaceId": ws["id"], "limit": 100})
+    folders = await all_items(fc, "folders.list", {"workspaceId": ws["id"]})
+    items = await all_items(fc, "forms.list", {"workspaceId": ws["id"], "limit": 100})
     if on_plan is not None:
         on_plan(planned_calls(len(items)))
     forms = []
@@ -154,6 +154,6 @@ async def read_workspace(fc: FormClient, *, with_submissions: bool = False,
         read = FormRead(item=item, detail=await fc.call("forms.get", fid), fields=await fc.call("fields.list", fid),
                         settings=await fc.call("formSettings.get", fid))
         if with_submissions:
-            read.submissions = await _all(fc, "submissions.list", {**fid, "limit": 100})
+            read.submissions = await all_items(fc, "submissions.list", {**fid, "limit": 100})
         forms.append(read)
     return WorkspaceRead(name=ws["name"], folders=folders, forms=forms)

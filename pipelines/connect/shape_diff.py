@@ -13,6 +13,8 @@ from typing import Any
 from connector import errors
 from connector.client.rpc import FormClient
 
+from .seed_from import all_items
+
 # Keys whose values are ids, times or URLs: their presence counts, their value's type not.
 _IGNORED = re.compile(r"^(id|.*Id|.*At|.*Url|url|.*Cursor|cursor|token)$")
 # An id no workspace holds: the error each side answers is compared too.
@@ -76,8 +78,9 @@ async def answer(fc: FormClient, method: str, params: dict[str, Any]) -> Any:
 
 
 def planned_calls(form_count: int) -> int:
-    """How many calls ``compare`` sends to each side for ``form_count`` forms."""
-    return 4 + 4 * form_count
+    """How many calls ``compare`` sends to each side for ``form_count`` forms, at most (the
+    upstream's forms listed on one page; the sandbox is not sent the first listing)."""
+    return 5 + 4 * form_count
 
 
 async def compare(upstream: FormClient, sandbox: FormClient,
@@ -86,9 +89,9 @@ async def compare(upstream: FormClient, sandbox: FormClient,
     ids, as a seeded sandbox keeps them), with their differences in shape."""
     up_ws = (await upstream.call("workspaces.list", {}))["items"][0]["id"]
     sb_ws = (await sandbox.call("workspaces.list", {}))["items"][0]["id"]
-    forms = await upstream.call("forms.list", {"workspaceId": up_ws, "limit": 100})
+    forms = await all_items(upstream, "forms.list", {"workspaceId": up_ws, "limit": 100})
     if on_plan is not None:
-        on_plan(planned_calls(len(forms.get("items", []))))
+        on_plan(planned_calls(len(forms)))
     out: list[CallDiff] = []
 
     async def both(label: str, method: str, up: dict[str, Any], sb: dict[str, Any]) -> None:
@@ -102,7 +105,7 @@ async def compare(upstream: FormClient, sandbox: FormClient,
     ]
     for step in sides:
         await step()
-    for item in forms.get("items", []):
+    for item in forms:
         params = {"formId": item["id"]}
         for method in ("forms.get", "fields.list", "formSettings.get", "translations.listEntries"):
             await both(f"{method} {item['name']!r}", method, params, params)
