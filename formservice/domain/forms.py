@@ -151,8 +151,9 @@ def with_block_ids(blocks: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 
 def new_form(session: Session, workspace_id: str, name: str, folder_id: str | None, now: int,
-             blocks: list[dict[str, Any]] | None = None, emoji: str | None = None) -> Form:
-    form = Form(id=new_id("form"), workspace_id=workspace_id, folder_id=folder_id, name=name, emoji=emoji,
+             blocks: list[dict[str, Any]] | None = None, emoji: str | None = None,
+             form_id: str | None = None) -> Form:
+    form = Form(id=form_id or new_id("form"), workspace_id=workspace_id, folder_id=folder_id, name=name, emoji=emoji,
                 blocks=with_block_ids(blocks or []), created_at=now, last_edited_at=now)
     session.add(form)
     session.flush()

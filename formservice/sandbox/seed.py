@@ -14,6 +14,7 @@ from ..domain import auth
 from ..domain import forms as forms_domain
 from ..domain import oauth as oauth_domain
 from ..domain import submissions as subs_domain
+from ..domain.settings import WRITABLE
 from ..errors import ApiError
 from ..ids import new_id, new_signing_secret
 from ..service import Service
@@ -82,7 +83,12 @@ def apply_seed(service: Service, seed: dict[str, Any]) -> dict[str, Any]:
             token, _ = auth.create_api_token(s, user.id, ws.id, "sandbox", now)
             folder = Folder(id=new_id("fld"), workspace_id=ws.id, name="Archive", created_at=now)
             s.add(folder)
-            form_ids = _seed_forms(s, ws.id, ws_seed.get("forms", []), now)
+            folders = {"Archive": folder.id}
+            for name in ws_seed.get("folders", []):
+                if name not in folders:
+                    folders[name] = new_id("fld")
+                    s.add(Folder(id=folders[name], workspace_id=ws.id, name=name, created_at=now))
+            form_ids = _seed_forms(s, ws.id, ws_seed.get("forms", []), now, folders)
             for integ in ws_seed.get("integrations", []):
                 s.add(Integration(id=new_id("int"), form_id=form_ids[integ["form"]],
                                   include_pdf=bool(integ.get("includePdf")), created_at=now))
@@ -95,14 +101,22 @@ def apply_seed(service: Service, seed: dict[str, Any]) -> dict[str, Any]:
     return {"workspaces": out, "oauthClients": clients}
 
 
-def _seed_forms(s: Any, workspace_id: str, forms: list[dict[str, Any]], now: int) -> dict[str, str]:
-    """Create the seeded forms (published and with submissions as the seed says); their ids by name."""
+def _seed_forms(s: Any, workspace_id: str, forms: list[dict[str, Any]], now: int,
+                folders: dict[str, str]) -> dict[str, str]:
+    """Create the seeded forms (published and with submissions as the seed says); their ids by name.
+    A form's optional ``id``, ``folder`` (a name in the workspace's ``folders``), ``cover``,
+    ``logo`` and ``settings`` (the writable names of formSettings.update) are kept as given."""
     form_ids: dict[str, str] = {}
     for i, f_seed in enumerate(forms):
         # one ms apart, so "newest first" lists the seed's forms in reverse seed order
         created = now - len(forms) + i
-        form = forms_domain.new_form(s, workspace_id, f_seed["name"], None, created,
-                                     blocks=f_seed.get("blocks") or [], emoji=f_seed.get("emoji"))
+        folder = f_seed.get("folder")
+        form = forms_domain.new_form(s, workspace_id, f_seed["name"], folders[folder] if folder else None, created,
+                                     blocks=f_seed.get("blocks") or [], emoji=f_seed.get("emoji"),
+                                     form_id=f_seed.get("id"))
+        form.cover, form.logo = f_seed.get("cover"), f_seed.get("logo")
+        if f_seed.get("settings"):
+            form.settings = {k: v for k, v in f_seed["settings"].items() if k in WRITABLE}
         if f_seed.get("published"):
             forms_domain.publish_form(s, form, created)
         for j, sub in enumerate(f_seed.get("submissions", [])):

@@ -25,7 +25,13 @@ app = typer.Typer(cls=FormsyncGroup, no_args_is_help=True, add_completion=False,
                   context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100},
                   help="formsync: connect your data to the Form Collection Service.")
 
-for _fn, _name in ((servers.sandbox, "sandbox"), (servers.receive, "receive"), (batch.poll, "poll"),
+# `formsync sandbox` serves; `formsync sandbox diff` compares a sandbox with its upstream.
+sandbox_app = typer.Typer(cls=FormsyncGroup, invoke_without_command=True, add_completion=False,
+                          rich_markup_mode="rich")
+sandbox_app.callback()(servers.sandbox)
+sandbox_app.command("diff", short_help=summary(servers.diff))(servers.diff)
+app.add_typer(sandbox_app, name="sandbox", short_help=summary(servers.sandbox))
+for _fn, _name in ((servers.receive, "receive"), (batch.poll, "poll"),
                    (batch.sync, "sync"), (batch.export, "export"), (load_command, "load"), (batch.views, "views"),
                    (batch.outreach, "outreach"), (batch.demo, "demo"), (servers.run, "run"), (batch.status, "status"),
                    (files.files, "files"), (deploy.deploy, "deploy"), (login.login, "login"), (login.logout, "logout"),

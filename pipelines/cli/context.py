@@ -172,13 +172,17 @@ class Context:
         with suppress(KeyboardInterrupt):
             asyncio.run(work)
 
-    def with_client(self, work: Callable[[FormClient], Awaitable[T]], **overrides: Any) -> T:
-        """Run ``work`` with a service client made from the settings (``overrides`` on
-        top, e.g. ``max_retries``); the settings must hold ``service.token``, or the store a sign-in."""
+    def with_client(self, work: Callable[[FormClient], Awaitable[T]], *, base_url: str | None = None,
+                    **overrides: Any) -> T:
+        """Run ``work`` with a service client made from the settings (``base_url`` instead of
+        ``service.base_url`` when given, ``overrides`` on top, e.g. ``max_retries``); the
+        settings must hold ``service.token``, or the store a sign-in."""
         from connector.client.grant import note_token_use
         from connector.client.rpc import FormClient
 
         service = self.service_settings().service
+        if base_url is not None:
+            service = service.model_copy(update={"base_url": base_url})
         source = self.grant()  # None with service.token
         if source is None and self._store is not None:  # a command with a store records the token's first use
             note_token_use(self._store, service)

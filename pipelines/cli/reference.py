@@ -85,12 +85,14 @@ def _journey_key(name: str) -> tuple[int, str]:
 
 def command_paths(cmd: Any, path: str = "formsync") -> dict[str, Any]:
     """Every command under ``cmd`` (a Typer app's Click command), by its path: the top
-    level in ``JOURNEY`` order, a group's commands in the order the group declares them."""
+    level in ``JOURNEY`` order, a group's commands in the order the group declares them; a
+    group that also runs on its own (``formsync sandbox``) is one of them."""
     subs = getattr(cmd, "commands", None)
     if subs is None:
         return {path: cmd}
+    own = {path: cmd} if getattr(cmd, "invoke_without_command", False) and path != "formsync" else {}
     names = sorted(subs, key=_journey_key) if path == "formsync" else list(subs)
-    return {p: c for name in names for p, c in command_paths(subs[name], f"{path} {name}").items()}
+    return own | {p: c for name in names for p, c in command_paths(subs[name], f"{path} {name}").items()}
 
 
 def commands_markdown(app: typer.Typer) -> str:

@@ -4,16 +4,21 @@
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from enum import Enum
 from pathlib import Path
-from typing import Annotated, Literal
+from typing import TYPE_CHECKING, Annotated, Literal
 
 import typer
 
-from .context import command
+from .context import Context, command
 from .errors import UsageError, WorkFailed, bind_failure
 from .options import CONFIG_HELP
 from .preflight import check_job_files
+
+if TYPE_CHECKING:
+    from connector.client.rpc import FormClient
+    from pipelines.connect.shape_diff import CallDiff
 
 
 class SandboxDialect(str, Enum):
@@ -24,6 +29,7 @@ class SandboxDialect(str, Enum):
 
 
 def sandbox(
+    ctx_: typer.Context,
     host: Annotated[str, typer.Option(help="Address to bind.")] = "127.0.0.1",
     port: Annotated[int, typer.Option(min=0, max=65535, metavar="PORT", help="Port to bind; 0 picks a free one.")] = 8787,
     data_dir: Annotated[Path, typer.Option(help="Where the sandbox keeps its SQLite store.")] = Path(
@@ -43,13 +49,27 @@ def sandbox(
     snapshot_dir: Annotated[Path | None, typer.Option(
         help="Where the snapshot.save helper keeps snapshots, across restarts (default: snapshots in the "
              "data dir).")] = None,
+
+    seed_from: Annotated[str | None, typer.Option(
+        metavar="URL", help="Seed a new data dir with the forms of the workspace at this service URL, read with "
+                            "read-only calls (token: service.token, FORMSYNC_SERVICE__TOKEN or a sign-in).")] = None,
+    with_submissions: Annotated[bool, typer.Option(
+        help="With --seed-from: copy the submissions too, their email answers masked.")] = False,
+    config: Annotated[Path | None, typer.Option(help=CONFIG_HELP)] = None,
 ) -> None:
     """Run the local Form Collection Service: JSON-RPC, agent endpoint, recipient pages
     and test helpers, on SQLite.
 
     Example: [bold]formsync sandbox --port 0 --data-dir /tmp/fs --credentials-file /tmp/fs/creds.json[/bold]
     """
-    with command(log_level=logging.INFO if verbose else logging.WARNING) as ctx:
+    if ctx_.invoked_subcommand is not None:
+        return
+    with command(config, log_level=logging.INFO if verbose else logging.WARNING) as ctx:
+        if seed is not None and seed_from is not None:
+            raise UsageError("--seed and --seed-from cannot go together", where="--seed-from", hint="give one of them")
+        if with_submissions and seed_from is None:
+            raise UsageError("--with-submissions copies submissions from a workspace", where="--with-submissions",
+                             hint="give --seed-from URL too")
         if seed is not None and not seed.exists():
             raise UsageError(f"seed file {seed} does not exist", where="--seed")
         if data_dir.exists() and not data_dir.is_dir():
@@ -65,8 +85,109 @@ def sandbox(
             except ValueError as e:
                 raise UsageError(str(e), where="--ca-file", hint="give the PEM certificate of the authority that "
                                                                  "signed the receiver's certificate") from None
+        if seed_from is not None:
+            from formservice.sandbox.seed import CREDENTIALS
+
+            if (data_dir / CREDENTIALS).exists():
+                raise UsageError(f"{data_dir} already holds a seeded sandbox; --seed-from seeds a new data dir",
+                                 where="--data-dir", hint="give an empty or new --data-dir")
+            seed = _seed_from(ctx, seed_from, data_dir, with_submissions)
         ctx.serve(_sandbox(host, port, data_dir, seed, credentials_file or data_dir / "credentials.json",
                            "minimal" if dialect is SandboxDialect.minimal else "full", ca_file, snapshot_dir))
+
+
+def _seed_from(ctx: Context, url: str, data_dir: Path, with_submissions: bool) -> Path:
+    """Read the workspace at ``url`` and write its seed into ``data_dir``; the seed file's path."""
+    from pipelines.connect.seed_from import NOT_COPIED, build_seed, read_workspace, write_seed
+
+    def plan(calls: int) -> None:
+        more = " (and the submissions' pages)" if with_submissions else ""
+        typer.echo(f"reading {url}: {calls} read-only calls{more}, paced within {_paced(ctx)} a minute", err=True)
+
+    read = ctx.with_client(lambda fc: read_workspace(fc, with_submissions=with_submissions, on_plan=plan),
+                           base_url=url, calls_per_minute=_paced(ctx))
+    path = write_seed(build_seed(read), data_dir / "seed-from.yaml")
+    typer.echo(f"{len(read.forms)} forms copied into {path}; not copied: " + "; ".join(NOT_COPIED), err=True)
+    return path
+
+
+def diff(
+    upstream: Annotated[str, typer.Option(metavar="URL", help="The service whose answers the sandbox's are compared "
+                                                               "with (token: service.token, FORMSYNC_SERVICE__TOKEN or a sign-in).")],
+    sandbox_credentials: Annotated[Path | None, typer.Option(
+        help="The credentials file of a running sandbox seeded from the upstream (default: a sandbox seeded "
+             "from it now, stopped after the diff).")] = None,
+    config: Annotated[Path | None, typer.Option(help=CONFIG_HELP)] = None,
+) -> None:
+    """Send the read-only calls to the upstream and to a sandbox seeded from it, and print,
+    call by call, where the answers differ in shape (keys, JSON types, nulls, error codes and
+    reasons; not ids, times, URLs or list lengths). Exit code 1 when they differ.
+
+    Example: [bold]formsync sandbox diff --upstream https://forms.example.com[/bold]
+    """
+    with command(config) as ctx:
+        creds = _credentials(sandbox_credentials) if sandbox_credentials is not None else None
+
+        def plan(calls: int) -> None:
+            typer.echo(f"sending at most {calls} read-only calls to each side, paced within {_paced(ctx)} a minute", err=True)
+
+        async def work(up: FormClient) -> list[CallDiff]:
+            if creds is not None:
+                return await _compare_with(up, creds[0], creds[1], plan)
+            return await _compare_seeded(up, plan)
+
+        found = ctx.with_client(work, base_url=upstream, calls_per_minute=_paced(ctx))
+        differing = [d for d in found if d.differences]
+        for d in found:
+            typer.echo(f"{d.call}: " + ("same shape" if not d.differences else f"{len(d.differences)} differences"))
+            for line in d.differences:
+                typer.echo(f"  {line}")
+        typer.echo(f"{len(differing)} of {len(found)} calls differ in shape")
+        if differing:
+            raise typer.Exit(1)
+
+
+def _paced(ctx: Context) -> int:
+    """Calls a minute to the upstream: the configured pace, never above the service's 120."""
+    return min(ctx.settings().service.calls_per_minute, 120)
+
+
+def _credentials(path: Path) -> tuple[str, str]:
+    """The base URL and first workspace's token of a sandbox's credentials file."""
+    import json
+
+    try:
+        creds = json.loads(path.read_text(encoding="utf-8"))
+        return str(creds["baseUrl"]), str(creds["workspaces"][0]["token"])
+    except (OSError, ValueError, KeyError, IndexError, TypeError):
+        raise UsageError(f"{path} is not a sandbox's credentials file", where="--sandbox-credentials",
+                         hint="give the file `formsync sandbox --credentials-file` wrote") from None
+
+
+async def _compare_with(up: FormClient, base_url: str, token: str, plan: Callable[[int], None]) -> list[CallDiff]:
+    from connector.client.rpc import FormClient as Client
+    from pipelines.connect.shape_diff import compare
+
+    async with Client(base_url, token, calls_per_minute=120) as sb:
+        return await compare(up, sb, on_plan=plan)
+
+
+async def _compare_seeded(up: FormClient, plan: Callable[[int], None]) -> list[CallDiff]:
+    """A sandbox seeded from the upstream now, in a temporary directory, compared and stopped."""
+    import tempfile
+
+    from formservice.sandbox.runner import SandboxServer
+    from pipelines.connect.seed_from import build_seed, read_workspace, write_seed
+
+    seed = build_seed(await read_workspace(up))
+    with tempfile.TemporaryDirectory(prefix="formsync-diff-") as tmp:
+        path = write_seed(seed, Path(tmp) / "seed.yaml")
+        server = await SandboxServer(Path(tmp) / "data", seed=path).start()
+        try:
+            ws = server.credentials["workspaces"][0]
+            return await _compare_with(up, server.base_url, ws["token"], plan)
+        finally:
+            await server.stop()
 
 
 async def _sandbox(host: str, port: int, data_dir: Path, seed: Path | None, credentials: Path,
