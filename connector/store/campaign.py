@@ -82,6 +82,10 @@ class Suppressed(Mapping[str, str]):
     def __contains__(self, email: object) -> bool:
         return isinstance(email, str) and self.get(email) is not None
 
+    def was_erased(self, email: str) -> bool:
+        """Whether ``email`` (lower-cased) belongs to a person erased, listed or not."""
+        return bool(self.erased) and erasure_hash(self.key, "email", email) in self.erased
+
 
 _REQUEST_COLUMNS = ("status", "delivery_status", "recipient_email", "recipient_name", "external_id", "url",
                     "created_at", "opened_at", "started_at", "last_activity_at", "completed_at", "expired_at",

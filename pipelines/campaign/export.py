@@ -57,7 +57,7 @@ def export_campaign(store: Store, job: str, fmt: str, out: Path, *, sheet: Path 
     problem = None
     try:
         read = named or load_sheet(source, sheet_options)
-        columns, cells = read.columns, dict(zip(read.numbers, read.rows, strict=True))
+        columns, cells = read.columns, _not_erased(store, dict(zip(read.numbers, read.rows, strict=True)))
         types = {c: (kind, None) for c, kind in read.kinds.items()}  # a workbook's own dates and numbers: ISO text
     except (SheetError, OSError) as e:
         problem = str(e)
@@ -67,3 +67,13 @@ def export_campaign(store: Store, job: str, fmt: str, out: Path, *, sheet: Path 
     written = write_table(table, fmt, out)
     return CampaignExportReport(job=job, path=str(out), format=fmt, rows=written, columns=table.column_names,
                                 sheet_problem=problem)
+
+
+def _not_erased(store: Store, cells: dict[int, dict[str, str]]) -> dict[int, dict[str, str]]:
+    """The sheet's rows but those of a person erased since (``formsync erase``): the sheet
+    is the user's file, but no export of formsync's brings the person back."""
+    blocked = store.campaign.suppressed()
+    if not blocked.erased:
+        return cells
+    return {n: row for n, row in cells.items()
+            if not any(blocked.was_erased(v.strip().lower()) for v in row.values() if "@" in v)}
