@@ -282,7 +282,7 @@ def status(
         store = ctx.store(migrate=False)
         report = collect_status(settings, store, _service_time(ctx))
         found = problems(report)
-        _show_status(report, format, ctx.store_url())
+        _show_status(report, format, ctx.store_url(), settings.receiver.metrics_forms)
         if notify and found:
             from pipelines.operate.notify import send_problems
 
@@ -312,11 +312,11 @@ def _service_time(ctx: Context) -> int | None:
     return ctx.run(read_service_time(service, tokens))
 
 
-def _show_status(report: StatusReport, format: str, store_url: str) -> None:
+def _show_status(report: StatusReport, format: str, store_url: str, keep_forms: list[str]) -> None:
     if format == "prometheus":
         from pipelines.operate.metrics import render
 
-        sys.stdout.buffer.write(render(report))
+        sys.stdout.buffer.write(render(report, keep_forms))
         return
     from rich.console import Console
 

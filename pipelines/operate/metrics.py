@@ -5,13 +5,16 @@ The same figures as ``formsync status`` (one report, :func:`pipelines.operate.st
 read at each scrape: served on the receiver's ``/metrics`` by ``formsync receive`` and
 ``formsync run``, and written in the text format by ``formsync status --format prometheus``
 (for node_exporter's textfile collector). ``config/alerts/formsync-rules.yml`` alerts on them.
-A job is labelled ``job_id``: Prometheus keeps ``job`` for the scrape job."""
+A job is labelled ``job_id``: Prometheus keeps ``job`` for the scrape job. ``formsync_requests``
+is labelled by form for the forms of ``receiver.metrics_forms`` and the ``TOP_FORMS`` forms with
+the most requests; the others are summed as ``form="other"`` (``form_series``), so a scrape
+stays small however many forms the workspace has."""
 
 from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Iterator
+from collections.abc import Collection, Iterator, Sequence
 from concurrent.futures import Future
 
 from prometheus_client import CollectorRegistry, generate_latest
@@ -23,17 +26,37 @@ from connector.process.repeats import RepeatedWarning
 from connector.store import Store
 
 from .health import problems
-from .status import StatusReport, collect_status
+from .status import FormRequests, StatusReport, collect_status
 
 log = logging.getLogger("formsync.metrics")
 
 PROBLEM_KINDS: tuple[NoticeKind, ...] = ("scheduler_stopped", "job_failed", "outreach_stalled", "events_set_aside",
                                          "token_expiring", "sign_in_lost")
 OUTREACH_STATES = ("sent", "pending", "failed", "changed", "rejected", "suppressed")
+REQUEST_STATUSES = ("completed", "expired", "canceled", "pending")
+TOP_FORMS = 50
+"""The forms with the most requests that keep a ``formsync_requests`` series of their own."""
+OTHER_FORM = "other"
+"""The ``form`` label of the requests of every other form, summed."""
 
 
-def report_metrics(report: StatusReport) -> Iterator[GaugeMetricFamily]:
-    """The metric families of one status report (pure)."""
+def form_series(requests: Sequence[FormRequests], keep: Collection[str] = (),
+                top: int = TOP_FORMS) -> list[FormRequests]:
+    """The per-form request counts ``/metrics`` shows (pure): the forms among ``keep``
+    and the ``top`` forms with the most requests (ties by form id) by their own id, the
+    rest summed under ``OTHER_FORM`` (present only when some form was summed)."""
+    ranked = sorted(requests, key=lambda f: (-sum(getattr(f, s) for s in REQUEST_STATUSES), f.form_id))
+    shown = {f.form_id for f in ranked[:top]} | set(keep)
+    out = [f for f in requests if f.form_id in shown]
+    rest = [f for f in requests if f.form_id not in shown]
+    if rest:
+        out.append(FormRequests(form_id=OTHER_FORM, **{s: sum(getattr(f, s) for f in rest) for s in REQUEST_STATUSES}))
+    return out
+
+
+def report_metrics(report: StatusReport, keep_forms: Collection[str] = ()) -> Iterator[GaugeMetricFamily]:
+    """The metric families of one status report (pure); ``keep_forms`` keep their
+    ``formsync_requests`` series whatever their rank (``form_series``)."""
     sched = report.scheduler
     alive = GaugeMetricFamily("formsync_scheduler_alive", "1 while a scheduler beats on this database.")
     alive.add_metric([], 1.0 if sched.alive else 0.0)
@@ -46,8 +69,8 @@ def report_metrics(report: StatusReport) -> Iterator[GaugeMetricFamily]:
     yield from _job_metrics(report)
     yield from _outreach_metrics(report)
     requests = GaugeMetricFamily("formsync_requests", "Stored requests by form and status.", labels=["form", "status"])
-    for f in report.requests:
-        for status in ("completed", "expired", "canceled", "pending"):
+    for f in form_series(report.requests, keep_forms):
+        for status in REQUEST_STATUSES:
             requests.add_metric([f.form_id, status], float(getattr(f, status)))
     yield requests
     events = GaugeMetricFamily("formsync_events_stored", "Events the receiver has stored.")
@@ -109,17 +132,20 @@ class StoreCollector(Collector):
 
     def __init__(self, settings: Settings, store: Store, *, wait_seconds: float = 2.0) -> None:
         self.settings, self.store, self.wait_seconds = settings, store, wait_seconds
-        self._reading: Future[StatusReport] | None = None
+        self._reading: Future[list[GaugeMetricFamily]] | None = None
         self._lock = threading.Lock()
         self._repeats = RepeatedWarning(log)
 
-    def _read(self) -> Future[StatusReport]:
+    def _read(self) -> Future[list[GaugeMetricFamily]]:
         # A daemon thread: a read hung on a dead network never holds the process's exit.
-        done: Future[StatusReport] = Future()
+        # It keeps the families, not the report: what stays between scrapes is as small as
+        # a scrape, however many forms the report named.
+        done: Future[list[GaugeMetricFamily]] = Future()
 
         def run() -> None:
             try:
-                done.set_result(collect_status(self.settings, self.store))
+                report = collect_status(self.settings, self.store)
+                done.set_result(list(report_metrics(report, self.settings.receiver.metrics_forms)))
             except Exception as e:
                 done.set_exception(e)
 
@@ -133,7 +159,7 @@ class StoreCollector(Collector):
             reading = self._reading
         ok = GaugeMetricFamily("formsync_store_read_ok", "1 when this scrape read the store's figures in time.")
         try:
-            report = reading.result(timeout=self.wait_seconds)
+            families = reading.result(timeout=self.wait_seconds)
         except Exception as e:  # the database is away or slow: the receiver's own metrics still go out
             self._repeats.warn("metrics: the store could not be read for /metrics (%s)", type(e).__name__)
             ok.add_metric([], 0.0)
@@ -141,15 +167,15 @@ class StoreCollector(Collector):
             return
         ok.add_metric([], 1.0)
         yield ok
-        yield from report_metrics(report)
+        yield from families
 
 
-def render(report: StatusReport) -> bytes:
-    """``report`` in Prometheus' text format."""
+def render(report: StatusReport, keep_forms: Collection[str] = ()) -> bytes:
+    """``report`` in Prometheus' text format (``keep_forms``: see ``report_metrics``)."""
 
     class _Once(Collector):
         def collect(self) -> Iterator[GaugeMetricFamily]:
-            yield from report_metrics(report)
+            yield from report_metrics(report, keep_forms)
 
     registry = CollectorRegistry()
     registry.register(_Once())
