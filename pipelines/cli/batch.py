@@ -280,9 +280,11 @@ def status(
         settings = ctx.settings()
         check_jobs(settings, to_run=False)
         store = ctx.store(migrate=False)
-        report = collect_status(settings, store, _service_time(ctx))
+        # The metrics name the top forms and receiver.metrics_forms; the text shows every form.
+        report = collect_status(settings, store, _service_time(ctx),
+                                forms=settings.receiver.metrics_forms if format == "prometheus" else None)
         found = problems(report)
-        _show_status(report, format, ctx.store_url(), settings.receiver.metrics_forms)
+        _show_status(report, format, ctx.store_url())
         if notify and found:
             from pipelines.operate.notify import send_problems
 
@@ -312,11 +314,11 @@ def _service_time(ctx: Context) -> int | None:
     return ctx.run(read_service_time(service, tokens))
 
 
-def _show_status(report: StatusReport, format: str, store_url: str, keep_forms: list[str]) -> None:
+def _show_status(report: StatusReport, format: str, store_url: str) -> None:
     if format == "prometheus":
         from pipelines.operate.metrics import render
 
-        sys.stdout.buffer.write(render(report, keep_forms))
+        sys.stdout.buffer.write(render(report))
         return
     from rich.console import Console
 

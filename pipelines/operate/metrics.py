@@ -7,14 +7,14 @@ read at each scrape: served on the receiver's ``/metrics`` by ``formsync receive
 (for node_exporter's textfile collector). ``config/alerts/formsync-rules.yml`` alerts on them.
 A job is labelled ``job_id``: Prometheus keeps ``job`` for the scrape job. ``formsync_requests``
 is labelled by form for the forms of ``receiver.metrics_forms`` and the ``TOP_FORMS`` forms with
-the most requests; the others are summed as ``form="other"`` (``form_series``), so a scrape
+the most requests; the others are summed as ``form="other"`` (``status.form_series``), so a scrape
 stays small however many forms the workspace has."""
 
 from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Collection, Iterator, Sequence
+from collections.abc import Iterator
 from concurrent.futures import Future
 
 from prometheus_client import CollectorRegistry, generate_latest
@@ -26,37 +26,17 @@ from connector.process.repeats import RepeatedWarning
 from connector.store import Store
 
 from .health import problems
-from .status import FormRequests, StatusReport, collect_status
+from .status import STATUSES, StatusReport, collect_status
 
 log = logging.getLogger("formsync.metrics")
 
 PROBLEM_KINDS: tuple[NoticeKind, ...] = ("scheduler_stopped", "job_failed", "outreach_stalled", "events_set_aside",
                                          "token_expiring", "sign_in_lost")
 OUTREACH_STATES = ("sent", "pending", "failed", "changed", "rejected", "suppressed")
-REQUEST_STATUSES = ("completed", "expired", "canceled", "pending")
-TOP_FORMS = 50
-"""The forms with the most requests that keep a ``formsync_requests`` series of their own."""
-OTHER_FORM = "other"
-"""The ``form`` label of the requests of every other form, summed."""
-
-
-def form_series(requests: Sequence[FormRequests], keep: Collection[str] = (),
-                top: int = TOP_FORMS) -> list[FormRequests]:
-    """The per-form request counts ``/metrics`` shows (pure): the forms among ``keep``
-    and the ``top`` forms with the most requests (ties by form id) by their own id, the
-    rest summed under ``OTHER_FORM`` (present only when some form was summed)."""
-    ranked = sorted(requests, key=lambda f: (-sum(getattr(f, s) for s in REQUEST_STATUSES), f.form_id))
-    shown = {f.form_id for f in ranked[:top]} | set(keep)
-    out = [f for f in requests if f.form_id in shown]
-    rest = [f for f in requests if f.form_id not in shown]
-    if rest:
-        out.append(FormRequests(form_id=OTHER_FORM, **{s: sum(getattr(f, s) for f in rest) for s in REQUEST_STATUSES}))
-    return out
-
-
-def report_metrics(report: StatusReport, keep_forms: Collection[str] = ()) -> Iterator[GaugeMetricFamily]:
-    """The metric families of one status report (pure); ``keep_forms`` keep their
-    ``formsync_requests`` series whatever their rank (``form_series``)."""
+def report_metrics(report: StatusReport) -> Iterator[GaugeMetricFamily]:
+    """The metric families of one status report (pure): read with ``collect_status``'s
+    ``forms`` (``receiver.metrics_forms``), its requests are a few series whatever the
+    number of forms."""
     sched = report.scheduler
     alive = GaugeMetricFamily("formsync_scheduler_alive", "1 while a scheduler beats on this database.")
     alive.add_metric([], 1.0 if sched.alive else 0.0)
@@ -69,8 +49,8 @@ def report_metrics(report: StatusReport, keep_forms: Collection[str] = ()) -> It
     yield from _job_metrics(report)
     yield from _outreach_metrics(report)
     requests = GaugeMetricFamily("formsync_requests", "Stored requests by form and status.", labels=["form", "status"])
-    for f in form_series(report.requests, keep_forms):
-        for status in REQUEST_STATUSES:
+    for f in report.requests:
+        for status in STATUSES:
             requests.add_metric([f.form_id, status], float(getattr(f, status)))
     yield requests
     events = GaugeMetricFamily("formsync_events_stored", "Events the receiver has stored.")
@@ -144,8 +124,8 @@ class StoreCollector(Collector):
 
         def run() -> None:
             try:
-                report = collect_status(self.settings, self.store)
-                done.set_result(list(report_metrics(report, self.settings.receiver.metrics_forms)))
+                report = collect_status(self.settings, self.store, forms=self.settings.receiver.metrics_forms)
+                done.set_result(list(report_metrics(report)))
             except Exception as e:
                 done.set_exception(e)
 
@@ -170,12 +150,12 @@ class StoreCollector(Collector):
         yield from families
 
 
-def render(report: StatusReport, keep_forms: Collection[str] = ()) -> bytes:
-    """``report`` in Prometheus' text format (``keep_forms``: see ``report_metrics``)."""
+def render(report: StatusReport) -> bytes:
+    """``report`` in Prometheus' text format."""
 
     class _Once(Collector):
         def collect(self) -> Iterator[GaugeMetricFamily]:
-            yield from report_metrics(report, keep_forms)
+            yield from report_metrics(report)
 
     registry = CollectorRegistry()
     registry.register(_Once())

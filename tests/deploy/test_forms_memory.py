@@ -10,8 +10,7 @@ from pathlib import Path
 import pytest
 
 from bench.forms_memory import measure
-from pipelines.operate.metrics import OTHER_FORM, TOP_FORMS, form_series
-from pipelines.operate.status import FormRequests
+from pipelines.operate.status import OTHER_FORM, TOP_FORMS, form_series
 
 
 @pytest.mark.slow
@@ -22,14 +21,14 @@ def test_memory_and_metrics_do_not_grow_with_the_forms_seen(tmp_path: Path) -> N
     got = measure([500, 2500], tmp_path, extra='metrics_forms = ["form_mem0000000000000002499"]\n')
     first, last = got
     assert last["rss_anon_kib"] - first["rss_anon_kib"] < 3 * 1024, got
-    # The top 50 forms, the configured one, and "other": 52 forms of 4 statuses each.
-    assert last["metrics_lines"] == first["metrics_lines"] < 2000, got
+    # The top 50 forms and "other", then also the configured form once seen: 4 statuses each.
+    assert first["requests_lines"] == (TOP_FORMS + 1) * 4 and last["requests_lines"] == (TOP_FORMS + 2) * 4, got
     assert last["metrics_lines"] - last["requests_lines"] == first["metrics_lines"] - first["requests_lines"]
-    assert last["requests_lines"] == (TOP_FORMS + 2) * 4, got
+    assert last["metrics_lines"] < 2000, got
 
 
-def rows(*counts: tuple[str, int]) -> list[FormRequests]:
-    return [FormRequests(form_id=f, completed=n, pending=1) for f, n in counts]
+def rows(*counts: tuple[str, int]) -> dict[str, dict[str, int]]:
+    return {f: {"completed": n, "pending": 1} for f, n in counts}
 
 
 def test_the_top_forms_and_the_kept_ones_have_series_the_rest_are_summed() -> None:
@@ -38,4 +37,5 @@ def test_the_top_forms_and_the_kept_ones_have_series_the_rest_are_summed() -> No
                                                                   (OTHER_FORM, 5, 1)]
     # Ties go by form id; nothing summed: no "other" series.
     assert [f.form_id for f in form_series(rows(("b", 1), ("a", 1)), top=1)] == ["a", OTHER_FORM]
+    assert [f.form_id for f in form_series(rows(("b", 1), ("a", 1)), keep=["b"], top=0)] == ["b", OTHER_FORM]
     assert [f.form_id for f in form_series(rows(("a", 1)), top=1)] == ["a"]
