@@ -15,12 +15,12 @@ from pipelines.operate.status import OTHER_FORM, TOP_FORMS, form_series
 
 @pytest.mark.slow
 def test_memory_and_metrics_do_not_grow_with_the_forms_seen(tmp_path: Path) -> None:
-    # 500 -> 2,500 forms: 2,000 new forms at the 12 KiB each the receiver used to keep would
-    # be 23 MiB; the bound of 5 MiB for 9,000 forms gives about 1.1 MiB here, and the malloc
-    # arenas of a busy run add some: 3 MiB still tells a per-form cost from none.
+    # 500 -> 2,500 forms: at the 12 KiB a form the receiver used to keep, 23 MiB; bounded
+    # caches filling (SQLite's page cache, the JSON parser's strings, malloc's arenas) add a
+    # few MiB whatever the number of forms.
     got = measure([500, 2500], tmp_path, extra='metrics_forms = ["form_mem0000000000000002499"]\n')
     first, last = got
-    assert last["rss_anon_kib"] - first["rss_anon_kib"] < 3 * 1024, got
+    assert last["rss_anon_kib"] - first["rss_anon_kib"] < 5 * 1024, got
     # The top 50 forms and "other", then also the configured form once seen: 4 statuses each.
     assert first["requests_lines"] == (TOP_FORMS + 1) * 4 and last["requests_lines"] == (TOP_FORMS + 2) * 4, got
     assert last["metrics_lines"] - last["requests_lines"] == first["metrics_lines"] - first["requests_lines"]
