@@ -1,6 +1,6 @@
 """Benchmark of the receiver's memory against the number of forms it has seen.
 
-Run: ``.venv/bin/python bench/forms_memory.py [--forms 1000 10000] [--requests-forms 200]``
+Run: ``.venv/bin/python bench/forms_memory.py [--forms 1000 10000]``
 
 ``formsync receive`` on a SQLite file with its commits in a thread of its own process
 (``receiver.store_process = false``: one process holds everything a worker holds) takes
