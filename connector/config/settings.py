@@ -108,6 +108,9 @@ class ReceiverSettings(Section):
     # Behind a reverse proxy: take the client address and scheme from the proxy's
     # X-Forwarded-For (its last address) and X-Forwarded-Proto. Off: those headers are ignored.
     trust_proxy: bool = False
+    # The forms whose formsync_requests series /metrics always carries; beside them the 50
+    # forms with the most requests keep theirs, and the rest are summed as form="other".
+    metrics_forms: list[str] = []
 
     @field_validator("callback_secrets", "webhook_secrets")
     @classmethod

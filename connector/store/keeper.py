@@ -9,8 +9,9 @@ from __future__ import annotations
 import json
 import logging
 import threading
+from collections import OrderedDict
 from collections.abc import Iterable, Mapping, Sequence
-from typing import Any
+from typing import Any, Generic, TypeVar
 
 from sqlalchemy import Select, and_, func, insert, select, update
 from sqlalchemy.engine import Connection, Engine
@@ -35,6 +36,8 @@ from .writer import Writer
 log = logging.getLogger("formsync.store")
 _VIEW_LOCK = 7410118  # PostgreSQL advisory lock key serialising view rebuilds
 _HOOK_LOCK_SECONDS = 2  # how long a write's hook waits to replace a view being read
+RECENT_FORMS = 1024  # the forms whose known keys and snapshot a keeper holds (the rest are read again)
+V = TypeVar("V")
 HELD_BACK = "answers"  # the ``source`` of a key answered before fields.list named it
 PENDING, UNLISTED = "pending", "unlisted"  # a held-back key: to be asked; not listed by the last read
 
@@ -79,8 +82,10 @@ class ViewKeeper:
         self._writer = writer  # the database's writer: places rows in the arrival order
         self.reads = engine.execution_options(**{READ_OPTION: True})  # no write lock on SQLite
         self.clock = clock
-        self._known: dict[str, set[str]] = {}  # form id -> keys with a row (listed or held back)
-        self._snapshots: dict[str, str | None] = {}  # form id -> snapshot its held-back keys were asked under
+        # Both read again from the store when missing: the most recently used forms only, so
+        # a process's memory does not grow with the number of forms it has seen.
+        self._known: _Recent[set[str]] = _Recent()  # form id -> keys with a row (listed or held back)
+        self._snapshots: _Recent[str | None] = _Recent()  # form id -> snapshot its held-back keys were asked under
         self._lock = threading.Lock()
 
     # -- answered keys the field list lacks ----------------------------------------------
@@ -117,8 +122,9 @@ class ViewKeeper:
         known = self._known.get(form_id)
         if known is None:
             with self.reads.connect() as conn:
-                known = self._known[form_id] = set(conn.execute(
+                known = set(conn.execute(
                     select(FORM_FIELDS.c.field_key).where(FORM_FIELDS.c.form_id == form_id)).scalars())
+            self._known.put(form_id, known)
         return known
 
     def _hold(self, form_id: str, keys: Sequence[str]) -> None:
@@ -136,16 +142,21 @@ class ViewKeeper:
             except IntegrityError:
                 if attempt:
                     raise
-        self._known.setdefault(form_id, set()).update(keys)
+        known = self._known.get(form_id)
+        if known is not None:  # a form not held is read whole from the store when next asked
+            known.update(keys)
 
     def _new_snapshot(self, form_id: str, snapshot: str) -> bool:
         """Record ``snapshot`` as the form's newest; when it differs from the one its
         unlisted keys were asked under, make them ``PENDING`` again (True)."""
-        if form_id not in self._snapshots:
+        if form_id in self._snapshots:
+            asked = self._snapshots.get(form_id)
+        else:
             with self.reads.connect() as conn:
-                self._snapshots[form_id] = conn.execute(select(FORM_SCHEMAS.c.snapshot_id).where(
+                asked = conn.execute(select(FORM_SCHEMAS.c.snapshot_id).where(
                     FORM_SCHEMAS.c.form_id == form_id)).scalar()
-        if self._snapshots[form_id] == snapshot:
+            self._snapshots.put(form_id, asked)
+        if asked == snapshot:
             return False
         with self.engine.begin() as conn:
             set_state(conn, form_id, snapshot_id=snapshot)
@@ -153,7 +164,7 @@ class ViewKeeper:
             again = conn.execute(update(FORM_FIELDS).where(and_(f.form_id == form_id, f.source == HELD_BACK,
                                                                 f.type == UNLISTED))
                                  .values(type=PENDING, updated_at=self.clock())).rowcount  # not asked under it yet
-        self._snapshots[form_id] = snapshot
+        self._snapshots.put(form_id, snapshot)
         return bool(again)
 
     @staticmethod
@@ -187,7 +198,7 @@ class ViewKeeper:
                 if appeared:
                     got = [k for k in options if stored.get(k, {}).get("source") == HELD_BACK]
                     self._place_answering(conn, form_id, got)
-                self._known[form_id] = set(stored) | {str(i["key"]) for i in items}
+                self._known.put(form_id, set(stored) | {str(i["key"]) for i in items})
             return self.rebuild(form_id)
 
     def _place_answering(self, conn: Connection, form_id: str, keys: Sequence[str]) -> None:
@@ -371,6 +382,33 @@ class ViewKeeper:
         """The view of every form with a field list, as its list makes it now."""
         with self.reads.connect() as conn:
             return [self.view_of(conn, f) for f in self.forms()]
+
+
+class _Recent(Generic[V]):
+    """A map of the ``size`` form ids used last (least recently used dropped first); the
+    caller holds the keeper's lock."""
+
+    def __init__(self, size: int = RECENT_FORMS) -> None:
+        self.size = size
+        self._items: OrderedDict[str, V] = OrderedDict()
+
+    def __contains__(self, form_id: str) -> bool:
+        return form_id in self._items
+
+    def __len__(self) -> int:
+        return len(self._items)
+
+    def get(self, form_id: str) -> V | None:
+        if form_id not in self._items:
+            return None
+        self._items.move_to_end(form_id)
+        return self._items[form_id]
+
+    def put(self, form_id: str, value: V) -> None:
+        self._items[form_id] = value
+        self._items.move_to_end(form_id)
+        while len(self._items) > self.size:
+            self._items.popitem(last=False)
 
 
 def _doc(value: Any) -> Any:

@@ -301,7 +301,9 @@ def status(
         settings = ctx.settings()
         check_jobs(settings, to_run=False)
         store = ctx.store(migrate=False)
-        report = collect_status(settings, store, _service_time(ctx))
+        # The metrics name the top forms and receiver.metrics_forms; the text shows every form.
+        report = collect_status(settings, store, _service_time(ctx),
+                                forms=settings.receiver.metrics_forms if format == "prometheus" else None)
         found = problems(report)
         _show_status(report, format, ctx.store_url())
         if notify and found:

@@ -5,7 +5,10 @@ The same figures as ``formsync status`` (one report, :func:`pipelines.operate.st
 read at each scrape: served on the receiver's ``/metrics`` by ``formsync receive`` and
 ``formsync run``, and written in the text format by ``formsync status --format prometheus``
 (for node_exporter's textfile collector). ``config/alerts/formsync-rules.yml`` alerts on them.
-A job is labelled ``job_id``: Prometheus keeps ``job`` for the scrape job."""
+A job is labelled ``job_id``: Prometheus keeps ``job`` for the scrape job. ``formsync_requests``
+is labelled by form for the forms of ``receiver.metrics_forms`` and the ``TOP_FORMS`` forms with
+the most requests; the others are summed as ``form="other"`` (``status.form_series``), so a scrape
+stays small however many forms the workspace has."""
 
 from __future__ import annotations
 
@@ -23,17 +26,17 @@ from connector.process.repeats import RepeatedWarning
 from connector.store import Store
 
 from .health import problems
-from .status import StatusReport, collect_status
+from .status import STATUSES, StatusReport, collect_status
 
 log = logging.getLogger("formsync.metrics")
 
 PROBLEM_KINDS: tuple[NoticeKind, ...] = ("scheduler_stopped", "job_failed", "outreach_stalled", "events_set_aside",
                                          "token_expiring", "sign_in_lost")
 OUTREACH_STATES = ("sent", "pending", "failed", "changed", "rejected", "suppressed")
-
-
 def report_metrics(report: StatusReport) -> Iterator[GaugeMetricFamily]:
-    """The metric families of one status report (pure)."""
+    """The metric families of one status report (pure): read with ``collect_status``'s
+    ``forms`` (``receiver.metrics_forms``), its requests are a few series whatever the
+    number of forms."""
     sched = report.scheduler
     alive = GaugeMetricFamily("formsync_scheduler_alive", "1 while a scheduler beats on this database.")
     alive.add_metric([], 1.0 if sched.alive else 0.0)
@@ -47,7 +50,7 @@ def report_metrics(report: StatusReport) -> Iterator[GaugeMetricFamily]:
     yield from _outreach_metrics(report)
     requests = GaugeMetricFamily("formsync_requests", "Stored requests by form and status.", labels=["form", "status"])
     for f in report.requests:
-        for status in ("completed", "expired", "canceled", "pending"):
+        for status in STATUSES:
             requests.add_metric([f.form_id, status], float(getattr(f, status)))
     yield requests
     events = GaugeMetricFamily("formsync_events_stored", "Events the receiver has stored.")
@@ -109,17 +112,20 @@ class StoreCollector(Collector):
 
     def __init__(self, settings: Settings, store: Store, *, wait_seconds: float = 2.0) -> None:
         self.settings, self.store, self.wait_seconds = settings, store, wait_seconds
-        self._reading: Future[StatusReport] | None = None
+        self._reading: Future[list[GaugeMetricFamily]] | None = None
         self._lock = threading.Lock()
         self._repeats = RepeatedWarning(log)
 
-    def _read(self) -> Future[StatusReport]:
+    def _read(self) -> Future[list[GaugeMetricFamily]]:
         # A daemon thread: a read hung on a dead network never holds the process's exit.
-        done: Future[StatusReport] = Future()
+        # It keeps the families, not the report: what stays between scrapes is as small as
+        # a scrape, however many forms the report named.
+        done: Future[list[GaugeMetricFamily]] = Future()
 
         def run() -> None:
             try:
-                done.set_result(collect_status(self.settings, self.store))
+                report = collect_status(self.settings, self.store, forms=self.settings.receiver.metrics_forms)
+                done.set_result(list(report_metrics(report)))
             except Exception as e:
                 done.set_exception(e)
 
@@ -133,7 +139,7 @@ class StoreCollector(Collector):
             reading = self._reading
         ok = GaugeMetricFamily("formsync_store_read_ok", "1 when this scrape read the store's figures in time.")
         try:
-            report = reading.result(timeout=self.wait_seconds)
+            families = reading.result(timeout=self.wait_seconds)
         except Exception as e:  # the database is away or slow: the receiver's own metrics still go out
             self._repeats.warn("metrics: the store could not be read for /metrics (%s)", type(e).__name__)
             ok.add_metric([], 0.0)
@@ -141,7 +147,7 @@ class StoreCollector(Collector):
             return
         ok.add_metric([], 1.0)
         yield ok
-        yield from report_metrics(report)
+        yield from families
 
 
 def render(report: StatusReport) -> bytes:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections import Counter
+from collections.abc import Collection, Mapping
 from datetime import UTC, datetime
 
 from pydantic import BaseModel
@@ -181,12 +182,36 @@ async def read_service_time(service: ServiceSettings, tokens: TokenSource | None
         return None
 
 
-def collect_status(settings: Settings, store: Store, service_at: int | None = None) -> StatusReport:
+TOP_FORMS = 50
+"""The forms with the most requests that keep a ``formsync_requests`` series of their own."""
+OTHER_FORM = "other"
+"""The ``form`` of the requests of every other form, summed."""
+
+
+def form_series(counts: Mapping[str, Mapping[str, int]], keep: Collection[str] = (),
+                top: int = TOP_FORMS) -> list[FormRequests]:
+    """Request counts by form (``RequestStore.status_by_form``) as ``/metrics`` shows them
+    (pure): the forms among ``keep`` and the ``top`` forms with the most requests (ties by
+    form id), by id, and the rest summed under ``OTHER_FORM`` (only when some form was)."""
+    ranked = sorted(counts, key=lambda f: (-sum(counts[f].get(s, 0) for s in STATUSES), f))
+    shown = set(ranked[:top]) | set(keep)
+    out = [FormRequests(form_id=f, **{s: n for s, n in counts[f].items() if s in STATUSES})
+           for f in sorted(counts) if f in shown]
+    rest = [counts[f] for f in counts if f not in shown]
+    if rest:
+        out.append(FormRequests(form_id=OTHER_FORM, **{s: sum(c.get(s, 0) for c in rest) for s in STATUSES}))
+    return out
+
+
+def collect_status(settings: Settings, store: Store, service_at: int | None = None, *,
+                   forms: Collection[str] | None = None) -> StatusReport:
     """The figures ``formsync status`` shows: configured jobs with their next run (job
     store) and last run (job runs), outreach progress per outreach job, stored pending
     requests, events received, and the newest job errors and failed outreach rows.
     ``service_at`` is the service's time (``read_service_time``), which a token's age is
-    measured on."""
+    measured on. With ``forms``, the requests are those of ``form_series`` (the top forms
+    and ``forms``, the rest summed): what the metrics show, read in memory bounded in the
+    number of forms; without, every form's."""
     report = StatusReport(at=int(time.time() * 1000),
                           jobs=[JobStatus(id=j.id, kind=j.kind, schedule=schedule_text(j)) for j in settings.jobs])
     if not store.exists():
@@ -205,8 +230,10 @@ def collect_status(settings: Settings, store: Store, service_at: int | None = No
         _add_outreach(report, store)
     if RequestRow.__tablename__ in tables:
         report.pending_requests = store.requests.pending_count()
-        report.requests = [FormRequests(form_id=form, **{k: v for k, v in counts.items() if k in STATUSES})
-                           for form, counts in sorted(store.requests.status_by_form().items())]
+        by_form = store.requests.status_by_form()
+        report.requests = (form_series(by_form, forms) if forms is not None else
+                           [FormRequests(form_id=form, **{k: v for k, v in counts.items() if k in STATUSES})
+                            for form, counts in sorted(by_form.items())])
     if RawEvent.__tablename__ in tables:
         report.events_received, report.newest_event_at = store.events.received()
     if FormField.__tablename__ in tables:

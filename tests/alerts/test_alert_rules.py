@@ -5,6 +5,7 @@ formsync really serves: a real receiver's ``/metrics`` over HTTP and ``formsync 
 
 from __future__ import annotations
 
+import asyncio
 import os
 import re
 import shutil
@@ -21,9 +22,11 @@ from aiohttp.test_utils import TestServer
 from prometheus_client import CollectorRegistry, generate_latest
 from typer.testing import CliRunner
 
+from bench.forms_memory import event
 from connector.client.pacing import token_key
 from connector.config.settings import ReceiverSettings, load_settings
 from connector.receiver.app import create_receiver_app
+from connector.signing import sign_formstep
 from connector.store import Store
 from connector.store.ledger import PendingRow
 from pipelines.cli import app
@@ -69,7 +72,9 @@ def metric_names_in_rules() -> set[str]:
     return names
 
 
-async def test_the_rules_name_only_metrics_formsync_serves(tmp_path: Path) -> None:
+async def exported(tmp_path: Path) -> tuple[str, str]:
+    """What formsync exports with some traffic: a real receiver's ``/metrics`` over HTTP
+    (one event stored, one refused) and ``formsync status --format prometheus``."""
     store = Store(f"sqlite:///{tmp_path / 's.db'}")
     store.migrate()
     cfg = tmp_path / "formsync.toml"
@@ -88,22 +93,33 @@ async def test_the_rules_name_only_metrics_formsync_serves(tmp_path: Path) -> No
     store.ledger.record_pending("spring", [PendingRow("r1", 2, "h", "k1")])
     rx = create_receiver_app(store, ReceiverSettings(callback_secrets=["whsec_x"]), store_process=False,
                              collectors=[StoreCollector(settings, store)])
+    body = event(1)
     async with TestServer(rx, host="127.0.0.1") as server, aiohttp.ClientSession() as http:
         # One delivery refused for its signature, so the labelled refusal series exists.
         async with http.post(server.make_url("/formsync/events"), data=b"{}") as resp:
             assert resp.status == 401
+        async with http.post(server.make_url("/formsync/events"), data=body, headers={
+                "Content-Type": "application/json",
+                "X-Formstep-Signature": sign_formstep("whsec_x", body, int(time.time()))}) as resp:
+            assert resp.status == 200, await resp.text()
         async with http.get(server.make_url("/metrics")) as resp:
             served = await resp.text()
-    cli = CliRunner().invoke(app, ["status", "--config", str(cfg), "--format", "prometheus"])
+    # In a thread: the command runs an event loop of its own.
+    cli = await asyncio.to_thread(CliRunner().invoke, app, ["status", "--config", str(cfg), "--format", "prometheus"])
     store.close()
     assert cli.exit_code == 0, cli.output  # written; the failed run is in formsync_problems
-    served_names = set(re.findall(r"^([a-z_:][a-z0-9_:]*)[{ ]", served + cli.stdout, re.M))
+    return served, cli.stdout
+
+
+async def test_the_rules_name_only_metrics_formsync_serves(tmp_path: Path) -> None:
+    served, status = await exported(tmp_path)
+    served_names = set(re.findall(r"^([a-z_:][a-z0-9_:]*)[{ ]", served + status, re.M))
     wanted = metric_names_in_rules()
     assert wanted and wanted <= served_names, wanted - served_names
     assert 'formsync_job_last_run_failed{job_id="nightly",kind="export"} 1.0' in served
-    assert 'formsync_job_last_run_failed{job_id="nightly",kind="export"} 1.0' in cli.stdout
-    assert 'formsync_problems{kind="job_failed"} 1.0' in cli.stdout
-    assert 'formsync_outreach_rows{job_id="spring",state="pending"} 1.0' in cli.stdout
+    assert 'formsync_job_last_run_failed{job_id="nightly",kind="export"} 1.0' in status
+    assert 'formsync_problems{kind="job_failed"} 1.0' in status
+    assert 'formsync_outreach_rows{job_id="spring",state="pending"} 1.0' in status
 
 
 def test_a_database_that_does_not_answer_never_holds_or_fails_a_scrape(tmp_path: Path) -> None:
