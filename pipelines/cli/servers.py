@@ -54,8 +54,9 @@ def sandbox(
         metavar="URL", help="Seed a new data dir with the forms of the workspace at this service URL, read with "
                             "read-only calls (token: service.token, FORMSYNC_SERVICE__TOKEN or a sign-in).")] = None,
     with_submissions: Annotated[bool, typer.Option(
-        help="With --seed-from: copy the submissions too, their email answers masked.")] = False,
-    config: Annotated[Path | None, typer.Option(help=CONFIG_HELP)] = None,
+        "--with-submissions", help="With --seed-from: copy the submissions too, their email answers masked.")] = False,
+    config: Annotated[Path | None, typer.Option(
+        help="TOML settings file, for --seed-from's token; FORMSYNC_* variables win over it.")] = None,
 ) -> None:
     """Run the local Form Collection Service: JSON-RPC, agent endpoint, recipient pages
     and test helpers, on SQLite.

@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 from sqlmodel import select
 
-from connector.store import ExportFilter, RequestRow, Store, SubmissionRow
+from connector.store import CursorMark, ExportFilter, RequestRow, Store, SubmissionRow
 from pipelines.export.load import read_deletions
 from tests.items import list_item
 
@@ -160,6 +160,8 @@ def test_a_removal_committing_after_a_later_one_is_not_left_behind_a_load(server
     the two would pass the purge's id and never send the reconciled removal."""
     store = server_store
     store.upsert_submissions([list_item(f"sub_{c}", {"q": 1}) for c in "abc"], FORM)
+    # An earlier load sent the form's rows: a removal from now on is the destination's to apply.
+    store.export_cursors.advance([CursorMark("load:duckdb/test", "wide", FORM, 0, 3, 1)])
     store.reconcile(FORM, {"sub_a", "sub_b"})  # sub_c marked gone: it comes back below
     assert _loaded_deletions(store) == ["sub_c"]
 

@@ -122,7 +122,7 @@ async def test_a_workbook_then_an_edited_sent_row_every_output_says_the_same_cou
     out = last_json(run.stdout)
     assert (out["rows"], out["sent"], out["invalid"], out["skipped_existing"], out["changed"]) == (ROWS + 1, 0, 1, ROWS - 1, 1)
     assert len(list(csv.DictReader(report.open()))) == 2
-    assert status_line(tmp_path, cfg, "spring").startswith(said + ", done ")
+    assert status_line(tmp_path, cfg, "spring").startswith(said + ", done")
     listed = (await sandbox.rpc("requests.list", {"formId": form, "limit": 100})).data["items"]
     assert len(listed) == ROWS, "each row sent once"
 
