@@ -16,7 +16,7 @@ import typer
 
 from .context import Context, command, print_report
 from .errors import ExitCode, UsageError
-from .forms import check_stored_forms, service_forms
+from .forms import service_forms
 from .options import ConfigOption
 
 if TYPE_CHECKING:
@@ -38,7 +38,6 @@ def poll(
 
         params = ctx.params(PollParams, form=form)
         ctx.service_settings()  # a missing token is said before the database is created
-        check_stored_forms(ctx.store(), form)
         report = ctx.job("poll", params)
         print_report(report)
         if report.pending_before == 0:
@@ -129,7 +128,6 @@ def export(
     with command(config) as ctx:
         from pipelines.export.write import check_out_template
         from pipelines.jobs import ExportParams
-        from pipelines.jobs.kinds import export_targets
 
         if cursors or reset is not None:
             _export_cursors(ctx.store(), reset)
@@ -145,8 +143,6 @@ def export(
                 raise UsageError(str(e), where="--out") from None
         params = ctx.params(ExportParams, format=format, out=out, table=table, form=form, since=since_at,
                             status=status, display=display, include_gone=include_gone, since_last=since_last)
-        export_targets(params.format, params.out, params.table, ctx.settings())  # said before the store is made
-        check_stored_forms(ctx.store(), form)
         run = ctx.job("export", params)
         reports = run.files
         for report in reports:
@@ -196,7 +192,6 @@ def views(
     with command(config) as ctx:
         from pipelines.jobs import ViewsParams
 
-        check_stored_forms(ctx.store(), form)
         print_report(ctx.job("views", ctx.params(ViewsParams, form=form)))
 
 

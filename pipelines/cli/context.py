@@ -220,7 +220,9 @@ class Context:
     def job(self, kind: str, params: JobParams, hooks: Hooks | None = None) -> Any:
         """Run the job of ``kind`` (``pipelines.jobs``) with these params in ``job_env``; its report."""
         from pipelines.jobs import KEYED, run_job
+        from pipelines.jobs.kinds import check_before_store
 
+        check_before_store(kind, params, self.settings())
         if kind in KEYED:
             self.keyed_store()  # before any write, the token's first use included
         return self.run(run_job(kind, params, self.job_env(hooks)))

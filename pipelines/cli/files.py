@@ -10,7 +10,6 @@ import typer
 
 from .context import command, print_report
 from .errors import ExitCode, UsageError, WorkFailed
-from .forms import check_stored_forms
 from .options import ConfigOption
 
 
@@ -39,7 +38,6 @@ def files(
         from pipelines.jobs import FilesParams, Hooks
         from pipelines.lifecycle.archive import LocationError
 
-        check_stored_forms(ctx.store(), form)
         params = ctx.params(FilesParams, to=to, form=form, concurrency=concurrency)
         with _progress(quiet) as on_file:
             try:

@@ -5,7 +5,7 @@ maps each kind to its function), so a flag or a setting is wired in one place.""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from datetime import UTC
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any, cast
 from pydantic import BaseModel
 
 from connector.config.settings import Settings
+from connector.store import Store
 
 from .env import JobEnv
 from .params import (
@@ -45,12 +46,30 @@ SUFFIX_FORMATS = {".csv": "csv", ".xlsx": "xlsx", ".parquet": "parquet"}
 
 
 class TargetError(ValueError):
-    """An export's files cannot be chosen or made as asked: the text says why, ``where``
-    names the param or setting, ``hint`` the fix."""
+    """A job's files or forms cannot be chosen as asked (an export's file, a form the store
+    never saw): the text says why, ``where`` names the param or setting, ``hint`` the fix."""
 
     def __init__(self, message: str, *, where: str, hint: str | None = None) -> None:
         super().__init__(message)
         self.where, self.hint = where, hint
+
+
+def check_forms(store: Store, forms: str | Sequence[str] | None) -> None:
+    """A ``TargetError`` naming ``formsync sync --form ID`` for the first form id the store
+    has never seen (no submission, request, field list or sync of it); nothing when every one
+    is known (a known form with no rows is no mistake)."""
+    for form_id in [forms] if isinstance(forms, str) else (forms or ()):
+        if not store.knows_form(form_id):
+            raise TargetError(f"the store holds nothing of form {form_id!r} (no submission, request or field list)",
+                              where="--form",
+                              hint=f"check the form id, or copy its submissions first: formsync sync --form {form_id}")
+
+
+def check_before_store(kind: str, params: JobParams, settings: Settings) -> None:
+    """What a job of ``kind`` refuses before its store is opened (a command says it before
+    a database file is made): an export's files that cannot be chosen."""
+    if isinstance(params, ExportParams):
+        export_targets(params.format, params.out, params.table, settings)
 
 
 async def outreach(p: OutreachParams, env: JobEnv) -> OutreachReport:
@@ -85,6 +104,7 @@ async def poll(p: PollParams, env: JobEnv) -> PollReport:
     polled forms whose address the contact rule refuses."""
     from pipelines.sync.poll import poll_once
 
+    check_forms(env.store, p.form)
     async with env.service() as fc:
         now = await env.clock() if env.clock is not None else None
         return await poll_once(fc, env.store, form_id=p.form, now_ms=now, rule=env.contact_rule())
@@ -114,6 +134,7 @@ async def export(p: ExportParams, env: JobEnv) -> ExportRun:
     from pipelines.export.write import ExportRun, export_files
 
     targets = export_targets(p.format, p.out, p.table, env.settings)
+    check_forms(env.store, p.form)
     make_out_dir(targets)
     reports = await asyncio.to_thread(
         export_files, env.store, targets, since_last=p.since_last, table=p.table, form_id=p.form, since=p.since,
@@ -179,6 +200,7 @@ async def files(p: FilesParams, env: JobEnv) -> ArchiveReport:
     need no token."""
     from pipelines.lifecycle.archive import archive_files
 
+    check_forms(env.store, p.form)
     return await archive_files(env.store, env.settings.service.base_url, p.to, form_ids=p.form,
                                concurrency=p.concurrency, on_file=env.hooks.files_done)
 
@@ -223,6 +245,7 @@ async def views(p: ViewsParams, env: JobEnv) -> ViewsReport:
     stay held back)."""
     from pipelines.export.views import refresh_views
 
+    check_forms(env.store, p.form)
     if env.client is None and env.settings.service.token is None and env.tokens is None:
         return await refresh_views(env.store, None, form_id=p.form)
     async with env.service() as fc:

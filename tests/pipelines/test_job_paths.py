@@ -143,3 +143,36 @@ async def test_each_kind_by_its_command_and_scheduled_gives_the_same_report(
         for server, sb in started:
             await sb.http.close()
             await server.stop()
+
+
+
+@pytest.mark.parametrize(("kind", "params"), [
+    ("poll", 'form = "form_nope"'), ("views", 'form = "form_nope"'),
+    ("export", 'form = "form_nope", format = "csv", out = "{out}/w.csv"'),
+    ("files", 'form = ["form_nope"], to = "{out}/files"'),
+])
+async def test_a_form_the_store_never_saw_is_refused_by_the_job_whoever_runs_it(
+        tmp_path: Path, kind: str, params: str) -> None:
+    """The command's ``--form`` line and the scheduled run's error are the job layer's one
+    check, said before any service call or file."""
+    from pipelines.jobs import PARAMS, JobEnv, TargetError, run_job
+    from tests.pipelines.test_scheduler import runs
+
+    cfg = tmp_path / "formsync.toml"
+    cfg.write_text(f'[store]\nurl = "sqlite:///{tmp_path}/store.db"\n[service]\ntoken = "fb_x"\n'
+                   f'base_url = "http://127.0.0.1:9"\n[[jobs]]\nid = "j"\nkind = "{kind}"\ninterval_seconds = 60\n'
+                   f'params = {{ {params.format(out=tmp_path)} }}\n')
+    settings = load_settings(cfg)
+    store = Store(settings.store.url)
+    store.migrate()
+    try:
+        with pytest.raises(TargetError, match="the store holds nothing of form 'form_nope'") as refused:
+            await run_job(kind, PARAMS[kind].model_validate(settings.jobs[0].params), JobEnv(settings, store))
+        assert refused.value.where == "--form" and "formsync sync --form form_nope" in (refused.value.hint or "")
+        runtime = JobRuntime(settings, store, check_jobs(settings))
+        await runtime.execute("j")
+        assert "j" not in runtime.reports
+        assert [r.error for r in runs(store, "j")] == [f"TargetError: {refused.value}"]
+        assert {p.name for p in tmp_path.iterdir()} <= {"formsync.toml", "store.db", "store.db-wal", "store.db-shm"}
+    finally:
+        store.close()
