@@ -6,15 +6,16 @@ formsync's image built from the repository's Containerfile on it.
 Where the machine's OCI runtime cannot start a container as podman asks by default (a
 sandbox without CAP_SYS_RESOURCE refuses podman's default RLIMIT_NOFILE and RLIMIT_NPROC;
 crun refuses a cgroup v1 host whose cgroup v2 hierarchy holds a controller), podman is told
-to use runc and the limits the machine has; ``Podman.refused`` keeps what podman said the
-first time, and ``Podman.run_error`` what it said when no container can run at all."""
+to use runc and lower limits; ``Podman.refused`` keeps what podman said the first time, and
+``Podman.run_error`` what it said when no container can run at all. The build's pip reaches
+the package index over the host's network, trusting the CA bundle pip trusts here."""
 
 from __future__ import annotations
 
 import os
 import shutil
+import ssl
 import subprocess
-import sys
 import tempfile
 import time
 from dataclasses import dataclass, field
@@ -85,46 +86,28 @@ def start(work: Path) -> Podman:
     return Podman(work, env)
 
 
-def make_base(podman: Podman) -> subprocess.Popen[bytes]:
-    """mmdebstrap's bookworm with Python 3.11, imported as ``BASE``: started, not awaited."""
+def make_base(podman: Podman) -> None:
+    """mmdebstrap's bookworm with Python 3.11 (Debian's packages only), imported as ``BASE``."""
     script = (f"mmdebstrap --quiet --variant=essential --include={PACKAGES} --dpkgopt=force-unsafe-io "
               f"--aptopt='Acquire::Languages \"none\"' bookworm - {MIRROR} | podman import - {BASE} > /dev/null")
-    return subprocess.Popen(["bash", "-o", "pipefail", "-c", script], env=podman.env,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    done = subprocess.run(["bash", "-o", "pipefail", "-c", script], env=podman.env, capture_output=True, text=True,
+                          timeout=BUILD_SECONDS)
+    if done.returncode != 0:
+        raise AssertionError(f"mmdebstrap into {BASE} ended with {done.returncode}: {last_lines(done.stderr)}")
 
 
-def fetch_packages(podman: Podman) -> tuple[subprocess.Popen[bytes] | None, list[str]]:
-    """What the build's pip installs from, and the ``podman build`` options that give it:
-    with this interpreter a 3.11 as the base's, the wheels downloaded here while the base is
-    made (started, not awaited), the build then offline; else the index, through the CA
-    bundle pip trusts here (a proxy's own, on some machines)."""
-    if sys.version_info[:2] == (3, 11):
-        wheels = podman.work / "wheels"
-        (podman.work / "pip.conf").write_text("[global]\nno-index = true\nfind-links = /wheels\n")
-        download = subprocess.Popen(
-            [sys.executable, "-m", "pip", "download", "--quiet", "--no-cache-dir", "--disable-pip-version-check",
-             "--dest", str(wheels), str(ROOT), "setuptools>=69", "wheel"],
-            env=podman.env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-        return download, ["--volume", f"{wheels}:/wheels:ro", "--volume", f"{podman.work}/pip.conf:/etc/pip.conf:ro"]
-    import ssl
-
+def pip_options() -> list[str]:
+    """The ``podman build`` options that let the build's pip reach the package index as pip
+    does here: through the CA bundle it trusts (a proxy's own, on some machines)."""
     bundle = os.environ.get("PIP_CERT") or ssl.get_default_verify_paths().cafile
     if not bundle or not Path(bundle).is_file():
-        return None, []
-    return None, ["--volume", f"{bundle}:/etc/ssl/host-ca.pem:ro", "--build-arg", "PIP_CERT=/etc/ssl/host-ca.pem"]
-
-
-def wait(step: str, proc: subprocess.Popen[bytes] | None, timeout: float) -> None:
-    if proc is None:
-        return
-    _, err = proc.communicate(timeout=timeout)
-    if proc.returncode != 0:
-        raise AssertionError(f"{step} ended with {proc.returncode}: {last_lines(err.decode(errors='replace'))}")
+        return []
+    return ["--volume", f"{bundle}:/etc/ssl/host-ca.pem:ro", "--build-arg", "PIP_CERT=/etc/ssl/host-ca.pem"]
 
 
 def probe(podman: Podman) -> None:
-    """Whether a container runs here: as podman runs one by default, else with runc and the
-    machine's limits (``FALLBACK``); ``run_error`` says why when neither can."""
+    """Whether a container runs here: as podman runs one by default, else with runc and
+    lower limits (``FALLBACK``); ``run_error`` says why when neither can."""
     ran = podman("run", "--rm", "--network=host", BASE, "true", check=False)
     if ran.returncode == 0:
         return
@@ -132,7 +115,7 @@ def probe(podman: Podman) -> None:
     (podman.work / "containers.conf").write_text(FALLBACK)
     again = podman("run", "--rm", "--network=host", BASE, "true", check=False)
     if again.returncode != 0:
-        podman.run_error = f"{podman.refused}; with runc and the machine's limits: {last_lines(again.stderr, 3)}"
+        podman.run_error = f"{podman.refused}; with runc and lower limits: {last_lines(again.stderr, 3)}"
 
 
 def build(podman: Podman, image: str, pip_options: list[str]) -> None:
@@ -145,22 +128,18 @@ def build(podman: Podman, image: str, pip_options: list[str]) -> None:
 
 
 def image_with_base(image: str) -> Podman:
-    """A podman with formsync's image built as ``image``: the base and the packages fetched
-    at once, the run probed, then the build; each step's seconds in ``timings``."""
+    """A podman with formsync's image built as ``image``: the base made, the run probed,
+    then the build; each step's seconds in ``timings``."""
     podman, began = start(scratch()), time.monotonic()
     try:
-        base = make_base(podman)
-        download, pip_options = fetch_packages(podman)
         started = time.monotonic()
-        wait("the wheels' download", download, BUILD_SECONDS)
-        podman.timed("wheels", started)
-        wait(f"mmdebstrap into {BASE}", base, BUILD_SECONDS)
+        make_base(podman)
         podman.timed("base", started)
         started = time.monotonic()
         probe(podman)
         podman.timed("probe", started)
         started = time.monotonic()
-        build(podman, image, pip_options)
+        build(podman, image, pip_options())
         podman.timed("build", started)
     except BaseException:
         remove(podman)
