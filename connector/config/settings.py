@@ -10,7 +10,7 @@ import tomllib
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationInfo, field_validator, model_validator
 from pydantic_settings import (
     BaseSettings,
     PydanticBaseSettingsSource,
@@ -134,6 +134,58 @@ class StoreSettings(Section):
     # The store's key (32 random bytes, mode 0600): what seals the secrets the store keeps.
     # Unset: formsync.key beside the SQLite database, else beside the settings file.
     key_file: Path | None = None
+    # The database password, read from this file (a container platform's secret, the one the
+    # database server reads too) into a PostgreSQL or MySQL url that holds none.
+    password_file: Path | None = None
+
+    @field_validator("password_file")
+    @classmethod
+    def _password_file_fits(cls, v: Path | None, info: ValidationInfo) -> Path | None:
+        if v is not None:
+            _url_without_password(info.data.get("url", ""))
+            read_password(v)
+        return v
+
+    @model_validator(mode="after")
+    def _password_into_url(self) -> StoreSettings:
+        if self.password_file is not None:
+            from sqlalchemy.engine import make_url
+
+            url = make_url(self.url).set(password=read_password(self.password_file))
+            self.url = url.render_as_string(hide_password=False)
+        return self
+
+
+def _url_without_password(url: str) -> None:
+    """Refuse a URL ``store.password_file`` cannot complete: SQLite's, or one that holds a password."""
+    from sqlalchemy.engine import make_url
+    from sqlalchemy.exc import ArgumentError
+
+    if url.startswith("sqlite"):
+        raise ValueError("a SQLite database has no password; remove password_file, or give store.url a "
+                         "PostgreSQL or MySQL URL")
+    try:
+        has_password = make_url(url).password is not None
+    except ArgumentError:
+        return  # the URL itself is refused, in its own words, where the store opens
+    if has_password:
+        raise ValueError("store.url holds a password already; give it in one place: the URL or this file")
+
+
+def read_password(path: Path) -> str:
+    """The password ``path`` holds, without the newlines that end it (as a shell's ``$(cat
+    FILE)`` and the database server's own ``*_PASSWORD_FILE`` read it); a ``ValueError``
+    saying why when it cannot be read, never holding the password."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as e:
+        reason = e.strerror if isinstance(e, OSError) and e.strerror else "not UTF-8 text"
+        raise ValueError(f"cannot read {path} ({reason}); give the file that holds the database password, "
+                         f"readable by the user formsync runs as") from None
+    try:
+        return check_secret_text(text.rstrip("\r\n"))
+    except ValueError as e:
+        raise ValueError(f"the password in {path} {e}") from None
 
 
 class OutreachSettings(Section):

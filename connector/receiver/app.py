@@ -13,6 +13,10 @@ Routes (``path`` is ``ReceiverSettings.path``, ``/formsync/events`` by default):
 * ``GET /healthz``: 200 when the database answers and can be written, 503 otherwise
   with the reason (``"database": "unavailable"``, ``"not writable (disk full: 0 KiB
   free)"``, ``"not writable (read-only file system)"``, ``"locked by another process"``).
+* ``GET /readyz``: 200 when a delivery would be stored now: the database as for
+  ``/healthz``, a callback or webhook secret configured (``"secrets"`` says none is),
+  and room in the commit queue for a body of ``max_body_bytes`` (``"queue": "full: ..."``);
+  503 with the reasons otherwise.
 * ``GET /metrics``: Prometheus text format, from a registry of this application only.
 
 What each delivery gets, in this order:
@@ -500,16 +504,33 @@ class Receiver:
             self._pinging = asyncio.ensure_future(asyncio.to_thread(self._ping))
         return self._pinging
 
-    async def healthz(self, _request: web.Request) -> web.Response:
+    async def _database(self) -> str | None:
+        """Why the database cannot take a write now (``unavailable``, or the store's words); None when it can."""
         try:
             problem = await asyncio.wait_for(asyncio.shield(self._ping_once()), HEALTH_TIMEOUT_S)
         except Exception as error:
             log.warning("health check: database unavailable (%s)", type(error).__name__)
-            return _json(503, {"ok": False, "database": "unavailable"})
+            return "unavailable"
         if problem is not None:  # it answers, but no write can succeed: deliveries get 503
             log.warning("health check: database %s", problem)
+        return problem
+
+    async def healthz(self, _request: web.Request) -> web.Response:
+        if (problem := await self._database()) is not None:
             return _json(503, {"ok": False, "database": problem})
         return _json(200, {"ok": True, "database": "up", "queued": len(self.writer.pending)})
+
+    async def readyz(self, _request: web.Request) -> web.Response:
+        """Whether a delivery sent now would be stored: what /healthz checks, plus a secret
+        to verify it with and room in the commit queue for the largest body. A load
+        balancer or a container platform sends deliveries only to a ready receiver."""
+        answer: dict[str, Any] = {"database": await self._database() or "up"}
+        if not self.callback_secrets and not self.webhook_secrets:
+            answer["secrets"] = "none: every delivery is refused with 401"
+        if self.writer.held_bytes + self.settings.max_body_bytes > self.writer.max_held_bytes:
+            answer["queue"] = "full: deliveries wait for the database's commits"
+        ready = answer["database"] == "up" and len(answer) == 1
+        return _json(200 if ready else 503, {"ok": ready, **answer, "queued": len(self.writer.pending)})
 
     async def metrics_view(self, _request: web.Request) -> web.Response:
         # Off the loop: an added collector may read the database.
@@ -570,6 +591,7 @@ def create_receiver_app(store: Store, settings: ReceiverSettings, *, custom_sche
     for channel, path in event_paths(settings).items():
         app.router.add_post(path, functools.partial(receiver.handle, channel=channel))
     app.router.add_get("/healthz", receiver.healthz)
+    app.router.add_get("/readyz", receiver.readyz)
     app.router.add_get("/metrics", receiver.metrics_view)
     if not receiver.callback_secrets and not receiver.webhook_secrets:
         log.warning("no callback or webhook secret is configured: every delivery will be refused with 401%s",

@@ -33,6 +33,7 @@ sandbox_app.command("diff", short_help=summary(servers.diff))(servers.diff)
 app.add_typer(sandbox_app, name="sandbox", short_help=summary(servers.sandbox))
 for _fn, _name in ((servers.receive, "receive"), (batch.poll, "poll"),
                    (batch.sync, "sync"), (batch.export, "export"), (load_command, "load"), (batch.views, "views"),
+                   (batch.migrate, "migrate"),
                    (batch.outreach, "outreach"), (batch.demo, "demo"), (servers.run, "run"), (batch.status, "status"),
                    (files.files, "files"), (deploy.deploy, "deploy"), (login.login, "login"), (login.logout, "logout"),
                    (erase.erase, "erase"), (purge.purge, "purge")):

@@ -1,5 +1,5 @@
 """The commands that do one piece of work and exit: ``poll``, ``sync``, ``export``,
-``views``, ``outreach``, ``status`` and ``demo``. Each is a thin call to its pipeline inside the
+``views``, ``migrate``, ``outreach``, ``status`` and ``demo``. Each is a thin call to its pipeline inside the
 shared context (``pipelines.cli.context``)."""
 
 from __future__ import annotations
@@ -193,6 +193,24 @@ def views(
         from pipelines.jobs import ViewsParams
 
         print_report(ctx.job("views", ctx.params(ViewsParams, form=form)))
+
+
+def migrate(config: ConfigOption = None) -> None:
+    """Bring the database's tables to this release's schema, then exit. Every command
+    does it before its work; run it alone once before the receivers and the scheduler
+    of a new release start (compose.yaml's migrate service does). Safe to run again, and
+    from several processes at once (the migrations take a lock).
+
+    Example: [bold]formsync migrate --config formsync.toml[/bold]
+    """
+    with command(config) as ctx:
+        from alembic.script import ScriptDirectory
+
+        from connector.store.facade import alembic_config
+
+        store = ctx.store()
+        head = ScriptDirectory.from_config(alembic_config(store.url)).get_current_head()
+        typer.echo(f"the database {ctx.store_url()} has this release's schema (migration {head})")
 
 
 def _iso_time(text: str | None) -> datetime | None:

@@ -75,7 +75,7 @@ def _command(path: str, cmd: Any) -> list[str]:
 # The commands in the order a user meets them: try it, connect, bring the data in, take it
 # out, reach people, run it unattended, look after the data. A command not named goes last.
 JOURNEY = ("demo", "sandbox", "login", "logout", "sync", "poll", "receive", "subscribe", "views", "export", "load",
-           "files", "outreach", "campaign", "run", "status", "deploy", "dead-letters", "purge", "erase",
+           "files", "outreach", "campaign", "run", "status", "migrate", "deploy", "dead-letters", "purge", "erase",
            "key")
 
 

@@ -231,8 +231,8 @@ def receive(
 ) -> None:
     """Receive signed callbacks and webhook deliveries and store them: migrates the
     database, then serves POST {path} (either kind), {path}/callbacks (callback_secrets)
-    and {path}/webhooks (webhook_secrets), plus /healthz and /metrics, until Ctrl-C or
-    SIGTERM; pending events are committed before it exits.
+    and {path}/webhooks (webhook_secrets), plus /healthz, /readyz and /metrics, until
+    Ctrl-C or SIGTERM; pending events are committed before it exits.
 
     Example: [bold]formsync receive --config formsync.toml --port 8788 --db sqlite:///events.db[/bold]
     """

@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner, Result
 
+from connector.store import Store
 from pipelines.cli import app
 from pipelines.cli.errors import ExitCode, explain, scrub
 
@@ -32,6 +33,7 @@ COMMANDS: dict[str, list[str]] = {
     "run": ["run"],
     "status": ["status"],
     "views": ["views"],
+    "migrate": ["migrate"],
 }
 SERVICE_COMMANDS = ("poll", "sync", "outreach", "run")
 
@@ -108,6 +110,21 @@ def test_a_missing_token_is_a_usage_error_before_the_database_is_touched(command
         assert line.endswith("service.token is not set; put it in the [service] section or in "
                              "FORMSYNC_SERVICE__TOKEN, or run `formsync login`"), line
     assert not db.exists()
+
+
+def test_migrate_brings_the_schema_and_says_so_and_a_password_file_mistake_is_one_line(tmp_path: Path) -> None:
+    db = tmp_path / "store.db"
+    res = invoke("migrate", write_config(tmp_path, f"sqlite:///{db}"), tmp_path)
+    assert res.exit_code == 0, res.output
+    assert res.stdout.startswith(f"the database sqlite:///{db} has this release's schema (migration 0"), res.stdout
+    assert "formsync_events" in Store(f"sqlite:///{db}").table_names()
+    cfg = write_config(tmp_path, "postgresql+psycopg://root@127.0.0.1:1/test")
+    res = CliRunner().invoke(app, ["migrate", "--config", str(cfg)],
+                             env={"COLUMNS": "400", "FORMSYNC_STORE__PASSWORD_FILE": str(tmp_path / "nope")})
+    assert res.exit_code == 2, res.output
+    assert one_error_line(res) == (f"error: FORMSYNC_STORE__PASSWORD_FILE: cannot read {tmp_path / 'nope'} (No such "
+                                   "file or directory); give the file that holds the database password, readable "
+                                   "by the user formsync runs as")
 
 
 def test_a_misspelled_secret_key_is_named_but_never_echoed(tmp_path: Path) -> None:

@@ -536,6 +536,8 @@ async def test_sqlite_unavailable_is_503_then_recovers(tmp_path):
                 assert answer["error"]["code"] == "UNAVAILABLE" and headers["Retry-After"]
             assert statuses == {503}
             assert (await rx.get("/healthz"))[0] == 503
+            status, text = await rx.get("/readyz")
+            assert status == 503 and json.loads(text)["database"] == "not writable (unable to open database file)"
             metrics = await rx.metrics()
             assert metric(metrics, "formsync_receiver_responses_total", status="503") == 3
             assert metric(metrics, "formsync_receiver_responses_total", status="500") == 0
@@ -545,6 +547,7 @@ async def test_sqlite_unavailable_is_503_then_recovers(tmp_path):
             status, answer, _ = await rx.post(body, signed(body))
             assert (status, answer["status"]) == (200, "stored")
             assert (await rx.get("/healthz"))[0] == 200
+            assert (await rx.get("/readyz"))[0] == 200
         assert counts(store)["events"] == 1
     finally:
         store.close()
@@ -571,6 +574,8 @@ async def test_postgresql_dropped_is_503_never_500():
             assert [g[0] for g in got] == [503] * 5
             assert all(g[1]["error"]["code"] == "UNAVAILABLE" for g in got)
             assert (await rx.get("/healthz"))[0] == 503
+            status, text = await rx.get("/readyz")
+            assert (status, json.loads(text)["database"]) == (503, "unavailable")
             metrics = await rx.metrics()
             assert metric(metrics, "formsync_receiver_rejected_total", reason="unavailable") == 5
     finally:
@@ -606,6 +611,19 @@ async def test_healthz_and_metrics_move(sqlite_store):
     for status, n in (("200", 2), ("401", 1), ("400", 1), ("413", 1), ("503", 0)):
         assert metric(after, "formsync_receiver_responses_total", status=status) == n
     assert metric(after, "formsync_receiver_commit_seconds_count") >= 1
+
+
+async def test_readyz_is_200_only_when_a_delivery_would_be_stored(sqlite_store):
+    async with running(sqlite_store) as rx:
+        status, text = await rx.get("/readyz")
+        assert (status, json.loads(text)) == (200, {"ok": True, "database": "up", "queued": 0})
+    # No secret: the database is up (/healthz 200), but every delivery would be refused.
+    async with running(sqlite_store, receiver_settings(callback_secrets=[], webhook_secrets=[])) as rx:
+        assert (await rx.get("/healthz"))[0] == 200
+        status, text = await rx.get("/readyz")
+        assert status == 503
+        assert json.loads(text) == {"ok": False, "database": "up", "secrets": "none: every delivery is refused "
+                                    "with 401", "queued": 0}
 
 
 async def test_two_receivers_in_one_process_keep_their_own_metrics(tmp_path):

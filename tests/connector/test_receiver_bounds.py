@@ -8,6 +8,7 @@ across a real impaired link."""
 from __future__ import annotations
 
 import asyncio
+import json
 import time
 
 from sqlalchemy.engine import make_url
@@ -40,6 +41,7 @@ async def test_a_database_that_stops_answering_gets_every_delivery_a_503_in_time
                 hub.hang(relay)
                 answers = await asyncio.gather(*(post(eid) for eid in bodies))
                 held = metric(await rx.metrics(), "formsync_receiver_held_bytes")
+                _, ready = await rx.get("/readyz")  # its ping waits for the hung database (5 s)
                 hub.resume(relay)
                 retried = []
                 for eid in bodies:  # the sender's retries, until each is acknowledged (or 50 are not)
@@ -58,5 +60,7 @@ async def test_a_database_that_stops_answering_gets_every_delivery_a_503_in_time
     assert max(full) < BOUND_S, "refused at once when the queue is full"
     assert BOUND_S <= min(slow) and max(slow) < BOUND_S + SLACK_S
     assert held <= 16384
+    assert json.loads(ready) == {"ok": False, "database": "unavailable", "queue": "full: deliveries wait for the "
+                                 "database's commits", "queued": json.loads(ready)["queued"]}
     assert {status for status, _, _ in retried} == {200}, retried
     assert sorted(stored) == sorted(bodies), "each event stored once"

@@ -107,6 +107,37 @@ def test_bad_settings_name_the_setting_and_what_is_accepted(tmp_path, text, wher
     assert where in message and what in message, message
 
 
+def test_the_database_password_comes_from_a_file(tmp_path, monkeypatch):
+    from sqlalchemy.engine import make_url
+
+    password = "s3cr/t @x%"
+    (tmp_path / "db_password").write_text(password + "\n")  # as `echo` leaves it
+    monkeypatch.setenv("FORMSYNC_STORE__URL", "postgresql+psycopg://formsync@db:5432/formsync")
+    path = write(tmp_path, f'[store]\npassword_file = "{tmp_path / "db_password"}"\n')
+    url = make_url(load_settings(path).store.url)
+    assert (url.username, url.password, url.host, url.database) == ("formsync", password, "db", "formsync")
+
+
+@pytest.mark.parametrize(("url", "content", "what"), [
+    ("sqlite:///x.db", "pw", "a SQLite database has no password; remove password_file, or give store.url a "
+                             "PostgreSQL or MySQL URL"),
+    ("postgresql+psycopg://u:other@db/x", "pw", "store.url holds a password already; give it in one place: "
+                                                "the URL or this file"),
+    ("mysql+pymysql://u@db/x", None, "cannot read {file} (No such file or directory); give the file that holds "
+                                     "the database password, readable by the user formsync runs as"),
+    ("postgresql+psycopg://u@db/x", "\n", "the password in {file} is empty"),
+    ("postgresql+psycopg://u@db/x", " pw\n", "the password in {file} starts with a space or tab"),
+])
+def test_a_password_file_that_cannot_serve_is_refused_in_words(tmp_path, url, content, what):
+    file = tmp_path / "db_password"
+    if content is not None:
+        file.write_text(content)
+    with pytest.raises(ValidationError) as info:
+        load_settings(write(tmp_path, f'[store]\nurl = "{url}"\npassword_file = "{file}"\n'))
+    assert [e["loc"] for e in info.value.errors()] == [("store", "password_file")]
+    assert what.format(file=file) in str(info.value) and "other" not in str(info.value)
+
+
 def test_a_missing_file_is_an_error_not_the_defaults(tmp_path):
     with pytest.raises(FileNotFoundError, match="does not exist"):
         load_settings(tmp_path / "nope.toml")

@@ -132,6 +132,8 @@ def command_cases(work: Path, form: str, token: str, listed: set[str], webhooks_
             cases.append(Case(f"{name} --help", [name, "--help"]))
     if "status" in listed:
         cases.append(Case("status", ["status", "--config", cfg], frozenset({0, 1, 2})))
+    if "migrate" in listed:
+        cases.append(Case("migrate", ["migrate", "--config", cfg]))
     if "subscribe" in listed and webhooks_url:
         target = ["--url", webhooks_url, "--config", cfg]
         cases += [Case("subscribe create", ["subscribe", "create", "--form", form, *target]),
@@ -250,7 +252,7 @@ def test_no_command_leaks_the_token_or_a_secret(work: Path, sandbox_proc: Sandbo
     assert post(events_url, body, signed(body, pro["signingSecret"], int(time.time()) - 4000)) == 401
     assert post(events_url + "/webhooks", body, signed(body, pro["signingSecret"])) == 401
     base = events_url.split("/formsync", 1)[0]
-    for path in ("/metrics", "/healthz"):
+    for path in ("/metrics", "/healthz", "/readyz"):
         with urllib.request.urlopen(base + path, timeout=30) as resp:
             outputs[f"GET {path}"] = resp.read().decode()
     for case in cases:
