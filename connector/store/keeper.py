@@ -231,14 +231,18 @@ class ViewKeeper:
                     mine.update((k, v) for k, v in (_doc(answers) or {}).items() if v is not None)
         return self.note([{"form_id": f, "answers": a} for f, a in seen.items()])
 
-    def held_back(self, form_ids: Sequence[str] | None = None) -> dict[str, list[str]]:
+    def held_back(self, form_ids: Sequence[str] | None = None, since: int | None = None) -> dict[str, list[str]]:
         """The answered keys waiting for a ``fields.list`` read to name them (``PENDING``),
-        by form (among ``form_ids``, or every form), in the order they were first seen."""
+        by form (among ``form_ids``, or every form), in the order they were first seen;
+        with ``since`` (epoch ms, this store's clock), only those held (or made
+        ``PENDING`` again) since."""
         f = FORM_FIELDS.c
         stmt = (select(f.form_id, f.field_key).where(and_(f.source == HELD_BACK, f.type == PENDING))
                 .order_by(f.form_id, f.position))
         if form_ids is not None:
             stmt = stmt.where(f.form_id.in_(form_ids))
+        if since is not None:
+            stmt = stmt.where(f.updated_at >= since)
         out: dict[str, list[str]] = {}
         with self.reads.connect() as conn:
             for form_id, key in conn.execute(stmt):
