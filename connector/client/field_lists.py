@@ -7,8 +7,8 @@ always come from ``fields.list``, never from values.
 ``FieldListLearner`` is the receiver's: a background task woken after commits, never on
 the acknowledgement path. Both ask about a new key at once (one read per form covers all
 its new keys), and about the same held keys once a minute at most, whichever process asks
-(``Store.claim_field_list_reads``); without a service token the receiver says once,
-in the log, which forms hold keys back and how to fix it (``formsync status`` says so too)."""
+(``Store.claim_field_list_reads``); without a service token the receiver names in its log,
+once, each form that holds new keys back, and how to fix it (``formsync status`` says so too)."""
 
 from __future__ import annotations
 
@@ -24,6 +24,9 @@ from .rpc import FormClient, TokenSource
 
 log = logging.getLogger("formsync.fields")
 READ_EVERY_MS = 60_000  # the same held keys: a form's fields.list is read (or tried) once a minute at most
+# A write holding keys back commits within this of reading its clock (SQLite waits 30 s for its
+# lock): each look without a token reads again the keys held this long before the last one.
+HELD_MARGIN_MS = 120_000
 HELD_BACK_FIX = "set service.token (the receiver, sync and poll then read fields.list), or run formsync views with it"
 
 
@@ -62,7 +65,10 @@ class FieldListLearner:
         self.store, self.every, self.tokens = store, every, tokens
         self.service = service if service is not None and (service.token is not None or tokens is not None) else None
         self._wake = asyncio.Event()
-        self._said: set[str] = set()  # forms named in the log already (no token)
+        # No token: when the last look began, and the forms it or the looks before named in the log
+        # (those named before what a look reads again are forgotten: memory bounded in the forms).
+        self._looked: int | None = None
+        self._said: dict[str, int] = {}  # form id -> when it was named (store clock, epoch ms)
         self._task: asyncio.Task[None] | None = None
         self._repeats = RepeatedWarning(log)
 
@@ -93,16 +99,26 @@ class FieldListLearner:
 
     async def round(self) -> list[str]:
         """One look at the forms holding keys back: with a token, read their field lists
-        (returns the forms read); without, name the ones not named yet in the log."""
+        (returns the forms read); without, name in the log those holding keys back
+        since the last look (all of them at the first) that it did not name already."""
+        if self.service is None:
+            await self._name_held()
+            return []
         held = await asyncio.to_thread(self.store.held_back_fields)
         if not held:
             return []
-        if self.service is None:
-            new = [f for f in held if f not in self._said]
-            if new:
-                self._said.update(new)
-                log.warning("new fields held back from the typed outputs (no field list read) for form(s) %s: %s",
-                            ", ".join(new), HELD_BACK_FIX)
-            return []
         async with FormClient.from_settings(self.service, self.tokens) as client:
             return await learn_field_lists(client, self.store, list(held))
+
+    async def _name_held(self) -> None:
+        since = None if self._looked is None else self._looked - HELD_MARGIN_MS
+        held = await asyncio.to_thread(self.store.held_back_fields, since=since)
+        # After the read: no key it returned was held later than this.
+        self._looked = now = self.store.clock()
+        if since is not None:  # a form named before ``since`` is named again only for keys held after
+            self._said = {f: at for f, at in self._said.items() if at >= since}
+        new = [f for f in held if f not in self._said]
+        if new:
+            self._said.update(dict.fromkeys(new, now))
+            log.warning("new fields held back from the typed outputs (no field list read) for form(s) %s: %s",
+                        ", ".join(new), HELD_BACK_FIX)

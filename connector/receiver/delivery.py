@@ -100,8 +100,11 @@ def _parse_json(raw: bytes) -> Any:
     # pydantic-core's parser gives the values json.loads gives, in less than half the
     # time; whatever it refuses (a lone surrogate escape, say, which json.loads reads
     # and the walk then refuses) is read by json.loads, whose messages say what is wrong.
+    # Keys only in its string cache (16,384 strings for the process's life): values are
+    # mostly ids seen once, which would fill it with every form's and scatter the
+    # long-lived strings over memory the process then cannot give back; keys repeat.
     try:
-        return from_json(raw, allow_inf_nan=False)
+        return from_json(raw, allow_inf_nan=False, cache_strings="keys")
     except ValueError:
         pass
     try:

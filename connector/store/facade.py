@@ -539,11 +539,14 @@ class Store:
         forms = sorted(known) if form_ids is None else [f for f in form_ids if f in known]
         return [self._views.rebuild(f) for f in forms]
 
-    def held_back_fields(self, form_ids: Sequence[str] | None = None) -> dict[str, list[str]]:
+    def held_back_fields(self, form_ids: Sequence[str] | None = None, *,
+                         since: int | None = None) -> dict[str, list[str]]:
         """The answered field keys kept out of every typed output (views, exports,
         frames, loads) because no ``fields.list`` read named them yet, by form (among
-        ``form_ids``, or every form). The long answers table carries them."""
-        return self._views.held_back(form_ids)
+        ``form_ids``, or every form). The long answers table carries them. With
+        ``since`` (epoch ms, the store's ``clock``), only the keys held (or to be asked
+        again under a new form snapshot) since then."""
+        return self._views.held_back(form_ids, since)
 
     def claim_field_list_reads(self, form_ids: Sequence[str] | None = None, *,
                                every_ms: int = 60_000) -> list[str]:

@@ -77,15 +77,15 @@ def merge_field_list(stored: Mapping[str, Mapping[str, Any]], listed: Sequence[S
 class ViewKeeper:
     """The field lists and views of one store's database (thread-safe)."""
 
-    def __init__(self, engine: Engine, clock: Any, writer: type[Writer]) -> None:
+    def __init__(self, engine: Engine, clock: Any, writer: type[Writer], *, recent: int = RECENT_FORMS) -> None:
         self.engine = engine
         self._writer = writer  # the database's writer: places rows in the arrival order
         self.reads = engine.execution_options(**{READ_OPTION: True})  # no write lock on SQLite
         self.clock = clock
         # Both read again from the store when missing: the most recently used forms only, so
         # a process's memory does not grow with the number of forms it has seen.
-        self._known: _Recent[set[str]] = _Recent()  # form id -> keys with a row (listed or held back)
-        self._snapshots: _Recent[str | None] = _Recent()  # form id -> snapshot its held-back keys were asked under
+        self._known: _Recent[set[str]] = _Recent(recent)  # form id -> keys with a row (listed or held back)
+        self._snapshots: _Recent[str | None] = _Recent(recent)  # form id -> snapshot its keys were asked under
         self._lock = threading.Lock()
 
     # -- answered keys the field list lacks ----------------------------------------------
@@ -231,14 +231,18 @@ class ViewKeeper:
                     mine.update((k, v) for k, v in (_doc(answers) or {}).items() if v is not None)
         return self.note([{"form_id": f, "answers": a} for f, a in seen.items()])
 
-    def held_back(self, form_ids: Sequence[str] | None = None) -> dict[str, list[str]]:
+    def held_back(self, form_ids: Sequence[str] | None = None, since: int | None = None) -> dict[str, list[str]]:
         """The answered keys waiting for a ``fields.list`` read to name them (``PENDING``),
-        by form (among ``form_ids``, or every form), in the order they were first seen."""
+        by form (among ``form_ids``, or every form), in the order they were first seen;
+        with ``since`` (epoch ms, this store's clock), only those held (or made
+        ``PENDING`` again) since."""
         f = FORM_FIELDS.c
         stmt = (select(f.form_id, f.field_key).where(and_(f.source == HELD_BACK, f.type == PENDING))
                 .order_by(f.form_id, f.position))
         if form_ids is not None:
             stmt = stmt.where(f.form_id.in_(form_ids))
+        if since is not None:
+            stmt = stmt.where(f.updated_at >= since)
         out: dict[str, list[str]] = {}
         with self.reads.connect() as conn:
             for form_id, key in conn.execute(stmt):
@@ -388,7 +392,7 @@ class _Recent(Generic[V]):
     """A map of the ``size`` form ids used last (least recently used dropped first); the
     caller holds the keeper's lock."""
 
-    def __init__(self, size: int = RECENT_FORMS) -> None:
+    def __init__(self, size: int) -> None:
         self.size = size
         self._items: OrderedDict[str, V] = OrderedDict()
 

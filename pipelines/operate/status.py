@@ -4,9 +4,10 @@ anything (a database not created or not migrated yet reads as empty)."""
 from __future__ import annotations
 
 import asyncio
+import heapq
 import time
 from collections import Counter
-from collections.abc import Collection, Mapping
+from collections.abc import Collection, Iterable, Iterator, Mapping
 from datetime import UTC, datetime
 
 from pydantic import BaseModel
@@ -188,18 +189,36 @@ OTHER_FORM = "other"
 """The ``form`` of the requests of every other form, summed."""
 
 
-def form_series(counts: Mapping[str, Mapping[str, int]], keep: Collection[str] = (),
+def form_series(counts: Iterable[tuple[str, Mapping[str, int]]], keep: Collection[str] = (),
                 top: int = TOP_FORMS) -> list[FormRequests]:
-    """Request counts by form (``RequestStore.status_by_form``) as ``/metrics`` shows them
-    (pure): the forms among ``keep`` and the ``top`` forms with the most requests (ties by
-    form id), by id, and the rest summed under ``OTHER_FORM`` (only when some form was)."""
-    ranked = sorted(counts, key=lambda f: (-sum(counts[f].get(s, 0) for s in STATUSES), f))
-    shown = set(ranked[:top]) | set(keep)
-    out = [FormRequests(form_id=f, **{s: n for s, n in counts[f].items() if s in STATUSES})
-           for f in sorted(counts) if f in shown]
-    rest = [counts[f] for f in counts if f not in shown]
-    if rest:
-        out.append(FormRequests(form_id=OTHER_FORM, **{s: sum(c.get(s, 0) for c in rest) for s in STATUSES}))
+    """Request counts by form (``RequestReads.each_form_status``: each form once, with its
+    counts by status) as ``/metrics`` shows them (pure): the forms among ``keep`` and the
+    ``top`` forms with the most requests (ties by form id), by id, and the rest summed
+    under ``OTHER_FORM`` (only when some form was). ``counts`` is read once, holding the
+    shown forms only: the memory does not grow with the number of forms."""
+    wanted = set(keep)
+    kept: dict[str, Mapping[str, int]] = {}
+    totals: Counter[str] = Counter()
+    seen = 0
+
+    def tap() -> Iterator[tuple[str, Mapping[str, int]]]:
+        nonlocal seen
+        for form, by_status in counts:
+            seen += 1
+            totals.update({s: by_status.get(s, 0) for s in STATUSES})
+            if form in wanted:
+                kept[form] = by_status
+            yield form, by_status
+
+    forms = tap()
+    best = heapq.nsmallest(top, forms, key=lambda f: (-sum(f[1].get(s, 0) for s in STATUSES), f[0]))
+    for _ in forms:  # the forms after the top ones (nsmallest may stop early): still counted
+        pass
+    shown = {**dict(best), **kept}
+    out = [FormRequests(form_id=f, **{s: n for s, n in shown[f].items() if s in STATUSES}) for f in sorted(shown)]
+    if seen > len(shown):
+        out.append(FormRequests(form_id=OTHER_FORM, **{
+            s: totals[s] - sum(c.get(s, 0) for c in shown.values()) for s in STATUSES}))
     return out
 
 
@@ -210,8 +229,8 @@ def collect_status(settings: Settings, store: Store, service_at: int | None = No
     requests, events received, and the newest job errors and failed outreach rows.
     ``service_at`` is the service's time (``read_service_time``), which a token's age is
     measured on. With ``forms``, the requests are those of ``form_series`` (the top forms
-    and ``forms``, the rest summed): what the metrics show, read in memory bounded in the
-    number of forms; without, every form's."""
+    and ``forms``, the rest summed) and the held-back keys are not read: what the metrics
+    show, read in memory bounded in the number of forms; without, every form's."""
     report = StatusReport(at=int(time.time() * 1000),
                           jobs=[JobStatus(id=j.id, kind=j.kind, schedule=schedule_text(j)) for j in settings.jobs])
     if not store.exists():
@@ -230,13 +249,14 @@ def collect_status(settings: Settings, store: Store, service_at: int | None = No
         _add_outreach(report, store)
     if RequestRow.__tablename__ in tables:
         report.pending_requests = store.requests.pending_count()
-        by_form = store.requests.status_by_form()
-        report.requests = (form_series(by_form, forms) if forms is not None else
-                           [FormRequests(form_id=form, **{k: v for k, v in counts.items() if k in STATUSES})
-                            for form, counts in sorted(by_form.items())])
+        if forms is not None:
+            report.requests = form_series(store.requests.each_form_status(STATUSES), forms)
+        else:
+            report.requests = [FormRequests(form_id=form, **{k: v for k, v in counts.items() if k in STATUSES})
+                               for form, counts in sorted(store.requests.status_by_form().items())]
     if RawEvent.__tablename__ in tables:
         report.events_received, report.newest_event_at = store.events.received()
-    if FormField.__tablename__ in tables:
+    if FormField.__tablename__ in tables and forms is None:  # by form: the text only shows them
         report.held_back = store.held_back_fields()
     report.dead_letters = store.dead_letters.count()
     report.credentials = _credentials(settings, store)

@@ -15,12 +15,14 @@ import pytest
 from rich.console import Console
 from sqlmodel import select
 
+from connector.client.field_lists import HELD_MARGIN_MS, FieldListLearner
 from connector.config.settings import ServiceSettings, Settings
 from connector.store import FormField, Store
 from pipelines.operate.status import collect_status, render_status
 from tests.conftest import Sandbox
 
 from .test_receiver import flush, receiver_settings, running
+from .test_store import T0, events, sub_event
 
 ANSWERS = {"name": "Grace Hopper", "email": "grace@example.test"}
 
@@ -86,3 +88,39 @@ async def test_without_a_token_the_receiver_and_status_name_the_held_back_fields
     text = console.export_text()
     assert all(len(line) <= 80 for line in text.splitlines())
     assert form in text and "set service.token" in text and "formsync views" in text
+
+
+async def test_without_a_token_each_form_is_named_when_it_holds_new_keys_and_only_the_recent_ones_are_kept(
+        tmp_path: Any, caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level(logging.WARNING, logger="formsync.fields")
+    now = [T0]
+    store = Store(f"sqlite:///{tmp_path / 'rx.db'}", clock=lambda: now[0])
+    store.migrate()
+    learner = FieldListLearner(store, None)
+
+    def answer(form: str, key: str) -> None:
+        ev = sub_event(f"evt_{form}_{key}_{now[0]}", f"sub_{form}_{key}_{now[0]}", answers={key: 1})
+        ev["data"]["form"]["id"] = form
+        store.store_events(events(ev))
+
+    async def named() -> list[str]:
+        caplog.clear()
+        await learner.round()
+        return [f for r in caplog.records for f in r.getMessage().split("form(s) ")[1].split(":")[0].split(", ")]
+
+    try:
+        for form in ("form_0", "form_1", "form_2"):
+            answer(form, "a")
+        assert await named() == ["form_0", "form_1", "form_2"]
+        assert await named() == []
+        now[0] += 10_000
+        answer("form_3", "a")
+        answer("form_0", "a")  # held already: nothing new
+        assert await named() == ["form_3"]
+        now[0] += 3 * HELD_MARGIN_MS
+        assert await named() == [] and await named() == []
+        assert learner._said == {}, "the forms named before the keys a look reads again are not kept"
+        answer("form_0", "b")  # a new key: named again
+        assert await named() == ["form_0"]
+    finally:
+        store.close()

@@ -907,6 +907,20 @@ def test_read_integers_past_32_bits_are_stored_and_past_64_bits_named(store: Sto
     assert count(store, RequestRow) == 0
 
 
+def test_requests_are_counted_by_form_and_status_one_form_at_a_time(store: Store) -> None:
+    store.upsert_requests([poll_record("req_a1", "pending", T0, formId="form_a"),
+                           poll_record("req_a2", "pending", T0, formId="form_a"),
+                           poll_record("req_b1", "pending", T0, formId="form_b")])
+    store.store_events(events(req_terminal("evt_a", "req_a1", "expired", T0 + 1),
+                              req_terminal("evt_n", "req_new", "canceled", T0 + 2)))  # no form known: "?"
+    got = store.requests.each_form_status(("pending", "expired", "completed"))
+    assert sorted(got) == [("?", {"pending": 0, "expired": 0, "completed": 0}),
+                           ("form_a", {"pending": 1, "expired": 1, "completed": 0}),
+                           ("form_b", {"pending": 1, "expired": 0, "completed": 0})]
+    assert store.requests.status_by_form() == {"?": {"canceled": 1}, "form_a": {"pending": 1, "expired": 1},
+                                               "form_b": {"pending": 1}}
+
+
 def test_a_form_is_known_once_anything_of_it_is_stored(store: Store) -> None:
     assert not store.knows_form("form_contact")
     store.upsert_submissions([item("sub_k", answers={"n": "k"})], "form_contact")

@@ -17,6 +17,7 @@ import pytest
 from sqlalchemy import inspect, text
 
 from connector.store import Store, view_name
+from connector.store.keeper import ViewKeeper
 from tests.connector.test_store import T0, events, req_completed, sub_event
 
 DAY = 86_400_000
@@ -127,6 +128,19 @@ def test_a_new_field_in_an_event_is_held_back_until_its_field_list_places_and_ty
     assert rows(store, f"SELECT extra FROM {view.name} WHERE submission_id = 'sub_new'") == [(4,)]
     assert store.held_back_fields() == {}
     assert (store.schema_changed_at("form_contact") or 0) >= (changed or 0) > 0
+
+
+def test_the_keeper_holds_the_keys_and_snapshots_of_the_forms_used_last_only(store: Store) -> None:
+    keeper = ViewKeeper(store.database.engine, store.clock, store.database.writer, recent=4)
+    assert keeper.note([{"form_id": "form_0", "answers": {"a": 1}, "snapshot_id": "snap_1"}]) == ["form_0"]
+    seen = [{"form_id": f"form_{i}", "answers": {}, "snapshot_id": "snap_1"} for i in range(1, 10)]
+    keeper.note(seen)
+    assert len(keeper._known) == len(keeper._snapshots) == 4  # 10 forms seen: the 4 used last
+    assert "form_0" not in keeper._known and "form_9" in keeper._known
+    # A form no longer held is read again from the store: its key and snapshot are still known.
+    assert keeper.note([{"form_id": "form_0", "answers": {"a": 2}, "snapshot_id": "snap_1"}]) == []
+    assert keeper.note([{"form_id": "form_0", "answers": {"a": 2, "b": 3}}]) == ["form_0"]
+    assert store.held_back_fields(["form_0"]) == {"form_0": ["a", "b"]}
 
 
 def test_a_key_the_list_never_names_is_asked_again_only_under_a_new_snapshot(store: Store) -> None:
