@@ -172,8 +172,7 @@ def _operations(folder: Path, table: str) -> list[str]:
 
 
 def test_a_first_load_in_parts_appends_and_the_next_one_merges(
-        store: Store, here: Path, capfd: pytest.CaptureFixture[str],
-                                                               monkeypatch: pytest.MonkeyPatch) -> None:
+        store: Store, here: Path, capfd: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
     """A first load (no table yet) in several parts appends each part: no merge scans the
     rows of the parts before it and no answer is deleted (each submission is sent once),
     and dlt's notice that the deletion flag is ignored on an append is not shown; the
