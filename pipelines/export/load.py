@@ -823,6 +823,6 @@ def load(store: Store, *, destination: str | None = None, dataset: str | None = 
             raise load_failure(e, dest_name) from e
     store.export_cursors.advance(made.marks())
     # Only now: had the cursors not moved, the next load would send these rows again anyway.
-    remove_packages(dlt_packages(where, pipeline=pipeline_name(dest_name, dataset), loaded_only=True))
+    remove_packages(dlt_packages(where, pipeline=pipeline.pipeline_name, loaded_only=True))
     return LoadReport(destination=dest_name, dataset=dataset, rows=made.rows, deleted=made.deleted,
                       seconds=round((datetime.now(UTC) - started).total_seconds(), 3))

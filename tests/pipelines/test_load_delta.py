@@ -27,7 +27,16 @@ from typer.testing import CliRunner
 from connector.store import Store
 from connector.store.erasure import Person
 from pipelines.cli import app
-from pipelines.export.load import DELETED, DELTA_DIR, cursor_name, delta_target, dlt_settings, load, work_dir
+from pipelines.export.load import (
+    DELETED,
+    DELTA_DIR,
+    cursor_name,
+    delta_target,
+    dlt_packages,
+    dlt_settings,
+    load,
+    work_dir,
+)
 from pipelines.export.write import table_streams
 from pipelines.lifecycle.erase import erase_person
 from tests.conftest import Sandbox
@@ -196,6 +205,7 @@ def test_a_first_load_in_parts_appends_and_the_next_one_merges(
     expected = _store_rows(store, table)
     assert _delta_rows(_folder(here), expected) == expected
     assert "MERGE" in _operations(_folder(here), table) and "DELETE" in _operations(_folder(here), "answers")
+    assert dlt_packages(work_dir(store)) == [], "no load package left once loaded"
 
 
 KILLED = """
