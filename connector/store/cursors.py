@@ -13,7 +13,7 @@ from sqlalchemy import Select, Update, bindparam, delete, insert, select, update
 
 from .database import Database
 from .mapping import now_ms
-from .tables import EXPORT_CURSORS, ExportCursor
+from .tables import EXPORT_CURSORS
 
 ALL_FORMS = ""  # the form of a cursor over every form
 
@@ -57,11 +57,9 @@ class ExportCursors:
 
     def list(self, name: str | None = None) -> list[CursorMark]:
         """Every cursor (of ``name`` only, when given), by name, table and form."""
-        stmt = select(ExportCursor).order_by(ExportCursor.name, ExportCursor.table_name, ExportCursor.form_id)
-        if name is not None:
-            stmt = stmt.where(ExportCursor.name == name)  # type: ignore[arg-type]
         with self._db.reader() as s:
-            return [cursor_mark(r) for r in s.execute(stmt).scalars()]
+            rows = s.connection().execute(CURSORS) if name is None else s.connection().execute(CURSORS_OF, {"name": name})
+            return [cursor_mark(r) for r in rows]
 
     def advance(self, marks: Sequence[CursorMark], now: int | None = None) -> None:
         """Store ``marks`` (after their files are complete), all in one transaction;
@@ -105,8 +103,20 @@ def rewind_statement(form_id: str) -> Update:
 def cursor_query(name: str, table: str, form_id: str | None) -> Select[Any]:
     """The cursor row of ``name`` for one table and form (None: every form), as ``cursor_mark`` reads it."""
     c = EXPORT_CURSORS.c
-    return (select(c.name, c.table_name, c.form_id, c.arrival, c.row_count, c.run, c.format)
-            .where(c.name == name, c.table_name == table, c.form_id == (form_id or ALL_FORMS)))
+    return _cursor_columns().where(c.name == name, c.table_name == table, c.form_id == (form_id or ALL_FORMS))
+
+
+def _cursor_columns() -> Select[Any]:
+    c = EXPORT_CURSORS.c
+    return select(c.name, c.table_name, c.form_id, c.arrival, c.row_count, c.run, c.format)
+
+
+# Every cursor (of the name bound as ``name``), as ``cursor_mark`` reads them: Core, built
+# once (an incremental export of a few rows reads them; the ORM's loading, and building the
+# statement, cost more than the read).
+CURSORS = _cursor_columns().order_by(EXPORT_CURSORS.c.name, EXPORT_CURSORS.c.table_name, EXPORT_CURSORS.c.form_id)
+CURSORS_OF = _cursor_columns().where(EXPORT_CURSORS.c.name == bindparam("name")).order_by(
+    EXPORT_CURSORS.c.table_name, EXPORT_CURSORS.c.form_id)
 
 
 def cursor_mark(row: Any) -> CursorMark:

@@ -16,12 +16,13 @@ import threading
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Any
 
-from sqlalchemy import Select, Text, and_, cast, exists, func, or_, select
+from sqlalchemy import BindParameter, Select, Text, and_, bindparam, cast, exists, func, or_, select
 from sqlalchemy.engine import Connection
 
-from .cursors import CursorMark, cursor_mark, cursor_query
+from .cursors import ALL_FORMS, CURSORS_OF, CursorMark, ExportCursors, cursor_mark
 from .database import Database, in_lists
 from .mapping import answer_count, answer_tuples
 from .sqlite import READ_OPTION
@@ -58,6 +59,7 @@ class ExportReads:
 
     def __init__(self, db: Database) -> None:
         self._db = db
+        self._cursors = ExportCursors(db)
         self._pinned = threading.local()  # the connection of this thread's snapshot, while one is open
 
     @contextmanager
@@ -77,7 +79,7 @@ class ExportReads:
         # what its snapshot sets up. Closing it ends the read transaction.
         with self._db.engine.execution_options(**options).connect() as conn:
             # The snapshot is taken at the transaction's first read of a table, here.
-            conn.execute(select(SUBMISSIONS.c.id).limit(1)).all()
+            conn.execute(_FIRST_READ).all()
             self._pinned.conn = conn
             try:
                 yield
@@ -160,21 +162,28 @@ class ExportReads:
         and the ``last_arrival`` of the rows ``f`` selects placed after it, read in this
         thread's snapshot while one is open; with a cursor, in one statement (an
         incremental export of a few rows pays for each)."""
-        last = _last_place(f, table).where(_arrival(table) > EXPORT_CURSORS.c.arrival).scalar_subquery()
-        row = self._first(cursor_query(name, table, f.form_id).add_columns(last))
+        shape, values = _bound(f)
+        row = self._first(_since_statement(table, shape),
+                          {**values, "c_name": name, "c_table": table, "c_form": f.form_id or ALL_FORMS})
         if row is None:
             return None, self.last_arrival(f, table)
         return cursor_mark(row), None if row[-1] is None else int(row[-1])
 
-    def removals_cursor(self, name: str, form_id: str | None) -> tuple[CursorMark | None, int | None]:
-        """The cursor of ``name`` on the deletion log (table ``REMOVALS``) for ``form_id``
-        (None: every form) and the last place of the removals past it (``removals``'
-        rows, and those of rows since back in the store); read in this thread's snapshot."""
-        d = DELETIONS.c
-        mark = self._first(cursor_query(name, REMOVALS, form_id))
-        old = None if mark is None else cursor_mark(mark)
-        last = self._scalar(_removed_of(select(func.max(d.arrival)), -1 if old is None else old.arrival, form_id))
-        return old, None if last is None else int(last)
+    def last_removal(self, after: int, form_id: str | None) -> int | None:
+        """The last place of the removals logged past ``after`` (``removals``' rows, and
+        those of rows since back in the store) of ``form_id`` (None: every form); None
+        when there is none. One indexed max, read in this thread's snapshot: an
+        incremental export of a few rows pays for it on every run."""
+        last = self._scalar(_last_removal_statement(form_id is not None), {"after": after, "form_id": form_id})
+        return None if last is None else int(last)
+
+    def cursors(self, name: str) -> list[CursorMark]:
+        """Every cursor of ``name`` (``store.export_cursors.list``), read in this thread's
+        snapshot while one is open."""
+        pinned: Connection | None = getattr(self._pinned, "conn", None)
+        if pinned is not None:
+            return [cursor_mark(r) for r in pinned.execute(CURSORS_OF, {"name": name})]
+        return self._cursors.list(name)
 
     def removals(self, after: int, form_id: str | None, *, batch_rows: int) -> Iterator[Batch]:
         """The submissions and requests removed from the store (purged, reconciled, erased:
@@ -205,20 +214,21 @@ class ExportReads:
                 found.update(s.connection().execute(stmt).scalars())
         return sorted(found)
 
-    def _scalar(self, stmt: Select[Any]) -> Any:
+    def _scalar(self, stmt: Select[Any], params: dict[str, Any] | None = None) -> Any:
         """``stmt``'s one value, read in this thread's snapshot while one is open."""
-        row = self._first(stmt)
+        row = self._first(stmt, params)
         return None if row is None else row[0]
 
-    def _first(self, stmt: Select[Any]) -> Any:
-        """``stmt``'s first row (None when there is none), read in this thread's snapshot
-        while one is open. On a connection, not the ORM: an incremental export of a few
-        rows makes these reads, and the ORM's own execution costs more than they do."""
+    def _first(self, stmt: Select[Any], params: dict[str, Any] | None = None) -> Any:
+        """``stmt``'s first row (None when there is none) with its bound ``params``, read in
+        this thread's snapshot while one is open. On a connection, not the ORM: an
+        incremental export of a few rows makes these reads, and the ORM's own execution
+        costs more than they do."""
         pinned: Connection | None = getattr(self._pinned, "conn", None)
         if pinned is not None:
-            return pinned.execute(stmt).first()
+            return pinned.execute(stmt, params).first()
         with self._db.reader() as s:
-            return s.connection().execute(stmt).first()
+            return s.connection().execute(stmt, params).first()
 
     # The archived-files reads run beside a snapshot, on a connection of their own: they
     # come while a streamed read holds the snapshot's (MySQL's cannot run two at once).
@@ -278,6 +288,49 @@ class ExportReads:
             cursor.close()
 
 
+# The statements an incremental export runs on every run, built once, their values bound
+# at each run: building a statement and finding its compiled form cost more than the
+# indexed reads themselves, which a run of a few rows pays for.
+_FIRST_READ = select(SUBMISSIONS.c.id).limit(1)
+
+
+def _bound(f: ExportFilter) -> tuple[ExportFilter, dict[str, Any]]:
+    """``f``'s shape (which of the filters its statements use are set, their values
+    replaced by stand-ins: the key of its statement) and those values, by parameter name."""
+    values = {k: v for k, v in (("form_id", f.form_id), ("since_ms", f.since_ms), ("status", f.status),
+                                ("after", f.after)) if v is not None}
+    shape = ExportFilter(form_id=None if f.form_id is None else "", since_ms=None if f.since_ms is None else 0,
+                         status=None if f.status is None else "", after=None if f.after is None else 0,
+                         include_gone=f.include_gone)
+    return shape, values
+
+
+def _param(name: str, value: object) -> Any:
+    """The bind parameter ``name`` where a shape has a value, else None."""
+    return None if value is None else bindparam(name)
+
+
+@lru_cache(maxsize=64)
+def _since_statement(table: str, shape: ExportFilter) -> Select[Any]:
+    """``ExportReads.since_cursor``'s statement for a filter of ``shape`` (``_bound``): the
+    cursor row (``c_name``, ``c_table``, ``c_form``) and the last place past it."""
+    f = ExportFilter(form_id=_param("form_id", shape.form_id), since_ms=_param("since_ms", shape.since_ms),
+                     status=_param("status", shape.status), after=_param("after", shape.after),
+                     include_gone=shape.include_gone)
+    last = _last_place(f, table).where(_arrival(table) > EXPORT_CURSORS.c.arrival).scalar_subquery()
+    c = EXPORT_CURSORS.c
+    return (select(c.name, c.table_name, c.form_id, c.arrival, c.row_count, c.run, c.format, last)
+            .where(c.name == bindparam("c_name"), c.table_name == bindparam("c_table"),
+                   c.form_id == bindparam("c_form")))
+
+
+@lru_cache(maxsize=4)
+def _last_removal_statement(of_form: bool) -> Select[Any]:
+    """``ExportReads.last_removal``'s statement: the removals past ``after`` (of ``form_id``)."""
+    return _removed_of(select(func.max(DELETIONS.c.arrival)), bindparam("after"),
+                       bindparam("form_id") if of_form else None)
+
+
 def _arrival(table: str) -> Any:
     """The arrival place column of an export's ``table`` (``wide`` and ``long`` read submissions)."""
     return REQUESTS.c.arrival if table == "requests" else SUBMISSIONS.c.arrival
@@ -302,7 +355,8 @@ def _submissions_of(stmt: Select[Any], f: ExportFilter) -> Select[Any]:
     return stmt if f.since_ms is None else stmt.where(t.submitted_at >= f.since_ms)
 
 
-def _removed_of(stmt: Select[Any], after: int, form_id: str | None) -> Select[Any]:
+def _removed_of(stmt: Select[Any], after: int | BindParameter[int], form_id: str | BindParameter[str] | None,
+                ) -> Select[Any]:
     """``stmt`` narrowed to the logged removals an incremental export hands on: of
     submissions and requests, placed after ``after``, of ``form_id`` when given."""
     d = DELETIONS.c

@@ -43,7 +43,7 @@ from .grants import GrantRows, forget_grants, holds_any_grant
 from .jobstore import ScheduledJobs
 from .keeper import ViewKeeper
 from .leader import LOCK_NAME, LeaderLock
-from .lease import leader_lock
+from .lease import leader_lock, run_lock
 from .ledger import OutreachLedger
 from .mapping import (
     SOURCES,
@@ -196,6 +196,14 @@ class Store:
         """The scheduler's leader lock on this database (see ``connector.store.lease``):
         a session lock where the database has one, else a lease of ``ttl_seconds``."""
         return leader_lock(self._db, name, ttl_seconds=ttl_seconds, holder=holder)
+
+    def run_lock(self, name: str, *, ttl_seconds: float = 30.0) -> LeaderLock:
+        """The lock of one short run under ``name`` (``connector.store.lease.run_lock``):
+        a session lock where the database has one, a file lock beside a SQLite file
+        (``<file>-locks/``), else a lease of ``ttl_seconds``."""
+        database = make_url(self.url).database
+        on_file = self.backend == "sqlite" and database not in (None, "", ":memory:") and "mode=memory" not in self.url
+        return run_lock(self._db, Path(database or "").resolve() if on_file else None, name, ttl_seconds=ttl_seconds)
 
     def __enter__(self) -> Store:
         return self

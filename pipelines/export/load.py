@@ -32,7 +32,9 @@ form tables and requests merge by Delta's upsert (flagged rows deleted), and sin
 has no delete-insert, each part's answers are replaced per submission by a delete of the
 part's and the removed submissions' rows (``delete_answers``) before the part is
 appended; the cursors move after every part, so a load stopped between the two is
-repeated whole by the next. Times are text ``HH:MM:SS`` there (``_delta_cells``).
+repeated whole by the next. A table the destination does not hold yet is appended part
+after part, nothing merged or deleted (``_as_new``). Times are text ``HH:MM:SS`` there
+(``_delta_cells``).
 
 dlt is configured here, never from the home directory: its pipeline state and working
 files live in ``formsync-dlt/`` beside a SQLite store (in the working directory for a
@@ -105,9 +107,12 @@ LOG_FORMAT = "{asctime} {levelname} {name}: {message}"  # formsync's (pipelines.
 # dlt's notices that the Arrow batches' types differ from the hints (the hints win, as
 # meant), that DuckDB keeps the time zone over the millisecond precision, and that a part
 # extracted before the one ahead of it was normalised carries the older schema (the newer,
-# stored one is used, as meant: the parts are of the same tables): expected.
+# stored one is used, as meant: the parts are of the same tables), and that the deletion
+# flag's hint is ignored where a table the destination does not hold yet is appended
+# (``_as_new``: nothing to delete, and its next load merges): expected.
 _EXPECTED = ("several column hints were different", "does not support both timezone and precision",
-             "is different from extract package schema hash")
+             "is different from extract package schema hash",
+             f'"hard_delete" column hint for column "{DELETED}"')
 
 
 class LoadSettingError(ValueError):
@@ -301,6 +306,8 @@ class _Table:
     # Delta's answers: the rows of the keys sent (and of ``deleted``) are deleted by the
     # load before the part is appended (``delete_answers``), not by flagged rows.
     replaced_first: bool = False
+    # Delta: the destination held no such table when the load began (``_as_new``).
+    new: bool = False
 
 
 def _merged(columns: dict[str, Any], key: str) -> dict[str, Any]:
@@ -489,6 +496,17 @@ def _as_delta(t: _Table) -> _Table:
     return replace(t, write={**t.write, "columns": columns})
 
 
+def _as_new(t: _Table) -> _Table:
+    """``t`` (``_as_delta``'s) when the destination holds no such table yet: appended, not
+    merged, and nothing deleted. A load sends each key once (a form's row per submission,
+    a request's per request, a submission's answers in one part), so nothing it appends
+    replaces a row of its own; a merge of its second and later parts scanned (and held)
+    the rows of the first ones, so its time and memory grew with the rows, and so did the
+    deletes of the answers of the parts' submissions, which cannot be there."""
+    write = {**t.write, "write_disposition": "append"}
+    return replace(t, write=write, deleted=(), new=True)
+
+
 def _ahead(convert: Callable[[pa.RecordBatch], pa.RecordBatch],
            batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
     """``convert`` of each batch, made in a thread while the next batch is read and dlt
@@ -512,7 +530,8 @@ def _deletion_batch(schema: pa.Schema, key: str, ids: Sequence[str]) -> pa.Recor
 
 
 def warehouse_source(store: Store, name: str, *, on_rows: Callable[[str, int], None] | None = None,
-                     deletions: Deletions | None = None, table_format: TableFormat | None = None) -> WarehouseSource:
+                     deletions: Deletions | None = None, table_format: TableFormat | None = None,
+                     is_new: Callable[[str], bool] | None = None) -> WarehouseSource:
     """The dlt source of the store's rows stored since the last load under the cursor
     ``name``: for teams that run their own dlt pipeline. Make and run it inside ``with
     store.exports.snapshot():`` (one consistent read), then pass ``marks()`` to
@@ -522,13 +541,17 @@ def warehouse_source(store: Store, name: str, *, on_rows: Callable[[str, int], N
     here when not given, a removal committed meanwhile may meet its row's last edit).
     ``table_format="delta"`` (dlt's filesystem destination): Delta tables (``_as_delta``),
     whose answers the caller replaces per submission: delete ``replaced_keys()`` from the
-    answers table before each part is loaded (``delete_answers``)."""
+    answers table before each part is loaded (``delete_answers``); with ``is_new``, which
+    says of a table name that the destination does not hold it yet, such tables are
+    appended and nothing is deleted from them (``_as_new``)."""
     import dlt
     from dlt.common.schema import Schema
 
     deletions = deletions if deletions is not None else read_deletions(store, name)
     delta = table_format == "delta"
     tables = [_as_delta(t) if delta else t for t in _tables(store, name, deletions)]
+    if delta and is_new is not None:
+        tables = [_as_new(t) if is_new(t.name) else t for t in tables]
     rows: dict[str, int] = {}
     replaced: list[str] = []
 
@@ -543,7 +566,7 @@ def warehouse_source(store: Store, name: str, *, on_rows: Callable[[str, int], N
             rows[t.name] += batch.num_rows
             if on_rows is not None:
                 on_rows(t.name, batch.num_rows)
-            if t.replaced_first:
+            if t.replaced_first and not t.new:
                 replaced.extend(pc.unique(batch.column(t.key)).to_pylist())
             yield batch
         if t.deleted and not t.replaced_first:
@@ -706,6 +729,24 @@ def delta_target(store: Store, destination: str) -> DeltaTarget:
                        dlt.destinations.filesystem(bucket_url=url, warn_unsafe_layout_separators=False))
 
 
+def delta_new_tables(pipeline: Any) -> Callable[[str], bool]:
+    """Whether the Delta destination of ``pipeline`` (its state restored from the
+    destination) holds no table of a name yet: none when the pipeline has no schema."""
+    from dlt.common.destination.exceptions import DestinationUndefinedEntity
+
+    def is_new(table: str) -> bool:
+        if not pipeline.default_schema_name:
+            return True
+        with pipeline.destination_client() as client:
+            try:
+                client.load_open_table("delta", table)
+            except DestinationUndefinedEntity:
+                return True
+        return False
+
+    return is_new
+
+
 def delete_answers(pipeline: Any, keys: Sequence[str]) -> None:
     """Delete the rows of the submissions ``keys`` from the Delta answers table of
     ``pipeline``'s destination (none yet: nothing to do), in IN lists of at most
@@ -758,7 +799,6 @@ def load(store: Store, *, destination: str | None = None, dataset: str | None = 
             tables = _tables(store, name, deletions)
             return LoadReport(destination=dest_name, dataset=dataset, rows={t.name: t.stream.count() for t in tables},
                               deleted={t.name: len(t.deleted) for t in tables if t.deleted}, dry_run=True)
-        made = warehouse_source(store, name, on_rows=on_rows, deletions=deletions, table_format=table_format)
         try:
             pipeline = dlt.pipeline(pipeline_name=pipeline_name(dest_name if target is None else target.pipeline, dataset),
                                     pipelines_dir=str(where / "pipelines"), dataset_name=dataset,
@@ -768,6 +808,8 @@ def load(store: Store, *, destination: str | None = None, dataset: str | None = 
             if pipeline.has_pending_data:  # a failed load's: its rows come again, the cursors did not move
                 pipeline.drop_pending_packages()
             _drop_retyped(pipeline)
+            made = warehouse_source(store, name, on_rows=on_rows, deletions=deletions, table_format=table_format,
+                                    is_new=None if target is None else delta_new_tables(pipeline))
             # A load package per part, loaded before the next part is read: what the
             # working folder and the destination's staging and merge hold is one part.
             file_format = loader_format(pipeline)
@@ -781,6 +823,6 @@ def load(store: Store, *, destination: str | None = None, dataset: str | None = 
             raise load_failure(e, dest_name) from e
     store.export_cursors.advance(made.marks())
     # Only now: had the cursors not moved, the next load would send these rows again anyway.
-    remove_packages(dlt_packages(where, pipeline=pipeline_name(dest_name, dataset), loaded_only=True))
+    remove_packages(dlt_packages(where, pipeline=pipeline.pipeline_name, loaded_only=True))
     return LoadReport(destination=dest_name, dataset=dataset, rows=made.rows, deleted=made.deleted,
                       seconds=round((datetime.now(UTC) - started).total_seconds(), 3))

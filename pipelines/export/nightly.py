@@ -7,10 +7,11 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 
-from connector.store import Store
+from connector.store import CursorMark, Store
+from connector.store.lease import FileLock
 
 from ..rules.names import check_name, name_problem
 
@@ -33,17 +34,20 @@ def refuse_load_name(name: str, flag: str = "--since-last") -> None:
                          f"load skip those rows; give the export a name of its own, e.g. nightly")
 
 
-def check_since_last(store: Store, name: str, fmt: str) -> None:
-    """Refuse (``ValueError``, one line) an incremental export under ``name`` in ``fmt``
-    when ``name`` is a load's cursor name, is not a slug (``pipelines.rules.names``) and
-    has no stored cursor (a stored one keeps working, with a warning), or has cursors
-    written in another format."""
+def check_since_last(store: Store, name: str) -> None:
+    """Refuse (``ValueError``, one line) an incremental export under ``name`` when it is a
+    load's cursor name, or is not a slug (``pipelines.rules.names``) and has no stored
+    cursor (a stored one keeps working, with a warning). A slug reads nothing."""
     refuse_load_name(name)
-    stored = store.export_cursors.list(name)
     if (problem := name_problem(name)) is not None:
-        if not stored:
+        if not store.export_cursors.list(name):
             check_name(name, "--since-last")
         log.warning("--since-last %r: %s; it keeps working, but give new exports a slug name", name, problem)
+
+
+def check_format(stored: Sequence[CursorMark], name: str, fmt: str) -> None:
+    """Refuse (``ValueError``, one line) a run in ``fmt`` under ``name`` whose cursors
+    (``stored``, read while holding its lock) moved with files of another format."""
     formats = sorted({m.format for m in stored if m.format is not None})
     if formats and formats[0] != fmt:
         raise ValueError(f"--since-last {name!r} writes {formats[0]}: its cursors moved with {formats[0]} files, so "
@@ -51,21 +55,28 @@ def check_since_last(store: Store, name: str, fmt: str) -> None:
                          f"or run formsync export --reset {name}")
 
 
-def last_run(store: Store, name: str) -> int:
-    """The number of the last run under ``name`` (0: none yet; ``--reset`` starts again):
-    the next run's files carry one more as ``{run}``. Read while holding its lock."""
-    return max((m.run for m in store.export_cursors.list(name)), default=0)
+def last_run(stored: Sequence[CursorMark]) -> int:
+    """The number of the last run under a name (0: none yet; ``--reset`` starts again),
+    of its cursors ``stored`` (read while holding its lock): the next run's files carry
+    one more as ``{run}``."""
+    return max((m.run for m in stored), default=0)
 
 
 @contextmanager
 def cursor_lock(store: Store, name: str, *, ttl_seconds: float = LOCK_SECONDS) -> Iterator[None]:
-    """Hold the store's lock ``cursor:NAME`` (``store.leader_lock``, as the sign-in's
-    refresh does) until the block ends, renewed meanwhile; ``ExportBusy`` at once when
-    another process holds it."""
-    lock = store.leader_lock(LOCK_PREFIX + name, ttl_seconds=ttl_seconds)
+    """Hold the store's lock ``cursor:NAME`` (``store.run_lock``: on a SQLite file, a
+    file lock beside it, which a killed run frees at once) until the block ends, renewed
+    meanwhile where it is a lease; ``ExportBusy`` at once when another run holds it."""
+    lock = store.run_lock(LOCK_PREFIX + name, ttl_seconds=ttl_seconds)
     if not lock.try_acquire():
-        raise ExportBusy(f"--since-last {name!r}: another export under this name is running (or was stopped less "
-                         f"than {ttl_seconds:.0f} s ago); nothing was written: run again once it has finished")
+        raise ExportBusy(f"--since-last {name!r}: another export under this name is running; nothing was written: "
+                         f"run again once it has finished")
+    if isinstance(lock, FileLock):  # held until released or the process ends: nothing to renew
+        try:
+            yield
+        finally:
+            lock.release()
+        return
     stop = threading.Event()
 
     def renew() -> None:

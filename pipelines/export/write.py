@@ -47,7 +47,7 @@ from connector.store.schema import GONE_AT, REQUEST_COLUMNS, display_schema
 from ..lifecycle.archive.columns import Located, archived_fields, long_archived, with_archived
 from .columns import TIMESTAMP, arrow_schema, csv_schema, own_batch, text_cells
 from .long_json import LONG_SCHEMA, ROWS_SCHEMA, long_batch
-from .nightly import check_since_last, cursor_lock, last_run
+from .nightly import check_format, check_since_last, cursor_lock, last_run
 from .wide_json import wide_batch
 
 Format = Literal["csv", "xlsx", "parquet"]
@@ -629,14 +629,16 @@ def export(store: Store, fmt: Format, out: Path, *, table: Table | Literal["all"
             store, name, form_id=form_id, since=since, status=status,  # type: ignore[arg-type]
             display=display, fields=fields, include_gone=include_gone)]
         return _write_all(_planned(tables, fmt, Path(out), at), fmt, out)
-    check_since_last(store, since_last, fmt)
+    check_since_last(store, since_last)
     with cursor_lock(store, since_last):
-        before = last_run(store, since_last)
         with store.exports.snapshot():
+            stored = store.exports.cursors(since_last)
+            check_format(stored, since_last, fmt)
+            before = last_run(stored)
             tables = [t for name in names for t in table_streams(
                 store, name, form_id=form_id, status=status, display=display,  # type: ignore[arg-type]
                 fields=fields, since_last=since_last, include_gone=include_gone)]
-            removed = _removals_stream(store, since_last, form_id, first=before == 0)
+            removed = _removals_stream(store, since_last, form_id, stored)
             report = _write_changes(tables, removed, fmt, Path(out), at, _slug_of(store, form_id), before + 1)
         if advance and report.cursors:
             store.export_cursors.advance(report.cursors)
@@ -724,12 +726,15 @@ REMOVALS_SCHEMA = pa.schema([("id", pa.string()), ("kind", pa.string()), ("form_
                              ("removed_at", TIMESTAMP)])
 
 
-def _removals_stream(store: Store, name: str, form_id: str | None, *, first: bool) -> TableStream:
-    """The removals since ``name``'s last run (the deletion log past its cursor, read in
-    the snapshot), as the ``deletions`` table. A new name's first run carries every row
-    as it is now, so it hands on no removal made before (its cursor starts at the end)."""
-    old, last = store.exports.removals_cursor(name, form_id)
+def _removals_stream(store: Store, name: str, form_id: str | None, stored: Sequence[CursorMark]) -> TableStream:
+    """The removals since ``name``'s last run (the deletion log past its cursor among
+    ``stored``, read in the snapshot), as the ``deletions`` table. A new name's first run
+    carries every row as it is now, so it hands on no removal made before (its cursor
+    starts at the end)."""
+    old = next((m for m in stored if m.table == REMOVALS and m.form_id == (form_id or ALL_FORMS)), None)
     after = -1 if old is None else old.arrival
+    last = store.exports.last_removal(after, form_id)
+    first = last_run(stored) == 0
     run = 1 if old is None else old.run + 1
     mark = None if last is None else CursorMark(name, REMOVALS, form_id or ALL_FORMS, last, 0, run)
 

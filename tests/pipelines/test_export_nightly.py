@@ -23,6 +23,7 @@ from typer.testing import CliRunner
 from connector.config.settings import JobSettings, Settings
 from connector.store import Store
 from connector.store.erasure import Person
+from connector.store.lease import FileLock, LeaseLock
 from pipelines.cli import app
 from pipelines.export.nightly import ExportBusy, cursor_lock
 from pipelines.export.write import deletions_path, export
@@ -194,7 +195,8 @@ def test_names_and_formats_are_checked(store: Store, tmp_path: Path, caplog: pyt
 
 def test_one_holder_of_a_names_lock_on_every_database(db_url: str) -> None:  # noqa: F811
     """The lock of a name, held by one store and refused to another at once (PostgreSQL's
-    and MariaDB's session locks, SQLite's lease), renewed while held, free once released."""
+    and MariaDB's session locks, a file lock beside a SQLite file), kept past a lease's
+    time, free once released."""
     one, two = Store(db_url), Store(db_url)
     one.migrate()
     try:
@@ -210,6 +212,34 @@ def test_one_holder_of_a_names_lock_on_every_database(db_url: str) -> None:  # n
     finally:
         one.close()
         two.close()
+
+
+def test_a_sqlite_files_run_lock_is_a_file_beside_it(tmp_path: Path) -> None:
+    """On a SQLite file a run's lock is a file in ``<file>-locks/`` (its name quoted, a
+    long one hashed), taken without a write to the database; an in-memory SQLite, which
+    has no folder, keeps the lease."""
+    store = Store(f"sqlite:///{tmp_path / 'store.db'}")
+    store.migrate()
+    try:
+        slash = store.run_lock("cursor:a/b c")
+        assert isinstance(slash, FileLock) and slash.path == tmp_path / "store.db-locks" / "cursor%3Aa%2Fb%20c.lock"
+        long = store.run_lock("cursor:" + "x" * 300)
+        assert isinstance(long, FileLock) and len(long.path.name) == 64 + len(".lock")
+        with store.database.engine.connect() as conn:
+            before = conn.exec_driver_sql("PRAGMA data_version").scalar()
+            assert slash.try_acquire() and not store.run_lock("cursor:a/b c").try_acquire()
+            assert conn.exec_driver_sql("PRAGMA data_version").scalar() == before, "nothing written to the store"
+        slash.release()
+        again = store.run_lock("cursor:a/b c")
+        assert again.try_acquire()
+        again.release()
+    finally:
+        store.close()
+    memory = Store("sqlite://")
+    try:
+        assert isinstance(memory.run_lock("cursor:nightly"), LeaseLock)
+    finally:
+        memory.close()
 
 
 def test_a_second_run_under_a_name_refuses_at_once(store: Store, tmp_path: Path) -> None:
@@ -316,8 +346,9 @@ w.export(store, "parquet", sys.argv[2], since_last="nightly")
 
 
 def test_a_run_killed_midway_loses_no_row_and_sends_none_twice(tmp_path: Path) -> None:
-    """SIGKILL while the file is written (a real process): no file, no cursor moved; once
-    its lease ends the next run writes every row once."""
+    """SIGKILL while the file is written (a real process, which holds the name's lock
+    meanwhile): no file, no cursor moved, the lock free at once (a file lock beside the
+    SQLite file), and the next run writes every row once."""
     url = f"sqlite:///{tmp_path / 'store.db'}"
     store = Store(url)
     store.migrate()
@@ -330,14 +361,12 @@ def test_a_run_killed_midway_loses_no_row_and_sends_none_twice(tmp_path: Path) -
         proc = subprocess.Popen([sys.executable, "-c", KILLED, url, str(out / "n-{run}.parquet")],
                                 stdout=subprocess.PIPE, text=True, env={**os.environ})
         assert proc.stdout is not None and proc.stdout.readline().strip() == "writing"
+        with pytest.raises(ValueError, match="another export under this name is running"):
+            run(store, out / "n-{run}.parquet")  # the other process holds the lock
         proc.send_signal(signal.SIGKILL)
         proc.wait(timeout=30)
         assert files(out) == ["n-1.parquet"] and [m.run for m in store.export_cursors.list("nightly")] == [1]
-        with pytest.raises(ValueError, match="another export under this name is running"):
-            run(store, out / "n-{run}.parquet")  # its lease is not over yet
-        with store.database.engine.begin() as conn:  # the lease's 30 s, passed
-            conn.exec_driver_sql("UPDATE formsync_scheduler_lease SET expires_at = 0")
-        assert run(store, out / "n-{run}.parquet").rows == {"wide": 4}
+        assert run(store, out / "n-{run}.parquet").rows == {"wide": 4}, "its lock went with its process"
         written = [r["submission_id"] for f in sorted(out.glob("n-*.parquet")) for r in pq.read_table(f).to_pylist()]
         assert sorted(written) == [f"sub_{i}" for i in range(9)], "every row once"
     finally:

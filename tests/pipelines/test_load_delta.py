@@ -27,7 +27,16 @@ from typer.testing import CliRunner
 from connector.store import Store
 from connector.store.erasure import Person
 from pipelines.cli import app
-from pipelines.export.load import DELETED, DELTA_DIR, cursor_name, delta_target, dlt_settings, load, work_dir
+from pipelines.export.load import (
+    DELETED,
+    DELTA_DIR,
+    cursor_name,
+    delta_target,
+    dlt_packages,
+    dlt_settings,
+    load,
+    work_dir,
+)
 from pipelines.export.write import table_streams
 from pipelines.lifecycle.erase import erase_person
 from tests.conftest import Sandbox
@@ -164,6 +173,39 @@ def test_a_bucket_url_in_dlts_configuration_holds_the_tables_and_names_the_curso
     assert report.rows[store.schema(FORM).name] == 6, "another bucket: every row again"
     assert DeltaTable(str(here / "lake" / "formsync_data" / "answers")).to_pyarrow_table().num_rows == 24
     assert store.export_cursors.get(cursor_name(f"filesystem+delta:{lake}", "formsync_data"), "long", "") is not None
+
+
+def _operations(folder: Path, table: str) -> list[str]:
+    """The Delta log's operations on ``table``, oldest first."""
+    return [str(h["operation"]) for h in reversed(DeltaTable(str(folder / table)).history())]
+
+
+def test_a_first_load_in_parts_appends_and_the_next_one_merges(
+        store: Store, here: Path, capfd: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    """A first load (no table yet) in several parts appends each part: no merge scans the
+    rows of the parts before it and no answer is deleted (each submission is sent once),
+    and dlt's notice that the deletion flag is ignored on an append is not shown; the
+    next load merges the form's table and requests and replaces the answers of the
+    submissions it sends. Equal to the store after each."""
+    import pipelines.export.load as load_module
+
+    table = store.schema(FORM).name
+    monkeypatch.setattr(load_module, "BATCH_ROWS", 8)  # batches of one submission's rows
+    monkeypatch.setattr(load_module, "PART_BYTES", 1)  # a part per batch
+    assert load(store, destination="filesystem", table_format="delta").rows == {table: 6, "answers": 24, "requests": 2}
+    assert _delta_rows(_folder(here), _store_rows(store, table)) == _store_rows(store, table)
+    first = {t: _operations(_folder(here), t) for t in (table, "answers", "requests")}
+    assert first[table].count("WRITE") > 1 and first["answers"].count("WRITE") > 1, "several parts"
+    assert {op for ops in first.values() for op in ops} == {"WRITE"}, first
+    assert "hard_delete" not in capfd.readouterr().err
+
+    store.upsert_submissions([list_item("sub_1", {"score": 10, "note": "edited"}, edits=1)], FORM)
+    store.remove_submissions({"sub_3": FORM}, reason="purge")
+    assert load(store, destination="filesystem", table_format="delta").deleted == {table: 1, "answers": 1}
+    expected = _store_rows(store, table)
+    assert _delta_rows(_folder(here), expected) == expected
+    assert "MERGE" in _operations(_folder(here), table) and "DELETE" in _operations(_folder(here), "answers")
+    assert dlt_packages(work_dir(store)) == [], "no load package left once loaded"
 
 
 KILLED = """
