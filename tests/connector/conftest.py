@@ -21,6 +21,7 @@ import pymysql
 import pytest
 
 from connector.store import Store
+from tests.stores import migrated_store
 
 PG_HOST = os.environ.get("FORMSYNC_PG_HOST", "127.0.0.1")
 PG_PORT = int(os.environ.get("FORMSYNC_PG_PORT", "5432"))
@@ -90,8 +91,7 @@ def mysql_database() -> Iterator[str]:
 @pytest.fixture
 def sqlite_store(tmp_path: Path) -> Iterator[Store]:
     """A migrated store on a SQLite file of the test's own."""
-    s = Store(f"sqlite:///{tmp_path / 'rx.db'}")
-    s.migrate()
+    s = migrated_store(f"sqlite:///{tmp_path / 'rx.db'}")
     try:
         yield s
     finally:
@@ -115,9 +115,8 @@ def db_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
 
 @pytest.fixture
 def store(db_url: str) -> Iterator[Store]:
-    """A migrated store on ``db_url`` (both databases), closed afterwards."""
-    s = Store(db_url)
-    s.migrate()
+    """A migrated store on ``db_url`` (each database), closed afterwards."""
+    s = migrated_store(db_url)
     try:
         yield s
     finally:

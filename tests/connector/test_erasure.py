@@ -22,6 +22,7 @@ from connector.store.ledger import PendingRow
 from connector.store.tables import ArchivedFile
 from pipelines.lifecycle.erase import erase_person
 from pipelines.rules.contact import contact_rule
+from tests.stores import migrated_store
 
 from .test_store import T0, Clock, item, poll_record, req_completed
 
@@ -30,8 +31,7 @@ ADA = "ada@example.com"
 
 @pytest.fixture
 def store(db_url: str, tmp_path: Path) -> Iterator[Store]:
-    s = Store(db_url, clock=Clock(), key_file=tmp_path / "formsync.key")
-    s.migrate()
+    s = migrated_store(db_url, clock=Clock(), key_file=tmp_path / "formsync.key")
     try:
         yield s
     finally:

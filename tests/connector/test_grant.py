@@ -23,6 +23,7 @@ from connector.config.keyfile import KeyFileError, unseal
 from connector.store import Store
 from pipelines.connect.login import LoginOptions, LoginResult, login
 from tests.spec.test_oauth import decide
+from tests.stores import migrated, migrated_store
 
 DAY_MS = 24 * 3600 * 1000
 TOKENS = re.compile(r"fb(o|or)?_[A-Za-z0-9]{16,}")
@@ -72,8 +73,7 @@ async def workspace_via(source: GrantTokens, base_url: str) -> str:
 
 
 async def test_sign_in_keeps_only_sealed_tokens_and_the_chain_lasts_40_days(db_url: str, sandbox: Any) -> None:
-    with Store(db_url) as store:
-        store.migrate()
+    with migrated_store(db_url) as store:
         done = await sign_in(sandbox, store)
         assert done.workspace_id == sandbox.pro.id and done.workspace_name == "Pro Workspace"
         row = store.grants.get(sandbox.base_url)
@@ -90,8 +90,7 @@ async def test_sign_in_keeps_only_sealed_tokens_and_the_chain_lasts_40_days(db_u
 
 
 async def test_four_processes_refresh_at_once_and_the_chain_survives(db_url: str, sandbox: Any) -> None:
-    with Store(db_url) as store:
-        store.migrate()
+    with migrated_store(db_url) as store:
         await sign_in(sandbox, store)
         stale = tokens(store, sandbox.base_url)[0]
         await sandbox.helpers.clock_advance(2 * 3600 * 1000)  # every access token has expired
@@ -110,8 +109,7 @@ async def test_four_processes_refresh_at_once_and_the_chain_survives(db_url: str
 
 
 async def test_a_refresh_refused_for_good_is_said_once_and_kept(db_url: str, sandbox: Any) -> None:
-    with Store(db_url) as store:
-        store.migrate()
+    with migrated_store(db_url) as store:
         await sign_in(sandbox, store)
         row = store.grants.get(sandbox.base_url)
         access, refresh = tokens(store, sandbox.base_url)
@@ -200,8 +198,7 @@ async def killed_at(point: str, db_url: str, sandbox: Any) -> str:
 @pytest.mark.slow
 @pytest.mark.parametrize("db_url", ["sqlite", "postgresql"], indirect=True)  # a lease row; a session lock
 async def test_a_kill_at_any_point_but_one_leaves_a_usable_chain(db_url: str, sandbox: Any) -> None:
-    with Store(db_url) as store:
-        store.migrate()
+    with migrated_store(db_url) as store:
         await sign_in(sandbox, store)
         for point in ("before_call", "after_commit", "next_call"):
             await sandbox.helpers.clock_advance(2 * 3600 * 1000)  # the stored access token has expired
@@ -265,8 +262,7 @@ asyncio.run(main())
 
 @pytest.mark.slow  # four Python processes started at once
 async def test_four_os_processes_refresh_at_once_and_the_chain_survives(db_url: str, sandbox: Any) -> None:
-    with Store(db_url) as store:
-        store.migrate()
+    with migrated_store(db_url) as store:
         await sign_in(sandbox, store)
         await sandbox.helpers.clock_advance(2 * 3600 * 1000)  # every process finds its access token expired
         procs = [await asyncio.create_subprocess_exec(sys.executable, "-c", USER, db_url, sandbox.base_url,
@@ -287,8 +283,7 @@ def test_processes_noting_a_static_tokens_use_at_once_all_succeed(db_url: str) -
     once, its first use kept, and no job fails on the race (a unique key refused before)."""
     import threading
 
-    with Store(db_url) as store:
-        store.migrate()
+    migrated(db_url)
     stores = [Store(db_url) for _ in range(8)]
     start, failures, firsts = threading.Barrier(8), [], []
 

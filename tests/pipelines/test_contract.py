@@ -33,6 +33,7 @@ from pipelines.operate.jobs import parse_params
 from pipelines.operate.scheduler import JobRuntime
 from tests.connector.conftest import db_url, mysql_database, pg_database  # noqa: F401  (fixtures)
 from tests.pipelines.test_export import T0, sub_event
+from tests.stores import migrated_store
 
 ROOT = Path(__file__).resolve().parents[2]
 FORM = "form_every"
@@ -72,8 +73,7 @@ def fill(store: Store, answers: list[dict[str, Any]], start: int = 0) -> None:
 
 @pytest.fixture
 def store(db_url: str) -> Iterator[Store]:  # noqa: F811
-    s = Store(db_url)
-    s.migrate()
+    s = migrated_store(db_url)
     s.record_fields(FORM, DESCRIPTORS)
     fill(s, ANSWERS)
     yield s

@@ -23,6 +23,7 @@ from pipelines.export import long_json
 from pipelines.export.write import export, neutralise
 from tests.connector.conftest import db_url, mysql_database, pg_database  # noqa: F401  (fixtures)
 from tests.connector.test_long_answers import CASES
+from tests.stores import migrated_store
 
 T0 = 1_780_000_000_000
 PLAIN = ({"name": "Ann", "age": 41, "grid": {"speed": "good", "price": "bad"}, "note": "=1+2",
@@ -32,8 +33,7 @@ PLAIN = ({"name": "Ann", "age": 41, "grid": {"speed": "good", "price": "bad"}, "
 
 
 def _filled(url: str, docs: list[tuple[dict[str, Any], dict[str, Any]]]) -> Store:
-    s = Store(url)
-    s.migrate()
+    s = migrated_store(url)
     rows = [{"id": f"sub_{i:03d}", "form_id": "form_a" if i % 3 else "form_b", "form_name": "F",
              "submitted_at": T0 + i, "updated_at": None, "edit_count": 0, "is_completed": True, "answers": a,
              "display": d, "source": "sync", "observed_at": T0, "stored_at": T0} for i, (a, d) in enumerate(docs)]
