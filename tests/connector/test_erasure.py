@@ -22,7 +22,6 @@ from connector.store.ledger import PendingRow
 from connector.store.tables import ArchivedFile
 from pipelines.lifecycle.erase import erase_person
 from pipelines.rules.contact import contact_rule
-from tests.stores import migrated_store
 
 from .test_store import T0, Clock, item, poll_record, req_completed
 
@@ -30,8 +29,8 @@ ADA = "ada@example.com"
 
 
 @pytest.fixture
-def store(db_url: str, tmp_path: Path) -> Iterator[Store]:
-    s = migrated_store(db_url, clock=Clock(), key_file=tmp_path / "formsync.key")
+def store(migrated_db_url: str, tmp_path: Path) -> Iterator[Store]:
+    s = Store(migrated_db_url, clock=Clock(), key_file=tmp_path / "formsync.key")
     try:
         yield s
     finally:

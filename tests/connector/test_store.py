@@ -36,7 +36,6 @@ from connector.store import (
     event_to_rows,
     request_answers,
 )
-from tests.stores import migrated_store
 
 T0 = 1_780_000_000_000  # epoch ms, a fixed moment in 2026
 
@@ -55,8 +54,8 @@ def clock() -> Clock:
 
 
 @pytest.fixture
-def store(db_url: str, clock: Clock) -> Iterator[Store]:
-    s = migrated_store(db_url, clock=clock)
+def store(migrated_db_url: str, clock: Clock) -> Iterator[Store]:
+    s = Store(migrated_db_url, clock=clock)
     try:
         yield s
     finally:

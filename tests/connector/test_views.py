@@ -18,7 +18,6 @@ from sqlalchemy import inspect, text
 
 from connector.store import Store, view_name
 from tests.connector.test_store import T0, events, req_completed, sub_event
-from tests.stores import migrated_store
 
 DAY = 86_400_000
 FIELDS = [
@@ -35,8 +34,8 @@ FIELDS = [
 
 
 @pytest.fixture
-def store(db_url: str) -> Iterator[Store]:
-    s = migrated_store(db_url)
+def store(migrated_db_url: str) -> Iterator[Store]:
+    s = Store(migrated_db_url)
     yield s
     s.close()
 

@@ -31,9 +31,8 @@ from pipelines.export.columns import type_table
 from pipelines.export.write import export
 from pipelines.operate.jobs import parse_params
 from pipelines.operate.scheduler import JobRuntime
-from tests.connector.conftest import db_url, mysql_database, pg_database  # noqa: F401  (fixtures)
+from tests.connector.conftest import db_url, migrated_db_url, mysql_database, pg_database  # noqa: F401  (fixtures)
 from tests.pipelines.test_export import T0, sub_event
-from tests.stores import migrated_store
 
 ROOT = Path(__file__).resolve().parents[2]
 FORM = "form_every"
@@ -72,8 +71,8 @@ def fill(store: Store, answers: list[dict[str, Any]], start: int = 0) -> None:
 
 
 @pytest.fixture
-def store(db_url: str) -> Iterator[Store]:  # noqa: F811
-    s = migrated_store(db_url)
+def store(migrated_db_url: str) -> Iterator[Store]:  # noqa: F811
+    s = Store(migrated_db_url)
     s.record_fields(FORM, DESCRIPTORS)
     fill(s, ANSWERS)
     yield s
