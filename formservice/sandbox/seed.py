@@ -36,7 +36,7 @@ def load_seed(path: Path | str | None) -> dict[str, Any]:
     list of mappings."""
     where = Path(path or DEFAULT_SEED)
     try:
-        seed = yaml.safe_load(where.read_text(encoding="utf-8"))
+        seed = _parse(where.read_text(encoding="utf-8"))
     except yaml.MarkedYAMLError as e:
         raise SeedError(f"{_position(where, e)}: {e.problem or e.context or 'not YAML'}; "
                         "fix the YAML there (config/sandbox-seed.yaml shows a seed)") from None
@@ -51,6 +51,20 @@ def load_seed(path: Path | str | None) -> dict[str, Any]:
         raise SeedError(f"{where}: a seed holds a 'workspaces' list, each with a 'name' "
                         "(config/sandbox-seed.yaml shows a seed)")
     return seed
+
+
+def _parse(text: str) -> Any:
+    """The YAML ``text`` as ``yaml.safe_load`` reads it, read by libyaml when PyYAML has it
+    (the built-in seed in a few milliseconds instead of some thirty, at every sandbox
+    start); a text it refuses is read again by the pure-Python parser, whose errors the
+    messages above are written for."""
+    loader = getattr(yaml, "CSafeLoader", None)
+    if loader is not None:
+        try:
+            return yaml.load(text, Loader=loader)  # the safe loader, in C
+        except yaml.YAMLError:
+            pass
+    return yaml.safe_load(text)
 
 
 def _position(path: Path, e: yaml.MarkedYAMLError) -> str:

@@ -35,6 +35,7 @@ from pipelines.cli import app
 from pipelines.connect.subscriptions import RETRY_HORIZON_MS, held_back
 from tests.conftest import Sandbox
 from tests.connector.conftest import pg_database  # noqa: F401  (fixture)
+from tests.stores import migrated_store
 
 EVENTS_SENT = 100
 
@@ -112,8 +113,7 @@ def _stored(store: Store) -> int:
 def store(request: pytest.FixtureRequest, tmp_path: Path) -> Store:
     url = f"sqlite:///{tmp_path / 'store.db'}" if request.param == "sqlite" else \
         str(request.getfixturevalue("pg_database"))
-    s = Store(url)
-    s.migrate()
+    s = migrated_store(url)
     return s
 
 

@@ -3,9 +3,11 @@
 ``db_url`` runs a test three times: on a SQLite file in ``tmp_path``, on the PostgreSQL
 server at 127.0.0.1:5432 (user ``postgres``) and on the MariaDB (or MySQL) server at
 127.0.0.1:3306 (user ``root``, no password). For PostgreSQL each test module gets a
-fresh database, ``formsync_t_<random>``, dropped at the end; each test starts on an
-empty ``public`` schema. For MariaDB each test gets a fresh database of its own, dropped
-at its end. Without a reachable server those runs are skipped, or fail when ``CI`` or
+fresh database, ``formsync_t_<random>``, dropped at the end; for MariaDB the run has one
+database, dropped at its end; each test starts on it empty, or (a test that uses
+``migrated_db_url``) as a new store migrated to the newest schema (tests/stores.py makes
+either in milliseconds). ``mysql_database`` is a fresh MariaDB database for one test.
+Without a reachable server those runs are skipped, or fail when ``CI`` or
 ``FORMSYNC_CI`` is set (CI must never pass by skipping)."""
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ import pymysql
 import pytest
 
 from connector.store import Store
+from tests.stores import migrated, migrated_store, mysql_shared_database, reset
 
 PG_HOST = os.environ.get("FORMSYNC_PG_HOST", "127.0.0.1")
 PG_PORT = int(os.environ.get("FORMSYNC_PG_PORT", "5432"))
@@ -90,8 +93,7 @@ def mysql_database() -> Iterator[str]:
 @pytest.fixture
 def sqlite_store(tmp_path: Path) -> Iterator[Store]:
     """A migrated store on a SQLite file of the test's own."""
-    s = Store(f"sqlite:///{tmp_path / 'rx.db'}")
-    s.migrate()
+    s = migrated_store(f"sqlite:///{tmp_path / 'rx.db'}")
     try:
         yield s
     finally:
@@ -100,24 +102,40 @@ def sqlite_store(tmp_path: Path) -> Iterator[Store]:
 
 @pytest.fixture(params=["sqlite", "postgresql", "mysql"])
 def db_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
-    """An empty database: a SQLite file, the module's PostgreSQL database with its
-    ``public`` schema emptied, or a fresh MariaDB database."""
+    """A database of the test's own: a SQLite file, the module's PostgreSQL database or the
+    run's MariaDB database. Empty, or at the newest schema when the test uses
+    ``migrated_db_url``."""
+    want_migrated = "migrated_db_url" in request.fixturenames
     if request.param == "sqlite":
-        return f"sqlite:///{tmp_path / 'store.db'}"
-    if request.param == "mysql":
-        return str(request.getfixturevalue("mysql_database"))
-    url: str = request.getfixturevalue("pg_database")
-    with pg_connect(url.rsplit("/", 1)[1]) as conn:
-        conn.execute("DROP SCHEMA public CASCADE")
-        conn.execute("CREATE SCHEMA public")
+        url = f"sqlite:///{tmp_path / 'store.db'}"
+        if want_migrated:
+            migrated(url)
+        return url
+    url = mysql_shared_url() if request.param == "mysql" else str(request.getfixturevalue("pg_database"))
+    reset(url, migrated=want_migrated)
     return url
 
 
 @pytest.fixture
-def store(db_url: str) -> Iterator[Store]:
-    """A migrated store on ``db_url`` (both databases), closed afterwards."""
-    s = Store(db_url)
-    s.migrate()
+def migrated_db_url(db_url: str) -> str:
+    """``db_url`` as ``Store(db_url).migrate()`` leaves a new database: the schema the
+    store fixtures need."""
+    return db_url
+
+
+def mysql_shared_url() -> str:
+    """The MariaDB database the run's ``db_url`` tests take turns on."""
+    try:
+        my_connect().close()
+    except pymysql.err.OperationalError as e:
+        server_unavailable(f"cannot connect to {MY_USER}@{MY_HOST}:{MY_PORT}: {e.args[-1]}", "MariaDB")
+    return mysql_shared_database(f"mysql+pymysql://{MY_USER}@{MY_HOST}:{MY_PORT}/")
+
+
+@pytest.fixture
+def store(migrated_db_url: str) -> Iterator[Store]:
+    """A migrated store on ``db_url`` (each database), closed afterwards."""
+    s = Store(migrated_db_url)
     try:
         yield s
     finally:

@@ -29,9 +29,8 @@ ADA = "ada@example.com"
 
 
 @pytest.fixture
-def store(db_url: str, tmp_path: Path) -> Iterator[Store]:
-    s = Store(db_url, clock=Clock(), key_file=tmp_path / "formsync.key")
-    s.migrate()
+def store(migrated_db_url: str, tmp_path: Path) -> Iterator[Store]:
+    s = Store(migrated_db_url, clock=Clock(), key_file=tmp_path / "formsync.key")
     try:
         yield s
     finally:

@@ -71,9 +71,8 @@ async def workspace_via(source: GrantTokens, base_url: str) -> str:
         return (await fc.list_workspaces())[0].id
 
 
-async def test_sign_in_keeps_only_sealed_tokens_and_the_chain_lasts_40_days(db_url: str, sandbox: Any) -> None:
-    with Store(db_url) as store:
-        store.migrate()
+async def test_sign_in_keeps_only_sealed_tokens_and_the_chain_lasts_40_days(migrated_db_url: str, sandbox: Any) -> None:
+    with Store(migrated_db_url) as store:
         done = await sign_in(sandbox, store)
         assert done.workspace_id == sandbox.pro.id and done.workspace_name == "Pro Workspace"
         row = store.grants.get(sandbox.base_url)
@@ -89,13 +88,12 @@ async def test_sign_in_keeps_only_sealed_tokens_and_the_chain_lasts_40_days(db_u
         assert store.grants.get(sandbox.base_url).generation == 3
 
 
-async def test_four_processes_refresh_at_once_and_the_chain_survives(db_url: str, sandbox: Any) -> None:
-    with Store(db_url) as store:
-        store.migrate()
+async def test_four_processes_refresh_at_once_and_the_chain_survives(migrated_db_url: str, sandbox: Any) -> None:
+    with Store(migrated_db_url) as store:
         await sign_in(sandbox, store)
         stale = tokens(store, sandbox.base_url)[0]
         await sandbox.helpers.clock_advance(2 * 3600 * 1000)  # every access token has expired
-        stores = [Store(db_url) for _ in range(4)]  # four connections, as four processes have
+        stores = [Store(migrated_db_url) for _ in range(4)]  # four connections, as four processes have
         try:
             sources = [GrantTokens(s, sandbox.base_url, KEY, key_where="k") for s in stores]
             got = await asyncio.gather(*(workspace_via(src, sandbox.base_url) for src in sources))
@@ -109,9 +107,8 @@ async def test_four_processes_refresh_at_once_and_the_chain_survives(db_url: str
                 s.close()
 
 
-async def test_a_refresh_refused_for_good_is_said_once_and_kept(db_url: str, sandbox: Any) -> None:
-    with Store(db_url) as store:
-        store.migrate()
+async def test_a_refresh_refused_for_good_is_said_once_and_kept(migrated_db_url: str, sandbox: Any) -> None:
+    with Store(migrated_db_url) as store:
         await sign_in(sandbox, store)
         row = store.grants.get(sandbox.base_url)
         access, refresh = tokens(store, sandbox.base_url)
@@ -199,24 +196,23 @@ async def killed_at(point: str, db_url: str, sandbox: Any) -> str:
 
 @pytest.mark.slow
 @pytest.mark.parametrize("db_url", ["sqlite", "postgresql"], indirect=True)  # a lease row; a session lock
-async def test_a_kill_at_any_point_but_one_leaves_a_usable_chain(db_url: str, sandbox: Any) -> None:
-    with Store(db_url) as store:
-        store.migrate()
+async def test_a_kill_at_any_point_but_one_leaves_a_usable_chain(migrated_db_url: str, sandbox: Any) -> None:
+    with Store(migrated_db_url) as store:
         await sign_in(sandbox, store)
         for point in ("before_call", "after_commit", "next_call"):
             await sandbox.helpers.clock_advance(2 * 3600 * 1000)  # the stored access token has expired
             before = store.grants.get(sandbox.base_url).generation
-            said = await killed_at(point, db_url, sandbox)
+            said = await killed_at(point, migrated_db_url, sandbox)
             assert not TOKENS.search(said), said
             after = store.grants.get(sandbox.base_url).generation
             assert after == before + (point != "before_call"), point
-            with Store(db_url) as other:  # the next process: the stored chain still works
+            with Store(migrated_db_url) as other:  # the next process: the stored chain still works
                 source = GrantTokens(other, sandbox.base_url, KEY, key_where="k", lock_wait_seconds=10)
                 assert await workspace_via(source, sandbox.base_url) == sandbox.pro.id, point
         # The one instant that cannot be made safe: the answer spent the refresh token, the
         # commit never came. The next refresh is refused for good, and that is recorded.
         await sandbox.helpers.clock_advance(2 * 3600 * 1000)
-        await killed_at("after_answer", db_url, sandbox)
+        await killed_at("after_answer", migrated_db_url, sandbox)
         with pytest.raises(GrantError, match="invalid_grant.*formsync login"):
             await workspace_via(GrantTokens(store, sandbox.base_url, KEY, key_where="k", lock_wait_seconds=10),
                                 sandbox.base_url)
@@ -264,12 +260,11 @@ asyncio.run(main())
 
 
 @pytest.mark.slow  # four Python processes started at once
-async def test_four_os_processes_refresh_at_once_and_the_chain_survives(db_url: str, sandbox: Any) -> None:
-    with Store(db_url) as store:
-        store.migrate()
+async def test_four_os_processes_refresh_at_once_and_the_chain_survives(migrated_db_url: str, sandbox: Any) -> None:
+    with Store(migrated_db_url) as store:
         await sign_in(sandbox, store)
         await sandbox.helpers.clock_advance(2 * 3600 * 1000)  # every process finds its access token expired
-        procs = [await asyncio.create_subprocess_exec(sys.executable, "-c", USER, db_url, sandbox.base_url,
+        procs = [await asyncio.create_subprocess_exec(sys.executable, "-c", USER, migrated_db_url, sandbox.base_url,
                                                       stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
                  for _ in range(4)]
         done = await asyncio.wait_for(asyncio.gather(*(p.communicate() for p in procs)), 120)
@@ -282,14 +277,12 @@ async def test_four_os_processes_refresh_at_once_and_the_chain_survives(db_url: 
         assert await workspace_via(source, sandbox.base_url) == sandbox.pro.id, "the chain goes on"
 
 
-def test_processes_noting_a_static_tokens_use_at_once_all_succeed(db_url: str) -> None:
+def test_processes_noting_a_static_tokens_use_at_once_all_succeed(migrated_db_url: str) -> None:
     """Jobs that start together each record the static token's use: the one row is made
     once, its first use kept, and no job fails on the race (a unique key refused before)."""
     import threading
 
-    with Store(db_url) as store:
-        store.migrate()
-    stores = [Store(db_url) for _ in range(8)]
+    stores = [Store(migrated_db_url) for _ in range(8)]
     start, failures, firsts = threading.Barrier(8), [], []
 
     def note(s: Store) -> None:

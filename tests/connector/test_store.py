@@ -54,9 +54,8 @@ def clock() -> Clock:
 
 
 @pytest.fixture
-def store(db_url: str, clock: Clock) -> Iterator[Store]:
-    s = Store(db_url, clock=clock)
-    s.migrate()
+def store(migrated_db_url: str, clock: Clock) -> Iterator[Store]:
+    s = Store(migrated_db_url, clock=clock)
     try:
         yield s
     finally:

@@ -35,9 +35,8 @@ FIELDS = [
 
 
 @pytest.fixture
-def store(db_url: str) -> Iterator[Store]:
-    s = Store(db_url)
-    s.migrate()
+def store(migrated_db_url: str) -> Iterator[Store]:
+    s = Store(migrated_db_url)
     yield s
     s.close()
 

@@ -31,7 +31,7 @@ from pipelines.export.columns import type_table
 from pipelines.export.write import export
 from pipelines.operate.jobs import parse_params
 from pipelines.operate.scheduler import JobRuntime
-from tests.connector.conftest import db_url, mysql_database, pg_database  # noqa: F401  (fixtures)
+from tests.connector.conftest import db_url, migrated_db_url, mysql_database, pg_database  # noqa: F401  (fixtures)
 from tests.pipelines.test_export import T0, sub_event
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -71,9 +71,8 @@ def fill(store: Store, answers: list[dict[str, Any]], start: int = 0) -> None:
 
 
 @pytest.fixture
-def store(db_url: str) -> Iterator[Store]:  # noqa: F811
-    s = Store(db_url)
-    s.migrate()
+def store(migrated_db_url: str) -> Iterator[Store]:  # noqa: F811
+    s = Store(migrated_db_url)
     s.record_fields(FORM, DESCRIPTORS)
     fill(s, ANSWERS)
     yield s

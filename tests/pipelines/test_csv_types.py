@@ -20,6 +20,7 @@ from connector.store import Store
 from pipelines.export.columns import decimal_cells
 from pipelines.export.write import export, schema_file
 from tests.pipelines.test_export import DAY, T0, sub_event
+from tests.stores import migrated_store
 
 FORM = "form_nightly"
 FIELDS = [{"key": "amount", "type": "number"}, {"key": "stars", "type": "rating"},
@@ -33,8 +34,7 @@ NIGHTS = [
 
 @pytest.fixture
 def store(tmp_path: Path) -> Iterator[Store]:
-    s = Store(tmp_path / "store.db")
-    s.migrate()
+    s = migrated_store(tmp_path / "store.db")
     s.record_fields(FORM, FIELDS)
     yield s
     s.close()

@@ -29,6 +29,7 @@ from pipelines.export.load import (
 )
 from pipelines.lifecycle.erase import WorkFolders, erase_person
 from tests.items import list_item
+from tests.stores import migrated_store
 
 FORM = "form_copies"
 FIELDS = [{"key": "note", "type": "text", "title": "Note"}, {"key": "email", "type": "email", "title": "Email"}]
@@ -45,8 +46,7 @@ def here(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
 
 @pytest.fixture
 def store(here: Path) -> Iterator[Store]:
-    s = Store(f"sqlite:///{here / 'store' / 'formsync.db'}", key_file=here / "store" / "formsync.key")
-    s.migrate()
+    s = migrated_store(f"sqlite:///{here / 'store' / 'formsync.db'}", key_file=here / "store" / "formsync.key")
     s.record_fields(FORM, FIELDS)
     yield s
     s.close()

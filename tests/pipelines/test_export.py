@@ -24,6 +24,7 @@ from connector.store import RequestRow, Store, SubmissionRow, answer_rows
 from pipelines.cli import app
 from pipelines.export import write as export_mod
 from pipelines.export.write import export, neutralise
+from tests.stores import migrated_store
 
 # Each test that uses the sandbox runs in both its dialects (tests/conftest.py).
 pytestmark = pytest.mark.dialects
@@ -95,8 +96,7 @@ def req_block(rid: str, status: str, at: int, **extra: Any) -> dict[str, Any]:
 
 @pytest.fixture
 def store(tmp_path: Path) -> Iterator[Store]:
-    s = Store(f"sqlite:///{tmp_path / 'store.db'}")
-    s.migrate()
+    s = migrated_store(f"sqlite:///{tmp_path / 'store.db'}")
     s.record_fields("form_a", FIELDS_A)
     s.record_fields("form_b", FIELDS_B)
     s.store_events([

@@ -21,7 +21,7 @@ from connector.store.exports import long_rows
 from connector.store.tables import SUBMISSIONS
 from pipelines.export import long_json
 from pipelines.export.write import export, neutralise
-from tests.connector.conftest import db_url, mysql_database, pg_database  # noqa: F401  (fixtures)
+from tests.connector.conftest import db_url, migrated_db_url, mysql_database, pg_database  # noqa: F401  (fixtures)
 from tests.connector.test_long_answers import CASES
 
 T0 = 1_780_000_000_000
@@ -32,8 +32,8 @@ PLAIN = ({"name": "Ann", "age": 41, "grid": {"speed": "good", "price": "bad"}, "
 
 
 def _filled(url: str, docs: list[tuple[dict[str, Any], dict[str, Any]]]) -> Store:
+    """A store on the migrated database at ``url`` holding ``docs`` (answers, display)."""
     s = Store(url)
-    s.migrate()
     rows = [{"id": f"sub_{i:03d}", "form_id": "form_a" if i % 3 else "form_b", "form_name": "F",
              "submitted_at": T0 + i, "updated_at": None, "edit_count": 0, "is_completed": True, "answers": a,
              "display": d, "source": "sync", "observed_at": T0, "stored_at": T0} for i, (a, d) in enumerate(docs)]
@@ -44,9 +44,9 @@ def _filled(url: str, docs: list[tuple[dict[str, Any], dict[str, Any]]]) -> Stor
 
 
 @pytest.fixture
-def store(db_url: str, monkeypatch: pytest.MonkeyPatch) -> Iterator[Store]:  # noqa: F811
+def store(migrated_db_url: str, monkeypatch: pytest.MonkeyPatch) -> Iterator[Store]:  # noqa: F811
     monkeypatch.setattr(export_module, "CHUNK_ROWS", 32)  # batches of 4 submissions: several reads, odd ones among plain
-    s = _filled(db_url, [PLAIN] * 5 + [c for case in CASES for c in (case, PLAIN)] + [PLAIN] * 3)
+    s = _filled(migrated_db_url, [PLAIN] * 5 + [c for case in CASES for c in (case, PLAIN)] + [PLAIN] * 3)
     yield s
     s.close()
 
@@ -80,13 +80,13 @@ def test_long_csv_cells_are_the_derived_rows_neutralised(store: Store, tmp_path:
     assert got == want
 
 
-def test_plain_documents_are_shaped_by_arrow_on_every_database(db_url: str, tmp_path: Path,  # noqa: F811
+def test_plain_documents_are_shaped_by_arrow_on_every_database(migrated_db_url: str, tmp_path: Path,  # noqa: F811
                                                                monkeypatch: pytest.MonkeyPatch) -> None:
     """The stored text of each database (PostgreSQL's json column cast to text) is what
     the reader shapes: no submission as the store writes it is decoded one by one."""
     other = ({"name": "Bo é 日本", "grid": {"speed": "ok", "price": "good"}, "people": [], "q4": 2.25},
              {"name": "Bo", "grid": "Speed: Ok, Price: Good"})
-    s = _filled(db_url, [PLAIN, other] * 20)
+    s = _filled(migrated_db_url, [PLAIN, other] * 20)
     try:
         want = _derived(s, None)
 

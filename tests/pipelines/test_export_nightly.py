@@ -28,7 +28,7 @@ from pipelines.cli import app
 from pipelines.export.nightly import ExportBusy, cursor_lock
 from pipelines.export.write import deletions_path, export
 from pipelines.operate.jobs import ConfigError, check_jobs, job_warnings, parse_params, summarise
-from tests.connector.conftest import db_url, mysql_database  # noqa: F401  (fixtures)
+from tests.connector.conftest import db_url, migrated_db_url, mysql_database  # noqa: F401  (fixtures)
 from tests.items import list_item
 
 FORM = "form_a"

@@ -29,7 +29,7 @@ from pipelines.export import write as export_mod
 from pipelines.export.columns import json_cells
 from pipelines.export.json_text import json_texts
 from pipelines.export.write import export, neutralise, neutralise_array
-from tests.connector.conftest import db_url, mysql_database, pg_database  # noqa: F401  (fixtures)
+from tests.connector.conftest import db_url, migrated_db_url, mysql_database, pg_database  # noqa: F401  (fixtures)
 from tests.pipelines.test_export import T0, read_csv, read_sheet, sub_event
 
 
@@ -63,9 +63,8 @@ VARIED_FIELDS = [
 
 
 @pytest.fixture
-def varied_store(db_url: str) -> Iterator[Store]:  # noqa: F811
-    s = Store(db_url)
-    s.migrate()
+def varied_store(migrated_db_url: str) -> Iterator[Store]:  # noqa: F811
+    s = Store(migrated_db_url)
     s.record_fields("form_v", VARIED_FIELDS)
     s.store_events([sub_event(f"evt_{i}", f"sub_{i:03d}", "form_v", T0 + i * 1000, *varied(i)) for i in range(23)])
     try:

@@ -15,7 +15,7 @@ import pytest
 
 from connector.store import Store
 from pipelines.export.write import export
-from tests.connector.conftest import db_url, mysql_database, pg_database  # noqa: F401  (fixtures)
+from tests.connector.conftest import db_url, migrated_db_url, mysql_database, pg_database  # noqa: F401  (fixtures)
 from tests.connector.test_store import T0, events, sub_event
 
 VALUES: list[dict[str, Any]] = [
@@ -28,9 +28,8 @@ VALUES: list[dict[str, Any]] = [
 
 
 @pytest.fixture
-def store(db_url: str) -> Iterator[Store]:  # noqa: F811
-    s = Store(db_url)
-    s.migrate()
+def store(migrated_db_url: str) -> Iterator[Store]:  # noqa: F811
+    s = Store(migrated_db_url)
     s.store_events(events(*[sub_event(f"evt_{i}", f"sub_{i}", submitted=T0 + i, answers=a, display={})
                             for i, a in enumerate(VALUES)]))
     yield s

@@ -22,7 +22,7 @@ from pipelines.lifecycle.archive.download import PARTIAL
 from pipelines.lifecycle.archive.refs import refusal, same_origin
 from pipelines.sync.submissions import sync_form
 from tests.conftest import Sandbox
-from tests.connector.conftest import db_url, mysql_database, pg_database  # noqa: F401  (fixtures)
+from tests.connector.conftest import db_url, migrated_db_url, mysql_database, pg_database  # noqa: F401  (fixtures)
 
 # -- which files an answer names (pure) ---------------------------------------------------------
 

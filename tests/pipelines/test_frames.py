@@ -15,7 +15,7 @@ from connector.store import Store
 from pipelines.export import frames
 from pipelines.export import write as export_mod
 from pipelines.export.write import export
-from tests.connector.conftest import db_url, mysql_database, pg_database  # noqa: F401  (fixtures)
+from tests.connector.conftest import db_url, migrated_db_url, mysql_database, pg_database  # noqa: F401  (fixtures)
 from tests.connector.test_store import T0, events, req_completed, sub_event
 
 ANSWERS = {"name": "Ann", "topic": "sales", "rating": 4, "score": 2.5, "agree": True,
@@ -29,9 +29,8 @@ FIELDS = [{"key": "name", "type": "text"}, {"key": "topic", "type": "select"}, {
 
 
 @pytest.fixture
-def store(db_url: str) -> Iterator[Store]:  # noqa: F811
-    s = Store(db_url)
-    s.migrate()
+def store(migrated_db_url: str) -> Iterator[Store]:  # noqa: F811
+    s = Store(migrated_db_url)
     s.record_fields("form_contact", FIELDS)
     evs = [sub_event(f"evt_{i}", f"sub_{i}", submitted=T0 + i * 1000,
                      answers={**ANSWERS, "rating": 4 + i, "agree": i == 0},

@@ -22,6 +22,7 @@ from pipelines.lifecycle.erase import erase_person
 from pipelines.operate.jobs import summarise
 from tests.connector.conftest import PG_HOST, PG_PORT, PG_USER, pg_connect
 from tests.items import list_item
+from tests.stores import migrated_store
 
 FORM = "form_gone"
 FIELDS = [{"key": "score", "type": "number", "title": "Score"}, {"key": "note", "type": "text", "title": "Note"}]
@@ -38,8 +39,7 @@ def here(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
 @pytest.fixture
 def store(here: Path) -> Store:
     """Four submissions of two answers each and two requests (one to Ada, one completed by sub_4)."""
-    s = Store(f"sqlite:///{here / 'formsync.db'}", key_file=here / "formsync.key")
-    s.migrate()
+    s = migrated_store(f"sqlite:///{here / 'formsync.db'}", key_file=here / "formsync.key")
     s.record_fields(FORM, FIELDS)
     subs = [list_item(f"sub_{i}", {"score": i, "note": f"n{i}"}) for i in range(1, 5)]
     subs[1]["respondentEmail"] = ADA

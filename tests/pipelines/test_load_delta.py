@@ -41,6 +41,7 @@ from pipelines.export.write import table_streams
 from pipelines.lifecycle.erase import erase_person
 from tests.conftest import Sandbox
 from tests.items import list_item
+from tests.stores import migrated_store
 
 ROOT = Path(__file__).resolve().parents[2]
 FORM = "form_lake"
@@ -61,8 +62,7 @@ def here(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
 def store(here: Path) -> Store:
     """Six submissions (one by Ada) and two requests (one to Ada)."""
     (here / "data").mkdir()
-    s = Store(f"sqlite:///{here / 'data' / 'formsync.db'}", key_file=here / "data" / "formsync.key")
-    s.migrate()
+    s = migrated_store(f"sqlite:///{here / 'data' / 'formsync.db'}", key_file=here / "data" / "formsync.key")
     s.record_fields(FORM, FIELDS)
     subs = [list_item(f"sub_{i}", {"score": i, "at": f"0{i}:30:00", "tags": ["a"] if i % 2 else [], "note": f"n{i}"})
             for i in range(1, 7)]

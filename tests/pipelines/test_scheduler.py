@@ -32,7 +32,7 @@ from pipelines.cli import app
 from pipelines.operate.jobs import check_jobs, trigger_for
 from pipelines.operate.scheduler import SchedulerOptions, serve
 from tests.conftest import Sandbox
-from tests.connector.conftest import db_url, mysql_database, pg_database  # noqa: F401  (fixtures)
+from tests.connector.conftest import db_url, migrated_db_url, mysql_database, pg_database  # noqa: F401  (fixtures)
 
 FAST = {"callsPerMinute": 10000, "createsPerMinute": 10000}
 HEADER = ["externalId", "name", "email", "topic"]

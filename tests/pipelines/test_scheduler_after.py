@@ -19,7 +19,7 @@ from connector.store.jobstore import JOBSTORE_TABLE
 from pipelines.operate.jobs import schedule_text
 from pipelines.operate.scheduler import SchedulerOptions, serve
 from tests.conftest import Sandbox
-from tests.connector.conftest import db_url, mysql_database, pg_database, store  # noqa: F401  (fixtures)
+from tests.connector.conftest import db_url, migrated_db_url, mysql_database, pg_database, store  # noqa: F401  (fixtures)
 from tests.pipelines.test_scheduler import config, fast, runs, wait_for  # noqa: F401  (fast: a fixture)
 
 
