@@ -49,7 +49,9 @@ import pyarrow.parquet as pq
 import xlsxwriter
 from sqlalchemy import insert
 
-from connector.store import Store, SubmissionRow, answer_rows
+from connector.store import Store
+from connector.store._mapping import answer_rows
+from connector.store._tables import SubmissionRow
 from pipelines.export.write import export, xlsx_columns
 
 T0 = 1_780_000_000_000

@@ -198,7 +198,8 @@ async def serve_nostore() -> None:
     receiver costs without its database (a diagnostic, ``--with-nostore``)."""
     from connector.config.settings import ReceiverSettings
     from connector.receiver.app import run_receiver
-    from connector.store import Store, StoreOutcome
+    from connector.store import Store
+    from connector.store._mapping import StoreOutcome
 
     class NoStore(Store):
         def store_events(self, events: Any, *, source: Any = "webhook") -> list[StoreOutcome]:
@@ -241,7 +242,8 @@ def missing_after_kill(db_url: str, ids_file: Path) -> tuple[int, int]:
     """(acknowledged, missing) event ids, read back from the reopened database."""
     from sqlalchemy import select
 
-    from connector.store import RawEvent, Store
+    from connector.store import Store
+    from connector.store._tables import RawEvent
 
     acked = {line for line in ids_file.read_text().splitlines() if line}
     store = Store(db_url)
@@ -379,7 +381,8 @@ def storage_bytes(db_url: str) -> int:
 def stored_events(db_url: str) -> int:
     from sqlalchemy import func, select
 
-    from connector.store import RawEvent, Store
+    from connector.store import Store
+    from connector.store._tables import RawEvent
 
     store = Store(db_url)
     try:

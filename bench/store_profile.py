@@ -26,7 +26,7 @@ from receiver import EVENT_ID, PG, event_template  # noqa: E402
 
 def batches(n: int, size: int, run: str) -> list[list[object]]:
     from connector.receiver.app import parse_event
-    from connector.store import Incoming
+    from connector.store._mapping import Incoming
 
     template = event_template()
     out = []

@@ -31,7 +31,8 @@ from sandbox_process import SandboxProcess
 from sqlmodel import select
 
 from connector.client.rpc import FormClient
-from connector.store import Store, SubmissionRow
+from connector.store import Store
+from connector.store._tables import SubmissionRow
 from pipelines.sync.submissions import sync_form
 
 ARRIVALS = 30

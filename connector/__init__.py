@@ -9,12 +9,13 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from .lazy import lazy_exports
+from ._lazy import lazy_exports
 
 if TYPE_CHECKING:
     from .client.agent import AgentClient as AgentClient
     from .client.agent import AgentToolError as AgentToolError
     from .client.rpc import FormClient as FormClient
+    from .config.settings import ServiceSettings as ServiceSettings
     from .config.settings import Settings as Settings
     from .config.settings import load_settings as load_settings
     from .errors import ApiError as ApiError
@@ -53,7 +54,7 @@ _SOURCES: dict[str, str] = {
     "RateLimited": "errors", "TransportError": "errors", "Unauthorized": "errors", "UnexpectedResult": "errors",
     "UpgradeRequired": "errors", "ValidationError": "errors",
     "Receiver": "receiver.app", "create_receiver_app": "receiver.app", "run_receiver": "receiver.app",
-    "Settings": "config.settings", "load_settings": "config.settings",
+    "ServiceSettings": "config.settings", "Settings": "config.settings", "load_settings": "config.settings",
     "CustomScheme": "signing", "SigningConfigError": "signing", "Verification": "signing",
     "sign_custom": "signing", "sign_formstep": "signing", "sign_standard": "signing", "verify": "signing",
     "Store": "store",
@@ -63,7 +64,7 @@ _SOURCES: dict[str, str] = {
 __all__ = [
     "AgentClient", "AgentToolError", "ApiError", "AuthRateLimited", "Conflict", "CustomScheme", "Forbidden",
     "FormClient", "FormsyncError", "InternalError", "MethodNotFound", "NotFound", "RateLimited", "Receiver",
-    "Settings", "SigningConfigError", "Store", "TlsSettingError", "TransportError", "Unauthorized", "UnexpectedResult",
+    "ServiceSettings", "Settings", "SigningConfigError", "Store", "TlsSettingError", "TransportError", "Unauthorized", "UnexpectedResult",
     "UpgradeRequired", "ValidationError", "Verification", "create_receiver_app", "load_settings", "run_receiver",
     "sign_custom", "sign_formstep", "sign_standard", "verify",
 ]

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Annotated, Any, ClassVar, Generic, Self, TypeV
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, PlainSerializer, model_validator
 from pydantic.alias_generators import to_camel
 
-from .times import to_ms, to_service, utc
+from ._times import to_ms, to_service, utc
 
 # Every timestamp attribute is an aware UTC datetime; each keeps its wire form when dumped.
 WireMs = Annotated[datetime, BeforeValidator(utc), PlainSerializer(to_ms, return_type=int)]

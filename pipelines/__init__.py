@@ -14,10 +14,11 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from connector.lazy import lazy_exports
+from connector._lazy import lazy_exports
 
 if TYPE_CHECKING:
     from .export.load import LoadReport as LoadReport
+    from .export.load import read_deletions as read_deletions
     from .export.load import warehouse_source as warehouse_source
     from .export.write import ExportReport as ExportReport
     from .jobs import JobEnv as JobEnv
@@ -37,7 +38,8 @@ if TYPE_CHECKING:
 
 # Each public name and the module that defines it.
 _SOURCES: dict[str, str] = {
-    "ExportReport": "export.write", "LoadReport": "export.load", "warehouse_source": "export.load",
+    "ExportReport": "export.write", "LoadReport": "export.load", "read_deletions": "export.load",
+    "warehouse_source": "export.load",
     "JobEnv": "jobs", "run_job": "jobs",
     "OutreachReport": "outreach", "run_outreach": "outreach",
     "PollReport": "sync.poll", "poll_once": "sync.poll",
@@ -55,7 +57,7 @@ _MODULES: dict[str, str] = {
 
 __all__ = [
     "ExportReport", "JobEnv", "LoadReport", "OutreachReport", "PollReport", "SchedulerOptions", "StatusReport",
-    "SyncAllReport", "SyncReport", "collect_status", "poll_once", "run_job", "run_outreach", "serve", "sync_all",
+    "SyncAllReport", "SyncReport", "collect_status", "poll_once", "read_deletions", "run_job", "run_outreach", "serve", "sync_all",
     "sync_form", "warehouse_source",
 ]
 

@@ -103,8 +103,8 @@ def test_the_events_page_has_every_type_and_every_field_the_guides_bodies_hold()
 
 
 def test_the_data_types_page_has_every_field_type_and_each_type_in_every_destination():
-    from connector.store import SQL_TYPES
-    from connector.store.schema import LOGICAL_TYPES
+    from connector.store._schema import LOGICAL_TYPES
+    from connector.store._views import SQL_TYPES
     from formservice.domain.fieldtypes import FIELD_TYPES
     from pipelines.export.load import DLT_TYPES
 

@@ -107,11 +107,12 @@ def test_the_documented_paths_keep_working() -> None:
     assert package("pipelines").status.collect_status is package("pipelines.operate.status").collect_status
     assert sync_form.__module__ == "pipelines.sync.submissions"
     assert FormClient.__module__ == "connector.client.rpc"
-    assert parse_event.__module__ == "connector.receiver.delivery"
+    assert parse_event.__module__ == "connector.receiver._delivery"
     assert package("connector.signing").verify is package("connector").verify
     from formservice.sandbox.runner import SandboxServer
 
     assert SandboxServer.__module__ == "formservice.sandbox.runner"
+    assert package("formservice.sandbox").SandboxServer is SandboxServer
 
 
 def test_gunicorns_paths_keep_working() -> None:
@@ -120,3 +121,61 @@ def test_gunicorns_paths_keep_working() -> None:
     probe = "import connector.gunicorn_conf, connector.serving; print(callable(connector.serving.receiver_app))"
     out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "True"
+
+
+def test_the_store_offers_what_its_documented_methods_take_and_give() -> None:
+    """``connector.store.__all__`` is the Store and the types of its documented methods;
+    every other module of the store is private (``_name``) and none is listed."""
+    store = package("connector.store")
+    assert store.__all__ == sorted(store.__all__)
+    star: dict[str, object] = {}
+    exec("from connector.store import *", star)
+    assert set(star) - {"__builtins__"} == set(store.__all__)
+    for name in store.__all__:
+        assert getattr(store, name).__module__.startswith("connector.store._"), name
+    modules = {p.stem for p in Path(store.__file__ or "").parent.glob("*.py")} - {"__init__"}
+    assert modules and all(m.startswith("_") for m in modules), sorted(m for m in modules if not m.startswith("_"))
+
+
+def public_import_problems(source: str) -> list[str]:
+    """What a guide's Python imports from formsync's packages that is not public: a module
+    path with a private part, or a name outside its module's ``__all__`` (a public
+    submodule, as ``from pipelines import frames``, is public too)."""
+    ours = {"connector", "formservice", "pipelines"}
+    problems: list[str] = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Import):
+            paths = [(a.name, []) for a in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+            paths = [(node.module, [a.name for a in node.names])]
+        else:
+            continue
+        for path, names in paths:
+            if path.split(".")[0] not in ours:
+                continue
+            if any(part.startswith("_") for part in path.split(".")):
+                problems.append(f"{path} is private")
+                continue
+            module = importlib.import_module(path)
+            listed = set(getattr(module, "__all__", ()))
+            for name in names:
+                value = getattr(module, name)
+                is_module = isinstance(value, ModuleType) and not any(
+                    part.startswith("_") for part in value.__name__.split("."))
+                if name not in listed and not is_module:
+                    problems.append(f"{name} is not in {path}.__all__")
+    return problems
+
+
+def test_a_private_path_or_an_unlisted_name_is_found() -> None:
+    assert public_import_problems("from connector.store._schema import Column") == ["connector.store._schema is private"]
+    assert public_import_problems("import connector._lazy") == ["connector._lazy is private"]
+    assert public_import_problems("from connector import Store, lazy_exports") == ["lazy_exports is not in connector.__all__"]
+    assert public_import_problems("from pipelines import frames\nimport json") == []
+
+
+def test_the_guides_import_only_public_names() -> None:
+    from tests.test_readme_blocks import ALL, PYTHON
+
+    found = [f"{b.where}: {problem}" for b in ALL if b.lang in PYTHON for problem in public_import_problems(b.text)]
+    assert not found, found

@@ -170,7 +170,7 @@ def fill_paths(text: str, fs: Path) -> str:
 
 
 def fill(text: str, sb: Sandbox, fs: Path) -> str:
-    from connector.store.schema import view_name
+    from connector.store._schema import view_name
 
     text = fill_paths(text, fs).replace("fb_...", sb.token).replace("http://127.0.0.1:8787", str(sb.creds["baseUrl"]))
     text = text.replace("formsync_contact_6aff95", view_name(sb.form, "Contact")).replace("frm_Contact", sb.form)

@@ -28,7 +28,7 @@ from mcp.types import TextContent
 from pydantic import SecretStr
 
 from ..errors import FormsyncError, TransportError, reason_of
-from .pacing import Clock, Pacer, Sleep, shared_pacer, token_key
+from ._pacing import Clock, Pacer, Sleep, shared_pacer, token_key
 
 # Tools that also count against the service's creates limit (as requests.create and
 # documents.create do on the JSON-RPC endpoint).
@@ -57,7 +57,7 @@ class AgentClient:
     and never appears in a repr or an error.
 
     Tool calls spend the same per-token budget as JSON-RPC calls, so they wait for the
-    token's shared pacer (see :func:`connector.client.pacing.shared_pacer`): a FormClient and an
+    token's shared pacer (see :func:`connector.client._pacing.shared_pacer`): a FormClient and an
     AgentClient of one token in one event loop never exceed the token's calls, or
     creates, together in any window. Limits left unset here keep what the token's pacer
     has (a FormClient's), or the service's 120 calls and 60 creates a minute."""

@@ -24,14 +24,15 @@ import aiohttp
 from pydantic import SecretStr
 
 from ..config.keyfile import key_changed, key_id, key_path, load_key, seal, unseal
-from ..store.grants import GRANT_LOCK, holds_grant
+from ..store._grants import GRANT_LOCK, holds_grant
 from . import oauth
-from .pacing import token_key
+from ._pacing import token_key
 
 if TYPE_CHECKING:
     from ..config.settings import ServiceSettings, Settings
-    from ..store import LeaderLock, Store
-    from ..store.tables import OAuthGrant
+    from ..store import Store
+    from ..store._leader import LeaderLock
+    from ..store._tables import OAuthGrant
 
 log = logging.getLogger("formsync.grant")
 REFRESH_TTL_MS = 30 * 24 * 3600 * 1000  # a refresh token unused this long expires (the service's rule)

@@ -29,8 +29,8 @@ from pydantic import BaseModel, SecretStr
 
 from .. import errors, models
 from ..config.settings import ServiceSettings
-from .clock import ServiceClock
-from .pacing import Clock, Pacer, Sleep, shared_pacer, token_key
+from ._clock import ServiceClock
+from ._pacing import Clock, Pacer, Sleep, shared_pacer, token_key
 
 log = logging.getLogger("formsync.client")
 M = TypeVar("M", bound=BaseModel)
@@ -237,7 +237,7 @@ class FormClient:
     async def service_now(self) -> int:
         """The service's time now (epoch ms): on a sandbox on this machine its test clock
         (``clock.get``); else from the ``Date`` of the last answer, or of one ``HEAD``
-        when none came yet (see ``connector.client.clock``). Every decision about the service's
+        when none came yet (see ``connector.client._clock``). Every decision about the service's
         state reads it."""
         session, _ = self._ready()
         try:

@@ -12,7 +12,8 @@ from alembic import context
 from sqlalchemy import create_engine
 from sqlalchemy.engine import Connection
 
-from connector.store import METADATA, VERSION_TABLE, compare_column_type
+from connector.store._mysql import compare_column_type
+from connector.store._tables import METADATA, VERSION_TABLE
 
 config = context.config
 

@@ -47,13 +47,13 @@ Answers are JSON: ``{"ok": true, "status", "eventId", "type"}``, or ``{"ok": fal
 "error": {"code", "message", "details"?}}`` (503 adds ``Retry-After``). A 2xx is only
 ever sent after the event's transaction has committed. Concurrent
 deliveries are group-committed: a single writer task hands up to ``max_batch`` verified
-deliveries to its committer, in a process of its own by default (``connector.receiver.committer``)
+deliveries to its committer, in a process of its own by default (``connector.receiver._committer``)
 or in a worker thread, which reads each body (``parse_event``: an event no database can store is set aside, a
 400 comes back for a body that is not an event) and stores the events with one ``Store.store_events``
 call; each waiter is then answered with its own outcome. Log lines carry the event id, type, source and
 outcome, never a header value, secret or body; a refusal is logged once per cause and path
 (then once an hour with the count held back), a signature refusal with the secret setting
-tried and what to check (``connector.receiver.refusals``).
+tried and what to check (``connector.receiver._refusals``).
 """
 
 from __future__ import annotations
@@ -85,16 +85,17 @@ from prometheus_client import (
 from prometheus_client.registry import Collector
 from pydantic import SecretStr
 
-from ..client.field_lists import FieldListLearner
+from .._process.serverlog import quiet_malformed_requests
+from .._process.signals import stop_on_signals
+from ..client._field_lists import FieldListLearner
 from ..client.rpc import TokenSource
 from ..config.secrets_file import signing_secrets
 from ..config.settings import ReceiverSettings, ServiceSettings
-from ..process.serverlog import quiet_malformed_requests
-from ..process.signals import stop_on_signals
 from ..signing import CustomScheme, Scheme, SigningConfigError, Verification, verify
-from ..store import Source, Store
-from .committer import Committer, Result, committer_for
-from .delivery import (
+from ..store import Store
+from ..store._mapping import Source
+from ._committer import Committer, Result, committer_for
+from ._delivery import (
     MAX_JSON_DEPTH,
     QUEUE_FULL,
     TOO_SLOW,
@@ -104,8 +105,8 @@ from .delivery import (
     RefusalError,
     parse_event,
 )
-from .refusals import Channel, RefusalLog, signature_advice
-from .secrets import WebhookSecrets
+from ._refusals import Channel, RefusalLog, signature_advice
+from ._secrets import WebhookSecrets
 from .tls import server_context
 
 __all__ = [
@@ -575,7 +576,7 @@ def create_receiver_app(store: Store, settings: ReceiverSettings, *, custom_sche
     that for a store with its own clock or behaviour). ``service`` with a token (or
     ``tokens``, the stored grant) lets the receiver read a form's ``fields.list`` in the
     background when an answer names a key the store has no descriptor for
-    (``connector.client.field_lists``); without one it logs the forms holding such keys back.
+    (``connector.client._field_lists``); without one it logs the forms holding such keys back.
     ``collectors`` add their metrics to ``/metrics`` (``formsync receive``
     and ``run`` add the store's: jobs, scheduler). Raises ``ValueError`` for a configuration that cannot work (a malformed
     secret, a custom scheme without its definition)."""

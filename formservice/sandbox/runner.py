@@ -16,7 +16,7 @@ from typing import Any
 
 from aiohttp import web
 
-from connector.process.serverlog import quiet_malformed_requests
+from connector._process.serverlog import quiet_malformed_requests
 
 from ..app import create_app
 from ..delivery import trusting

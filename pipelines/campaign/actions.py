@@ -16,7 +16,7 @@ from connector import errors, models
 from connector.client.rpc import FormClient
 from connector.config.settings import OutreachSettings
 from connector.store import Store
-from connector.store.campaign import CampaignRow
+from connector.store._campaign import CampaignRow
 
 from ..rules.contact import ContactRule, Recipient, contact_rule
 from ..sync.poll import poll_once

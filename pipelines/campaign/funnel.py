@@ -12,7 +12,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from connector.store.campaign import UNDELIVERABLE, CampaignRow
+from connector.store._campaign import UNDELIVERABLE, CampaignRow
 
 from ..outreach.counts import RunCounts, job_counts
 

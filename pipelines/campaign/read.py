@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from connector.store import Store
-from connector.store.campaign import CampaignRow
+from connector.store._campaign import CampaignRow
 
 from ..outreach.counts import RunCounts, job_counts
 from .actions import UnknownJob
@@ -47,7 +47,7 @@ def read_campaign(store: Store, job: str) -> Campaign:
 
 def write_page(store: Store, job: str, out: Path, now_ms: int, *, form_name: str | None = None) -> Campaign:
     """Write the campaign's HTML page to ``out`` (made complete, then renamed into place),
-    as of ``now_ms``: the service's time (``connector.client.clock``), the clock its chart runs on;
+    as of ``now_ms``: the service's time (``connector.client._clock``), the clock its chart runs on;
     ``form_name`` (as the service names the form now) over the name the store knows."""
     c = read_campaign(store, job)
     html = campaign_page(c.funnel, c.form_id, c.rounds, cumulative_completions(c.rows), now_ms,

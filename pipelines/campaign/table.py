@@ -18,7 +18,7 @@ import pyarrow.parquet as pq
 import xlsxwriter
 
 from connector.store import Column
-from connector.store.campaign import CampaignRow
+from connector.store._campaign import CampaignRow
 
 from ..export.wide_json import field_arrays
 from ..export.write import TIMESTAMP, XLSX_FORMATS, csv_table, dated_kind, neutralise, xlsx_columns

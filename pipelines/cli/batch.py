@@ -206,7 +206,7 @@ def migrate(config: ConfigOption = None) -> None:
     with command(config) as ctx:
         from alembic.script import ScriptDirectory
 
-        from connector.store.facade import alembic_config
+        from connector.store._facade import alembic_config
 
         store = ctx.store()
         head = ScriptDirectory.from_config(alembic_config(store.url)).get_current_head()

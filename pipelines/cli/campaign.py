@@ -88,7 +88,7 @@ def page_command(job: JobArg, out: Annotated[Path, typer.Option("--out", help="T
     with command(config) as ctx:
         import aiohttp
 
-        from connector.client.clock import service_now
+        from connector.client._clock import service_now
         from pipelines.campaign import write_page
         from pipelines.campaign.words import page_outcome
 

@@ -69,7 +69,7 @@ class Context:
         """Whether the store holds a sign-in to ``service.base_url`` (a SQLite file that
         does not exist yet holds none, and is not made to say so)."""
         from connector.store import Store
-        from connector.store.grants import holds_grant
+        from connector.store._grants import holds_grant
 
         try:
             probe = Store(self.settings().store.url)  # read only: the command's own store may not migrate
@@ -100,7 +100,8 @@ class Context:
         false. A URL that cannot be used is a ``UsageError``; a database that cannot be
         reached or prepared is ``WorkFailed``."""
         if self._store is None:
-            from connector.store import Store, url_problem
+            from connector.store import Store
+            from connector.store._facade import url_problem
 
             if url is None:
                 import os

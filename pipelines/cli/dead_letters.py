@@ -1,5 +1,5 @@
 """``formsync dead-letters list|export|replay``: the correctly signed events the receiver
-set aside because no database can store them (connector/receiver/replay.py)."""
+set aside because no database can store them (connector/receiver/_replay.py)."""
 
 from __future__ import annotations
 
@@ -24,7 +24,7 @@ def list_(config: ConfigOption = None) -> None:
     Example: [bold]formsync dead-letters list --config formsync.toml[/bold]
     """
     with command(config) as ctx:
-        from connector.receiver.replay import dead_letter_line
+        from connector.receiver._replay import dead_letter_line
 
         for letter in ctx.store(migrate=False).dead_letters:
             typer.echo(json.dumps(dead_letter_line(letter, with_body=False)))
@@ -41,7 +41,7 @@ def export(
     Example: [bold]formsync dead-letters export --config formsync.toml --out dead-letters.jsonl[/bold]
     """
     with command(config) as ctx:
-        from connector.receiver.replay import export_lines
+        from connector.receiver._replay import export_lines
 
         lines = export_lines(ctx.store(migrate=False))
         if out is None:
@@ -63,7 +63,7 @@ def replay(config: ConfigOption = None) -> None:
     Example: [bold]formsync dead-letters replay --config formsync.toml[/bold]
     """
     with command(config) as ctx:
-        from connector.receiver.replay import replay_dead_letters
+        from connector.receiver._replay import replay_dead_letters
 
         print_report(replay_dead_letters(ctx.keyed_store()))
 

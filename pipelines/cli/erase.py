@@ -11,7 +11,7 @@ from .errors import ExitCode, UsageError
 from .options import ConfigOption
 
 if TYPE_CHECKING:
-    from connector.store.erasure import Person
+    from connector.store._erasure import Person
     from pipelines.lifecycle.erase import EraseReceipt
 
 
@@ -65,7 +65,7 @@ def erase(
 
 
 def _person(email: str | None, external_id: str | None) -> Person:
-    from connector.store.erasure import Person
+    from connector.store._erasure import Person
 
     if email is not None and ("@" not in email or len(email.strip().split("@")[0]) == 0):
         raise UsageError(f"{email!r} is not an address", where="--email", hint="give the whole address, "

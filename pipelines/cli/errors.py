@@ -118,7 +118,7 @@ RULES: tuple[Rule, ...] = (
     Rule("connector.errors", "DefaultServiceAbsent", ExitCode.USAGE, where="service.base_url"),
     Rule("connector.errors", "FormsyncError", ExitCode.FAILED),
     Rule("aiohttp", "ClientError", ExitCode.FAILED, prefix="cannot reach the service: "),
-    Rule("connector.receiver.committer", "StoreProcessError", ExitCode.FAILED,
+    Rule("connector.receiver._committer", "StoreProcessError", ExitCode.FAILED,
          hint="or store in a thread of the receiver: receiver.store_process = false "
               "(FORMSYNC_RECEIVER__STORE_PROCESS=false)"),
     Rule("sqlalchemy.exc", "SQLAlchemyError", ExitCode.FAILED, prefix="database: ",

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 
 import typer
 
-from connector.process.signals import stop_on_signals
+from connector._process.signals import stop_on_signals
 
 from .context import Context, print_report
 from .errors import ExitCode, Failure

@@ -3,7 +3,7 @@ every command and option (from the Typer app), every setting with its type, defa
 environment variable (from the pydantic settings models, described by the comment above
 each field, else by ``_NOTES``), the exit codes (from ``ExitCode``), the events (the types
 ``connector.client.webhooks`` subscribes to and the envelope ``connector.models.Event`` reads) and
-the data contract's types (each field type's columns from ``connector.store.schema``, each
+the data contract's types (each field type's columns from ``connector.store._schema``, each
 column type as the views, Arrow, dlt, CSV, XLSX and pandas write it, from their mappers).
 The site's build calls these (``scripts/mkdocs_hooks.py``); the commands print what
 ``--help`` prints, without Rich markup."""
@@ -405,7 +405,7 @@ def _example_field(field_type: str) -> Any:
 
 def _field_rows() -> list[str]:
     """Field types (the spec's, as the sandbox lists them) grouped by the columns they make."""
-    from connector.store.schema import field_columns
+    from connector.store._schema import field_columns
     from formservice.domain.fieldtypes import FIELD_TYPES
 
     groups: dict[str, list[str]] = {}
@@ -418,18 +418,19 @@ def _field_rows() -> list[str]:
 
 def data_types_markdown() -> str:
     """The data contract's type table: each field type's columns and logical types (from
-    ``connector.store.schema``), and each logical type in every destination (the views'
+    ``connector.store._schema``), and each logical type in every destination (the views'
     SQL per database, Arrow/Parquet, dlt, CSV and its schema file, XLSX, pandas), from the
     mappers the code writes with."""
-    from connector.store import SQL_TYPES, Column
-    from connector.store.schema import LOGICAL_TYPES, OWN
+    from connector.store import Column
+    from connector.store._schema import LOGICAL_TYPES, OWN
+    from connector.store._views import SQL_TYPES
 
     from ..export.columns import CSV_FORMS, CSV_READ_TYPES, PANDAS_TYPES, XLSX_FORMS, arrow_type
     from ..export.load import DLT_TYPES
 
     member = Column("m", "text")
     lines = ["# Data types", "", "The data contract: a form's table is a function of its field list, never of "
-             "the answers (`connector/store/schema.py`). Each field makes its columns, each column has a logical "
+             "the answers (`connector/store/_schema.py`). Each field makes its columns, each column has a logical "
              "type, and each logical type is written the same way by every destination: the typed views, the wide "
              "export, the frames and `formsync load`. The guide is [Your data](../your-data.md#the-data-contract).",
              "", "## Field types and their columns", "",
@@ -456,7 +457,7 @@ def data_types_markdown() -> str:
 def _long_table_lines() -> list[str]:
     """The long table's columns, ``gone_at``, the requests' and the campaign rows', from
     the data contract (``schema.LONG``, ``GONE_AT``, ``REQUEST_COLUMNS``, ``CAMPAIGN_COLUMNS``)."""
-    from connector.store.schema import ARCHIVED_SUFFIX, CAMPAIGN_COLUMNS, GONE_AT, LONG, REQUEST_COLUMNS
+    from connector.store._schema import ARCHIVED_SUFFIX, CAMPAIGN_COLUMNS, GONE_AT, LONG, REQUEST_COLUMNS
 
     return ["", "## The long table", "",
             "One row per answer, or per matrix row or group instance and member (long exports, `frames.long`, "

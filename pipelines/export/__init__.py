@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from connector.lazy import lazy_exports
+from connector._lazy import lazy_exports
 
 if TYPE_CHECKING:
     from .write import ExportReport as ExportReport

@@ -1,7 +1,7 @@
-"""The destinations' mappers of the data contract (``connector.store.schema``): each
+"""The destinations' mappers of the data contract (``connector.store._schema``): each
 logical type as an Arrow (Parquet) type, as CSV and XLSX cells and as a pandas dtype,
 and the one table (``type_table``) docs/your-data.md shows for every field type, made
-from these mappers and the views' (``connector.store.views.SQL_TYPES``), so the docs
+from these mappers and the views' (``connector.store._views.SQL_TYPES``), so the docs
 and the code cannot drift apart."""
 
 from __future__ import annotations
@@ -14,8 +14,9 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from connector.store import SQL_TYPES, Column, StoredField
-from connector.store.schema import field_columns
+from connector.store import Column, StoredField
+from connector.store._schema import field_columns
+from connector.store._views import SQL_TYPES
 
 from .json_text import json_texts, list_items
 

@@ -1,7 +1,7 @@
 """pandas DataFrames of the store: the wide, long and requests tables, built from the
 very record batches the file export writes (``pipelines.export.table_batches``), so a
 frame has the columns, order and types of the export for the same arguments. The wide
-table is one form's table (``connector.store.schema``), typed from its field list as
+table is one form's table (``connector.store._schema``), typed from its field list as
 ``pipelines.export.columns.PANDAS_TYPES`` says:
 
 * times (``submitted_at``, ``created_at``, ...) are timezone-aware datetimes (UTC);

@@ -3,7 +3,7 @@ object each) read at once by Arrow's C++ JSON reader, and Arrow values written a
 JSON text ``json.dumps(value, ensure_ascii=False)`` writes (what the long table's
 ``value_json`` holds), value by value, with null where a value cannot be written
 exactly that way; or ``compact``, without the space after each ``,`` and ``:`` (the
-text the store writes, ``connector.store.writer.json_text``)."""
+text the store writes, ``connector.store._writer.json_text``)."""
 
 from __future__ import annotations
 

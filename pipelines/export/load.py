@@ -61,10 +61,11 @@ import pyarrow.compute as pc
 from pydantic import BaseModel
 from sqlalchemy.engine import make_url
 
-from connector.store import ALL_FORMS, Column, CursorMark, Store
-from connector.store.campaign import CampaignRow
-from connector.store.database import in_lists
-from connector.store.schema import CAMPAIGN_COLUMNS, LONG, REQUEST_COLUMNS
+from connector.store import Column, Store
+from connector.store._campaign import CampaignRow
+from connector.store._cursors import ALL_FORMS, CursorMark
+from connector.store._database import in_lists
+from connector.store._schema import CAMPAIGN_COLUMNS, LONG, REQUEST_COLUMNS
 
 from .columns import arrow_schema, json_cells, own_batch
 from .write import TableStream, table_streams, wide_schema
@@ -93,7 +94,7 @@ TableFormat = Literal["delta"]
 DELTA_IN_LIST = 2000
 EXTRA_MISSING = "formsync load needs the warehouse extra: pip install 'formsync[warehouse]'"
 # The data contract's logical types as dlt's (``pipelines.export.columns`` holds the Arrow and
-# pandas ones, ``connector.store.views`` the SQL ones).
+# pandas ones, ``connector.store._views`` the SQL ones).
 DLT_TYPES: dict[str, str] = {"text": "text", "number": "double", "integer": "bigint", "boolean": "bool",
                              "date": "date", "time": "time", "timestamp": "timestamp", "keys": "json",
                              "records": "json", "json": "json"}

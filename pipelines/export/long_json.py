@@ -3,7 +3,7 @@ come as their stored JSON text (``store.exports.answer_documents``): Arrow's JSO
 reader parses the batch's documents at once and the rows are made column by column, so
 no answer goes through Python.
 
-The rows are exactly those ``connector.store.long_rows`` makes: each value as plain
+The rows are exactly those ``connector.store._exports.long_rows`` makes: each value as plain
 text (a text answer as it is, anything else as its JSON text), no instance, row key or
 member key (null) where the answer is not in a group, a matrix row or a group member.
 A submission's rows are made here only when its answers document is the very text its
@@ -23,8 +23,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from connector.store.exports import long_rows
-from connector.store.schema import LONG
+from connector.store._exports import long_rows
+from connector.store._schema import LONG
 
 from .columns import arrow_schema
 from .json_text import (
@@ -39,7 +39,7 @@ from .json_text import (
 )
 
 Batch = Sequence[tuple[Any, ...]]
-LONG_COLUMNS = [c.name for c in LONG]  # the data contract's long table (``connector.store.schema.LONG``)
+LONG_COLUMNS = [c.name for c in LONG]  # the data contract's long table (``connector.store._schema.LONG``)
 LONG_SCHEMA = arrow_schema(LONG)
 # The rows made here: the long table's columns but ``archived``, which needs the archive
 # (``pipelines.lifecycle.archive.columns.long_archived``).

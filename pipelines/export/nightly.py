@@ -10,8 +10,9 @@ import threading
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 
-from connector.store import CursorMark, Store
-from connector.store.lease import FileLock
+from connector.store import Store
+from connector.store._cursors import CursorMark
+from connector.store._lease import FileLock
 
 from ..rules.names import check_name, name_problem
 

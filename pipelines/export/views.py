@@ -10,12 +10,12 @@ from pydantic import BaseModel
 from connector.client.rpc import FormClient
 from connector.errors import FormsyncError
 from connector.store import FormView, Store
-from connector.store.schema import legacy_view_name
+from connector.store._schema import legacy_view_name
 
 
 class ViewColumnOut(BaseModel):
     name: str
-    type: str  # the logical type (``connector.store.schema``)
+    type: str  # the logical type (``connector.store._schema``)
     field_key: str | None = None
 
 
@@ -66,7 +66,7 @@ def held_back_line(store: Store, form_id: str | None = None) -> str | None:
     """One line naming the answered keys an export or load leaves out of the form tables
     (wide) because no ``fields.list`` read named them yet (of ``form_id``, or of every
     form), with the fix; None when none is held back."""
-    from connector.client.field_lists import HELD_BACK_FIX
+    from connector.client._field_lists import HELD_BACK_FIX
 
     held = store.held_back_fields(None if form_id is None else [form_id])
     if not held:

@@ -1,6 +1,6 @@
 """The wide table's record batches: a batch of submission rows (``store.exports.wide_rows``:
 the submission's own columns, then its answers and display documents as JSON text)
-shaped column by column as the form's schema (``connector.store.schema``) says.
+shaped column by column as the form's schema (``connector.store._schema``) says.
 
 The schema is known before the first row, so Arrow's C++ JSON reader parses a batch's
 documents at once with the schema's own types (``explicit_schema``): no type is
@@ -21,7 +21,8 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from connector.store import OWN, Column
+from connector.store import Column
+from connector.store._schema import OWN
 
 from .columns import arrow_type, own_array
 from .json_text import read_typed

@@ -1,5 +1,5 @@
 """Export the store to CSV, XLSX or Parquet: submissions wide (one row per submission:
-a form's table, its columns and types from its field list, ``connector.store.schema``;
+a form's table, its columns and types from its field list, ``connector.store._schema``;
 one table per form), answers long (one row per answer, or per part of a repeating group
 or matrix: see ``answer_rows``; values as plain text) and requests. Nothing here calls
 the service or infers a type from the values.
@@ -39,10 +39,12 @@ import pyarrow.parquet as pq
 import xlsxwriter
 from pydantic import BaseModel
 
-from connector.store import ALL_FORMS, OWN, Column, CursorMark, ExportFilter, Store, epoch_ms, json_value
-from connector.store.archive import FileFields
-from connector.store.exports import REMOVALS, long_rows
-from connector.store.schema import GONE_AT, REQUEST_COLUMNS, display_schema
+from connector.store import Column, ExportFilter, Store
+from connector.store._archive import FileFields
+from connector.store._cursors import ALL_FORMS, CursorMark
+from connector.store._exports import REMOVALS, json_value, long_rows
+from connector.store._mapping import epoch_ms
+from connector.store._schema import GONE_AT, OWN, REQUEST_COLUMNS, display_schema
 
 from ..lifecycle.archive.columns import Located, archived_fields, long_archived, with_archived
 from .columns import TIMESTAMP, arrow_schema, csv_schema, own_batch, text_cells
@@ -590,7 +592,7 @@ def export(store: Store, fmt: Format, out: Path, *, table: Table | Literal["all"
     writes the three as sheets of one XLSX workbook) to ``out`` as ``fmt``, streaming:
     memory is bounded by one batch of ``CHUNK_ROWS`` rows, not by the table.
 
-    The wide table is the form's table (``connector.store.schema``): its columns and
+    The wide table is the form's table (``connector.store._schema``): its columns and
     types come from the stored field list, never from the answers, and no service is
     called. One table holds one form: without ``form_id`` and with several forms, each
     form's wide table is written to its own file, ``<stem>.<form id><suffix>`` beside

@@ -1,7 +1,7 @@
 """``formsync erase``: one person's data removed from the store, the archived files only
 they used, the lines of the report files formsync wrote that name them, dlt's load
 packages not yet loaded and the partial files interrupted runs left, with a receipt of
-what was removed where and what is out of reach (see ``connector.store.erasure`` for the
+what was removed where and what is out of reach (see ``connector.store._erasure`` for the
 tables)."""
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from connector import errors
 from connector.client.rpc import FormClient
 from connector.config.settings import Settings
 from connector.store import Store
-from connector.store.erasure import Person
+from connector.store._erasure import Person
 
 from ..export.load import dlt_packages, remove_packages, store_folder, work_dir
 from ..outreach.report import links_path

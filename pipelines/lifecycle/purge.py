@@ -18,7 +18,7 @@ from pydantic import BaseModel
 from connector.client.rpc import FormClient
 from connector.models import FormSettings
 from connector.store import Store
-from connector.store.submissions import SubmissionTimes
+from connector.store._submissions import SubmissionTimes
 
 from .erase import remove_files
 

@@ -21,8 +21,8 @@ from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 
+from connector._process.repeats import RepeatedWarning
 from connector.config.settings import NoticeKind, Settings
-from connector.process.repeats import RepeatedWarning
 from connector.store import Store
 
 from .health import problems

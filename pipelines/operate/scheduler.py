@@ -7,7 +7,7 @@ with the receiver in the same process when ``[receiver] enabled`` is set.
   source of truth: on start, a stored job whose definition is unchanged keeps its
   persisted next run time; a changed one is rescheduled; one no longer configured is
   removed.
-* One scheduler acts per database (see ``connector.store.lease``): the others serve their
+* One scheduler acts per database (see ``connector.store._lease``): the others serve their
   receiver, poll for the lock and take over when the leader dies.
 * Every run is recorded in ``formsync_job_runs`` (start, end, outcome, error, summary,
   pid) for ``formsync status``.
@@ -37,13 +37,13 @@ from apscheduler.events import EVENT_JOB_MISSED, EVENT_JOB_SUBMITTED, JobEvent, 
 from apscheduler.schedulers.asyncio import AsyncIOScheduler
 from pydantic import BaseModel
 
+from connector._process.repeats import RepeatedWarning
 from connector.client.rpc import TokenSource
 from connector.config.keyfile import KeyFileError
 from connector.config.settings import JobSettings, Settings
-from connector.process.repeats import RepeatedWarning
-from connector.store import LeaderLock, Store
-from connector.store.jobstore import JOBSTORE_TABLE
-from connector.store.leader import holder_id
+from connector.store import Store
+from connector.store._jobstore import JOBSTORE_TABLE
+from connector.store._leader import LeaderLock, holder_id
 
 from ..jobs import JOBS, KEYED, JobEnv, OutreachParams, SyncParams
 from . import notify
@@ -329,7 +329,7 @@ async def serve(settings: Settings, store: Store, *, stop: asyncio.Event | None 
     ``on_state`` hears ``waiting`` and ``leading``; ``on_receiver_ready`` the receiver's URL.
     ``tokens`` (the stored grant, ``connector.client.grant.stored_grant``) serves every job and the
     receiver when ``service.token`` is not set."""
-    from connector.process.signals import stop_on_signals
+    from connector._process.signals import stop_on_signals
     from connector.receiver.app import run_receiver
 
     from .metrics import StoreCollector

@@ -15,14 +15,15 @@ from rich.console import Group
 from rich.table import Table
 from rich.text import Text
 
-from connector.client.field_lists import HELD_BACK_FIX
+from connector.client._field_lists import HELD_BACK_FIX
+from connector.client._pacing import token_key
 from connector.client.grant import GrantError, token_kind
-from connector.client.pacing import token_key
 from connector.client.rpc import TokenSource
 from connector.config.settings import ServiceSettings, Settings
-from connector.store import FormField, JobRun, OutreachRow, RawEvent, RequestRow, Store, Suppression
-from connector.store.grants import holds_grant
-from connector.store.jobstore import JOBSTORE_TABLE
+from connector.store import Store
+from connector.store._grants import holds_grant
+from connector.store._jobstore import JOBSTORE_TABLE
+from connector.store._tables import FormField, JobRun, OutreachRow, RawEvent, RequestRow, Suppression
 
 from ..campaign.funnel import Funnel, funnel
 from ..outreach.counts import RunCounts, job_counts, recorded_counts

@@ -99,7 +99,7 @@ def recorded_counts(outcome: Mapping[str, Any]) -> RunCounts | None:
     return RunCounts.model_validate({k: v for k, v in outcome.items() if k in fields})
 
 
-# The count each ledger state's rows are in (``connector.store.ledger``): a row recorded
+# The count each ledger state's rows are in (``connector.store._ledger``): a row recorded
 # but without a confirmed request (a stopped or interrupted run) is left to send.
 LEDGER_COUNTS = {"sent": "sent", "failed": "failed", "changed": "changed", "suppressed": "suppressed",
                  "pending": "left", "sending": "left"}
@@ -110,7 +110,7 @@ ROW_STATE = {"sent": "sent", "skipped_existing": "sent", "invalid": "rejected", 
 
 def job_counts(states: Mapping[str, int], outcome: Mapping[str, Any] | None) -> RunCounts:
     """A job's sheet rows in their states now: ``states`` the ledger's rows per state
-    (``connector.store.ledger``), ``outcome`` its last run's record. The last run's counts
+    (``connector.store._ledger``), ``outcome`` its last run's record. The last run's counts
     while the ledger holds exactly what they say (they also tell the rows sent before the
     run, and a stop); otherwise (a run interrupted before it recorded its counts, a row
     erased since) the ledger's rows, with the rows the last run rejected before the

@@ -11,8 +11,9 @@ from pathlib import Path
 
 from connector.client.rpc import FormClient
 from connector.config.settings import OutreachSettings
-from connector.store import OutreachRow, Store
-from connector.store.ledger import Claim, PendingRow
+from connector.store import Store
+from connector.store._ledger import Claim, PendingRow
+from connector.store._tables import OutreachRow
 
 from ..rules.contact import ContactRule, Recipient, contact_rule
 from .checks import (

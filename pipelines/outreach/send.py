@@ -12,7 +12,7 @@ from connector.client.rpc import FormClient
 from connector.errors import FormsyncError
 from connector.models import RequestCreated
 from connector.store import Store
-from connector.store.ledger import PendingRow
+from connector.store._ledger import PendingRow
 
 from .columns import RowParams
 from .documents import Documents, DocumentUnreadable

@@ -103,7 +103,7 @@ class ContactRule:
     def refreshed(self, store: Store | None) -> ContactRule:
         """The rule with the store's list, bounces, complaints and erasures read now (a
         rule not made from the settings is returned as it is)."""
-        from connector.store.campaign import Suppressed
+        from connector.store._campaign import Suppressed
 
         if self.file_listed is None:
             return self

@@ -23,7 +23,7 @@ Cost model of one cycle, per form with ``n`` stored pending requests:
 
 So a cycle costs ``ceil(n/100)`` calls when nothing changed, and about ``ceil(n/100) +
 completed + (0..2 listings)`` when requests left ``pending``, plus one ``fields.list``
-per form answered for the first time (its schema, see ``connector.client.field_lists``). Stored pending requests
+per form answered for the first time (its schema, see ``connector.client._field_lists``). Stored pending requests
 whose form is unknown (a ``requests.create`` result carries no ``formId``) are read with
 ``requests.get`` one by one; that also stores their form, so later cycles list them.
 Last, a pending request whose address is suppressed, bounced or complained (the contact
@@ -42,10 +42,11 @@ from typing import cast
 from pydantic import BaseModel
 
 from connector import errors, models
-from connector.client.field_lists import learn_field_lists
+from connector.client._field_lists import learn_field_lists
 from connector.client.rpc import UNSET, FormClient
 from connector.config.settings import OutreachSettings
-from connector.store import PendingRequest, Store
+from connector.store import Store
+from connector.store._requests import PendingRequest
 
 from ..outreach.suppression import cancel_blocked
 from ..rules.contact import Canceled, ContactRule, contact_rule

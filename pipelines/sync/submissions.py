@@ -45,10 +45,11 @@ from datetime import UTC, datetime
 from pydantic import BaseModel
 
 from connector import models
-from connector.client.field_lists import learn_field_lists
+from connector._times import to_service, utc
+from connector.client._field_lists import learn_field_lists
 from connector.client.rpc import UNSET, FormClient
-from connector.store import ExportFilter, Store, SyncMark
-from connector.times import to_service, utc
+from connector.store import ExportFilter, Store
+from connector.store._mapping import SyncMark
 
 PAGE = 100
 HOUR_MS = 3_600_000

@@ -23,12 +23,12 @@ from prometheus_client import CollectorRegistry, generate_latest
 from typer.testing import CliRunner
 
 from bench.forms_memory import event
-from connector.client.pacing import token_key
+from connector.client._pacing import token_key
 from connector.config.settings import ReceiverSettings, load_settings
 from connector.receiver.app import create_receiver_app
 from connector.signing import sign_formstep
 from connector.store import Store
-from connector.store.ledger import PendingRow
+from connector.store._ledger import PendingRow
 from pipelines.cli import app
 from pipelines.operate.metrics import StoreCollector
 

@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 from typer.testing import CliRunner
 
-from connector.client.clock import service_now
+from connector.client._clock import service_now
 from connector.client.rpc import FormClient
 from connector.config.settings import load_settings
 from connector.store import Store

@@ -18,7 +18,7 @@ from typer.testing import CliRunner
 
 from connector.client.rpc import FormClient
 from connector.store import Store
-from connector.store.campaign import CampaignRow
+from connector.store._campaign import CampaignRow
 from pipelines.campaign import act, read_campaign
 from pipelines.campaign.funnel import Closed, closed, cumulative_completions, funnel, rounds
 from pipelines.campaign.page import campaign_page

@@ -10,7 +10,7 @@ import pytest
 
 from connector.config.settings import JobSettings
 from connector.models import FieldDescriptor
-from connector.store.campaign import CampaignRow
+from connector.store._campaign import CampaignRow
 from pipelines.campaign.actions import parse_idle, pending_rows
 from pipelines.campaign.funnel import cumulative_completions, funnel, rounds
 from pipelines.campaign.page import campaign_page

@@ -8,9 +8,9 @@ from __future__ import annotations
 
 import pytest
 
-from connector.client.clock import ServiceClock, date_ms, on_this_machine
+from connector.client._clock import ServiceClock, date_ms, on_this_machine
 from connector.config.settings import JobSettings
-from connector.store.campaign import CampaignRow
+from connector.store._campaign import CampaignRow
 from pipelines.campaign.actions import (
     SPACING_MS,
     ActionReport,

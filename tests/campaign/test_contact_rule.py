@@ -18,7 +18,7 @@ from typer.testing import CliRunner
 from connector.client.rpc import FormClient
 from connector.config.settings import OutreachSettings
 from connector.store import Store
-from connector.store.campaign import CampaignRow
+from connector.store._campaign import CampaignRow
 from pipelines.campaign import act, read_campaign
 from pipelines.campaign.actions import contactable
 from pipelines.campaign.funnel import funnel

@@ -29,7 +29,7 @@ from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, ru
 from connector.client.rpc import FormClient
 from connector.config.settings import load_settings
 from connector.store import Store
-from connector.store.erasure import Person
+from connector.store._erasure import Person
 from pipelines.campaign import read_campaign, write_page
 from pipelines.campaign import suppress as suppression_list
 from pipelines.campaign.export import export_campaign

@@ -163,7 +163,7 @@ def test_the_mapping_gives_each_kind_of_failure_its_code() -> None:
     assert explain(OutDirError("x")).code == 2 and explain(ConfigError("x")).code == 2
     assert explain(DemoError("x")).code == 1 and explain(TransportError("x")).code == 1
     assert explain(ConnectionRefusedError(111, "refused")).code == 1 and explain(ValueError("bad")).code == 2
-    from connector.receiver.committer import StoreProcessError
+    from connector.receiver._committer import StoreProcessError
 
     no_process = explain(StoreProcessError("the receiver's store process could not be started: no room"))
     assert no_process.code == 1 and not no_process.bug and "store_process = false" in (no_process.hint or "")

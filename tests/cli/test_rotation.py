@@ -28,9 +28,9 @@ from typer.testing import CliRunner
 from connector.config.secrets_file import file_secrets, with_secrets
 from connector.config.settings import ReceiverSettings
 from connector.receiver import create_receiver_app, run_receiver
-from connector.receiver.secrets import RELOAD_EVERY_S, WebhookSecrets
+from connector.receiver._secrets import RELOAD_EVERY_S, WebhookSecrets
 from connector.store import Store
-from connector.store.tables import EVENTS
+from connector.store._tables import EVENTS
 from pipelines.cli import app
 from pipelines.connect.subscriptions import RETRY_HORIZON_MS, held_back
 from tests.conftest import Sandbox

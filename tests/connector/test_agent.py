@@ -6,8 +6,8 @@ import zlib
 
 import pytest
 
+from connector.client._pacing import DEFAULT_MARGIN
 from connector.client.agent import AgentClient, AgentToolError
-from connector.client.pacing import DEFAULT_MARGIN
 from connector.client.rpc import FormClient
 
 

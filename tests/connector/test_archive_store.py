@@ -4,7 +4,7 @@ is its key, and archiving it again replaces its row."""
 from __future__ import annotations
 
 from connector.store import Store
-from connector.store.tables import ArchivedFile
+from connector.store._tables import ArchivedFile
 
 
 def test_the_archive_table_round_trips(store: Store) -> None:

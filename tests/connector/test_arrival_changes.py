@@ -20,7 +20,8 @@ from sqlmodel import select
 from typer.testing import CliRunner
 
 from connector.client.rpc import FormClient
-from connector.store import RequestRow, Store, SubmissionRow
+from connector.store import Store
+from connector.store._tables import RequestRow, SubmissionRow
 from formservice.domain.forms import edit_blocks
 from formservice.tables import Form
 from pipelines.cli import app

@@ -14,7 +14,9 @@ from typing import Any
 import pytest
 from sqlmodel import select
 
-from connector.store import CursorMark, ExportFilter, RequestRow, Store, SubmissionRow
+from connector.store import ExportFilter, Store
+from connector.store._cursors import CursorMark
+from connector.store._tables import RequestRow, SubmissionRow
 from pipelines.export.load import read_deletions
 from tests.items import list_item
 

@@ -10,8 +10,9 @@ from typing import Any
 import pytest
 import sqlalchemy as sa
 
-from connector.store import RequestRow, Store
-from connector.store.ledger import PendingRow
+from connector.store import Store
+from connector.store._ledger import PendingRow
+from connector.store._tables import RequestRow
 
 from .test_store import T0, events, get, poll_record, req_completed, sub_event
 from .test_store_migration import _to

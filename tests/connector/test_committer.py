@@ -1,4 +1,4 @@
-"""The receiver's committers (``connector.receiver.committer``): a batch mixing events and bodies
+"""The receiver's committers (``connector.receiver._committer``): a batch mixing events and bodies
 that are not, and for the store process what happens when it dies, when its receiver
 is killed or interrupted. The receiver's own tests (test_receiver.py) run through it too."""
 
@@ -17,9 +17,10 @@ from typing import Any
 import aiohttp
 import pytest
 
-from connector.receiver.committer import ProcessCommitter, StoreProcessError, ThreadCommitter, committer_for
-from connector.receiver.delivery import Delivery, Refusal
-from connector.store import Store, StoreOutcome
+from connector.receiver._committer import ProcessCommitter, StoreProcessError, ThreadCommitter, committer_for
+from connector.receiver._delivery import Delivery, Refusal
+from connector.store import Store
+from connector.store._mapping import StoreOutcome
 
 from .conftest import pg_connect
 from .test_receiver import CB_SECRET, FORMSYNC, counts, encode, envelope, events_in, running, signed
@@ -34,7 +35,7 @@ def store_processes(parent: int) -> list[int]:
                 cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
             except OSError:
                 continue  # it ended meanwhile
-            if b"connector.receiver.committer" in cmdline:
+            if b"connector.receiver._committer" in cmdline:
                 found.append(int(pid))
     return found
 
@@ -170,16 +171,16 @@ async def test_batches_waiting_for_the_store_process_share_one_transaction(tmp_p
 async def test_a_body_the_reader_breaks_on_is_answered_500_and_its_batch_stored(sqlite_store, monkeypatch):
     """A reader bug (stood in for by a patched ``parse_event``: no real body is known to
     cause one) costs that delivery a 500, not the batch or the store process."""
-    import connector.receiver.delivery
+    import connector.receiver._delivery
 
-    real = connector.receiver.delivery.parse_event
+    real = connector.receiver._delivery.parse_event
 
     def broken_on_one(raw: bytes) -> Any:
         if b"evt_boom" in raw:
             raise RuntimeError("a bug")
         return real(raw)
 
-    monkeypatch.setattr(connector.receiver.delivery, "parse_event", broken_on_one)
+    monkeypatch.setattr(connector.receiver._delivery, "parse_event", broken_on_one)
     committer = ThreadCommitter(sqlite_store)
     results = await committer.commit([Delivery(encode(envelope(e)), "webhook", 1) for e in ("evt_ok", "evt_boom")])
     assert results[0] == StoreOutcome("evt_ok", "request.completed", "stored")

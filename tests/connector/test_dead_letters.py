@@ -14,9 +14,10 @@ from pathlib import Path
 
 import pytest
 
-from connector.receiver.delivery import parse_event
-from connector.receiver.replay import replay_dead_letters
-from connector.store import Incoming, Store, Unstorable
+from connector.receiver._delivery import parse_event
+from connector.receiver._replay import replay_dead_letters
+from connector.store import Store
+from connector.store._mapping import Incoming, Unstorable
 
 from .test_receiver import (
     FORMSYNC,

@@ -1,4 +1,4 @@
-"""Reading a verified body (``connector.receiver.delivery``): the check on a body's bytes that
+"""Reading a verified body (``connector.receiver._delivery``): the check on a body's bytes that
 spares the walk over its value never passes a value the walk would refuse."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from connector.receiver.delivery import (
+from connector.receiver._delivery import (
     MAX_JSON_DEPTH,
     RefusalError,
     _parse_json,

@@ -22,7 +22,8 @@ from sqlmodel import select
 
 from connector import errors
 from connector.client.rpc import FormClient
-from connector.store import RequestRow, Store
+from connector.store import Store
+from connector.store._tables import RequestRow
 from pipelines.sync.poll import poll_once
 from pipelines.sync.submissions import sync_all
 from tests.conftest import Sandbox

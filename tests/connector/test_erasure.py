@@ -16,10 +16,11 @@ from sqlalchemy import select
 from connector.config.keyfile import KeyFileError
 from connector.config.settings import OutreachSettings
 from connector.models import Event
-from connector.store import METADATA, ExportFilter, Store, SubmissionRow, Unstorable
-from connector.store.erasure import Person, erasure_hash
-from connector.store.ledger import PendingRow
-from connector.store.tables import ArchivedFile
+from connector.store import ExportFilter, Store
+from connector.store._erasure import Person, erasure_hash
+from connector.store._ledger import PendingRow
+from connector.store._mapping import Unstorable
+from connector.store._tables import METADATA, ArchivedFile, SubmissionRow
 from pipelines.lifecycle.erase import erase_person
 from pipelines.rules.contact import contact_rule
 

@@ -15,9 +15,10 @@ import pytest
 from rich.console import Console
 from sqlmodel import select
 
-from connector.client.field_lists import HELD_MARGIN_MS, FieldListLearner
+from connector.client._field_lists import HELD_MARGIN_MS, FieldListLearner
 from connector.config.settings import ServiceSettings, Settings
-from connector.store import FormField, Store
+from connector.store import Store
+from connector.store._tables import FormField
 from pipelines.operate.status import collect_status, render_status
 from tests.conftest import Sandbox
 

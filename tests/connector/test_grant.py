@@ -146,7 +146,7 @@ from connector.client import oauth
 from connector.client import FormClient
 from connector.client.grant import GrantTokens
 from connector.store import Store
-from connector.store.grants import GrantRows
+from connector.store._grants import GrantRows
 
 url, base, point = sys.argv[1:4]
 

@@ -8,8 +8,9 @@ import pytest
 from sqlalchemy.exc import IntegrityError
 from sqlmodel import select
 
-from connector.store import OUTREACH_STATES, OutreachJob, OutreachRow, Store
-from connector.store.ledger import ROW_STATES, Claim, OutreachLedger, PendingRow
+from connector.store import Store
+from connector.store._ledger import ROW_STATES, Claim, OutreachLedger, PendingRow
+from connector.store._tables import OUTREACH_STATES, OutreachJob, OutreachRow
 
 
 @pytest.fixture

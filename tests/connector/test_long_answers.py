@@ -10,10 +10,10 @@ from typing import Any
 import pytest
 from sqlalchemy import insert, select
 
-from connector.store import ExportFilter, Store, SubmissionRow
-from connector.store.exports import long_rows
-from connector.store.mapping import answer_count, answer_tuples
-from connector.store.tables import SUBMISSIONS
+from connector.store import ExportFilter, Store
+from connector.store._exports import long_rows
+from connector.store._mapping import answer_count, answer_tuples
+from connector.store._tables import SUBMISSIONS, SubmissionRow
 
 T0 = 1_780_000_000_000
 FILE = {"name": "cv.pdf", "url": "http://files.example/cv.pdf", "size": 100, "type": "application/pdf"}

@@ -12,7 +12,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from connector.client.pacing import Pacer, wait_before_send
+from connector.client._pacing import Pacer, wait_before_send
 
 
 def most_in_any_window(times: list[float], window: float) -> int:

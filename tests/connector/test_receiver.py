@@ -35,7 +35,9 @@ from sqlmodel import SQLModel, select
 from connector.config.settings import ReceiverSettings
 from connector.receiver.app import create_receiver_app, event_paths, run_receiver
 from connector.signing import GITHUB, custom_headers, formstep_headers, sign_formstep, standard_headers
-from connector.store import RawEvent, RequestRow, Store, SubmissionRow, answer_tuples, request_answers
+from connector.store import Store
+from connector.store._mapping import answer_tuples
+from connector.store._tables import RawEvent, RequestRow, SubmissionRow, request_answers
 
 from .conftest import pg_connect, pg_unavailable
 

@@ -13,7 +13,8 @@ import time
 
 from sqlalchemy.engine import make_url
 
-from connector.store import RawEvent, Store
+from connector.store import Store
+from connector.store._tables import RawEvent
 from tests.hardening.netfaults import relays
 
 from .test_receiver import encode, envelope, metric, receiver_settings, rows, running, signed

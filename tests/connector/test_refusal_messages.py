@@ -7,7 +7,7 @@ from __future__ import annotations
 import logging
 import time
 
-from connector.receiver.refusals import RefusalLog, signature_advice
+from connector.receiver._refusals import RefusalLog, signature_advice
 
 from .test_receiver import (
     CB_SECRET,

@@ -1,5 +1,5 @@
 """One response, one submission row, on SQLite, PostgreSQL and MariaDB: the store-level
-rule of ``connector.store.responses`` with the records and items the service sends (a
+rule of ``connector.store._responses`` with the records and items the service sends (a
 request record with and without ``submissionId``, ``submissions.list`` items with and
 without ``requestId``, a completion event)."""
 
@@ -10,8 +10,9 @@ from typing import Any
 from sqlmodel import select
 
 from connector.models import Event
-from connector.store import RequestRow, Store, SubmissionRow
-from connector.store.responses import provisional_id
+from connector.store import Store
+from connector.store._responses import provisional_id
+from connector.store._tables import RequestRow, SubmissionRow
 
 FORM = "form_routes"
 SAME = {"ok": "yes"}  # two respondents giving the same answer

@@ -1,10 +1,18 @@
-"""The data contract's pure rules (``connector.store.schema``): a form's field list ->
+"""The data contract's pure rules (``connector.store._schema``): a form's field list ->
 its ordered, typed, named columns."""
 
 from __future__ import annotations
 
-from connector.store import OWN, StoredField, form_schema
-from connector.store.schema import display_schema, fields_from_list, same_columns, sql_name, variant_key
+from connector.store import StoredField
+from connector.store._schema import (
+    OWN,
+    display_schema,
+    fields_from_list,
+    form_schema,
+    same_columns,
+    sql_name,
+    variant_key,
+)
 
 
 def _cols(*fields: StoredField) -> list[tuple[str, str, str]]:

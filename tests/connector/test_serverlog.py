@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from connector.process.serverlog import SERVER_LOGGER, MalformedRequestFilter
+from connector._process.serverlog import SERVER_LOGGER, MalformedRequestFilter
 from connector.store import Store
 from formservice.sandbox.runner import SandboxServer
 

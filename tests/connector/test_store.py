@@ -19,21 +19,17 @@ from sqlalchemy import inspect, select, text
 from sqlalchemy.exc import DBAPIError
 
 from connector.models import Event
-from connector.store import (
+from connector.store import Store
+from connector.store._facade import alembic_config
+from connector.store._mapping import Incoming, SyncMark, answer_rows, answer_tuples, event_to_rows
+from connector.store._mysql import compare_column_type
+from connector.store._tables import (
     METADATA,
     VERSION_TABLE,
-    Incoming,
     RawEvent,
     RequestRow,
-    Store,
     SubmissionRow,
     SyncCursor,
-    SyncMark,
-    alembic_config,
-    answer_rows,
-    answer_tuples,
-    compare_column_type,
-    event_to_rows,
     request_answers,
 )
 

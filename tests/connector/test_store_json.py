@@ -13,7 +13,7 @@ import pytest
 from sqlalchemy import text
 
 from connector.store import Store
-from connector.store.writer import json_text
+from connector.store._writer import json_text
 
 FALLBACKS: list[Any] = [
     float("nan"), float("inf"), -math.inf, {"a": [1, {"b": float("nan")}]},

@@ -17,15 +17,10 @@ import sqlalchemy as sa
 from alembic import command
 
 from connector.config.keyfile import KeyFileError, create_key, key_id
-from connector.store import (
-    RawEvent,
-    RequestRow,
-    Store,
-    SubmissionRow,
-    alembic_config,
-    answer_rows,
-    request_answers,
-)
+from connector.store import Store
+from connector.store._facade import alembic_config
+from connector.store._mapping import answer_rows
+from connector.store._tables import RawEvent, RequestRow, SubmissionRow, request_answers
 from pipelines.export.load import DELETIONS, read_deletions
 from tests.items import list_item
 

@@ -1,4 +1,4 @@
-"""A server database's connections carry the network bounds of connector/store/network.py
+"""A server database's connections carry the network bounds of connector/store/_network.py
 (a link where packets go nowhere fails a statement in seconds, not a quarter of an hour),
 unless the URL sets its own."""
 
@@ -12,7 +12,7 @@ from sqlalchemy import text
 from sqlalchemy.exc import DBAPIError
 
 from connector.store import Store
-from connector.store.network import CONNECT_TIMEOUT_S, KEEPALIVE_IDLE_S, UNACKNOWLEDGED_S, bounded_sessions
+from connector.store._network import CONNECT_TIMEOUT_S, KEEPALIVE_IDLE_S, UNACKNOWLEDGED_S, bounded_sessions
 
 
 def test_postgresql_connections_have_the_bounds_unless_the_url_sets_them(pg_database: str) -> None:

@@ -1,4 +1,4 @@
-"""The time conversions (connector/times.py) with fixed inputs, and the models' time
+"""The time conversions (connector/_times.py) with fixed inputs, and the models' time
 attributes built on them: aware UTC datetimes, ``*_ms`` integers, the wire unchanged."""
 
 from __future__ import annotations
@@ -7,8 +7,8 @@ from datetime import UTC, datetime, timedelta, timezone
 
 import pytest
 
+from connector._times import to_ms, to_service, utc
 from connector.models import Event, RequestRecord, Submission
-from connector.times import to_ms, to_service, utc
 from formservice.clock import from_ms
 from formservice.clock import to_ms as service_to_ms
 from formservice.sandbox.models import ClockResult, DeliveryItem

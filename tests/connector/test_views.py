@@ -16,8 +16,9 @@ from typing import Any
 import pytest
 from sqlalchemy import inspect, text
 
-from connector.store import Store, view_name
-from connector.store.keeper import ViewKeeper
+from connector.store import Store
+from connector.store._keeper import ViewKeeper
+from connector.store._schema import view_name
 from tests.connector.test_store import T0, events, req_completed, sub_event
 
 DAY = 86_400_000
@@ -229,8 +230,8 @@ def test_a_long_read_of_a_view_never_holds_up_storing_events(store: Store) -> No
 
 
 def test_merge_field_list_keeps_types_places_listed_fields_and_marks_the_rest() -> None:
-    from connector.store.keeper import merge_field_list
-    from connector.store.schema import fields_from_list
+    from connector.store._keeper import merge_field_list
+    from connector.store._schema import fields_from_list
 
     def row(key: str, type_: str, source: str = "fields.list") -> dict[str, Any]:
         return {"form_id": "f", "field_key": key, "type": type_, "title": None, "options": None, "listed": True,
@@ -249,7 +250,7 @@ def test_merge_field_list_keeps_types_places_listed_fields_and_marks_the_rest() 
 
 
 def test_a_file_fields_archived_locations_are_beside_its_urls_item_for_item(store: Store) -> None:
-    from connector.store.tables import ArchivedFile
+    from connector.store._tables import ArchivedFile
 
     def file(n: int) -> dict[str, Any]:
         return {"name": f"f{n}.pdf", "type": "application/pdf", "size": 3, "url": f"http://svc/api/storage/{n}"}
@@ -278,7 +279,7 @@ def test_a_file_fields_archived_locations_are_beside_its_urls_item_for_item(stor
 def test_a_groups_file_members_archived_locations_are_per_instance_and_member(store: Store) -> None:
     """``<group>__archived``: per instance, an object of the file members' locations item
     for item, keyed as the archive table keys them (instance, member, index)."""
-    from connector.store.tables import ArchivedFile
+    from connector.store._tables import ArchivedFile
 
     def file(n: int) -> dict[str, Any]:
         return {"name": f"f{n}.pdf", "type": "application/pdf", "size": 3, "url": f"http://svc/api/storage/{n}"}

@@ -25,7 +25,8 @@ import pytest
 import yaml
 from sqlalchemy.engine import make_url
 
-from connector.store import RawEvent, Store
+from connector.store import Store
+from connector.store._tables import RawEvent
 from tests.connector.test_receiver import CB_SECRET, encode, envelope, rows, signed
 from tests.deploy import podman as harness
 from tests.deploy.podman import Podman

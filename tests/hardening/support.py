@@ -23,7 +23,8 @@ from typing import Any
 
 from sqlalchemy import func, select
 
-from connector.store import Store, StoreModel
+from connector.store import Store
+from connector.store._tables import StoreModel
 from formservice.sandbox.client import SandboxHelpers
 
 FORMSYNC = Path(sys.executable).parent / "formsync"

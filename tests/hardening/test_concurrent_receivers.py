@@ -19,7 +19,9 @@ from typing import Any
 import aiohttp
 import pytest
 
-from connector.store import RawEvent, RequestRow, Store, SubmissionRow, answer_tuples
+from connector.store import Store
+from connector.store._mapping import answer_tuples
+from connector.store._tables import RawEvent, RequestRow, SubmissionRow
 from tests.connector.conftest import pg_connect
 from tests.connector.test_receiver import CB_SECRET, encode, rows, running, signed
 

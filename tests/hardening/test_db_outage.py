@@ -20,7 +20,8 @@ from typing import Any
 import pytest
 from sqlalchemy.engine import make_url
 
-from connector.store import RawEvent, RequestRow, Store, request_answers
+from connector.store import Store
+from connector.store._tables import RawEvent, RequestRow, request_answers
 from formservice.delivery import RETRY_SCHEDULE_MS
 from tests.conftest import Sandbox
 from tests.connector.test_receiver import CONTACT, metric, receiver_settings, rows, running

@@ -18,7 +18,8 @@ from pathlib import Path
 
 import pytest
 
-from connector.store import Store, Unstorable
+from connector.store import Store
+from connector.store._mapping import Unstorable
 from tests.connector.test_receiver import FORMSYNC, encode, envelope, events_in, running, signed
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="mounting a tmpfs needs root")

@@ -21,7 +21,8 @@ import aiohttp
 import pytest
 
 from connector.signing import formstep_headers
-from connector.store import RawEvent, RequestRow, Store, SubmissionRow
+from connector.store import Store
+from connector.store._tables import RawEvent, RequestRow, SubmissionRow
 from tests.conftest import Sandbox
 from tests.connector.test_receiver import CONTACT, encode, rows
 

@@ -29,7 +29,8 @@ import aiohttp
 import pytest
 from sqlalchemy.engine import make_url
 
-from connector.store import RawEvent, Store
+from connector.store import Store
+from connector.store._tables import RawEvent
 from formservice.delivery import RETRY_SCHEDULE_MS
 from tests.connector.test_receiver import (
     CONTACT,

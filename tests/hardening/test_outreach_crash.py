@@ -26,7 +26,8 @@ import pytest
 from sqlmodel import select
 
 from connector.client.rpc import FormClient
-from connector.store import OutreachRow, Store
+from connector.store import Store
+from connector.store._tables import OutreachRow
 from pipelines.outreach import run_outreach
 from tests.pipelines.test_outreach import sheet_rows, write_csv
 

@@ -1,4 +1,4 @@
-"""The data contract (``connector.store.schema``): one table per form, from its field
+"""The data contract (``connector.store._schema``): one table per form, from its field
 list. The typed view and the Parquet export hold the same rows, columns and values on
 SQLite, PostgreSQL and MariaDB; the CLI export, a scheduled export job and the frames give
 the same columns, order and types; a Parquet dataset of exports made over time (a field

@@ -15,8 +15,9 @@ from sqlalchemy import select, text
 from typer.testing import CliRunner
 
 from connector.client.rpc import FormClient
-from connector.store import ExportFilter, Store, SubmissionRow
-from connector.store.submissions import SubmissionTimes
+from connector.store import ExportFilter, Store
+from connector.store._submissions import SubmissionTimes
+from connector.store._tables import SubmissionRow
 from pipelines.cli import app
 from pipelines.lifecycle.purge import DAY_MS, Retention, past_retention
 from pipelines.sync.reconcile import reconcile

@@ -12,7 +12,8 @@ from sqlalchemy import select
 from typer.testing import CliRunner
 
 from connector.client.rpc import FormClient
-from connector.store import Store, SubmissionRow
+from connector.store import Store
+from connector.store._tables import SubmissionRow
 from pipelines.cli import app
 from pipelines.sync.submissions import sync_form
 from tests.conftest import Sandbox

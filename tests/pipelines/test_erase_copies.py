@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from connector.store import Store
-from connector.store.erasure import Person
+from connector.store._erasure import Person
 from pipelines.export.load import (
     DEFAULT_DATASET,
     LoadFailed,

@@ -139,7 +139,7 @@ async def test_a_changed_key_never_lets_the_erased_person_back(sandbox: Sandbox,
 def test_nothing_makes_a_new_key_while_erasures_are_kept_but_the_reset(tmp_path: Path) -> None:
     """erase (by the library too) and login make no key while tombstones are kept;
     ``formsync key reset --forget-erasures`` does, and says what it forgets."""
-    from connector.store.erasure import Person
+    from connector.store._erasure import Person
 
     db, key = f"sqlite:///{tmp_path}/k.db", tmp_path / "formsync.key"
     cfg = tmp_path / "formsync.toml"
@@ -202,7 +202,7 @@ async def test_a_scheduled_job_is_refused_before_its_run_is_recorded(tmp_path: P
     """The scheduler checks the key before a poll, sync, outreach, remind or close run:
     with another key nothing is recorded (no run, no token use) and one line says why."""
     from connector.config.settings import JobSettings, Settings
-    from connector.store.erasure import Person
+    from connector.store._erasure import Person
     from pipelines.jobs import PollParams
     from pipelines.operate.scheduler import JobRuntime
 

@@ -1,6 +1,6 @@
 """The export pipeline: every table written as CSV, XLSX and Parquet, read back and
 compared cell by cell with what the store holds (SQLite in tmp_path); the wide table
-has the columns and types of the form's field list (``connector.store.schema``)."""
+has the columns and types of the form's field list (``connector.store._schema``)."""
 
 from __future__ import annotations
 
@@ -20,7 +20,9 @@ from sqlalchemy import select
 from typer.testing import CliRunner
 
 from connector.models import Event
-from connector.store import RequestRow, Store, SubmissionRow, answer_rows
+from connector.store import Store
+from connector.store._mapping import answer_rows
+from connector.store._tables import RequestRow, SubmissionRow
 from pipelines.cli import app
 from pipelines.export import write as export_mod
 from pipelines.export.write import export, neutralise

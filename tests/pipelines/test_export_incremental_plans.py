@@ -19,7 +19,8 @@ import psycopg
 import pytest
 from sqlalchemy import event, insert
 
-from connector.store import RequestRow, Store, SubmissionRow
+from connector.store import Store
+from connector.store._tables import RequestRow, SubmissionRow
 from pipelines.export import export
 from tests.connector.conftest import PG_HOST, PG_PORT, PG_USER, db_url, migrated_db_url, mysql_database  # noqa: F401  (fixtures)
 from tests.items import list_item

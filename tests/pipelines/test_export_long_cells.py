@@ -16,9 +16,9 @@ import pytest
 from sqlalchemy import insert, select
 
 import pipelines.export.write as export_module
-from connector.store import Store, SubmissionRow
-from connector.store.exports import long_rows
-from connector.store.tables import SUBMISSIONS
+from connector.store import Store
+from connector.store._exports import long_rows
+from connector.store._tables import SUBMISSIONS, SubmissionRow
 from pipelines.export import long_json
 from pipelines.export.write import export, neutralise
 from tests.connector.conftest import db_url, migrated_db_url, mysql_database, pg_database  # noqa: F401  (fixtures)

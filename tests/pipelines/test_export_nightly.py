@@ -22,8 +22,8 @@ from typer.testing import CliRunner
 
 from connector.config.settings import JobSettings, Settings
 from connector.store import Store
-from connector.store.erasure import Person
-from connector.store.lease import FileLock, LeaseLock
+from connector.store._erasure import Person
+from connector.store._lease import FileLock, LeaseLock
 from pipelines.cli import app
 from pipelines.export.nightly import ExportBusy, cursor_lock
 from pipelines.export.write import deletions_path, export

@@ -23,7 +23,10 @@ from hypothesis import strategies as st
 from sqlalchemy import insert
 from typer.testing import CliRunner
 
-from connector.store import OWN, Store, SubmissionRow, answer_rows, answer_tuples
+from connector.store import Store
+from connector.store._mapping import answer_rows, answer_tuples
+from connector.store._schema import OWN
+from connector.store._tables import SubmissionRow
 from pipelines.cli import app
 from pipelines.export import write as export_mod
 from pipelines.export.columns import json_cells

@@ -13,7 +13,8 @@ import pytest
 from sqlmodel import select
 
 from connector.client.rpc import FormClient
-from connector.store import OutreachRow, Store
+from connector.store import Store
+from connector.store._tables import OutreachRow
 from pipelines.outreach import run_outreach
 from pipelines.sync.poll import poll_once
 from pipelines.sync.submissions import sync_form

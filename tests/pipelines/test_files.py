@@ -15,7 +15,7 @@ from typer.testing import CliRunner
 
 from connector.client.rpc import FormClient
 from connector.store import Store
-from connector.store.archive import FileFields
+from connector.store._archive import FileFields
 from pipelines.cli import app
 from pipelines.lifecycle.archive import archive_files, file_refs
 from pipelines.lifecycle.archive.download import PARTIAL
@@ -250,7 +250,7 @@ def test_an_incremental_export_reads_the_archived_locations_on_every_database(db
     connection can run nothing else): every batch gets them, none is cut short."""
     import pyarrow.parquet as pq
 
-    from connector.store.tables import ArchivedFile
+    from connector.store._tables import ArchivedFile
     from pipelines.export import write as pe
     from tests.connector.test_store import events, sub_event
 

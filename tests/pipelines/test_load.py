@@ -19,7 +19,8 @@ import pytest
 from typer.testing import CliRunner
 
 from connector.config.settings import JobSettings, load_settings
-from connector.store import OWN, Column, Store
+from connector.store import Column, Store
+from connector.store._schema import OWN
 from pipelines.cli import app
 from pipelines.export.load import DLT_TYPES, LoadReport, dlt_column, load, pipeline_name
 from pipelines.jobs import LoadParams

@@ -18,7 +18,7 @@ import pytest
 
 from connector.client.rpc import FormClient
 from connector.store import Store
-from connector.store.schema import CAMPAIGN_COLUMNS, REQUEST_COLUMNS, Column
+from connector.store._schema import CAMPAIGN_COLUMNS, REQUEST_COLUMNS, Column
 from formservice.sandbox.recipient import answer_request
 from pipelines.export.load import (
     CAMPAIGN,

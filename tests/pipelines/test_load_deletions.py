@@ -15,7 +15,7 @@ import pytest
 from typer.testing import CliRunner
 
 from connector.store import Store
-from connector.store.erasure import Person
+from connector.store._erasure import Person
 from pipelines.cli import app
 from pipelines.export.load import DELETED, LoadReport, load
 from pipelines.lifecycle.erase import erase_person

@@ -25,7 +25,7 @@ from deltalake import DeltaTable
 from typer.testing import CliRunner
 
 from connector.store import Store
-from connector.store.erasure import Person
+from connector.store._erasure import Person
 from pipelines.cli import app
 from pipelines.export.load import (
     DELETED,
@@ -286,7 +286,7 @@ async def test_campaign_rows_on_delta_are_typed_and_replaced_whole(sandbox: Sand
     """The campaign rows' Delta table has every declared column with its type from the
     first load (none of null type), and is replaced whole by each load: a second job's
     row joins, the first job's rows are not written twice."""
-    from connector.store.schema import CAMPAIGN_COLUMNS
+    from connector.store._schema import CAMPAIGN_COLUMNS
     from pipelines.outreach import run_outreach
     from tests.pipelines.test_load_contract import _client, _sheet, _store_with_a_campaign
 

@@ -12,8 +12,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from connector.store.exports import long_rows
-from connector.store.writer import json_text
+from connector.store._exports import long_rows
+from connector.store._writer import json_text
 from pipelines.export import long_json
 from pipelines.export.long_json import long_batch
 

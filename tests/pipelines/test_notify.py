@@ -19,7 +19,7 @@ from typer.testing import CliRunner
 
 from connector.config.settings import NotifySettings, load_settings
 from connector.store import Store
-from connector.store.ledger import PendingRow
+from connector.store._ledger import PendingRow
 from pipelines.cli import app
 from pipelines.operate.health import problems
 from pipelines.operate.notify import Notice, payload, send

@@ -17,12 +17,12 @@ import pytest
 from sqlalchemy import MetaData, Table, select
 from typer.testing import CliRunner
 
+from connector._process.repeats import RepeatedWarning
 from connector.config.settings import load_settings
-from connector.process.repeats import RepeatedWarning
 from connector.store import Store
-from connector.store.jobstore import JOBSTORE_TABLE
-from connector.store.lease import LeaseLock
-from connector.store.mapping import Unstorable
+from connector.store._jobstore import JOBSTORE_TABLE
+from connector.store._lease import LeaseLock
+from connector.store._mapping import Unstorable
 from pipelines.cli import app
 from pipelines.operate.scheduler import SchedulerOptions, serve
 from tests.pipelines.test_scheduler import wait_for

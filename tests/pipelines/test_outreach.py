@@ -17,7 +17,8 @@ from typer.testing import CliRunner
 
 from connector.client.rpc import FormClient
 from connector.models import FieldDescriptor, Option
-from connector.store import OutreachRow, RequestRow, Store
+from connector.store import Store
+from connector.store._tables import OutreachRow, RequestRow
 from pipelines.cli import app
 from pipelines.outreach import (
     Documents,

@@ -21,7 +21,8 @@ from openpyxl import Workbook
 from sqlmodel import col, select
 
 from connector.config.settings import load_settings
-from connector.store import JobRun, Store
+from connector.store import Store
+from connector.store._tables import JobRun
 from pipelines.operate.scheduler import serve
 from tests.conftest import Sandbox
 

@@ -16,7 +16,8 @@ from typer.testing import CliRunner
 
 from connector import errors
 from connector.client.rpc import FormClient
-from connector.store import RequestRow, Store, SubmissionRow
+from connector.store import Store
+from connector.store._tables import RequestRow, SubmissionRow
 from pipelines.cli import app
 from pipelines.sync.poll import poll_once
 from pipelines.sync.submissions import stream_of, sync_all, sync_form

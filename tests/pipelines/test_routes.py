@@ -14,11 +14,11 @@ from typing import Any
 
 import pytest
 
-from connector.client.field_lists import learn_field_lists
+from connector.client._field_lists import learn_field_lists
 from connector.client.rpc import FormClient
 from connector.models import Event
 from connector.store import Store
-from connector.store.responses import is_provisional
+from connector.store._responses import is_provisional
 from pipelines.export.write import export
 from pipelines.sync.poll import poll_once
 from pipelines.sync.submissions import sync_form

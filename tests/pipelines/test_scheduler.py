@@ -26,8 +26,12 @@ from typer.testing import CliRunner
 
 from connector.config.settings import load_settings
 from connector.models import Event
-from connector.store import AdvisoryLock, JobRun, LeaseLock, NamedLock, OutreachRow, RequestRow, Store
-from connector.store.jobstore import JOBSTORE_TABLE
+from connector.store import Store
+from connector.store._jobstore import JOBSTORE_TABLE
+from connector.store._lease import LeaseLock
+from connector.store._mysql import NamedLock
+from connector.store._postgresql import AdvisoryLock
+from connector.store._tables import JobRun, OutreachRow, RequestRow
 from pipelines.cli import app
 from pipelines.operate.jobs import check_jobs, trigger_for
 from pipelines.operate.scheduler import SchedulerOptions, serve

@@ -14,8 +14,9 @@ from sqlalchemy import select as sa_select
 from sqlmodel import select
 
 from connector.config.settings import load_settings
-from connector.store import ExportFilter, Store, SubmissionRow
-from connector.store.jobstore import JOBSTORE_TABLE
+from connector.store import ExportFilter, Store
+from connector.store._jobstore import JOBSTORE_TABLE
+from connector.store._tables import SubmissionRow
 from pipelines.operate.jobs import schedule_text
 from pipelines.operate.scheduler import SchedulerOptions, serve
 from tests.conftest import Sandbox

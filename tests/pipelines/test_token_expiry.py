@@ -13,7 +13,7 @@ from typing import Any
 
 from typer.testing import CliRunner, Result
 
-from connector.client.pacing import token_key
+from connector.client._pacing import token_key
 from connector.store import Store
 from pipelines.cli import app
 from pipelines.cli.errors import ExitCode

@@ -11,7 +11,8 @@ from typing import Any
 from sqlalchemy import text
 from typer.testing import CliRunner
 
-from connector.store import Store, view_name
+from connector.store import Store
+from connector.store._schema import view_name
 from pipelines.cli import app
 
 

@@ -12,7 +12,8 @@ from typing import Any
 import pyarrow as pa
 import pytest
 
-from connector.store import StoredField, form_schema
+from connector.store import StoredField
+from connector.store._schema import form_schema
 from pipelines.export import wide_json
 from pipelines.export.wide_json import field_arrays
 

@@ -88,7 +88,7 @@ def upgrade() -> None:
 
 
 def downgrade() -> None:
-    from connector.store.mapping import answer_tuples
+    from connector.store._mapping import answer_tuples
 
     conn = op.get_bind()
     with op.batch_alter_table("formsync_submissions") as batch:

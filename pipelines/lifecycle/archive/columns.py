@@ -1,6 +1,6 @@
 """The archived locations beside a file answer's URLs: the wide table's ``<name>__archived``
 columns and the long table's ``archived`` column (the data contract,
-``connector.store.schema``). Pure functions over a shaped record batch and the
+``connector.store._schema``). Pure functions over a shaped record batch and the
 archived-files rows of its submissions."""
 
 from __future__ import annotations
@@ -13,8 +13,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from connector.store.archive import FileFields
-from connector.store.schema import Column
+from connector.store._archive import FileFields
+from connector.store._schema import Column
 
 from ...export.json_text import read_typed
 

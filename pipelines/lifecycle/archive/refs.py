@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit
 
-from connector.store.archive import FileFields
+from connector.store._archive import FileFields
 
 Place = tuple[str, str, int, str, int]  # submission, field, instance, member, index
 
