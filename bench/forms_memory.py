@@ -1,6 +1,6 @@
 """Benchmark of the receiver's memory against the number of forms it has seen.
 
-Run: ``.venv/bin/python bench/forms_memory.py [--forms 1000 10000]``
+Run: ``.venv/bin/python bench/forms_memory.py [--forms 1000 10000] [--answers] [--db URL]``
 
 ``formsync receive`` on a SQLite file with its commits in a thread of its own process
 (``receiver.store_process = false``: one process holds everything a worker holds) takes
@@ -11,6 +11,10 @@ anonymous memory (``RssAnon`` of ``/proc/<pid>/status``) is read once it has bee
 for 1.5 s (no route runs a collection from outside; what the receiver keeps per form is
 acyclic, freed without one). The last line is
 ``growth <MiB>``: RssAnon after the last step minus after the first.
+
+With ``--answers`` each event also answers three fields, so each form gets its typed view
+(and its field list's held-back keys); ``--db`` takes another store than the SQLite file
+(a PostgreSQL URL: every form's view then lives in the server, not in the receiver).
 """
 
 from __future__ import annotations
@@ -29,8 +33,12 @@ from typing import Any
 SECRET = "whsec_" + "be" * 32
 
 
-def event(n: int) -> bytes:
-    """A small ``request.completed`` envelope on form ``n`` (its own request and submission)."""
+ANSWERS = {"name": "Ada", "rating": 4, "agree": True}
+
+
+def event(n: int, answers: bool = False) -> bytes:
+    """A small ``request.completed`` envelope on form ``n`` (its own request and submission),
+    answering three fields with ``answers``."""
     form = f"form_mem{n:019d}"
     envelope = {
         "id": f"evt_mem{n:012d}", "type": "request.completed", "createdAt": "2026-05-01T10:00:00.000Z",
@@ -44,13 +52,13 @@ def event(n: int) -> bytes:
             "submission": {"id": f"sub_mem{n:012d}", "respondentEmail": "ada@example.test",
                            "submittedAt": "2026-05-01T10:00:00.000Z", "updatedAt": None, "editCount": 0,
                            "pdfUrl": None, "language": "en"},
-            "answers": {}, "display": {},
+            "answers": dict(ANSWERS) if answers else {}, "display": {},
         },
     }
     return json.dumps(envelope, separators=(",", ":")).encode()
 
 
-async def deliver(url: str, first: int, last: int, concurrency: int = 8) -> None:
+async def deliver(url: str, first: int, last: int, answers: bool, concurrency: int = 8) -> None:
     """Post the events of forms ``first`` to ``last - 1``; every answer must be 2xx."""
     import aiohttp
 
@@ -60,7 +68,7 @@ async def deliver(url: str, first: int, last: int, concurrency: int = 8) -> None
 
     async def worker(http: aiohttp.ClientSession) -> None:
         for n in todo:
-            body = event(n)
+            body = event(n, answers)
             headers = {"Content-Type": "application/json",
                        "X-Formstep-Signature": sign_formstep(SECRET, body, int(time.time()))}
             for _ in range(20):  # a 503 (a slow commit on a busy machine) is retried, as a sender does
@@ -94,11 +102,12 @@ def metrics_lines(base: str) -> tuple[int, int]:
     return len(lines), sum(line.startswith("formsync_requests{") for line in lines)
 
 
-def start_receiver(work: Path, extra: str = "") -> tuple[subprocess.Popen[str], str]:
-    """``formsync receive`` on a SQLite file of ``work``, commits in a thread; its base URL."""
+def start_receiver(work: Path, db: str | None) -> tuple[subprocess.Popen[str], str]:
+    """``formsync receive`` on ``db`` (default: a SQLite file of ``work``), commits in a
+    thread; its base URL."""
     config = work / "formsync.toml"
-    config.write_text(f'[receiver]\ncallback_secrets = ["{SECRET}"]\nstore_process = false\n{extra}')
-    db = f"sqlite:///{work / 'store.db'}"
+    config.write_text(f'[receiver]\ncallback_secrets = ["{SECRET}"]\nstore_process = false\n')
+    db = db or f"sqlite:///{work / 'store.db'}"
     cmd = [sys.executable, "-m", "pipelines.cli", "receive", "--config", str(config), "--port", "0", "--db", db]
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
                             env={**os.environ, "PYTHONUNBUFFERED": "1"})
@@ -121,18 +130,20 @@ def settle(pid: int, seconds: float = 1.5) -> int:
     return rss_anon_kib(pid)
 
 
-def measure(steps: list[int], work: Path, extra: str = "") -> list[dict[str, Any]]:
+def measure(steps: list[int], work: Path, *, answers: bool = False, db: str | None = None) -> list[dict[str, Any]]:
     """Deliver up to each of ``steps`` forms in turn; RssAnon and /metrics lines after each."""
-    proc, base = start_receiver(work, extra)
+    proc, base = start_receiver(work, db)
     out = []
     try:
         done = 0
         for step in steps:
-            asyncio.run(deliver(f"{base}/formsync/events", done, step))
+            started = time.perf_counter()
+            asyncio.run(deliver(f"{base}/formsync/events", done, step, answers))
+            took = time.perf_counter() - started
             done = step
             lines, requests = metrics_lines(base)
             out.append({"forms": step, "rss_anon_kib": settle(proc.pid), "metrics_lines": lines,
-                        "requests_lines": requests})
+                        "requests_lines": requests, "seconds": took})
     finally:
         proc.terminate()
         proc.wait(timeout=30)
@@ -142,15 +153,34 @@ def measure(steps: list[int], work: Path, extra: str = "") -> list[dict[str, Any
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--forms", type=int, nargs="+", default=[1000, 10000], help="forms seen at each reading")
+    parser.add_argument("--answers", action="store_true", help="each event answers three fields (typed views)")
+    parser.add_argument("--db", help="the store's URL (default: a SQLite file); its tables are emptied first")
     args = parser.parse_args()
     print(f"{os.cpu_count()} CPUs; load {' '.join(f'{x:.2f}' for x in os.getloadavg())}", flush=True)
     with tempfile.TemporaryDirectory(prefix="formsync-bench-") as tmp:
-        got = measure(sorted(args.forms), Path(tmp))
+        if args.db:
+            _empty(args.db)
+        got = measure(sorted(args.forms), Path(tmp), answers=args.answers, db=args.db)
     for g in got:
-        print(f"{g['forms']:>7} forms: RssAnon {g['rss_anon_kib'] / 1024:7.1f} MiB, /metrics {g['metrics_lines']} lines")
+        print(f"{g['forms']:>7} forms: RssAnon {g['rss_anon_kib'] / 1024:7.1f} MiB, /metrics {g['metrics_lines']} lines, "
+              f"{g['seconds']:.1f} s to deliver")
     growth = (got[-1]["rss_anon_kib"] - got[0]["rss_anon_kib"]) / 1024
     print(f"growth {growth:.1f}")
     return 0
+
+
+def _empty(url: str) -> None:
+    """Drop every table and view of the store at ``url`` (a bench database, started afresh)."""
+    import sqlalchemy as sa
+
+    engine = sa.create_engine(url)
+    with engine.begin() as conn:
+        if engine.dialect.name == "postgresql":
+            conn.exec_driver_sql("DROP SCHEMA public CASCADE")
+            conn.exec_driver_sql("CREATE SCHEMA public")
+        else:
+            raise SystemExit("--db: only a PostgreSQL URL is emptied here; give a fresh database")
+    engine.dispose()
 
 
 if __name__ == "__main__":

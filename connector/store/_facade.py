@@ -545,7 +545,7 @@ class Store:
         self._views.note_stored(form_ids)
         known = set(self._views.forms())
         forms = sorted(known) if form_ids is None else [f for f in form_ids if f in known]
-        return [self._views.rebuild(f) for f in forms]
+        return self._views.rebuild_many(forms)
 
     def held_back_fields(self, form_ids: Sequence[str] | None = None, *,
                          since: int | None = None) -> dict[str, list[str]]:

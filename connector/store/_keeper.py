@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import logging
 import threading
+import time
 from collections import OrderedDict
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, Generic, TypeVar
@@ -36,6 +37,7 @@ from ._writer import Writer
 log = logging.getLogger("formsync.store")
 _VIEW_LOCK = 7410118  # PostgreSQL advisory lock key serialising view rebuilds
 _HOOK_LOCK_SECONDS = 2  # how long a write's hook waits to replace a view being read
+BATCH_SECONDS = 0.5  # views replaced in one transaction: at most this long holding the write lock
 RECENT_FORMS = 1024  # the forms whose known keys and snapshot a keeper holds (the rest are read again)
 V = TypeVar("V")
 HELD_BACK = "answers"  # the ``source`` of a key answered before fields.list named it
@@ -114,8 +116,8 @@ class ViewKeeper:
                 if keys:
                     self._hold(form_id, keys)
             asked = [f for f, snap in snapshots.items() if self._new_snapshot(f, snap)]
-            for form_id in first:
-                self.rebuild(form_id, wait=False)
+            if first:
+                self.rebuild_many(first, wait=False)
         return sorted({f for f, keys in new.items() if keys} | set(asked))
 
     def _known_keys(self, form_id: str) -> set[str]:
@@ -352,40 +354,65 @@ class ViewKeeper:
         """(Re)create the form's view from its field list. Replacing a view waits for the
         queries reading it; without ``wait`` (a write's hook, which must not hold up the
         receiver behind a long query) it gives up after ``_HOOK_LOCK_SECONDS``."""
-        with self.engine.begin() as conn:
-            self._name(conn, form_id)
-            view = self.view_of(conn, form_id)
-            body = select_sql(conn.dialect.name, view)
-            q = DIALECTS[conn.dialect.name].quote
-            name, old = f"{q}{view.name}{q}", legacy_view_name(form_id)
-            # The name views had before: an alias for one release (none when it is the name).
-            alias = [f"{q}{old}{q}"] if old != view.name else []
-            if conn.dialect.name == "mysql":
-                if not wait:
-                    conn.exec_driver_sql(f"SET SESSION lock_wait_timeout = {_HOOK_LOCK_SECONDS}")
+        return self.rebuild_many([form_id], wait=wait)[0]
+
+    def rebuild_many(self, form_ids: Sequence[str], *, wait: bool = True) -> list[FormSchema]:
+        """``rebuild`` each of ``form_ids``, several in one transaction: every other
+        connection to a SQLite file parses its whole schema again after each transaction
+        that changes it, so views made one transaction each would cost time quadratic in
+        the forms. A transaction stops taking forms after ``BATCH_SECONDS`` (the write
+        lock it holds keeps the receiver's commits waiting)."""
+        out: list[FormSchema] = []
+        while len(out) < len(form_ids):
+            with self.engine.begin() as conn:
+                self._bound_wait(conn, wait)
                 try:
-                    conn.exec_driver_sql(f"CREATE OR REPLACE VIEW {name} AS {body}")
-                    for a in alias:
-                        conn.exec_driver_sql(f"CREATE OR REPLACE VIEW {a} AS SELECT * FROM {name}")
+                    started, first = time.monotonic(), len(out)
+                    while len(out) < len(form_ids) and (len(out) == first
+                                                        or time.monotonic() - started < BATCH_SECONDS):
+                        out.append(self._replace(conn, form_ids[len(out)]))
                 finally:
-                    if not wait:
+                    if conn.dialect.name == "mysql" and not wait:
                         conn.exec_driver_sql("SET SESSION lock_wait_timeout = DEFAULT")
-            else:
-                if conn.dialect.name == "postgresql":
-                    if not wait:
-                        conn.exec_driver_sql(f"SET LOCAL lock_timeout = '{_HOOK_LOCK_SECONDS}s'")
-                    conn.exec_driver_sql(f"SELECT pg_advisory_xact_lock({_VIEW_LOCK})")
-                for v in [*alias, name]:  # the alias depends on the view: dropped first
-                    conn.exec_driver_sql(f"DROP VIEW IF EXISTS {v}")
-                conn.exec_driver_sql(f"CREATE VIEW {name} AS {body}")
-                for a in alias:
-                    conn.exec_driver_sql(f"CREATE VIEW {a} AS SELECT * FROM {name}")
+        return out
+
+    @staticmethod
+    def _bound_wait(conn: Connection, wait: bool) -> None:
+        """Serialise view changes on PostgreSQL; without ``wait``, give up waiting for a
+        view being read after ``_HOOK_LOCK_SECONDS`` (PostgreSQL, MySQL)."""
+        if conn.dialect.name == "postgresql":
+            if not wait:
+                conn.exec_driver_sql(f"SET LOCAL lock_timeout = '{_HOOK_LOCK_SECONDS}s'")
+            conn.exec_driver_sql(f"SELECT pg_advisory_xact_lock({_VIEW_LOCK})")
+        elif conn.dialect.name == "mysql" and not wait:
+            conn.exec_driver_sql(f"SET SESSION lock_wait_timeout = {_HOOK_LOCK_SECONDS}")
+
+    def _replace(self, conn: Connection, form_id: str) -> FormSchema:
+        """Name the form's view (``_name``) and replace it, with its legacy-name alias."""
+        self._name(conn, form_id)
+        view = self.view_of(conn, form_id)
+        body = select_sql(conn.dialect.name, view)
+        q = DIALECTS[conn.dialect.name].quote
+        name, old = f"{q}{view.name}{q}", legacy_view_name(form_id)
+        # The name views had before: an alias for one release (none when it is the name).
+        alias = [f"{q}{old}{q}"] if old != view.name else []
+        if conn.dialect.name == "mysql":
+            conn.exec_driver_sql(f"CREATE OR REPLACE VIEW {name} AS {body}")
+            for a in alias:
+                conn.exec_driver_sql(f"CREATE OR REPLACE VIEW {a} AS SELECT * FROM {name}")
+            return view
+        for v in [*alias, name]:  # the alias depends on the view: dropped first
+            conn.exec_driver_sql(f"DROP VIEW IF EXISTS {v}")
+        conn.exec_driver_sql(f"CREATE VIEW {name} AS {body}")
+        for a in alias:
+            conn.exec_driver_sql(f"CREATE VIEW {a} AS SELECT * FROM {name}")
         return view
 
     def views(self) -> list[FormSchema]:
         """The view of every form with a field list, as its list makes it now."""
+        forms = self.forms()  # before: one connection at a time (each SQLite one holds the schema)
         with self.reads.connect() as conn:
-            return [self.view_of(conn, f) for f in self.forms()]
+            return [self.view_of(conn, f) for f in forms]
 
 
 class _Recent(Generic[V]):

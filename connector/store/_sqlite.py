@@ -35,7 +35,7 @@ class SQLiteWriter(SQLWriter):
     def create_engine(cls, url: str, *, echo: bool, pre_ping: bool = True) -> Engine:
         """A SQLite engine shared by threads, with the pragmas and transaction starts above
         (a file needs no ``pre_ping``)."""
-        engine = create_engine(url, echo=echo,
+        engine = create_engine(url, echo=echo, pool_use_lifo=True, pool_size=2,
                                connect_args={"check_same_thread": False, "timeout": SQLITE_BUSY_TIMEOUT_MS / 1000})
         event.listen(engine, "connect", _on_connect)
         event.listen(engine, "begin", _on_begin)

@@ -8,13 +8,14 @@ from __future__ import annotations
 
 import hashlib
 import json
+import threading
 import time
 from collections.abc import Iterator
 from datetime import date
 from typing import Any
 
 import pytest
-from sqlalchemy import inspect, text
+from sqlalchemy import event, inspect, text
 
 from connector.store import Store
 from connector.store._keeper import ViewKeeper
@@ -185,6 +186,69 @@ def test_request_external_id_and_refresh_views(store: Store) -> None:
     store.record_fields("form_contact", [{"key": "decision", "type": "text"}])
     assert rows(store, f"SELECT external_id, decision FROM {view_name('form_contact')}") == [("ext-req_1", "approve")]
     assert [v.form_id for v in store.refresh_views()] == ["form_contact"]
+
+
+def _view_transactions(store: Store) -> list[int]:
+    """A list the store's engine fills, from now on, with the number of the transaction
+    (counted from 1) in which each ``CREATE VIEW`` runs."""
+    got: list[int] = []
+    began = [0]
+    engine = store.database.engine
+    event.listen(engine, "begin", lambda conn: began.__setitem__(0, began[0] + 1))
+    event.listen(engine, "before_cursor_execute",
+                 lambda conn, cur, sql, *a: got.append(began[0]) if sql.lstrip().upper().startswith(
+                     ("CREATE VIEW", "CREATE OR REPLACE VIEW")) else None)
+    return got
+
+
+@pytest.mark.parametrize("batch_seconds, transactions", [(60.0, 1), (0.0, 12)])
+def test_the_views_of_many_forms_are_replaced_together_for_a_bounded_time(
+        store: Store, monkeypatch: pytest.MonkeyPatch, batch_seconds: float, transactions: int) -> None:
+    """Each transaction changing a SQLite file's schema makes every other connection parse
+    the whole schema again: many forms' views are replaced in one transaction, which stops
+    taking forms after ``BATCH_SECONDS`` (it holds the write lock meanwhile)."""
+    forms = [f"form_many{i:02d}" for i in range(12)]
+    for f in forms:
+        store.record_fields(f, FIELDS[:2])
+    monkeypatch.setattr("connector.store._keeper.BATCH_SECONDS", batch_seconds)
+    made = _view_transactions(store)
+    assert [v.form_id for v in store.refresh_views()] == forms
+    assert len(made) == len(forms)  # no alias: no submission named the forms
+    assert len(set(made)) == transactions
+    with store.database.engine.connect() as conn:
+        assert {view_name(f) for f in forms} <= set(inspect(conn).get_view_names())
+
+
+def test_the_forms_first_seen_in_one_write_get_their_views_in_one_transaction(store: Store) -> None:
+    made = _view_transactions(store)
+    evs = [sub_event(f"evt_{i}", f"sub_{i}", answers={"name": "Ann"}) for i in range(5)]
+    for i, e in enumerate(evs):
+        e["data"]["form"] = {"id": f"form_new{i}", "name": f"New {i}", "snapshotId": "snap_1"}
+    store.store_events(events(*evs))
+    assert len(made) == 2 * len(evs) and len(set(made)) == 1
+    assert sorted(store.held_back_fields()) == [f"form_new{i}" for i in range(5)]
+
+
+def test_threads_taking_turns_on_a_sqlite_store_reuse_its_last_connection(sqlite_store: Store) -> None:
+    """A pooled SQLite connection parses the whole schema again when first used after
+    another changed it: connections used in turn are taken newest first, so one parses
+    (not every pooled one in turn)."""
+    engine = sqlite_store.database.engine
+    held = [engine.connect() for _ in range(3)]  # a moment of concurrency leaves 3 pooled connections
+    for c in held:
+        c.close()
+    used: list[int] = []
+    event.listen(engine, "checkout", lambda dbapi, record, proxy: used.append(id(dbapi)))
+
+    def turn(i: int) -> None:
+        sqlite_store.store_events(events(sub_event(f"evt_t{i}", f"sub_t{i}")))
+        sqlite_store.views()
+
+    for i in range(6):
+        t = threading.Thread(target=turn, args=(i,))
+        t.start()
+        t.join()
+    assert len(used) >= 12 and len(set(used)) == 1
 
 
 def test_view_names_are_stable_and_collision_safe() -> None:

@@ -48,6 +48,7 @@ def test_unit_restarts_stops_on_sigterm_and_runs_this_formsync_with_the_settings
     service = service_section(units / unit)
     assert service["Restart"] == "on-failure" and service["KillSignal"] == "SIGTERM"
     assert service["EnvironmentFile"] == "/etc/formsync/formsync.env"
+    assert service["Environment"] == "MALLOC_ARENA_MAX=2"
     assert service["WorkingDirectory"] == f"{cfg.parent}/work"
     assert service["ReadWritePaths"].split() == [f"{cfg.parent}/work", f"{cfg.parent}/db", "/srv/exports"]
     command = shlex.split(service["ExecStart"])
