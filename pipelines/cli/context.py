@@ -23,6 +23,7 @@ if TYPE_CHECKING:
     from connector.client.rpc import FormClient
     from connector.config.settings import Settings
     from connector.store import Store
+    from pipelines.export.write import Format
     from pipelines.jobs import Hooks, JobEnv, JobParams
 
 T = TypeVar("T")
@@ -211,22 +212,25 @@ class Context:
                 raise UsageError(f"{said.format(**err.get('ctx', {}))}, got {err.get('input')!r}", where=where) from None
             raise UsageError(err["msg"].removeprefix("Value error, "), where=where) from None
 
-    def job_env(self, hooks: Hooks | None = None, stop: asyncio.Event | None = None) -> JobEnv:
-        """What a job of this command runs with: the settings, the store and the token
-        source (the stored grant when ``service.token`` is not set)."""
+    def job_env(self, hooks: Hooks | None = None, stop: asyncio.Event | None = None,
+                targets: list[tuple[Format, Path]] | None = None) -> JobEnv:
+        """What a job of this command runs with: the settings, the store, the token source
+        (the stored grant when ``service.token`` is not set) and an export's files when
+        already chosen."""
         from pipelines.jobs import Hooks, JobEnv
 
-        return JobEnv(self.settings(), self.store(), tokens=self.grant(), stop=stop, hooks=hooks or Hooks())
+        return JobEnv(self.settings(), self.store(), tokens=self.grant(), stop=stop, hooks=hooks or Hooks(),
+                      targets=targets)
 
     def job(self, kind: str, params: JobParams, hooks: Hooks | None = None) -> Any:
         """Run the job of ``kind`` (``pipelines.jobs``) with these params in ``job_env``; its report."""
         from pipelines.jobs import KEYED, run_job
         from pipelines.jobs.kinds import check_before_store
 
-        check_before_store(kind, params, self.settings())
+        targets = check_before_store(kind, params, self.settings())
         if kind in KEYED:
             self.keyed_store()  # before any write, the token's first use included
-        return self.run(run_job(kind, params, self.job_env(hooks)))
+        return self.run(run_job(kind, params, self.job_env(hooks, targets=targets)))
 
     def close(self) -> None:
         if self._store is not None:

@@ -8,6 +8,7 @@ import asyncio
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from connector.client.grant import note_token_use
@@ -16,6 +17,7 @@ from connector.config.settings import Settings
 from connector.store import Store
 
 if TYPE_CHECKING:
+    from pipelines.export.write import Format
     from pipelines.outreach import Prepared
     from pipelines.outreach.send import ProgressCallback
     from pipelines.rules.contact import ContactRule
@@ -41,7 +43,9 @@ class Hooks:
 class JobEnv:
     """One job run's surroundings. ``tokens`` is the stored grant when ``service.token`` is
     not set; ``client`` a client the caller keeps (the demo's, a test's), used as it is;
-    ``clock`` the service's time in epoch ms (default: the client's ``service_now``)."""
+    ``clock`` the service's time in epoch ms (default: the client's ``service_now``);
+    ``targets`` an export's (format, file) pairs a command chose before opening the store
+    (``check_before_store``), which the export then writes (None: the export chooses them)."""
 
     settings: Settings
     store: Store
@@ -50,6 +54,7 @@ class JobEnv:
     clock: Callable[[], Awaitable[int]] | None = None
     stop: asyncio.Event | None = None
     hooks: Hooks = field(default_factory=Hooks)
+    targets: list[tuple[Format, Path]] | None = None
     _rule: ContactRule | None = field(default=None, init=False, repr=False)
 
     def contact_rule(self) -> ContactRule:

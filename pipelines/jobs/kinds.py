@@ -65,11 +65,13 @@ def check_forms(store: Store, forms: str | Sequence[str] | None) -> None:
                               hint=f"check the form id, or copy its submissions first: formsync sync --form {form_id}")
 
 
-def check_before_store(kind: str, params: JobParams, settings: Settings) -> None:
+def check_before_store(kind: str, params: JobParams, settings: Settings) -> list[tuple[Format, Path]] | None:
     """What a job of ``kind`` refuses before its store is opened (a command says it before
-    a database file is made): an export's files that cannot be chosen."""
+    a database file is made): an export's files that cannot be chosen. The export's files
+    as chosen, for its ``JobEnv.targets`` (so they are chosen once); None for other kinds."""
     if isinstance(params, ExportParams):
-        export_targets(params.format, params.out, params.table, settings)
+        return export_targets(params.format, params.out, params.table, settings)
+    return None
 
 
 async def outreach(p: OutreachParams, env: JobEnv) -> OutreachReport:
@@ -133,7 +135,7 @@ async def export(p: ExportParams, env: JobEnv) -> ExportRun:
     from pipelines.export.views import held_back_line
     from pipelines.export.write import ExportRun, export_files
 
-    targets = export_targets(p.format, p.out, p.table, env.settings)
+    targets = env.targets if env.targets is not None else export_targets(p.format, p.out, p.table, env.settings)
     check_forms(env.store, p.form)
     make_out_dir(targets)
     reports = await asyncio.to_thread(

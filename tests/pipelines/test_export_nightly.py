@@ -242,6 +242,43 @@ def test_a_sqlite_files_run_lock_is_a_file_beside_it(tmp_path: Path) -> None:
         memory.close()
 
 
+def test_where_no_lock_folder_can_be_made_a_run_lock_is_a_lease_that_still_excludes(
+        tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    """A file in the way of ``<file>-locks/``: the run's lock falls back to a lease in the
+    database (said in a warning), which refuses a second holder under the same name, not
+    one under another, and frees the name when released (long before its ttl)."""
+    blocker = tmp_path / "store.db-locks"
+    blocker.write_text("in the way")
+    url = f"sqlite:///{tmp_path / 'store.db'}"
+    one, two = Store(url), Store(url)
+    one.migrate()
+    try:
+        with caplog.at_level("WARNING", logger="formsync.scheduler"):
+            first = one.run_lock("cursor:nightly")
+        assert isinstance(first, LeaseLock) and f"cannot make the lock file {blocker}" in caplog.text
+        assert first.try_acquire()
+        second = two.run_lock("cursor:nightly")
+        assert isinstance(second, LeaseLock) and not second.try_acquire()
+        with pytest.raises(ExportBusy, match="'nightly': another export under this name is running"):
+            with cursor_lock(two, "nightly"):
+                pass
+        with cursor_lock(two, "weekly"):
+            pass
+        first.release()
+        assert second.try_acquire(), "free once released"
+        second.release()
+        with cursor_lock(one, "nightly"):
+            with pytest.raises(ExportBusy):
+                with cursor_lock(two, "nightly"):
+                    pass
+        with cursor_lock(two, "nightly"):
+            pass
+    finally:
+        one.close()
+        two.close()
+    assert blocker.is_file() and blocker.read_text() == "in the way", "the file in the way is left as it was"
+
+
 def test_a_second_run_under_a_name_refuses_at_once(store: Store, tmp_path: Path) -> None:
     store.upsert_submissions([sub("sub_1", "a")], FORM)
     with cursor_lock(store, "nightly"):  # a run under way elsewhere

@@ -176,3 +176,27 @@ async def test_a_form_the_store_never_saw_is_refused_by_the_job_whoever_runs_it(
         assert {p.name for p in tmp_path.iterdir()} <= {"formsync.toml", "store.db", "store.db-wal", "store.db-shm"}
     finally:
         store.close()
+
+
+def test_a_command_export_chooses_its_files_once_and_writes_the_ones_it_checked(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The command checks the export's files before the store opens and hands them to the
+    job: chosen once, and the files written are exactly those checked."""
+    from pipelines.jobs import kinds
+
+    chosen: list[list[tuple[str, Path]]] = []
+    choose = kinds.export_targets
+
+    def counted(*args: Any) -> Any:
+        chosen.append(choose(*args))
+        return chosen[-1]
+
+    monkeypatch.setattr(kinds, "export_targets", counted)
+    cfg = tmp_path / "formsync.toml"
+    cfg.write_text(f'[store]\nurl = "sqlite:///{tmp_path}/store.db"\n'
+                   f'[export]\nout_dir = "{tmp_path}/out"\nformats = ["csv", "parquet"]\n')
+    reports = _cli_reports(["export", "--table", "requests"], cfg)
+    assert len(chosen) == 1
+    assert [(r["format"], Path(r["path"])) for r in reports] == chosen[0]
+    assert chosen[0] == [("csv", tmp_path / "out/requests.csv"), ("parquet", tmp_path / "out/requests.parquet")]
+    assert all(path.is_file() for _, path in chosen[0])

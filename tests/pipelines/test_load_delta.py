@@ -2,8 +2,9 @@
 local folder (``formsync-delta/`` beside the store) that equal the store's own tables,
 row for row and value for value, after submissions, an edit, a purge, an erase and a
 field added; a load killed with SIGKILL between deleting a part's answers and appending
-them leaves, after the next load, no row lost or twice; the campaign rows typed and
-replaced whole; the guide's DuckDB query where DuckDB's delta extension loads."""
+them, or a first load killed between its parts, leaves, after the next load, no row lost
+or twice; the campaign rows typed and replaced whole; the guide's DuckDB query where
+DuckDB's delta extension loads."""
 
 from __future__ import annotations
 
@@ -249,6 +250,50 @@ def test_a_delta_load_killed_after_deleting_a_parts_answers_loses_and_doubles_no
     assert half.num_rows < 24, "the kill left answers deleted and not appended"
     report = load(store, destination="filesystem", table_format="delta")
     assert report.rows[table] == 6
+    expected = _store_rows(store, table)
+    assert _delta_rows(_folder(here), expected) == expected
+
+
+FIRST_KILLED = """
+import sys, time
+import pipelines.export.load as m
+from connector.store import Store
+m.PART_BYTES, m.BATCH_ROWS = 1, 8  # a part per batch of one submission
+parts, delete = [0], m.delete_answers
+def stop_at(pipeline, keys):  # called once a part is extracted, before it is loaded
+    parts[0] += 1
+    if parts[0] == int(sys.argv[2]):
+        print("extracted", flush=True)
+        time.sleep(60)
+    delete(pipeline, keys)
+m.delete_answers = stop_at
+m.load(Store(sys.argv[1]), destination="filesystem", table_format="delta")
+"""
+
+
+@pytest.mark.parametrize("kill_at", [2, 8])
+def test_a_first_delta_load_killed_between_its_parts_loses_and_doubles_nothing(
+        store: Store, here: Path, kill_at: int) -> None:
+    """SIGKILL of a first load (no table yet: its parts appended) with the next part
+    extracted and not loaded: after the first part (one form row written), or with the
+    form's table whole and the answers begun. The cursors did not move, and the next load
+    sends every row again into the tables it finds there (merged, the answers of its
+    submissions deleted first) or makes the ones still missing: every row once."""
+    table = store.schema(FORM).name
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    child = subprocess.Popen([sys.executable, "-c", FIRST_KILLED, store.url, str(kill_at)],
+                             cwd=here, env=env, stdout=subprocess.PIPE, text=True)
+    try:
+        assert child.stdout is not None and child.stdout.readline().strip() == "extracted"
+        child.send_signal(signal.SIGKILL)
+    finally:
+        child.wait(timeout=60)
+    held = {t: DeltaTable(str(_folder(here) / t)).to_pyarrow_table().num_rows if (_folder(here) / t).is_dir() else 0
+            for t in (table, "answers", "requests")}
+    assert held[table] > 0 and sum(held.values()) < 6 + 24 + 2, f"stopped between its parts: {held}"
+    assert store.export_cursors.list() == [], "no cursor moved"
+    report = load(store, destination="filesystem", table_format="delta")
+    assert report.rows == {table: 6, "answers": 24, "requests": 2}
     expected = _store_rows(store, table)
     assert _delta_rows(_folder(here), expected) == expected
 
