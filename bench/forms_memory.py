@@ -1,6 +1,6 @@
 """Benchmark of the receiver's memory against the number of forms it has seen.
 
-Run: ``.venv/bin/python bench/forms_memory.py [--forms 1000 10000] [--answers] [--db URL]``
+Run: ``.venv/bin/python bench/forms_memory.py [--forms 1000 10000] [--answers] [--db URL] [--soak FORMS]``
 
 ``formsync receive`` on a SQLite file with its commits in a thread of its own process
 (``receiver.store_process = false``: one process holds everything a worker holds) takes
@@ -15,6 +15,8 @@ acyclic, freed without one). The last line is
 With ``--answers`` each event also answers three fields, so each form gets its typed view
 (and its field list's held-back keys); ``--db`` takes another store than the SQLite file
 (a PostgreSQL URL: every form's view then lives in the server, not in the receiver).
+With ``--soak 20`` the readings are after as many events on 20 forms in turn: memory
+flat in the events (``--forms 5000 15000 45000 --soak 20``).
 """
 
 from __future__ import annotations
@@ -36,10 +38,10 @@ SECRET = "whsec_" + "be" * 32
 ANSWERS = {"name": "Ada", "rating": 4, "agree": True}
 
 
-def event(n: int, answers: bool = False) -> bytes:
-    """A small ``request.completed`` envelope on form ``n`` (its own request and submission),
-    answering three fields with ``answers``."""
-    form = f"form_mem{n:019d}"
+def event(n: int, answers: bool = False, form_n: int | None = None) -> bytes:
+    """A small ``request.completed`` envelope ``n`` (its own request and submission) on
+    form ``form_n`` (default ``n``), answering three fields with ``answers``."""
+    form = f"form_mem{n if form_n is None else form_n:019d}"
     envelope = {
         "id": f"evt_mem{n:012d}", "type": "request.completed", "createdAt": "2026-05-01T10:00:00.000Z",
         "apiVersion": "2026-09-24", "test": False,
@@ -58,8 +60,10 @@ def event(n: int, answers: bool = False) -> bytes:
     return json.dumps(envelope, separators=(",", ":")).encode()
 
 
-async def deliver(url: str, first: int, last: int, answers: bool, concurrency: int = 8) -> None:
-    """Post the events of forms ``first`` to ``last - 1``; every answer must be 2xx."""
+async def deliver(url: str, first: int, last: int, answers: bool, forms: int | None = None,
+                  concurrency: int = 8) -> None:
+    """Post events ``first`` to ``last - 1`` (each on a form of its own, or on ``forms``
+    forms in turn); every answer must be 2xx."""
     import aiohttp
 
     from connector.signing import sign_formstep
@@ -68,7 +72,7 @@ async def deliver(url: str, first: int, last: int, answers: bool, concurrency: i
 
     async def worker(http: aiohttp.ClientSession) -> None:
         for n in todo:
-            body = event(n, answers)
+            body = event(n, answers, None if forms is None else n % forms)
             headers = {"Content-Type": "application/json",
                        "X-Formstep-Signature": sign_formstep(SECRET, body, int(time.time()))}
             for _ in range(20):  # a 503 (a slow commit on a busy machine) is retried, as a sender does
@@ -102,11 +106,11 @@ def metrics_lines(base: str) -> tuple[int, int]:
     return len(lines), sum(line.startswith("formsync_requests{") for line in lines)
 
 
-def start_receiver(work: Path, db: str | None) -> tuple[subprocess.Popen[str], str]:
+def start_receiver(work: Path, db: str | None = None, extra: str = "") -> tuple[subprocess.Popen[str], str]:
     """``formsync receive`` on ``db`` (default: a SQLite file of ``work``), commits in a
-    thread; its base URL."""
+    thread, with ``extra`` lines of its ``[receiver]`` settings; its base URL."""
     config = work / "formsync.toml"
-    config.write_text(f'[receiver]\ncallback_secrets = ["{SECRET}"]\nstore_process = false\n')
+    config.write_text(f'[receiver]\ncallback_secrets = ["{SECRET}"]\nstore_process = false\n{extra}')
     db = db or f"sqlite:///{work / 'store.db'}"
     cmd = [sys.executable, "-m", "pipelines.cli", "receive", "--config", str(config), "--port", "0", "--db", db]
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
@@ -130,19 +134,21 @@ def settle(pid: int, seconds: float = 1.5) -> int:
     return rss_anon_kib(pid)
 
 
-def measure(steps: list[int], work: Path, *, answers: bool = False, db: str | None = None) -> list[dict[str, Any]]:
-    """Deliver up to each of ``steps`` forms in turn; RssAnon and /metrics lines after each."""
-    proc, base = start_receiver(work, db)
+def measure(steps: list[int], work: Path, *, answers: bool = False, db: str | None = None,
+            forms: int | None = None, extra: str = "") -> list[dict[str, Any]]:
+    """Deliver up to each of ``steps`` events in turn (each on a new form, or on ``forms``
+    forms); RssAnon and /metrics lines after each."""
+    proc, base = start_receiver(work, db, extra)
     out = []
     try:
         done = 0
         for step in steps:
             started = time.perf_counter()
-            asyncio.run(deliver(f"{base}/formsync/events", done, step, answers))
+            asyncio.run(deliver(f"{base}/formsync/events", done, step, answers, forms))
             took = time.perf_counter() - started
             done = step
             lines, requests = metrics_lines(base)
-            out.append({"forms": step, "rss_anon_kib": settle(proc.pid), "metrics_lines": lines,
+            out.append({"events": step, "rss_anon_kib": settle(proc.pid), "metrics_lines": lines,
                         "requests_lines": requests, "seconds": took})
     finally:
         proc.terminate()
@@ -152,7 +158,10 @@ def measure(steps: list[int], work: Path, *, answers: bool = False, db: str | No
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--forms", type=int, nargs="+", default=[1000, 10000], help="forms seen at each reading")
+    parser.add_argument("--forms", type=int, nargs="+", default=[1000, 10000],
+                        help="events at each reading, each on a new form")
+    parser.add_argument("--soak", type=int, metavar="FORMS",
+                        help="the events on this many forms in turn instead (memory flat in the events)")
     parser.add_argument("--answers", action="store_true", help="each event answers three fields (typed views)")
     parser.add_argument("--db", help="the store's URL (default: a SQLite file); its tables are emptied first")
     args = parser.parse_args()
@@ -160,9 +169,10 @@ def main() -> int:
     with tempfile.TemporaryDirectory(prefix="formsync-bench-") as tmp:
         if args.db:
             _empty(args.db)
-        got = measure(sorted(args.forms), Path(tmp), answers=args.answers, db=args.db)
+        got = measure(sorted(args.forms), Path(tmp), answers=args.answers, db=args.db, forms=args.soak)
+    seen = "events" if args.soak else "forms"
     for g in got:
-        print(f"{g['forms']:>7} forms: RssAnon {g['rss_anon_kib'] / 1024:7.1f} MiB, /metrics {g['metrics_lines']} lines, "
+        print(f"{g['events']:>7} {seen}: RssAnon {g['rss_anon_kib'] / 1024:7.1f} MiB, /metrics {g['metrics_lines']} lines, "
               f"{g['seconds']:.1f} s to deliver")
     growth = (got[-1]["rss_anon_kib"] - got[0]["rss_anon_kib"]) / 1024
     print(f"growth {growth:.1f}")

@@ -807,7 +807,7 @@ def load(store: Store, *, destination: str | None = None, dataset: str | None = 
             if pipeline.config.restore_from_destination:  # as dlt's run does first
                 pipeline.sync_destination()
             if pipeline.has_pending_data:  # a failed load's: its rows come again, the cursors did not move
-                pipeline.drop_pending_packages()
+                pipeline.abort_packages()
             _drop_retyped(pipeline)
             made = warehouse_source(store, name, on_rows=on_rows, deletions=deletions, table_format=table_format,
                                     is_new=None if target is None else delta_new_tables(pipeline))
