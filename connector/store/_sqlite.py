@@ -35,7 +35,13 @@ class SQLiteWriter(SQLWriter):
     def create_engine(cls, url: str, *, echo: bool, pre_ping: bool = True) -> Engine:
         """A SQLite engine shared by threads, with the pragmas and transaction starts above
         (a file needs no ``pre_ping``)."""
-        engine = create_engine(url, echo=echo, pool_use_lifo=True, pool_size=2,
+        # A file's pool hands out its newest connection first: a pooled connection parses the
+        # whole schema again when first used after another changed it, so connections taken
+        # in turn leave the rest idle, not parsing each change (an in-memory database has one).
+        u = make_url(url)
+        memory = u.database in (None, "", ":memory:") or u.query.get("mode") == "memory"
+        lifo = {} if memory else {"pool_use_lifo": True}
+        engine = create_engine(url, echo=echo, **lifo,
                                connect_args={"check_same_thread": False, "timeout": SQLITE_BUSY_TIMEOUT_MS / 1000})
         event.listen(engine, "connect", _on_connect)
         event.listen(engine, "begin", _on_begin)

@@ -202,16 +202,21 @@ def test_one_holder_of_a_names_lock_on_every_database(db_url: str) -> None:  # n
     try:
         with cursor_lock(one, "nightly", ttl_seconds=0.6):
             time.sleep(1)  # past its first lease: renewed meanwhile
-            with pytest.raises(ExportBusy, match="'nightly': another export under this name is running"):
-                with cursor_lock(two, "nightly"):
-                    pass
-            with cursor_lock(two, "weekly"):
-                pass
+            refused_under_nightly_only(two)
         with cursor_lock(two, "nightly"):
             pass
     finally:
         one.close()
         two.close()
+
+
+def refused_under_nightly_only(store: Store) -> None:
+    """``store`` cannot take the run lock of 'nightly' (held elsewhere); 'weekly' it can."""
+    with pytest.raises(ExportBusy, match="'nightly': another export under this name is running"):
+        with cursor_lock(store, "nightly"):
+            pass
+    with cursor_lock(store, "weekly"):
+        pass
 
 
 def test_a_sqlite_files_run_lock_is_a_file_beside_it(tmp_path: Path) -> None:
@@ -259,11 +264,7 @@ def test_where_no_lock_folder_can_be_made_a_run_lock_is_a_lease_that_still_exclu
         assert first.try_acquire()
         second = two.run_lock("cursor:nightly")
         assert isinstance(second, LeaseLock) and not second.try_acquire()
-        with pytest.raises(ExportBusy, match="'nightly': another export under this name is running"):
-            with cursor_lock(two, "nightly"):
-                pass
-        with cursor_lock(two, "weekly"):
-            pass
+        refused_under_nightly_only(two)
         first.release()
         assert second.try_acquire(), "free once released"
         second.release()
