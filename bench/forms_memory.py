@@ -163,12 +163,12 @@ def main() -> int:
     parser.add_argument("--soak", type=int, metavar="FORMS",
                         help="the events on this many forms in turn instead (memory flat in the events)")
     parser.add_argument("--answers", action="store_true", help="each event answers three fields (typed views)")
-    parser.add_argument("--db", help="the store's URL (default: a SQLite file); its tables are emptied first")
+    parser.add_argument("--db", help="a PostgreSQL store's URL (default: a SQLite file); its database is made afresh")
     args = parser.parse_args()
     print(f"{os.cpu_count()} CPUs; load {' '.join(f'{x:.2f}' for x in os.getloadavg())}", flush=True)
     with tempfile.TemporaryDirectory(prefix="formsync-bench-") as tmp:
         if args.db:
-            _empty(args.db)
+            _fresh(args.db)
         got = measure(sorted(args.forms), Path(tmp), answers=args.answers, db=args.db, forms=args.soak)
     seen = "events" if args.soak else "forms"
     for g in got:
@@ -179,18 +179,18 @@ def main() -> int:
     return 0
 
 
-def _empty(url: str) -> None:
-    """Drop every table and view of the store at ``url`` (a bench database, started afresh)."""
+def _fresh(url: str) -> None:
+    """Drop the PostgreSQL database of ``url`` and make it again (a bench database only)."""
     import sqlalchemy as sa
 
-    engine = sa.create_engine(url)
-    with engine.begin() as conn:
-        if engine.dialect.name == "postgresql":
-            conn.exec_driver_sql("DROP SCHEMA public CASCADE")
-            conn.exec_driver_sql("CREATE SCHEMA public")
-        else:
-            raise SystemExit("--db: only a PostgreSQL URL is emptied here; give a fresh database")
-    engine.dispose()
+    u = sa.make_url(url)
+    if u.get_backend_name() != "postgresql":
+        raise SystemExit("--db: a PostgreSQL URL, whose database the bench drops and makes again")
+    admin = sa.create_engine(u.set(database="postgres"), isolation_level="AUTOCOMMIT")
+    with admin.connect() as conn:
+        conn.exec_driver_sql(f'DROP DATABASE IF EXISTS "{u.database}" WITH (FORCE)')
+        conn.exec_driver_sql(f'CREATE DATABASE "{u.database}"')
+    admin.dispose()
 
 
 if __name__ == "__main__":

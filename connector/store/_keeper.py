@@ -367,9 +367,9 @@ class ViewKeeper:
             with self.engine.begin() as conn:
                 self._bound_wait(conn, wait)
                 try:
-                    started, first = time.monotonic(), len(out)
-                    while len(out) < len(form_ids) and (len(out) == first
-                                                        or time.monotonic() - started < BATCH_SECONDS):
+                    ends = time.monotonic() + BATCH_SECONDS
+                    out.append(self._replace(conn, form_ids[len(out)]))  # one at least
+                    while len(out) < len(form_ids) and time.monotonic() < ends:
                         out.append(self._replace(conn, form_ids[len(out)]))
                 finally:
                     if conn.dialect.name == "mysql" and not wait:
