@@ -20,8 +20,8 @@ workspace's Contact form),
 Contact form), ``{secret}`` (the Pro signing secret).
 
 Each case's command runs in a child forked from a server that has the CLI's modules
-imported (``forkserver.py``): a fresh process for the command, without an interpreter start
-and the imports per case. ``FORMSYNC_MISTAKES_SUBPROCESS=1`` runs every case as its own
+imported (``tests/forkserver.py``): a fresh process for the command, without an interpreter start
+and the imports per case. ``FORMSYNC_TESTS_SUBPROCESS=1`` runs every case as its own
 ``formsync`` process instead, and one test runs cases both ways and compares the outcomes."""
 
 from __future__ import annotations
@@ -44,19 +44,10 @@ from urllib.parse import urlsplit
 import pytest
 from openpyxl import Workbook
 
-from .forkserver import ForkServer
+from tests.forkserver import FORMSYNC_ENTRY, FORMSYNC_MODULES, ForkServer, forking
 
 CASES = Path(__file__).parent / "cases"
 FORMSYNC = Path(sys.executable).parent / "formsync"
-SUBPROCESS_ENV = "FORMSYNC_MISTAKES_SUBPROCESS"
-# What the commands import when they run, imported once by the fork server: the CLI, the
-# settings, the store and the client, and what the commands use of them. Not what starts a
-# thread when imported (numpy's OpenBLAS pool, pyarrow's jemalloc: pandas, openpyxl, the
-# exports' writers, the load), which the fork server refuses.
-PRELOAD = ("pipelines.cli", "pipelines.jobs.env", "connector.store", "connector.client",
-           "pipelines.export.nightly", "pipelines.export.views", "pipelines.lifecycle.archive.download",
-           "pipelines.rules.names", "pipelines.outreach.run", "pipelines.outreach.sheet", "pipelines.sync.poll",
-           "pipelines.operate.jobs", "connector.receiver.app", "alembic", "apscheduler")
 STORE_TABLES = ("formsync_events", "formsync_requests", "formsync_submissions", "formsync_outreach_rows")
 
 
@@ -162,16 +153,13 @@ def _subprocess(argv: list[str], cwd: Path, env: dict[str, str], stdin: str) -> 
 @pytest.fixture(scope="module")
 def forked(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Run]:
     """Runs a command in a child of the fork server, as :func:`_subprocess` runs it."""
-    server = ForkServer("pipelines.cli:main", PRELOAD, _base_env(), tmp_path_factory.mktemp("forkserver"))
-    try:
+    with ForkServer(FORMSYNC_ENTRY, FORMSYNC_MODULES, _base_env(), tmp_path_factory.mktemp("forkserver")) as server:
         yield lambda argv, cwd, env, stdin: server.run(argv, cwd=cwd, env=env, input=stdin, timeout=120)
-    finally:
-        server.close()
 
 
 @pytest.fixture(scope="module")
 def run(request: pytest.FixtureRequest) -> Run:
-    if os.environ.get(SUBPROCESS_ENV) == "1":
+    if not forking():
         return _subprocess
     forked_run: Run = request.getfixturevalue("forked")
     return forked_run

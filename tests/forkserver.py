@@ -8,7 +8,8 @@ threads joined, ``atexit`` handlers run, streams flushed, the exit code ``System
 carried. The server runs nothing of the command itself, so no state of a run reaches the
 next; the child replaces its streams, environment and directory before the command starts.
 :meth:`ForkServer.run` answers as :func:`subprocess.run` with ``capture_output=True,
-text=True`` does.
+text=True`` does (:meth:`ForkServer.run_bytes` without ``text``). ``FORMSYNC_TESTS_SUBPROCESS=1``
+tells the tests using it to run each command as a process of its own instead.
 
 The server reads one JSON request a line on its stdin and answers one JSON line on stdout.
 """
@@ -32,7 +33,24 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+# What formsync's commands import when they run, for the fork server to import once: the
+# CLI, the settings, the store and the client, and what the commands use of them. Not what
+# starts a thread when imported (numpy's OpenBLAS pool, pyarrow's jemalloc: pandas, openpyxl,
+# the exports' writers, the load), which the fork server refuses.
+SUBPROCESS_ENV = "FORMSYNC_TESTS_SUBPROCESS"
+FORMSYNC_ENTRY = "pipelines.cli:main"
+FORMSYNC_MODULES = (
+    "pipelines.cli", "pipelines.jobs.env", "connector.store", "connector.client", "pipelines.export.nightly",
+    "pipelines.export.views", "pipelines.lifecycle.archive.download", "pipelines.rules.names",
+    "pipelines.outreach.run", "pipelines.outreach.sheet", "pipelines.sync.poll", "pipelines.operate.jobs",
+    "connector.receiver.app", "alembic", "apscheduler")
 _PIPE_CAPACITY = 65536  # stdin is written before the child is waited for: more could block both
+
+
+def forking() -> bool:
+    """Whether the tests run formsync's commands in a fork server (the default) rather than
+    as processes of their own (``FORMSYNC_TESTS_SUBPROCESS=1``)."""
+    return os.environ.get(SUBPROCESS_ENV) != "1"
 
 
 def _decode(data: bytes) -> str:
@@ -60,7 +78,14 @@ class ForkServer:
             timeout: float) -> subprocess.CompletedProcess[str]:
         """Run ``argv`` (argv[0] is the console script) in a forked child; the outcome as
         :func:`subprocess.run` gives it, :class:`subprocess.TimeoutExpired` past ``timeout``."""
-        stdin = input.encode(locale.getpreferredencoding(False))
+        done = self.run_bytes(argv, cwd=cwd, env=env, input=input.encode(locale.getpreferredencoding(False)),
+                              timeout=timeout)
+        return subprocess.CompletedProcess(done.args, done.returncode, _decode(done.stdout), _decode(done.stderr))
+
+    def run_bytes(self, argv: Sequence[str], *, cwd: Path, env: dict[str, str], input: bytes = b"",
+                  timeout: float) -> subprocess.CompletedProcess[bytes]:
+        """:meth:`run` with stdin, stdout and stderr as bytes (``subprocess.run`` without ``text``)."""
+        stdin = input
         if len(stdin) >= _PIPE_CAPACITY:
             raise ValueError("stdin too long for the fork server's pipe")
         with tempfile.TemporaryDirectory() as tmp:
@@ -70,10 +95,16 @@ class ForkServer:
             reply = self._receive(timeout + 60)
             if "error" in reply:
                 raise RuntimeError(f"the fork server could not run {argv}: {reply['error']}")
-            stdout, stderr = _decode(out.read_bytes()), _decode(err.read_bytes())
+            stdout, stderr = out.read_bytes(), err.read_bytes()
         if reply.get("timed_out"):
             raise subprocess.TimeoutExpired(list(argv), timeout, stdout, stderr)
         return subprocess.CompletedProcess(list(argv), reply["returncode"], stdout, stderr)
+
+    def __enter__(self) -> ForkServer:
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self.close()
 
     def close(self) -> None:
         """End the server (its children have all been waited for)."""
