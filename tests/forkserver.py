@@ -29,7 +29,8 @@ import sys
 import tempfile
 import threading
 import traceback
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -51,6 +52,17 @@ def forking() -> bool:
     """Whether the tests run formsync's commands in a fork server (the default) rather than
     as processes of their own (``FORMSYNC_TESTS_SUBPROCESS=1``)."""
     return os.environ.get(SUBPROCESS_ENV) != "1"
+
+
+@contextmanager
+def formsync_forks(env: dict[str, str], cwd: Path) -> Iterator[ForkServer | None]:
+    """A fork server holding formsync's modules (started with ``env`` in ``cwd``), or None
+    when the tests run every command as a process of its own."""
+    if not forking():
+        yield None
+        return
+    with ForkServer(FORMSYNC_ENTRY, FORMSYNC_MODULES, env, cwd) as server:
+        yield server
 
 
 def _decode(data: bytes) -> str:

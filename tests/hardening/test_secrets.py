@@ -27,7 +27,7 @@ import pandas as pd
 import pytest
 
 from tests.connector.test_receiver import CONTACT, encode, envelope, signed
-from tests.forkserver import FORMSYNC_ENTRY, FORMSYNC_MODULES, ForkServer, forking
+from tests.forkserver import ForkServer, formsync_forks
 from tests.pipelines.test_outreach import sheet_rows, write_csv
 
 from .support import FORMSYNC, SandboxProcess, receive_process, report_figures, sandbox_process
@@ -211,10 +211,7 @@ def work(tmp_path: Path, sandbox_proc: SandboxProcess) -> Path:
 def forked(tmp_path: Path) -> Iterator[ForkServer | None]:
     """The fork server the commands run in (each in a process of its own, forked from one
     holding formsync imported), or None with ``FORMSYNC_TESTS_SUBPROCESS=1``."""
-    if not forking():
-        yield None
-        return
-    with ForkServer(FORMSYNC_ENTRY, FORMSYNC_MODULES, {**os.environ, "COLUMNS": "200"}, tmp_path) as server:
+    with formsync_forks({**os.environ, "COLUMNS": "200"}, tmp_path) as server:
         yield server
 
 
