@@ -196,6 +196,8 @@ def _child(request: dict[str, Any], stdin_fd: int, entry: Any) -> int:
     os.environ.clear()
     os.environ.update(request["env"])
     sys.argv = list(request["argv"])
+    # The main module is the console script, as multiprocessing's spawn finds it from here.
+    sys.modules["__main__"].__file__ = sys.argv[0]
     try:
         entry()
         code = 0
