@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import base64
 import json
+import os
 import subprocess
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -18,6 +20,7 @@ from connector.receiver._delivery import parse_event
 from connector.receiver._replay import replay_dead_letters
 from connector.store import Store
 from connector.store._mapping import Incoming, Unstorable
+from tests.forkserver import ForkServer, formsync_forks
 
 from .test_receiver import (
     FORMSYNC,
@@ -84,8 +87,16 @@ async def test_an_unstorable_event_is_set_aside_once_acknowledged_and_replayable
     assert counts(store)["events"] == 2 and store.events.count_stored(["evt_fresh", "evt_known"]) == 2
 
 
-@pytest.mark.slow  # six command runs: about 25 s on a busy machine
-def test_the_dead_letters_command_lists_exports_replays_and_status_counts(tmp_path: Path) -> None:
+@pytest.fixture
+def forked(tmp_path: Path) -> Iterator[ForkServer | None]:
+    """Where the commands run: each a process of its own, forked from one holding formsync
+    imported (None with ``FORMSYNC_TESTS_SUBPROCESS=1``: each a ``formsync`` process)."""
+    with formsync_forks(dict(os.environ), tmp_path) as server:
+        yield server
+
+
+def test_the_dead_letters_command_lists_exports_replays_and_status_counts(tmp_path: Path,
+                                                                          forked: ForkServer | None) -> None:
     db = tmp_path / "dl.db"
     store = Store(f"sqlite:///{db}")
     store.migrate()
@@ -100,8 +111,9 @@ def test_the_dead_letters_command_lists_exports_replays_and_status_counts(tmp_pa
     cfg.write_text(f'[store]\nurl = "sqlite:///{db}"\n')
 
     def formsync(*args: str, code: int = 0) -> subprocess.CompletedProcess[str]:
-        done = subprocess.run([str(FORMSYNC), *args, "--config", str(cfg)], capture_output=True, text=True,
-                              timeout=60, check=False)
+        argv = [str(FORMSYNC), *args, "--config", str(cfg)]
+        done = forked.run(argv, cwd=Path.cwd(), env=dict(os.environ), timeout=60) if forked else \
+            subprocess.run(argv, capture_output=True, text=True, timeout=60, check=False)
         assert done.returncode == code, done.stderr
         return done
 

@@ -264,7 +264,7 @@ async def test_a_delivery_signed_for_the_other_channel_is_refused_and_retried(sa
     """A request callback (workspace secret) sent to the webhook path is 401 there: the
     sandbox records the refusal and keeps the delivery for a retry; nothing is stored."""
     rs = receiver_settings(callback_secrets=[sandbox.pro.signing_secret], webhook_secrets=[WH_SECRET])
-    async with running(sqlite_store, rs) as rx:
+    async with running(sqlite_store, rs, store_process=False) as rx:  # refused: nothing to commit
         r = await sandbox.rpc("requests.create", {"formId": sandbox.pro.forms["Contact"],
                                                   "callbackUrl": rx.url("webhooks")})
         rid = r.data["id"]
@@ -355,8 +355,8 @@ UNSTORABLE: list[tuple[str, bytes, str]] = [
                          ids=[c[0] for c in BAD_INPUT])
 async def test_bad_input_is_refused_and_nothing_is_stored(store, case, body, headers, channel, status, code, reason):
     # Run on both databases: what PostgreSQL would refuse (U+0000, lone surrogates) must be
-    # refused before it reaches either.
-    async with running(store) as rx:
+    # refused before it reaches either. Nothing is committed: no store process to start.
+    async with running(store, store_process=False) as rx:
         if case == "signature header twice":
             sig = signed(body)["X-Formstep-Signature"]
             async with rx.http.post(rx.url(channel), data=body,
@@ -681,7 +681,7 @@ def test_an_unusable_secret_is_refused_at_startup(sqlite_store):
 
 
 async def test_without_secrets_everything_is_401(sqlite_store):
-    async with running(sqlite_store, ReceiverSettings()) as rx:
+    async with running(sqlite_store, ReceiverSettings(), store_process=False) as rx:  # nothing to commit
         body = encode(envelope())
         status, answer, _ = await rx.post(body, signed(body))
         assert status == 401 and answer["error"]["details"]["reason"] == "no_secret"

@@ -27,6 +27,7 @@ import pandas as pd
 import pytest
 
 from tests.connector.test_receiver import CONTACT, encode, envelope, signed
+from tests.forkserver import ForkServer, formsync_forks
 from tests.pipelines.test_outreach import sheet_rows, write_csv
 
 from .support import FORMSYNC, SandboxProcess, receive_process, report_figures, sandbox_process
@@ -206,9 +207,18 @@ def work(tmp_path: Path, sandbox_proc: SandboxProcess) -> Path:
     return tmp_path
 
 
+@pytest.fixture
+def forked(tmp_path: Path) -> Iterator[ForkServer | None]:
+    """The fork server the commands run in (each in a process of its own, forked from one
+    holding formsync imported), or None with ``FORMSYNC_TESTS_SUBPROCESS=1``."""
+    with formsync_forks({**os.environ, "COLUMNS": "200"}, tmp_path) as server:
+        yield server
+
+
 @pytest.mark.slow
 def test_no_command_leaks_the_token_or_a_secret(work: Path, sandbox_proc: SandboxProcess,
-                                                receiver_process: tuple[subprocess.Popen[bytes], str]) -> None:
+                                                receiver_process: tuple[subprocess.Popen[bytes], str],
+                                                forked: ForkServer | None) -> None:
     sb = sandbox_proc
     pro = sb.workspace("pro")
     form = pro["forms"]["Contact"]
@@ -225,8 +235,9 @@ def test_no_command_leaks_the_token_or_a_secret(work: Path, sandbox_proc: Sandbo
     cases = command_cases(work, form, pro["token"], listed, events_url + "/webhooks")
 
     def run(case: Case) -> None:
-        done = subprocess.run([str(FORMSYNC), *case.args], capture_output=True, cwd=work, timeout=TIMEOUT,
-                              env={**env, **case.env})
+        argv, case_env = [str(FORMSYNC), *case.args], {**env, **case.env}
+        done = forked.run_bytes(argv, cwd=work, env=case_env, timeout=TIMEOUT) if forked else \
+            subprocess.run(argv, capture_output=True, cwd=work, timeout=TIMEOUT, env=case_env)
         text = done.stdout.decode(errors="replace") + "\n" + done.stderr.decode(errors="replace")
         assert done.returncode in case.exit_codes, f"{case.name}: exit {done.returncode}\n{text[-2000:]}"
         outputs[f"$ formsync {case.name}"] = text

@@ -17,19 +17,25 @@ running sandbox: ``{dir}`` (the case's own directory, the working directory too)
 ``{base_url}``, ``{port}`` (its port: one in use), ``{token}``, ``{ws}``, ``{form}`` (the Pro
 workspace's Contact form),
 ``{unpublished_form}`` (its Draft survey), ``{other_form}`` (the Business workspace's
-Contact form), ``{secret}`` (the Pro signing secret)."""
+Contact form), ``{secret}`` (the Pro signing secret).
+
+Each case's command runs in a child forked from a server that has the CLI's modules
+imported (``tests/forkserver.py``): a fresh process for the command, without an interpreter start
+and the imports per case. ``FORMSYNC_TESTS_SUBPROCESS=1`` runs every case as its own
+``formsync`` process instead, and one test runs cases both ways and compares the outcomes."""
 
 from __future__ import annotations
 
 import json
 import os
 import re
+import shutil
 import sqlite3
 import subprocess
 import sys
 import tomllib
 import urllib.request
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -37,6 +43,8 @@ from urllib.parse import urlsplit
 
 import pytest
 from openpyxl import Workbook
+
+from tests.forkserver import FORMSYNC_ENTRY, FORMSYNC_MODULES, ForkServer, forking
 
 CASES = Path(__file__).parent / "cases"
 FORMSYNC = Path(sys.executable).parent / "formsync"
@@ -128,17 +136,60 @@ def test_the_corpus_is_large_enough() -> None:
     assert len(_cases()) >= 40, "issue: at least 40 mistakes are covered"
 
 
-@pytest.mark.parametrize("path", _cases())
-def test_mistake(path: Path, world: World, tmp_path: Path) -> None:
-    case = tomllib.loads(path.read_text(encoding="utf-8"))
-    _write_files(case, world, tmp_path)
+def _base_env() -> dict[str, str]:
+    """The environment every case starts from: the tests' own, without formsync's settings."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("FORMSYNC_")}
-    env.update({k: world.fill(v, tmp_path) for k, v in case.get("env", {}).items()})
     env["COLUMNS"] = "100"
-    args = [world.fill(a, tmp_path) for a in case["args"]]
+    return env
+
+
+Run = Callable[[list[str], Path, dict[str, str], str], subprocess.CompletedProcess[str]]
+
+
+def _subprocess(argv: list[str], cwd: Path, env: dict[str, str], stdin: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(argv, cwd=cwd, env=env, capture_output=True, text=True, input=stdin, timeout=120)
+
+
+@pytest.fixture(scope="module")
+def forked(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Run]:
+    """Runs a command in a child of the fork server, as :func:`_subprocess` runs it."""
+    with ForkServer(FORMSYNC_ENTRY, FORMSYNC_MODULES, _base_env(), tmp_path_factory.mktemp("forkserver")) as server:
+        yield lambda argv, cwd, env, stdin: server.run(argv, cwd=cwd, env=env, input=stdin, timeout=120)
+
+
+@pytest.fixture(scope="module")
+def run(request: pytest.FixtureRequest) -> Run:
+    if not forking():
+        return _subprocess
+    forked_run: Run = request.getfixturevalue("forked")
+    return forked_run
+
+
+@dataclass(frozen=True)
+class Command:
+    """A case's command line, environment and stdin, its placeholders filled."""
+
+    argv: list[str]
+    env: dict[str, str]
+    stdin: str
+
+
+def _prepare(case: dict[str, Any], world: World, case_dir: Path) -> Command:
+    """Write the case's files into ``case_dir`` and fill in its command."""
+    _write_files(case, world, case_dir)
+    env = _base_env()
+    env.update({k: world.fill(v, case_dir) for k, v in case.get("env", {}).items()})
+    env["COLUMNS"] = "100"
+    args = [world.fill(a, case_dir) for a in case["args"]]
+    return Command([str(FORMSYNC), *args], env, world.fill(case.get("stdin", ""), case_dir))
+
+
+@pytest.mark.parametrize("path", _cases())
+def test_mistake(path: Path, world: World, run: Run, tmp_path: Path) -> None:
+    case = tomllib.loads(path.read_text(encoding="utf-8"))
+    command = _prepare(case, world, tmp_path)
     before = world.creates()
-    done = subprocess.run([str(FORMSYNC), *args], cwd=tmp_path, env=env, capture_output=True, text=True,
-                          input=world.fill(case.get("stdin", ""), tmp_path), timeout=120)
+    done = run(command.argv, tmp_path, command.env, command.stdin)
     out = done.stdout + done.stderr
     where = f"{path.name}: {case['about']}\n--- stdout\n{done.stdout}\n--- stderr\n{done.stderr}"
     assert done.returncode == case["exit"], f"exit {done.returncode}, want {case['exit']}; {where}"
@@ -150,3 +201,23 @@ def test_mistake(path: Path, world: World, tmp_path: Path) -> None:
         assert secret not in out, f"a secret was printed; {where}"
     assert world.creates() == before, f"a request was created; {where}"
     assert _stored_rows(tmp_path) == 0, f"something was stored; {where}"
+
+
+# A usage mistake (Click's path), a settings file read, the store and the service reached,
+# a spreadsheet read, and dlt's configuration read from the working directory.
+@pytest.mark.parametrize("name", ["unknown_command", "config_not_utf8", "campaign_unknown_job",
+                                  "outreach_xlsx_data_on_second_sheet", "load_postgres_without_credentials"])
+def test_a_forked_case_ends_as_its_own_process_does(name: str, world: World, forked: Run, tmp_path: Path) -> None:
+    """The same case run as a `formsync` process and in a forked child, in the same
+    directory made afresh: the same exit code, stdout and stderr."""
+    case = tomllib.loads((CASES / f"{name}.toml").read_text(encoding="utf-8"))
+    case_dir = tmp_path / "case"
+    outcomes = []
+    for how in (_subprocess, forked):
+        shutil.rmtree(case_dir, ignore_errors=True)
+        case_dir.mkdir()
+        command = _prepare(case, world, case_dir)
+        done = how(command.argv, case_dir, command.env, command.stdin)
+        outcomes.append((done.returncode, done.stdout, done.stderr))
+    assert outcomes[0] == outcomes[1]
+    assert outcomes[0][0] == case["exit"]
