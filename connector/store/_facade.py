@@ -67,7 +67,7 @@ from ._requests import RequestReads
 from ._responses import completions, replace_provisional
 from ._runs import JobRuns
 from ._schema import FormSchema
-from ._sqlite import SQLiteWriter
+from ._sqlite import SQLiteWriter, sqlite_file
 from ._submissions import SubmissionReads
 from ._tables import (
     CURSORS,
@@ -201,9 +201,8 @@ class Store:
         """The lock of one short run under ``name`` (``connector.store._lease.run_lock``):
         a session lock where the database has one, a file lock beside a SQLite file
         (``<file>-locks/``), else a lease of ``ttl_seconds``."""
-        database = make_url(self.url).database
-        on_file = self.backend == "sqlite" and database not in (None, "", ":memory:") and "mode=memory" not in self.url
-        return run_lock(self._db, Path(database or "").resolve() if on_file else None, name, ttl_seconds=ttl_seconds)
+        file = sqlite_file(self.url) if self.backend == "sqlite" else None
+        return run_lock(self._db, file.resolve() if file is not None else None, name, ttl_seconds=ttl_seconds)
 
     def __enter__(self) -> Store:
         return self

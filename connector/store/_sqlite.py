@@ -25,6 +25,14 @@ _LOCK_PROBE_S = 1.0  # how long a health check waits for the write lock
 READ_OPTION = "formsync_read"  # execution option of a read-only connection (see Store.reader)
 
 
+def sqlite_file(url: str) -> Path | None:
+    """The file a SQLite URL names (as given, not resolved); None for an in-memory database."""
+    u = make_url(url)
+    if u.database in (None, "", ":memory:") or u.query.get("mode") == "memory":
+        return None
+    return Path(u.database or "")
+
+
 class SQLiteWriter(SQLWriter):
     """Writes on SQLite: id lists travel as one JSON parameter (``json_each``), and an
     insert reports itself by its row count."""
@@ -38,9 +46,7 @@ class SQLiteWriter(SQLWriter):
         # A file's pool hands out its newest connection first: a pooled connection parses the
         # whole schema again when first used after another changed it, so connections taken
         # in turn leave the rest idle, not parsing each change (an in-memory database has one).
-        u = make_url(url)
-        memory = u.database in (None, "", ":memory:") or u.query.get("mode") == "memory"
-        lifo = {} if memory else {"pool_use_lifo": True}
+        lifo = {"pool_use_lifo": True} if sqlite_file(url) is not None else {}
         engine = create_engine(url, echo=echo, **lifo,
                                connect_args={"check_same_thread": False, "timeout": SQLITE_BUSY_TIMEOUT_MS / 1000})
         event.listen(engine, "connect", _on_connect)
@@ -56,10 +62,9 @@ class SQLiteWriter(SQLWriter):
     @classmethod
     def open_problem(cls, url: str) -> str | None:
         """A missing or read-only directory, or a directory where the file should be."""
-        database = make_url(url).database
-        if database in (None, "", ":memory:"):
+        path = sqlite_file(url)
+        if path is None:
             return None
-        path = Path(database or "")
         parent = path.parent if str(path.parent) else Path(".")
         if path.is_dir():
             return f"cannot open the SQLite database {path}: it is a directory"
@@ -73,10 +78,9 @@ class SQLiteWriter(SQLWriter):
     def write_problem(cls, url: str) -> str | None:
         """A read-only or full file system under the file, or its write lock held by
         another process (for longer than a second)."""
-        database = make_url(url).database
-        if database in (None, "", ":memory:"):
+        path = sqlite_file(url)
+        if path is None:
             return None
-        path = Path(database or "")
         if (problem := _file_system_problem(path.parent if str(path.parent) else Path("."))) is not None:
             return problem
         if not path.exists():
