@@ -600,6 +600,15 @@ class Store:
         """The typed view of every form the store knows (name, form, columns), by form id."""
         return self._views.views()
 
+    def parsed_views(self) -> int | None:
+        """On a SQLite store, how many views its schema holds (each form's, its alias and
+        any of the user's): every connection to the file keeps each one parsed. None on a
+        server database, which keeps its views itself."""
+        if self.backend != "sqlite":
+            return None
+        with self._db.reader() as s:
+            return int(s.execute(text("SELECT count(*) FROM sqlite_master WHERE type = 'view'")).scalar_one())
+
     # -- sync cursors ---------------------------------------------------------------
 
     def set_cursor(self, form_id: str, mark: SyncMark, stream: str = "submissions") -> None:

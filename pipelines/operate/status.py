@@ -167,6 +167,7 @@ class StatusReport(BaseModel):
     dead_letters: int = 0  # correctly signed events set aside: no database can store them
     errors: list[RecentError] = []
     held_back: dict[str, list[str]] = {}  # form id -> answered keys no fields.list read named yet
+    sqlite_views: int | None = None  # the views of a SQLite store (Store.parsed_views); None on a server
     credentials: Credentials = Credentials()
 
 
@@ -183,6 +184,11 @@ async def read_service_time(service: ServiceSettings, tokens: TokenSource | None
     except (FormsyncError, GrantError, OSError, TimeoutError, ValueError):
         return None
 
+
+MANY_SQLITE_VIEWS = 4000
+"""A SQLite store's views from which ``formsync status`` says what they cost (two per form
+named from its name: the view and its alias for one release)."""
+MANY_VIEWS_FIX = "with thousands of forms use PostgreSQL or MariaDB (store.url), whose server keeps the views"
 
 TOP_FORMS = 50
 """The forms with the most requests that keep a ``formsync_requests`` series of their own."""
@@ -259,6 +265,7 @@ def collect_status(settings: Settings, store: Store, service_at: int | None = No
         report.events_received, report.newest_event_at = store.events.received()
     if FormField.__tablename__ in tables and forms is None:  # by form: the text only shows them
         report.held_back = store.held_back_fields()
+        report.sqlite_views = store.parsed_views()
     report.dead_letters = store.dead_letters.count()
     report.credentials = _credentials(settings, store)
     report.credentials.service_at = service_at
@@ -371,5 +378,9 @@ def render_status(report: StatusReport) -> Group:
     held = "; ".join(f"form {f}: {', '.join(keys)}" for f, keys in report.held_back.items())
     schemas = ([Text(f"Fields held back from views and exports (no field list read yet): {held}"),
                 Text(f"  fix: {HELD_BACK_FIX}")] if report.held_back else [])
+    views = report.sqlite_views
+    many = ([Text(f"SQLite store with {views:,} views: every connection to the file keeps each one parsed "
+                  f"(about 4 KiB a view)"), Text(f"  fix: {MANY_VIEWS_FIX}")]
+            if views is not None and views >= MANY_SQLITE_VIEWS else [])
     return Group(Text(report.scheduler.line(report.at)), Text(report.credentials.line(report.at)), jobs, *outreach,
-                 requests, Text(received), Text(aside), *schemas, errors)
+                 requests, Text(received), Text(aside), *schemas, *many, errors)

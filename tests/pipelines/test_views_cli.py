@@ -68,3 +68,38 @@ def test_views_command_without_a_token_types_nothing_from_answers(tmp_path: Path
         console.print(render_status(collect_status(Settings(), store)))
     shown = console.export_text()
     assert "form form_contact: name, score" in shown and "service.token" in shown
+
+
+def test_status_says_what_a_sqlite_stores_many_views_cost_and_the_fix(tmp_path: Path, pg_database: str,
+                                                                      monkeypatch: Any) -> None:
+    """Every connection to a SQLite file keeps each of its views parsed: from
+    ``MANY_SQLITE_VIEWS`` views ``formsync status`` says so, with the fix; a server
+    database keeps its views itself, so it says nothing of them."""
+    from rich.console import Console
+
+    from connector.config.settings import Settings
+    from pipelines.operate import status
+    from tests.connector.test_store import events, sub_event
+
+    def shown(url: str) -> tuple[int | None, str]:
+        with Store(url) as store:
+            store.migrate()
+            evs = [sub_event(f"evt_{i}", f"sub_{i}") for i in range(3)]
+            for i, e in enumerate(evs):
+                e["data"]["form"] = {"id": f"form_{i}", "name": f"Form {i}", "snapshotId": "snap_1"}
+            store.store_events(events(*evs))
+            report = status.collect_status(Settings(), store)
+        console = Console(width=100, record=True, file=open("/dev/null", "w"))  # noqa: SIM115
+        console.print(status.render_status(report))
+        return report.sqlite_views, console.export_text()
+
+    monkeypatch.setattr(status, "MANY_SQLITE_VIEWS", 6)
+    views, text_ = shown(f"sqlite:///{tmp_path / 'many.db'}")
+    assert views == 6  # three forms, each with its view and the alias of its old name
+    assert "SQLite store with 6 views: every connection to the file keeps each one parsed" in text_
+    assert f"fix: {status.MANY_VIEWS_FIX}" in text_
+    monkeypatch.setattr(status, "MANY_SQLITE_VIEWS", 7)
+    assert "SQLite store with" not in shown(f"sqlite:///{tmp_path / 'fewer.db'}")[1]
+    monkeypatch.setattr(status, "MANY_SQLITE_VIEWS", 0)
+    views, text_ = shown(pg_database)
+    assert views is None and "SQLite store with" not in text_
