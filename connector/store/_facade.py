@@ -151,6 +151,8 @@ class Store:
             raise ValueError(f"unsupported database URL {shown!r}: use sqlite:///path.db, "
                              f"postgresql+psycopg://user@host/db or mysql+pymysql://user@host/db")
         self._writer: type[Writer] = writer
+        file = sqlite_file(self.url) if writer is SQLiteWriter else None
+        self._file = None if file is None else file.resolve()  # read by every run's lock: found once
         self._db = Database(writer.create_engine(self.url, echo=echo, pre_ping=pre_ping), writer)
         self.runs = JobRuns(self._db)
         self.requests = RequestReads(self._db)
@@ -201,8 +203,7 @@ class Store:
         """The lock of one short run under ``name`` (``connector.store._lease.run_lock``):
         a session lock where the database has one, a file lock beside a SQLite file
         (``<file>-locks/``), else a lease of ``ttl_seconds``."""
-        file = sqlite_file(self.url) if self.backend == "sqlite" else None
-        return run_lock(self._db, file.resolve() if file is not None else None, name, ttl_seconds=ttl_seconds)
+        return run_lock(self._db, self._file, name, ttl_seconds=ttl_seconds)
 
     def __enter__(self) -> Store:
         return self
