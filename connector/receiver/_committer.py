@@ -43,7 +43,6 @@ from pathlib import Path
 from typing import IO, Any, Protocol
 
 from sqlalchemy import exc as sa_exc
-from sqlalchemy.engine import make_url
 
 from ..store import Store
 from ..store._mapping import Incoming, StoreOutcome, Unstorable
@@ -187,8 +186,7 @@ def committer_for(store: Store, *, process: bool, commit_timeout: float = DEFAUL
     itself when ``process`` is false or the database lives in this process's memory
     (in-memory SQLite). The store process opens a plain ``Store(url)``: a ``store``
     with its own clock or behaviour needs ``process=False`` to keep them."""
-    url = make_url(store.url)
-    if not process or (url.get_backend_name() == "sqlite" and url.database in (None, "", ":memory:")):
+    if not process or (store.backend == "sqlite" and store.file is None):
         return ThreadCommitter(store)
     return ProcessCommitter(store.url, commit_timeout=commit_timeout, key_file=store.key_file)
 

@@ -171,6 +171,12 @@ class Store:
         self.deletions = DeletionLog(self._db)  # what erase, purge and reconcile removed, for loads
 
     @property
+    def file(self) -> Path | None:
+        """The store's SQLite file, resolved when the store was made; None for a server
+        database or an in-memory SQLite."""
+        return self._file
+
+    @property
     def backend(self) -> str:
         """The database's kind, as SQLAlchemy names it: ``sqlite``, ``postgresql`` or ``mysql``."""
         return self._db.engine.dialect.name
@@ -203,7 +209,7 @@ class Store:
         """The lock of one short run under ``name`` (``connector.store._lease.run_lock``):
         a session lock where the database has one, a file lock beside a SQLite file
         (``<file>-locks/``), else a lease of ``ttl_seconds``."""
-        return run_lock(self._db, self._file, name, ttl_seconds=ttl_seconds)
+        return run_lock(self._db, self.file, name, ttl_seconds=ttl_seconds)
 
     def __enter__(self) -> Store:
         return self

@@ -55,9 +55,9 @@ class SQLiteWriter(SQLWriter):
 
     @classmethod
     def missing(cls, url: str) -> bool:
-        """A SQLite file not created yet."""
-        u = make_url(url)
-        return bool(u.database) and not Path(u.database or "").exists()
+        """A SQLite file not created yet (an in-memory database never is)."""
+        path = sqlite_file(url)
+        return path is not None and not path.exists()
 
     @classmethod
     def open_problem(cls, url: str) -> str | None:

@@ -59,7 +59,6 @@ from typing import TYPE_CHECKING, Any, Literal
 import pyarrow as pa
 import pyarrow.compute as pc
 from pydantic import BaseModel
-from sqlalchemy.engine import make_url
 
 from connector.store import Column, Store
 from connector.store._campaign import CampaignRow
@@ -253,9 +252,7 @@ def work_dir(store: Store) -> Path:
 
 def store_folder(store: Store) -> Path | None:
     """The folder of a SQLite store's file (None for a server database)."""
-    database = make_url(store.url).database
-    return Path(database).resolve().parent if store.backend == "sqlite" and database not in (None, "", ":memory:") \
-        else None
+    return None if store.file is None else store.file.parent
 
 
 @dataclass(frozen=True)

@@ -256,11 +256,9 @@ def collect_status(settings: Settings, store: Store, service_at: int | None = No
         _add_outreach(report, store)
     if RequestRow.__tablename__ in tables:
         report.pending_requests = store.requests.pending_count()
-        if forms is not None:
-            report.requests = form_series(store.requests.each_form_status(STATUSES), forms)
-        else:
-            report.requests = [FormRequests(form_id=form, **{k: v for k, v in counts.items() if k in STATUSES})
-                               for form, counts in sorted(store.requests.status_by_form().items())]
+        counts = store.requests.each_form_status(STATUSES)  # the one read of both the metrics and the text
+        report.requests = (form_series(counts, forms) if forms is not None else
+                           [FormRequests(form_id=form, **by_status) for form, by_status in sorted(counts)])
     if RawEvent.__tablename__ in tables:
         report.events_received, report.newest_event_at = store.events.received()
     if FormField.__tablename__ in tables and forms is None:  # by form: the text only shows them
